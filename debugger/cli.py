@@ -1,0 +1,377 @@
+"""The `tdbg` command: info, node, code, scan, compare, serve."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from enum import IntEnum
+from typing import Any, Callable, Sequence, TextIO
+
+from .errors import DumpError
+from .report import Progress, fmt_num, human_bytes, ranges_text, table
+
+
+class Exit(IntEnum):
+    """Exit codes, the same for every command."""
+
+    OK = 0
+    FOUND = 1          # scan: hits; compare: pairs graded error
+    USAGE = 2          # bad usage or unreadable dump
+    INTERRUPTED = 130
+
+
+def _print_json(obj: Any, out: TextIO) -> None:
+    json.dump(obj, out, indent=2, default=str)
+    out.write("\n")
+
+
+# -- info ---------------------------------------------------------------------------------------
+def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
+    """Ranks, graphs, iterations, node kinds, tensor counts and warnings."""
+    from .formats import open_dumps
+    from .serialize import dump_info
+
+    infos = [dump_info(d) for d in open_dumps(args.dump)]
+    if args.json:
+        _print_json(infos[0] if len(infos) == 1 else {"dumps": infos}, out)
+        return Exit.OK
+    for info in infos:
+        _print_info(info, out)
+    return Exit.OK
+
+
+def _print_info(info: dict, out: TextIO) -> None:
+    ranks = info["ranks"]
+    first = ranks[0] if ranks else {}
+    out.write(f"Dump {info['dump']}\n")
+    out.write(f"  MindSpore {first.get('ms_version') or '?'} on {first.get('device_target') or '?'}, "
+              f"net {first.get('net') or '?'}, saved_data {first.get('saved_data') or '?'}, "
+              f"{len(ranks)} rank(s)\n")
+    rows = []
+    for r in ranks:
+        kinds = r["nodes_by_kind"]
+        rows.append([r["rank"], ",".join(map(str, r["graphs"])) or "-", ranges_text(r["iterations"]),
+                     ranges_text(r["run_iterations"]) if r["run_iterations"] else "?",
+                     sum(kinds.values()), kinds.get("weight", 0), kinds.get("gradient", 0),
+                     kinds.get("activation", 0), r["tensor_files"], human_bytes(r["tensor_bytes"])])
+    out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "grads", "activ.",
+                           "files", "bytes"]) + "\n")
+    if ranks:
+        kinds = ", ".join(f"{k} {v}" for k, v in first["nodes_by_kind"].items())
+        out.write(f"  rank {first['rank']} nodes by kind: {kinds}\n")
+        weights = [p["name"] for p in first["parameters"] if p["kind"] == "weight"]
+        out.write(f"  trainable weights ({len(weights)}): {', '.join(weights[:12])}"
+                  f"{' ...' if len(weights) > 12 else ''}\n")
+    if info["warnings"]:
+        out.write(f"  warnings ({len(info['warnings'])}):\n")
+        for w in info["warnings"][:20]:
+            out.write(f"    - {w}\n")
+        if len(info["warnings"]) > 20:
+            out.write(f"    ... {len(info['warnings']) - 20} more (see --json)\n")
+    out.write("\n")
+
+
+# -- node ---------------------------------------------------------------------------------------
+def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
+    """A node's kind, inputs, outputs, shapes and source stack."""
+    from .errors import QueryError
+    from .formats import open_dump
+    from .serialize import node_dict
+
+    dump = open_dump(args.dump)
+    rank = dump.rank(args.rank if args.rank is not None else dump.rank_ids[0])
+    found = [(g, n) for g, n in rank.find_node(args.name) if args.graph is None or g == args.graph]
+    if not found:
+        raise QueryError(rank.path, f"no node {args.name!r} (give a full name, a file-name spelling "
+                         "or a name suffix such as fc1-Dense/MatMul-op0)")
+    nodes = [node_dict(rank.graph(g).node(n), rank) for g, n in found]
+    if args.json:
+        _print_json({"nodes": nodes}, out)
+        return Exit.OK
+    for d in nodes:
+        out.write(f"{d['node']}\n  rank {d['rank']}, graph {d['graph']}, {d['op_type']}, kind {d['kind']}"
+                  f"{', param ' + d['param'] if d['param'] else ''}"
+                  f"{', backward' if d['is_backward'] else ''}\n")
+        if d["inputs"]:
+            out.write("  inputs:\n" + table([[i["slot"], i["node"] or "(literal)", i["kind"] or ""]
+                                              for i in d["inputs"]], indent="    ") + "\n")
+        if d["outputs"]:
+            out.write("  outputs:\n" + table([[o["slot"], o["dtype"] or "?", o["shape"]] for o in d["outputs"]],
+                                             indent="    ") + "\n")
+        if d["consumers"]:
+            out.write(f"  consumers: {', '.join(d['consumers'][:8])}{' ...' if len(d['consumers']) > 8 else ''}\n")
+        out.write(f"  dumped in iterations: {ranges_text(d['iterations'])}\n")
+        if d["stack"]:
+            out.write("  stack (user code first):\n")
+            for f in d["stack"]:
+                tag = "framework" if f["is_framework"] else "user"
+                fwd = " (forward candidate)" if f["forward_candidate"] else ""
+                out.write(f"    {f['file']}:{f['line']}  [{tag}]{fwd}\n        {f['code']}\n")
+        out.write("\n")
+    return Exit.OK
+
+
+# -- code ---------------------------------------------------------------------------------------
+def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
+    """Every node created by a source line, forward and backward marked."""
+    from .formats import open_dump
+    from .source import parse_location
+
+    dump = open_dump(args.dump)
+    file, line = parse_location(args.location)
+    nodes = [n for n in dump.nodes_at(file, line) if args.rank is None or n["rank"] == args.rank]
+    files = sorted({n.pop("file") for n in nodes})
+    if args.json:
+        _print_json({"location": args.location, "files": files, "nodes": nodes}, out)
+        return Exit.OK
+    if not nodes:
+        out.write(f"No node was created by {args.location}.\n")
+        known = [f for f in dump.source_index.all_files() if not dump.source_index.is_framework(f)]
+        if known:
+            out.write("User source files in the stacks:\n" + "\n".join(f"  {f}" for f in known[:20]) + "\n")
+        return Exit.OK
+    code = dump.source_index.code(files[0], line) if files else ""
+    out.write(f"{args.location}  {code}\n")
+    for direction in ("forward", "backward"):
+        rows = [[n["rank"], n["graph"], n["op_type"], n["kind"], n["node"]] for n in nodes if n["direction"] == direction]
+        if rows:
+            out.write(f"  {direction} ({len(rows)}):\n" + table(rows, indent="    ") + "\n")
+    return Exit.OK
+
+
+# -- scan ---------------------------------------------------------------------------------------
+def _load_config(path: str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise DumpError(path, f"cannot read watchpoint config ({exc.strerror})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            import yaml
+        except ImportError:
+            raise DumpError(path, "not JSON (install pyyaml to read YAML configs)") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise DumpError(path, f"neither JSON nor YAML ({exc.__class__.__name__})") from None
+    if isinstance(data, dict) and "watchpoints" in data:
+        data = data["watchpoints"]
+    if not isinstance(data, list):
+        raise DumpError(path, "expected a list of watchpoints ({name, params})")
+    return data
+
+
+def build_watchpoints(args: argparse.Namespace) -> list:
+    """Watchpoints from --watch, --config and --preset (recommended when none is given)."""
+    from .watch.registry import Watchpoint, preset
+
+    wps = [Watchpoint.parse(w) for w in args.watch or []]
+    if args.config:
+        wps += [Watchpoint.from_dict(d) for d in _load_config(args.config)]
+    if args.preset or not wps:
+        wps += preset(args.preset or "recommended")
+    if args.node or args.scope:
+        wps = [type(w)(w.condition, w.params, w.node or args.node, w.scope or args.scope) for w in wps]
+    return wps
+
+
+def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
+    """Run watchpoints over a dump."""
+    from .cache import StatsCache
+    from .formats import open_dump
+    from .watch.engine import parse_iterations, scan
+    from .watch.registry import describe_conditions
+
+    if args.list_conditions:
+        conds = describe_conditions()
+        if args.json:
+            _print_json(conds, out)
+        else:
+            for c in conds:
+                params = ", ".join(f"{p['name']}={p['default']:g}" if p["default"] is not None else p["name"]
+                                   for p in c["params"])
+                out.write(f"{c['name']:<24} [{c['target']}] {c['help']}\n{'':<24} params: {params or 'none'}\n")
+        return Exit.OK
+    if not args.dump:
+        raise DumpError(None, "scan needs a DUMP path")
+    try:
+        wps = build_watchpoints(args)
+        its = parse_iterations(args.iterations)
+        ranks = _parse_ranks(args.ranks)
+    except ValueError as exc:
+        raise DumpError(None, str(exc)) from None
+    dump = open_dump(args.dump)
+    cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
+    result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
+                  progress=Progress("scanning"))
+    if args.json:
+        _print_json(result.to_dict(), out)
+    else:
+        _print_scan(result, out)
+    return Exit.FOUND if result.hits else Exit.OK
+
+
+def _parse_ranks(text: str | None) -> list[int] | None:
+    from .watch.engine import parse_iterations
+
+    if text is None:
+        return None
+    got = parse_iterations(text)
+    return None if got is None else sorted(got)
+
+
+def _print_scan(result: Any, out: TextIO) -> None:
+    out.write(f"Scanned {result.dump}: ranks {ranges_text(result.ranks)}, iterations "
+              f"{ranges_text(result.iterations)}, {len(result.watchpoints)} watchpoint(s)\n")
+    if not result.hits:
+        out.write("No watchpoint hit.\n")
+    else:
+        f = result.first
+        out.write(f"\nFirst problem: {f.watchpoint} at iteration {f.iteration}, rank {f.rank}: "
+                  f"{_tensor_label(f)}  ({f.source or 'no user code line'})\n")
+        groups: dict[str, list] = {}
+        for h in result.hits:
+            groups.setdefault(h.watchpoint, []).append(h)
+        for name, hits in sorted(groups.items(), key=lambda kv: kv[1][0].sort_key()):
+            out.write(f"\n{name}: {len(hits)} hit(s), first at iteration {hits[0].iteration}\n")
+            rows = []
+            for h in hits[:50]:
+                vs = "; ".join(f"{k} {fmt_num(v)} vs {fmt_num(h.threshold.get(k))}" if k in h.threshold
+                               else f"{k} {fmt_num(v)}" for k, v in h.actual.items())
+                rows.append([h.iteration, h.rank, _tensor_label(h), f"{h.io}{h.slot}", vs, h.source or "-"])
+            out.write(table(rows, ["iter", "rank", "tensor", "io", "actual vs threshold", "code"]) + "\n")
+            if len(hits) > 50:
+                out.write(f"  ... {len(hits) - 50} more (see --json)\n")
+    if result.errors:
+        kinds: dict[str, int] = {}
+        for e in result.errors:
+            kinds[e.error.split(":")[0] if e.error.startswith("/") else e.error] = kinds.get(e.error, 0) + 1
+        out.write(f"\n{len(result.errors)} check(s) could not run:\n")
+        for msg, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:10]:
+            out.write(f"  {n} x {msg}\n")
+
+
+def _tensor_label(h: Any) -> str:
+    if h.param and h.kind == "weight":
+        return h.param
+    if h.param:
+        return f"{h.param} ({h.kind}, {h.op_type})"
+    return _short(h.node)
+
+
+def _short(node: str, width: int = 60) -> str:
+    return node if len(node) <= width else "..." + node[-(width - 3):]
+
+
+# -- serve --------------------------------------------------------------------------------------
+def default_sample() -> str:
+    """``./dumps_sample`` if present, else the sample next to this package's source tree."""
+    here = os.path.join(os.getcwd(), "dumps_sample")
+    if os.path.isdir(here):
+        return here
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
+
+
+def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    """Start the web UI."""
+    try:
+        from tdbg_web import create_app
+    except ImportError as exc:
+        raise DumpError(None, f"the web UI is not installed ({exc})") from None
+    path = args.dump or default_sample()
+    from .formats import find_dump_roots
+
+    find_dump_roots(path)  # fail early, with the path, when there is nothing to serve
+    app = create_app(path)
+    out.write(f"tdbg serving {path} on http://{args.host}:{args.port}/\n")
+    out.flush()
+    app.run(host=args.host, port=args.port, threaded=True)
+    return Exit.OK
+
+
+# -- parser -------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every command."""
+    p = argparse.ArgumentParser(prog="tdbg", description="Offline debugger for training dumps.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("info", help="what a dump holds")
+    s.add_argument("dump", help="dump root, rank_N dir, or a folder holding dumps")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_info)
+
+    s = sub.add_parser("node", help="one node: kind, inputs, outputs, source stack")
+    s.add_argument("dump", help="dump root or rank_N dir")
+    s.add_argument("name", help="full name, file-name spelling, parameter name or name suffix")
+    s.add_argument("--rank", type=int, help="rank (default: the first)")
+    s.add_argument("--graph", type=int, help="graph id (default: every graph with that node)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_node)
+
+    s = sub.add_parser("code", help="the nodes a source line created")
+    s.add_argument("dump", help="dump root or rank_N dir")
+    s.add_argument("location", help="FILE:LINE; FILE matches by path suffix (train.py:14)")
+    s.add_argument("--rank", type=int, help="only this rank")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_code)
+
+    s = sub.add_parser("scan", help="run watchpoints; exit 1 on hits")
+    s.add_argument("dump", nargs="?", help="dump root or rank_N dir")
+    s.add_argument("--watch", action="append", metavar="NAME[:param=value,...]", help="a watchpoint (repeatable)")
+    s.add_argument("--preset", help="a preset of watchpoints (recommended)")
+    s.add_argument("--config", help="JSON or YAML list of {name, params} watchpoints")
+    s.add_argument("--ranks", help="ranks, e.g. 0-3,7 (default: all)")
+    s.add_argument("--iterations", help="iterations, e.g. 0-5,8 (default: all)")
+    s.add_argument("--where", metavar="FILE:LINE", help="only nodes created by this code line")
+    s.add_argument("--node", help="only nodes or parameters matching this glob")
+    s.add_argument("--scope", help="only nodes under this scope prefix")
+    s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument("--no-cache", action="store_true", help="neither read nor write the statistics cache")
+    s.add_argument("--cache-dir", help="statistics cache folder (default: $TDBG_CACHE_DIR or ~/.cache/tdbg)")
+    s.add_argument("--list-conditions", action="store_true", help="list the conditions and exit")
+    s.set_defaults(func=cmd_scan)
+
+    try:
+        from .compare.command import add_parser as add_compare
+    except ImportError:
+        add_compare = None
+    if add_compare is not None:
+        add_compare(sub)
+
+    s = sub.add_parser("serve", help="the web UI")
+    s.add_argument("dump", nargs="?", help="dump or folder of dumps (default: dumps_sample/)")
+    s.add_argument("--host", default="127.0.0.1", help="interface (default: loopback only)")
+    s.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    s.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run tdbg; returns the exit code."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0) and Exit.USAGE
+    func: Callable[[argparse.Namespace, TextIO], int] = args.func
+    try:
+        return int(func(args, out))
+    except DumpError as exc:
+        err.write(f"tdbg: error: {exc}\n")
+        return Exit.USAGE
+    except KeyboardInterrupt:
+        err.write("tdbg: interrupted\n")
+        return Exit.INTERRUPTED
+    except BrokenPipeError:
+        return Exit.OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

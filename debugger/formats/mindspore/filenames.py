@@ -1,0 +1,81 @@
+"""The one parser of MindSpore tensor file names, for every version, read right to left."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+# {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy
+# op_name may itself contain dots, so every field but op_type is taken from the right.
+_IO = {"input", "output"}
+_FORMAT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+# MindSpore's dtype spellings in file names (2.4+) mapped to numpy; both "Float32" and
+# "float16" styles occur.
+_DTYPES = {
+    "bool": "bool", "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64",
+    "uint8": "uint8", "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "float16": "float16", "float32": "float32", "float64": "float64",
+    "bfloat16": "bfloat16", "complex64": "complex64", "complex128": "complex128",
+}
+
+
+@dataclass(frozen=True)
+class TensorFileName:
+    """The fields of one tensor file name."""
+
+    op_type: str
+    op_name: str
+    task_id: int
+    stream_id: int
+    timestamp: int
+    io: str
+    slot: int
+    format: str
+    dtype: str | None  # numpy dtype name when the name carries one (MindSpore >= 2.4)
+
+
+def dtype_from_field(field: str) -> str | None:
+    """Numpy dtype name for a file-name dtype field such as ``Float32``, or None if unknown."""
+    return _DTYPES.get(field.lower())
+
+
+def parse_tensor_file_name(name: str) -> TensorFileName | None:
+    """Parse a tensor file name; None when it matches no known grammar."""
+    if not name.endswith(".npy"):
+        return None
+    parts = name[:-4].split(".")
+    if len(parts) < 8:
+        return None
+    dtype: str | None = None
+    # With a dtype field the io word sits 4th from the right, without it 3rd.
+    if parts[-4] in _IO and len(parts) >= 9:
+        dtype_field = parts[-1]
+        dtype = dtype_from_field(dtype_field)
+        if dtype is None:
+            return None
+        parts = parts[:-1]
+    if parts[-3] not in _IO:
+        return None
+    fmt, slot, io = parts[-1], parts[-2], parts[-3]
+    ts, stream, task = parts[-4], parts[-5], parts[-6]
+    if not (slot.isdigit() and ts.isdigit() and stream.isdigit() and task.isdigit()):
+        return None
+    if not _FORMAT_RE.match(fmt):
+        return None
+    op_type = parts[0]
+    op_name = ".".join(parts[1:-6])
+    if not op_type or not op_name:
+        return None
+    return TensorFileName(op_type, op_name, int(task), int(stream), int(ts), io, int(slot), fmt, dtype)
+
+
+def numpy_dtype(name: str | None) -> np.dtype | None:
+    """A numpy dtype for a dtype name, None when numpy lacks it (bfloat16)."""
+    if name is None:
+        return None
+    try:
+        return np.dtype(name)
+    except TypeError:
+        return None

@@ -1,0 +1,76 @@
+"""Decode ``ms_output_trace_code_graph_N.pb`` (debug_graph.proto's ModelProto) into records."""
+from __future__ import annotations
+
+from ...errors import CorruptFileError
+from ..records import GraphRecord, NodeRecord, OutputType
+
+_DTYPE_NAMES = {
+    1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8", 7: "uint16",
+    8: "uint32", 9: "uint64", 10: "float16", 11: "float32", 12: "float64", 13: "string",
+    43: "complex64", 44: "complex128", 46: "bfloat16",
+}
+
+
+def _output_types(type_proto) -> list[OutputType]:  # type: ignore[no-untyped-def]
+    if type_proto.HasField("sequence_type"):
+        out: list[OutputType] = []
+        for t in type_proto.sequence_type.elem_types:
+            out.extend(_output_types(t))
+        return out
+    if type_proto.HasField("tensor_type"):
+        tt = type_proto.tensor_type
+        shape = tuple(int(d.size) for d in tt.shape.dim) if tt.HasField("shape") else None
+        return [OutputType(_DTYPE_NAMES.get(tt.elem_type), shape)]
+    if type_proto.data_type in _DTYPE_NAMES:
+        return [OutputType(_DTYPE_NAMES[type_proto.data_type], ())]
+    return []
+
+
+def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
+    """Read one graph .pb file."""
+    from ...proto import debug_graph_pb2  # generated code is loaded only when a .pb is opened
+    from google.protobuf.message import DecodeError
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if not data:
+        raise CorruptFileError(path, "empty graph file")
+    model = debug_graph_pb2.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except DecodeError as exc:
+        raise CorruptFileError(path, f"not a MindSpore ModelProto ({exc})") from exc
+    if not model.HasField("graph") or not model.graph.node:
+        raise CorruptFileError(path, "not a MindSpore ModelProto (no graph nodes)")
+    g = model.graph
+    consts = {c.key: (c.full_name or c.key) for c in g.const_vals}
+    params = {p.name for p in g.parameters}
+    seq_to_full: dict[str, str] = {}
+    for n in g.node:
+        seq_to_full[n.name] = n.full_name or f"{n.op_type}-{n.name}"
+
+    def resolve(ref: str) -> str:
+        if ref in consts:
+            return consts[ref]
+        if ref in params:
+            return ref
+        return seq_to_full.get(ref, ref)
+
+    nodes: list[NodeRecord] = []
+    for p in g.parameters:
+        nodes.append(NodeRecord(
+            name=p.name, op_type="Parameter", scope="", outputs=_output_types(p.type),
+            is_parameter=True, has_default=p.HasField("default_val")))
+    for key, full in consts.items():
+        nodes.append(NodeRecord(name=full, op_type="Constant", scope="", is_constant=True))
+    for n in g.node:
+        inputs = [(resolve(i.name), "control" if i.type == 1 else "data") for i in n.input]
+        nodes.append(NodeRecord(
+            name=seq_to_full[n.name], op_type=n.op_type, scope=n.scope, inputs=inputs,
+            outputs=_output_types(n.output_type), source=n.source_address,
+            instance_name=n.instance_name))
+    outputs = [resolve(o.name) for o in g.outputs]
+    return GraphRecord(graph_id, g.name or f"graph_{graph_id}", nodes, outputs, path)

@@ -1,0 +1,190 @@
+"""Walk a MindSpore dump tree (rank_N/<net>/<graph_id>/<iteration>/) using directory listings only."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+from ...errors import CorruptFileError
+from .filenames import TensorFileName, parse_tensor_file_name
+
+RANK_RE = re.compile(r"^rank_(\d+)$")
+GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.pb$")
+GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.ir$")
+EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d+)\.csv$")
+RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d+)\.csv$")
+_NOT_NETS = {"graphs", "execution_order"}
+
+
+@dataclass
+class TensorFile:
+    """A tensor file found in an iteration dir: its parsed name, path and size in bytes."""
+
+    path: str
+    name: TensorFileName
+    size: int
+    mtime_ns: int = 0
+
+
+@dataclass
+class RankListing:
+    """Everything a rank dir holds, from listings and small metadata files only."""
+
+    rank: int
+    path: str
+    nets: list[str] = field(default_factory=list)
+    config: dict = field(default_factory=dict)        # .dump_metadata/config.json
+    dump_config: dict = field(default_factory=dict)   # .dump_metadata/data_dump.json
+    graph_pb: dict[int, str] = field(default_factory=dict)
+    graph_ir: dict[int, str] = field(default_factory=dict)
+    exec_order: dict[int, str] = field(default_factory=dict)
+    run_history: dict[int, str] = field(default_factory=dict)
+    # (graph_id, iteration) -> tensor files
+    tensors: dict[tuple[int, int], list[TensorFile]] = field(default_factory=dict)
+    constants: dict[int, list[TensorFile]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def is_rank_dir(path: str) -> bool:
+    """Whether ``path`` is a ``rank_N`` directory."""
+    return os.path.isdir(path) and RANK_RE.match(os.path.basename(os.path.normpath(path))) is not None
+
+
+def rank_dirs(root: str) -> list[tuple[int, str]]:
+    """The ``rank_N`` children of a dump root, sorted by rank."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return []
+    out = []
+    for e in entries:
+        m = RANK_RE.match(e.name)
+        if m and e.is_dir():
+            out.append((int(m.group(1)), e.path))
+    return sorted(out)
+
+
+def _read_json(path: str, warnings: list[str]) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        warnings.append(f"{path}: unreadable metadata ({exc.__class__.__name__}); ignored")
+        return {}
+
+
+def _scan_dir(path: str, pattern: re.Pattern[str]) -> dict[int, str]:
+    out: dict[int, str] = {}
+    try:
+        for e in os.scandir(path):
+            m = pattern.match(e.name)
+            if m:
+                out[int(m.group(1))] = e.path
+    except OSError:
+        pass
+    return out
+
+
+def _read_mapping(path: str, warnings: list[str]) -> dict[str, str]:
+    """mapping.csv: numbers that stand for file names over 255 characters."""
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            for row in csv.reader(f):
+                if len(row) >= 2 and row[0].strip() and not row[0].lower().startswith(("file", "number")):
+                    out[row[0].strip()] = row[1].strip()
+    except OSError as exc:
+        warnings.append(f"{path}: unreadable ({exc.strerror}); long file names stay unresolved")
+    return out
+
+
+def _parse_with_mapping(name: str, mapping: dict[str, str]) -> TensorFileName | None:
+    parsed = parse_tensor_file_name(name)
+    if parsed is not None or not mapping:
+        return parsed
+    stem = name[:-4] if name.endswith(".npy") else name
+    if stem in mapping:
+        full = mapping[stem]
+        return parse_tensor_file_name(full if full.endswith(".npy") else full + ".npy")
+    head, dot, rest = stem.partition(".")
+    if head in mapping and dot:
+        return parse_tensor_file_name(f"{mapping[head]}.{rest}.npy")
+    return None
+
+
+def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
+    """Tensor files of one iteration dir; names that match no grammar become warnings."""
+    try:
+        entries = list(os.scandir(path))
+    except OSError as exc:
+        warnings.append(f"{path}: cannot list ({exc.strerror})")
+        return []
+    names = {e.name for e in entries}
+    mapping = _read_mapping(os.path.join(path, "mapping.csv"), warnings) if "mapping.csv" in names else {}
+    out: list[TensorFile] = []
+    bad: list[str] = []
+    for e in entries:
+        if not e.name.endswith(".npy"):
+            continue
+        parsed = _parse_with_mapping(e.name, mapping)
+        if parsed is None:
+            bad.append(e.name)
+            continue
+        try:
+            st = e.stat()
+        except OSError:
+            continue  # vanished between listing and stat
+        out.append(TensorFile(e.path, parsed, st.st_size, st.st_mtime_ns))
+    if bad:
+        shown = ", ".join(sorted(bad)[:3])
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        warnings.append(
+            f"{path}: {len(bad)} file name(s) match no tensor file grammar, skipped: {shown}{more}")
+    return out
+
+
+def list_rank(rank: int, path: str) -> RankListing:
+    """List one rank dir: metadata, graphs, execution orders and tensor files."""
+    lst = RankListing(rank, path)
+    meta = os.path.join(path, ".dump_metadata")
+    if not os.path.isdir(meta):
+        meta = os.path.join(path, ".metadata")
+    lst.config = _read_json(os.path.join(meta, "config.json"), lst.warnings)
+    lst.dump_config = _read_json(os.path.join(meta, "data_dump.json"), lst.warnings)
+    graphs_dir = os.path.join(path, "graphs")
+    lst.graph_pb = _scan_dir(graphs_dir, GRAPH_PB_RE)
+    lst.graph_ir = _scan_dir(graphs_dir, GRAPH_IR_RE)
+    eo_dir = os.path.join(path, "execution_order")
+    lst.exec_order = _scan_dir(eo_dir, EXEC_ORDER_RE)
+    lst.run_history = _scan_dir(eo_dir, RUN_HISTORY_RE)
+    try:
+        children = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot list rank dir ({exc.strerror})") from exc
+    for net in children:
+        if not net.is_dir() or net.name.startswith(".") or net.name in _NOT_NETS:
+            continue
+        lst.nets.append(net.name)
+        for gdir in os.scandir(net.path):
+            if not gdir.is_dir():
+                continue
+            if not gdir.name.isdigit():
+                lst.warnings.append(f"{gdir.path}: not a graph id directory; skipped")
+                continue
+            gid = int(gdir.name)
+            for idir in os.scandir(gdir.path):
+                if not idir.is_dir():
+                    continue
+                if idir.name == "constants":
+                    lst.constants[gid] = list_tensor_dir(idir.path, lst.warnings)
+                elif idir.name.isdigit():
+                    key = (gid, int(idir.name))
+                    lst.tensors.setdefault(key, []).extend(list_tensor_dir(idir.path, lst.warnings))
+                else:
+                    lst.warnings.append(f"{idir.path}: not an iteration directory; skipped")
+    return lst

@@ -1,0 +1,83 @@
+"""Where a node sits: its place in execution order and the user's code line that made it."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from .graph import Graph
+from .kinds import OPTIMIZER_INPUTS, trace_source
+
+
+@lru_cache(maxsize=64)
+def _optimizer_of(graph: Graph) -> dict[str, str]:
+    """Parameter -> the optimizer kernel that updates it (or reads it as state)."""
+    out: dict[str, str] = {}
+    for name in graph.execution_order:
+        a = graph.nx.nodes[name]
+        if a.get("op_type") not in OPTIMIZER_INPUTS:
+            continue
+        for src, _ in a.get("inputs", ()):
+            if src:
+                p = trace_source(graph.nx, src)
+                if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
+                    out.setdefault(p, name)
+    return out
+
+
+@lru_cache(maxsize=64)
+def readers(graph: Graph) -> dict[str, list[tuple[str, int]]]:
+    """Parameter -> (kernel, input slot) of the forward kernels that read it, in execution order."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for name in graph.execution_order:
+        a = graph.nx.nodes[name]
+        if a.get("op_type") in OPTIMIZER_INPUTS:
+            continue
+        for slot, (src, _) in enumerate(a.get("inputs", ())):
+            if not src:
+                continue
+            p = trace_source(graph.nx, src)
+            if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
+                out.setdefault(p, []).append((name, slot))
+    return out
+
+
+def position(graph: Graph, node: str) -> int:
+    """Sort key in execution order; a parameter sorts with the optimizer kernel that updates it
+    (its dumped value is the one after the update), else with its first reader."""
+    idx = graph.execution_index.get(node)
+    if idx is not None:
+        return idx
+    opt = _optimizer_of(graph).get(node)
+    if opt is not None:
+        return graph.execution_index[opt]
+    rd = readers(graph).get(node)
+    if rd:
+        return graph.execution_index[rd[0][0]]
+    return len(graph.execution_order)
+
+
+def user_location(graph: Graph, node: str) -> str | None:
+    """``file:line`` of the innermost user frame of a node (for a parameter: of its first reader)."""
+    if node not in graph.nx:
+        return None
+    names = [node]
+    if graph.nx.nodes[node].get("is_parameter"):
+        names = [k for k, _ in readers(graph).get(node, [])]
+    for n in names:
+        for f in graph.stack(n):
+            if not f.is_framework:
+                return f.location
+    param = graph.nx.nodes[node].get("param")
+    if param and param != node and param in graph.nx:
+        return user_location(graph, param)  # e.g. an AllReduce of a gradient: the layer's line
+    return None
+
+
+def parameters_read(graph: Graph, node: str) -> set[str]:
+    """Parameters a kernel reads (through Load and the like)."""
+    out = set()
+    for src, _ in graph.nx.nodes[node].get("inputs", ()):
+        if src:
+            p = trace_source(graph.nx, src)
+            if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
+                out.add(p)
+    return out

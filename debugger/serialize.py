@@ -1,0 +1,70 @@
+"""Records -> plain dicts: the one JSON shape shared by `--json` and the web API."""
+from __future__ import annotations
+
+from typing import Any
+
+from .graph import Graph, Node
+from .model import Dump, Rank, TensorRef
+from .source import Frame
+
+
+def frame_dict(f: Frame) -> dict[str, Any]:
+    """A stack frame."""
+    return {"file": f.file, "line": f.line, "end_line": f.end_line, "code": f.code,
+            "is_framework": f.is_framework, "forward_candidate": f.forward_candidate}
+
+
+def tensor_dict(t: TensorRef) -> dict[str, Any]:
+    """A tensor's digest (no values)."""
+    return {"rank": t.rank, "graph": t.graph_id, "iteration": t.iteration, "node": t.node, "op_type": t.op_type,
+            "io": t.io, "slot": t.slot, "kind": t.kind, "param": t.param, "bytes": t.size,
+            "file_dtype": t.file_dtype, "matched": t.matched, "path": t.path}
+
+
+def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:
+    """A node: kind, op type, inputs, outputs, consumers and stack (user frames first)."""
+    g = n.graph
+    inputs = []
+    for slot, (src, edge) in enumerate(n.inputs):
+        src_kind = g.nx.nodes[src].get("kind") if src in g.nx else None
+        inputs.append({"slot": slot, "node": src or None, "edge": edge, "kind": src_kind})
+    out = {
+        "graph": g.graph_id, "node": n.name, "op_type": n.op_type, "scope": n.scope, "kind": n.kind,
+        "param": n.param, "is_backward": n.is_backward, "execution_index": n.execution_index,
+        "inputs": inputs,
+        "outputs": [{"slot": i, "dtype": o.dtype, "shape": list(o.shape) if o.shape is not None else None}
+                    for i, o in enumerate(n.outputs)],
+        "consumers": n.consumers,
+        "stack": [frame_dict(f) for f in n.stack_user_first],
+    }
+    if rank is not None:
+        out["rank"] = rank.rank
+        out["iterations"] = sorted({t.iteration for t in rank.tensors(g.graph_id) if t.node == n.name})
+    return out
+
+
+def rank_info(r: Rank) -> dict[str, Any]:
+    """The `tdbg info --json` object of one rank."""
+    graphs = []
+    for gid in r.graph_ids:
+        g: Graph | None = r.graphs.get(gid)
+        graphs.append({"graph": gid, "name": g.name if g else None, "nodes": len(g) if g else 0,
+                       "source": g.source_file if g else None, "iterations": r.iterations(gid),
+                       "run_iterations": r.run_history(gid)})
+    run = sorted({i for gid in r.graph_ids for i in r.run_history(gid)})
+    return {
+        "rank": r.rank, "path": r.path, "net": r.nets[0] if len(r.nets) == 1 else r.nets,
+        "ms_version": r.ms_version, "device_target": r.device_target,
+        "saved_data": r.dump_config.get("common_dump_settings", {}).get("saved_data"),
+        "input_output": r.dump_config.get("common_dump_settings", {}).get("input_output"),
+        "iterations": r.iterations(), "run_iterations": run, "graphs": r.graph_ids, "graph_details": graphs,
+        "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
+        "nodes_by_kind": dict(sorted(r.kind_counts().items())),
+        "parameters": [{"name": n, "kind": k} for n, k in r.parameters()],
+    }
+
+
+def dump_info(d: Dump) -> dict[str, Any]:
+    """The `tdbg info --json` object of one dump."""
+    ranks = [rank_info(r) for r in d.ranks]
+    return {"dump": d.root, "ranks": ranks, "warnings": d.all_warnings()}

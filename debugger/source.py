@@ -1,0 +1,176 @@
+"""Source stacks: parse MindSpore's frame text, rank user code first, index frames to nodes."""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable
+
+# One frame, in any of the forms MindSpore has written:
+#   "In file /p/train.py:14, 22~31/code/"   "In file /p/train.py:13~17, 4~26/code/"
+#   "In file /p/train.py(49)/code/"         "In file /p/train.py:49/code/"
+_FRAME_RE = re.compile(
+    r"In file\s+(?P<file>.+?)"
+    r"(?:\((?P<pline>\d+)\)|:(?P<line>\d+)(?:~(?P<end>\d+))?(?:,\s*(?P<col>\d+)~(?P<colend>\d+))?)"
+    r"(?:/(?P<code>.*))?$"
+)
+_CANDIDATE_RE = re.compile(r"Corresponding forward node candidate", re.IGNORECASE)
+_FRAMEWORK_MARKERS = ("site-packages/", "dist-packages/", "/mindspore/", "<frozen ", "/torch/")
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame: where, which lines, the code text, and whether it is framework code."""
+
+    file: str
+    line: int
+    end_line: int
+    code: str
+    is_framework: bool
+    forward_candidate: bool = False  # from a backward node's "forward node candidate" section
+
+    @property
+    def location(self) -> str:
+        """``file:line`` as users type it."""
+        return f"{self.file}:{self.line}"
+
+    def covers(self, line: int) -> bool:
+        """True when a query for ``line`` should find this frame."""
+        if self.line == line:
+            return True
+        # A multi-line statement covers its lines, but a `def` frame spans the whole body:
+        # letting it match would return every node of the function.
+        return self.line < line <= self.end_line and not self.code.lstrip().startswith(("def ", "@"))
+
+
+def is_framework_path(path: str) -> bool:
+    """Whether a source path belongs to a framework or library rather than the user's code."""
+    p = path.replace("\\", "/")
+    return any(m in p for m in _FRAMEWORK_MARKERS)
+
+
+def parse_frame(text: str, forward_candidate: bool = False) -> Frame | None:
+    """Parse one frame line; None when the text is not a frame."""
+    s = text.strip().lstrip("#").strip()
+    if s.startswith("- "):
+        s = s[2:].strip()
+    m = _FRAME_RE.search(s)
+    if not m:
+        return None
+    start = int(m.group("pline") or m.group("line"))
+    end = int(m.group("end") or start)
+    code = (m.group("code") or "").rstrip()
+    if code.endswith("/"):
+        code = code[:-1]
+    path = m.group("file").strip()
+    return Frame(path, start, max(end, start), code.strip(), is_framework_path(path), forward_candidate)
+
+
+def parse_stack(text: str, outermost_first: bool = False) -> list[Frame]:
+    """Parse a node's source text into frames, innermost first."""
+    own: list[Frame] = []
+    candidates: list[Frame] = []
+    in_candidates = False
+    for raw in text.splitlines():
+        if _CANDIDATE_RE.search(raw):
+            in_candidates = True
+            continue
+        frame = parse_frame(raw, in_candidates)
+        if frame is None:
+            continue
+        (candidates if in_candidates else own).append(frame)
+    if outermost_first:
+        own.reverse()
+        candidates.reverse()
+    return own + candidates
+
+
+def user_first(frames: Iterable[Frame]) -> list[Frame]:
+    """Frames with the user's code before framework code, order kept within each group."""
+    frames = list(frames)
+    return [f for f in frames if not f.is_framework] + [f for f in frames if f.is_framework]
+
+
+@dataclass(frozen=True)
+class CodeHit:
+    """One node created by a source line."""
+
+    graph_id: int
+    node: str
+    direction: str  # "forward" | "backward"
+
+
+class SourceIndex:
+    """Frames to nodes: ``train.py:14`` finds its nodes through two dict look-ups."""
+
+    def __init__(self) -> None:
+        self._by_basename: dict[str, set[str]] = defaultdict(set)
+        self._by_file_line: dict[tuple[str, int], list[CodeHit]] = defaultdict(list)
+        self._lines_by_file: dict[str, set[int]] = defaultdict(set)
+        self._code: dict[tuple[str, int], str] = {}
+        self._framework: dict[str, bool] = {}
+
+    def add(self, graph_id: int, node: str, frames: list[Frame], backward: bool) -> None:
+        """Index the frames of one node."""
+        seen: set[tuple[str, int]] = set()
+        for f in frames:
+            lines = range(f.line, f.end_line + 1) if f.covers(f.end_line) else (f.line,)
+            direction = "backward" if (backward or f.forward_candidate) else "forward"
+            for ln in lines:
+                key = (f.file, ln)
+                if key in seen:
+                    continue
+                seen.add(key)
+                self._by_file_line[key].append(CodeHit(graph_id, node, direction))
+            self._by_basename[_basename(f.file)].add(f.file)
+            self._lines_by_file[f.file].add(f.line)
+            self._code.setdefault((f.file, f.line), f.code)
+            self._framework[f.file] = f.is_framework
+
+    def files(self, suffix: str) -> list[str]:
+        """Indexed source paths ending with ``suffix`` (matched on whole path components)."""
+        suffix = suffix.replace("\\", "/")
+        candidates = self._by_basename.get(_basename(suffix), set())
+        return sorted(p for p in candidates if _path_endswith(p, suffix))
+
+    def nodes_at(self, file_suffix: str, line: int) -> list[tuple[str, CodeHit]]:
+        """Every (file, hit) created by ``file_suffix:line``."""
+        out: list[tuple[str, CodeHit]] = []
+        for path in self.files(file_suffix):
+            out.extend((path, h) for h in self._by_file_line.get((path, line), ()))
+        return out
+
+    def all_files(self) -> list[str]:
+        """Every indexed source file."""
+        return sorted(self._lines_by_file)
+
+    def lines(self, path: str) -> list[int]:
+        """Start lines of frames in ``path`` that created nodes."""
+        return sorted(self._lines_by_file.get(path, ()))
+
+    def code(self, path: str, line: int) -> str:
+        """Code text the stacks recorded for a line ('' when none)."""
+        return self._code.get((path, line), "")
+
+    def is_framework(self, path: str) -> bool:
+        """Whether an indexed file is framework code."""
+        return self._framework.get(path, is_framework_path(path))
+
+
+def parse_location(text: str) -> tuple[str, int]:
+    """Split ``FILE:LINE`` into its parts."""
+    from .errors import QueryError
+
+    file, sep, line = text.rpartition(":")
+    if not sep or not file or not line.strip().isdigit():
+        raise QueryError(None, f"bad code location {text!r}: expected FILE:LINE, e.g. train.py:14")
+    return file.strip(), int(line)
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def _path_endswith(path: str, suffix: str) -> bool:
+    p = path.replace("\\", "/")
+    return p == suffix or p.endswith("/" + suffix.lstrip("/")) or (suffix.startswith("/") and p == suffix)

@@ -1,0 +1,151 @@
+"""One pass over a tensor -> a Stats record; chunked so memory stays bounded for any size."""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+# Elements per chunk: 256 Ki elements (1 MiB of float32) keeps every pass over a chunk in the
+# CPU cache, so the several reductions per chunk cost about one read of the tensor.
+CHUNK = 1 << 18
+
+STAT_NAMES = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "negatives",
+              "min", "max", "mean", "abs_mean", "std", "l2norm")
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Statistics of one tensor; value statistics are over finite elements (None when none)."""
+
+    count: int
+    nan: int
+    pos_inf: int
+    neg_inf: int
+    zeros: int
+    positives: int
+    negatives: int
+    min: float | None
+    max: float | None
+    mean: float | None
+    abs_mean: float | None
+    std: float | None        # sample standard deviation (ddof=1), as MindInsight
+    l2norm: float | None
+
+    @property
+    def has_nonfinite(self) -> bool:
+        """Whether any element is NaN or +-Inf."""
+        return bool(self.nan or self.pos_inf or self.neg_inf)
+
+    @property
+    def finite(self) -> int:
+        """Number of finite elements."""
+        return self.count - self.nan - self.pos_inf - self.neg_inf
+
+    @property
+    def zero_percentage(self) -> float:
+        """Percentage of elements equal to zero."""
+        return 100.0 * self.zeros / self.count if self.count else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Stats":
+        """Inverse of :meth:`to_dict`."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: d.get(k) for k in names})
+
+
+class _Acc:
+    """Mergeable partial statistics (Chan et al. for the variance)."""
+
+    def __init__(self) -> None:
+        self.count = self.nan = self.pos_inf = self.neg_inf = self.zeros = 0
+        self.positives = self.negatives = 0
+        self.n = 0               # finite elements
+        self.mean = 0.0
+        self.m2 = 0.0
+        self.abs_sum = 0.0
+        self.min = math.inf
+        self.max = -math.inf
+
+    def add(self, chunk: np.ndarray) -> None:
+        self.count += chunk.size
+        if chunk.dtype.kind == "b":
+            chunk = chunk.astype(np.uint8)
+        if chunk.dtype.kind in "fc":
+            finite = np.isfinite(chunk)
+            if not finite.all():
+                self.nan += int(np.count_nonzero(np.isnan(chunk)))
+                self.pos_inf += int(np.count_nonzero(np.isposinf(chunk)))
+                self.neg_inf += int(np.count_nonzero(np.isneginf(chunk)))
+                chunk = chunk[finite]
+        if chunk.size == 0:
+            return
+        x = chunk.astype(np.float64, copy=False)
+        n = x.size
+        zeros = n - int(np.count_nonzero(x))
+        pos = int(np.count_nonzero(x > 0))
+        self.zeros += zeros
+        self.positives += pos
+        self.negatives += n - zeros - pos
+        s = float(x.sum())
+        m = s / n
+        d = x - m
+        m2 = float(np.dot(d, d))
+        self.abs_sum += float(np.abs(x).sum())
+        self.min = min(self.min, float(x.min()))
+        self.max = max(self.max, float(x.max()))
+        total = self.n + n
+        delta = m - self.mean
+        self.m2 += m2 + delta * delta * self.n * n / total
+        self.mean += delta * n / total
+        self.n = total
+
+    def result(self) -> Stats:
+        if self.n == 0:
+            return Stats(self.count, self.nan, self.pos_inf, self.neg_inf, self.zeros, self.positives,
+                         self.negatives, None, None, None, None, None, None)
+        std = math.sqrt(self.m2 / (self.n - 1)) if self.n > 1 else 0.0
+        l2 = math.sqrt(max(self.m2 + self.mean * self.mean * self.n, 0.0))
+        return Stats(self.count, self.nan, self.pos_inf, self.neg_inf, self.zeros, self.positives,
+                     self.negatives, self.min, self.max, self.mean, self.abs_sum / self.n, std, l2)
+
+
+def _flat_chunks(a: np.ndarray):  # type: ignore[no-untyped-def]
+    flat = a.reshape(-1, order="A") if a.ndim else a.reshape(1)
+    for i in range(0, flat.size, CHUNK):
+        yield np.asarray(flat[i:i + CHUNK])
+
+
+def compute_stats(a: np.ndarray, ranges: tuple[tuple[float, float], ...] = ()) -> tuple[Stats, dict[tuple[float, float], int]]:
+    """Statistics of ``a`` and, for each closed range [lo, hi], how many elements fall inside."""
+    acc = _Acc()
+    counts = {r: 0 for r in ranges}
+    for c in _flat_chunks(a):
+        acc.add(c)
+        if ranges and c.dtype.kind in "biuf":
+            for lo, hi in ranges:
+                counts[(lo, hi)] += int(np.count_nonzero((c >= lo) & (c <= hi)))
+    return acc.result(), counts
+
+
+def tensor_stats(a: np.ndarray) -> Stats:
+    """Statistics of ``a``."""
+    return compute_stats(a)[0]
+
+
+def histogram(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:
+    """A histogram of the finite values: bin edges and counts."""
+    flat = np.asarray(a).reshape(-1)
+    if flat.dtype.kind == "b":
+        flat = flat.astype(np.uint8)
+    if flat.dtype.kind == "f":
+        flat = flat[np.isfinite(flat)]
+    if flat.size == 0:
+        return {"edges": [], "counts": []}
+    counts, edges = np.histogram(flat.astype(np.float64), bins=bins)
+    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}

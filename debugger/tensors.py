@@ -1,0 +1,123 @@
+"""Tensor files: shape and dtype from the .npy header, values through a memory map."""
+from __future__ import annotations
+
+import ast
+import os
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import CorruptFileError
+
+_MAGIC = b"\x93NUMPY"
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    """What an .npy header says: dtype, shape, order and where the data starts."""
+
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    fortran_order: bool
+    data_offset: int
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of data the header promises."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * self.dtype.itemsize
+
+
+def read_npy_header(path: str) -> NpyHeader:
+    """Read and check the header of an .npy file without reading its data."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(10)
+            if len(head) < 10 or not head.startswith(_MAGIC):
+                raise CorruptFileError(path, "not an .npy file (bad magic or truncated header)")
+            major = head[6]
+            if major == 1:
+                hlen = struct.unpack("<H", head[8:10])[0]
+                start = 10
+            elif major in (2, 3):
+                f.seek(0)
+                head = f.read(12)
+                if len(head) < 12:
+                    raise CorruptFileError(path, "truncated .npy header")
+                hlen = struct.unpack("<I", head[8:12])[0]
+                start = 12
+            else:
+                raise CorruptFileError(path, f"unsupported .npy version {major}")
+            text = f.read(hlen)
+            if len(text) < hlen:
+                raise CorruptFileError(path, "truncated .npy header")
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        meta = ast.literal_eval(text.decode("latin1"))
+        dtype = np.dtype(meta["descr"])
+        shape = tuple(int(d) for d in meta["shape"])
+        fortran = bool(meta["fortran_order"])
+    except Exception as exc:  # any malformed header is the same user-facing problem
+        raise CorruptFileError(path, f"corrupt .npy header ({exc.__class__.__name__})") from exc
+    if dtype.hasobject:
+        raise CorruptFileError(path, "object arrays are not tensors")
+    return NpyHeader(dtype, shape, fortran, start + hlen)
+
+
+def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> np.ndarray:
+    """Values of an .npy file, memory-mapped when possible; checks the file is complete."""
+    header = header or read_npy_header(path)
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    need = header.data_offset + header.nbytes
+    if size < need:
+        raise CorruptFileError(
+            path, f"truncated .npy data ({size - header.data_offset} of {header.nbytes} bytes; "
+            "the file may still be being written)")
+    order = "F" if header.fortran_order else "C"
+    if header.nbytes == 0:
+        return np.zeros(header.shape, dtype=header.dtype, order=order)
+    if mmap:
+        return np.memmap(path, dtype=header.dtype, mode="r", offset=header.data_offset,
+                         shape=header.shape, order=order)
+    with open(path, "rb") as f:
+        f.seek(header.data_offset)
+        buf = f.read(header.nbytes)
+    return np.frombuffer(buf, dtype=header.dtype).reshape(header.shape, order=order)
+
+
+def parse_slice(text: str, ndim: int) -> tuple[Any, ...]:
+    """Parse a numpy-style index such as ``[0, :, 1:3]`` into a tuple usable on an array."""
+    from .errors import QueryError
+
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    if not body.strip():
+        return ()
+    out: list[Any] = []
+    for part in body.split(","):
+        part = part.strip()
+        try:
+            if part == "...":
+                out.append(Ellipsis)
+            elif ":" in part:
+                bits = [b.strip() for b in part.split(":")]
+                if len(bits) > 3:
+                    raise ValueError
+                nums = [int(b) if b else None for b in bits]
+                out.append(slice(*nums))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise QueryError(None, f"bad slice {text!r}: expected integers, ':' and ','") from None
+    if len([o for o in out if o is not Ellipsis]) > ndim:
+        raise QueryError(None, f"bad slice {text!r}: {len(out)} indices for {ndim} dimensions")
+    return tuple(out)

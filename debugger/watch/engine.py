@@ -1,0 +1,654 @@
+"""Run watchpoints over a dump: hits and error records, ordered by where a problem starts."""
+from __future__ import annotations
+
+import fnmatch
+import math
+import multiprocessing as mp
+import os
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+from ..cache import StatsCache
+from ..graph import Graph
+from ..locate import parameters_read, position, readers, user_location
+from ..model import Dump, Rank, TensorRef
+from ..source import parse_location
+from ..stats import Stats
+from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_file_task, run_pair_task
+from .registry import (HISTORY, INITIAL, LOSS_HISTORY, OPS, OVERFLOW, PREVIOUS, RANGE, UNITS, Watchpoint)
+
+_FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
+# SageMaker's non-saturated input ranges of tanh and sigmoid.
+_ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
+_BATCH_TASKS = 512
+
+
+@dataclass
+class Hit:
+    """A watchpoint that fired on one tensor."""
+
+    watchpoint: str
+    rank: int
+    graph: int
+    iteration: int
+    node: str
+    kind: str
+    param: str | None
+    io: str
+    slot: int
+    actual: dict[str, float]
+    threshold: dict[str, float]
+    source: str | None
+    position: int = 0
+    op_type: str = ""
+    order: int = 0          # the watchpoint's place in the scan's list
+
+    def sort_key(self) -> tuple:
+        """(iteration, rank, execution order, watchpoint, io, slot)."""
+        return (self.iteration, self.rank, self.position, self.order, self.io, self.slot, self.node)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented HIT object."""
+        return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
+                "iteration": self.iteration, "node": self.node, "kind": self.kind, "param": self.param,
+                "io": self.io, "slot": self.slot, "actual": self.actual, "threshold": self.threshold,
+                "source": self.source, "op_type": self.op_type, "position": self.position}
+
+
+@dataclass
+class ErrorRecord:
+    """A watchpoint that could not be checked on one tensor, and why."""
+
+    watchpoint: str
+    rank: int
+    iteration: int
+    node: str
+    error: str
+    graph: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented ERR object."""
+        return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
+                "iteration": self.iteration, "node": self.node, "error": self.error}
+
+
+@dataclass
+class ScanResult:
+    """Everything a scan found."""
+
+    dump: str
+    ranks: list[int]
+    iterations: list[int]
+    watchpoints: list[Watchpoint]
+    hits: list[Hit] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    files_checked: int = 0
+
+    @property
+    def first(self) -> Hit | None:
+        """The earliest hit: where the trouble starts."""
+        return self.hits[0] if self.hits else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented `tdbg scan --json` object."""
+        return {"dump": self.dump, "ranks": self.ranks, "iterations": self.iterations,
+                "watchpoints": [{"name": w.name, "params": dict(w.params)} for w in self.watchpoints],
+                "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
+                "first": self.first.to_dict() if self.first else None}
+
+
+# -- target selection ---------------------------------------------------------------------------
+def parse_iterations(text: str | None) -> set[int] | None:
+    """``0-5,8`` -> {0..5, 8}; None for all."""
+    if text is None or str(text).strip() in ("", "all"):
+        return None
+    out: set[int] = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+                if lo > hi:
+                    raise ValueError
+                out.update(range(lo, hi + 1))
+            elif part:
+                out.add(int(part))
+        except ValueError:
+            raise ValueError(f"bad iteration range {text!r}: expected e.g. 0-5,8") from None
+    return out
+
+
+def _where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
+    """graph id -> nodes made by a code line, plus the weights they read and those weights' gradients."""
+    if not where:
+        return None
+    file, line = parse_location(where)
+    out: dict[int, set[str]] = {}
+    for h in dump.nodes_at(file, line):
+        out.setdefault(h["graph"], set()).add(h["node"])
+    for r in dump.ranks:
+        for gid, nodes in out.items():
+            g = r.graphs.get(gid)
+            if g is None:
+                continue
+            weights = set()
+            for n in list(nodes):
+                if n in g.nx:
+                    weights |= {p for p in parameters_read(g, n) if g.nx.nodes[p].get("kind") == "weight"}
+            nodes |= weights
+            nodes |= {n for n, a in g.nx.nodes(data=True) if a.get("param") in weights and a.get("kind") == "gradient"}
+    return out
+
+
+def _is_float(ref: TensorRef, graph: Graph | None) -> bool:
+    if ref.file_dtype is not None:
+        return ref.file_dtype in _FLOAT_NAMES
+    if graph is not None and ref.io == "output" and ref.node in graph.nx:
+        outs = graph.nx.nodes[ref.node].get("outputs") or []
+        if ref.slot < len(outs) and outs[ref.slot].dtype:
+            return outs[ref.slot].dtype in _FLOAT_NAMES
+    try:
+        return ref.dtype.kind == "f"
+    except Exception:  # an unreadable header is reported when the file is read
+        return True
+
+
+def _matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None, where: set[str] | None) -> bool:
+    if ref.kind not in wp.condition.kinds:
+        return False
+    if where is not None and ref.node not in where:
+        return False
+    if wp.condition.op_types and ref.op_type.lower() not in wp.condition.op_types:
+        return False
+    if wp.node and not (fnmatch.fnmatchcase(ref.node, wp.node) or (ref.param and fnmatch.fnmatchcase(ref.param, wp.node))):
+        return False
+    if wp.scope:
+        names = [ref.node]
+        if graph is not None and ref.node in graph.nx and graph.nx.nodes[ref.node].get("is_parameter"):
+            names = [k for k, _ in readers(graph).get(ref.node, [])]
+        if not any(n.startswith(wp.scope) for n in names):
+            return False
+    return True
+
+
+# -- the scan -----------------------------------------------------------------------------------
+@dataclass
+class _Check:
+    wp: Watchpoint
+    order: int
+    rank: Rank
+    graph: Graph | None
+    gid: int
+    iteration: int
+    ref: TensorRef
+    extra: list[TensorRef] = field(default_factory=list)   # previous values, history, initial value
+    error: str | None = None
+
+
+@dataclass
+class _Step:
+    rank: Rank
+    gid: int
+    graph: Graph | None
+    iteration: int
+    checks: list[_Check]
+    overflow: list[tuple[Watchpoint, int]]
+    tmap: dict[tuple[str, str, int], TensorRef]
+
+
+class _Batch:
+    """Tasks of several steps, de-duplicated and served from the cache where possible."""
+
+    def __init__(self, cache: StatsCache) -> None:
+        self.cache = cache
+        self.files: dict[str, FileTask] = {}
+        self.pairs: dict[tuple[str, str], PairTask] = {}
+        self.file_results: dict[str, FileResult] = {}
+        self.pair_results: dict[tuple[str, str], PairResult] = {}
+        self.refs: dict[str, TensorRef] = {}
+
+    def want_stats(self, ref: TensorRef, ranges: Iterable[tuple[float, float]] = (),
+                   units: Iterable[UnitSpec] = ()) -> None:
+        t = self.files.get(ref.path)
+        if t is None:
+            t = self.files[ref.path] = FileTask(ref.path)
+            self.refs[ref.path] = ref
+        t.ranges.update(ranges)
+        t.units.update(units)
+
+    def want_pair(self, cur: TensorRef, prev: TensorRef, rtol: float | None = None) -> None:
+        k = (cur.path, prev.path)
+        t = self.pairs.get(k)
+        if t is None:
+            t = self.pairs[k] = PairTask(cur.path, prev.path)
+            self.refs[cur.path] = cur
+            self.refs[prev.path] = prev
+        if rtol is not None:
+            t.rtols.add(rtol)
+        self.want_stats(prev)
+        self.want_stats(cur)
+
+    def size(self) -> int:
+        return len(self.files) + len(self.pairs)
+
+    def _from_cache(self) -> tuple[list[FileTask], list[PairTask]]:
+        todo_f: list[FileTask] = []
+        for path, t in self.files.items():
+            ident = self.refs[path].file_identity
+            res = FileResult(stats=self.cache.get(ident))
+            missing = FileTask(path, base=res.stats is None)
+            for r in t.ranges:
+                v = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}")
+                if v is None:
+                    missing.ranges.add(r)
+                else:
+                    res.ranges[r] = int(v)
+            for u in t.units:
+                v = self.cache.get_extra(f"{ident}|units|{u!r}")
+                if v is None:
+                    missing.units.add(u)
+                else:
+                    res.units[u] = v
+            self.file_results[path] = res
+            if missing.base or missing.ranges or missing.units:
+                todo_f.append(missing)
+        todo_p: list[PairTask] = []
+        for k, t in self.pairs.items():
+            ident = f"{self.refs[k[0]].file_identity}>{self.refs[k[1]].file_identity}"
+            res = PairResult(self.cache.get_extra(f"{ident}|dmean"))
+            missing = PairTask(t.cur, t.prev)
+            for r in t.rtols:
+                v = self.cache.get_extra(f"{ident}|excess|{r!r}")
+                if v is None:
+                    missing.rtols.add(r)
+                else:
+                    res.excess[r] = v
+            self.pair_results[k] = res
+            if res.diff_abs_mean is None or missing.rtols:
+                todo_p.append(missing)
+        return todo_f, todo_p
+
+    def run(self, pool: Executor | None) -> int:
+        """Compute what the cache lacks; returns the number of tensor reads."""
+        todo_f, todo_p = self._from_cache()
+        mapper: Callable = pool.map if pool is not None and len(todo_f) + len(todo_p) > 8 else map  # type: ignore[assignment]
+        kw: dict[str, Any] = {"chunksize": 8} if mapper is not map else {}
+        for t, res in zip(todo_f, mapper(run_file_task, todo_f, **kw)):
+            self._merge_file(t, res)
+        for t, pres in zip(todo_p, mapper(run_pair_task, todo_p, **kw)):
+            self._merge_pair(t, pres)
+        return len(todo_f) + 2 * len(todo_p)
+
+    def _merge_file(self, t: FileTask, res: FileResult) -> None:
+        have = self.file_results[t.path]
+        if res.error:
+            have.error = res.error
+            return
+        ident = self.refs[t.path].file_identity
+        if res.stats is not None and t.base:
+            have.stats = res.stats
+            self.cache.put(ident, res.stats)
+        for r, v in res.ranges.items():
+            have.ranges[r] = v
+            self.cache.put_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}", v)
+        for u, v in res.units.items():
+            have.units[u] = v
+            self.cache.put_extra(f"{ident}|units|{u!r}", v)
+
+    def _merge_pair(self, t: PairTask, res: PairResult) -> None:
+        k = (t.cur, t.prev)
+        have = self.pair_results[k]
+        if res.error:
+            have.error = res.error
+            return
+        ident = f"{self.refs[t.cur].file_identity}>{self.refs[t.prev].file_identity}"
+        if res.diff_abs_mean is not None:
+            have.diff_abs_mean = res.diff_abs_mean
+            self.cache.put_extra(f"{ident}|dmean", res.diff_abs_mean)
+        for r, v in res.excess.items():
+            have.excess[r] = v
+            self.cache.put_extra(f"{ident}|excess|{r!r}", v)
+
+    def stats(self, ref: TensorRef) -> tuple[Stats | None, str | None]:
+        res = self.file_results.get(ref.path)
+        if res is None:
+            return None, f"{ref.path}: not computed"
+        return res.stats, res.error
+
+
+def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
+         iterations: set[int] | str | None = None, where: str | None = None, jobs: int | None = None,
+         cache: StatsCache | None = None, progress: Callable[[int, int], None] | None = None) -> ScanResult:
+    """Check ``watchpoints`` on every selected tensor of ``dump``; hits sorted first-occurrence first."""
+    if isinstance(iterations, str):
+        iterations = parse_iterations(iterations)
+    rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
+    rank_objs = [dump.rank(r) for r in rank_ids]
+    cache = cache or StatsCache(enabled=False)
+    where_nodes = _where_nodes(dump, where)
+    units = [(r, gid) for r in rank_objs for gid in sorted(set(r.graph_ids))]
+    all_its = sorted({it for r, gid in units for it in r.iterations(gid)
+                      if iterations is None or it in iterations})
+    result = ScanResult(dump.root, rank_ids, all_its, list(watchpoints))
+    steps = [(r, gid, it) for it in all_its for r, gid in units if it in set(r.iterations(gid))]
+    jobs = jobs or os.cpu_count() or 1
+    pool: Executor | None = None
+    if jobs > 1:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
+    try:
+        done = 0
+        for batch_steps, batch in _batches(steps, watchpoints, where_nodes, cache):
+            result.files_checked += batch.run(pool)
+            for st in batch_steps:
+                _evaluate(st, batch, result)
+            done += len(batch_steps)
+            if progress is not None:
+                progress(done, len(steps))
+    finally:
+        if pool is not None:
+            pool.shutdown()
+        cache.flush()
+    result.hits.sort(key=Hit.sort_key)
+    result.errors.sort(key=lambda e: (e.iteration, e.rank, e.watchpoint, e.node))
+    return result
+
+
+def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], where_nodes: dict[int, set[str]] | None,
+             cache: StatsCache) -> Iterator[tuple[list[_Step], _Batch]]:
+    batch = _Batch(cache)
+    pending: list[_Step] = []
+    for rank, gid, it in steps:
+        pending.append(_plan_step(rank, gid, it, wps, where_nodes, batch))
+        if batch.size() >= _BATCH_TASKS:
+            yield pending, batch
+            batch, pending = _Batch(cache), []
+    if pending:
+        yield pending, batch
+
+
+def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], where_nodes: dict[int, set[str]] | None,
+               batch: _Batch) -> _Step:
+    graph = rank.graphs.get(gid)
+    tmap = rank.tensor_map(gid, it)
+    where = None if where_nodes is None else where_nodes.get(gid, set())
+    step = _Step(rank, gid, graph, it, [], [], tmap)
+    for order, wp in enumerate(wps):
+        needs = wp.condition.needs
+        if needs == OVERFLOW:
+            step.overflow.append((wp, order))
+            for ref in tmap.values():
+                if _is_float(ref, graph) and (where is None or ref.node in where):
+                    batch.want_stats(ref)
+            continue
+        for ref in tmap.values():
+            if ref.io != "output" or not _is_float(ref, graph) or not _matches(wp, ref, graph, where):
+                continue
+            chk = _Check(wp, order, rank, graph, gid, it, ref)
+            _plan_check(chk, batch)
+            step.checks.append(chk)
+    return step
+
+
+def _plan_check(chk: _Check, batch: _Batch) -> None:
+    wp, ref, rank = chk.wp, chk.ref, chk.rank
+    needs = wp.condition.needs
+    if needs in (PREVIOUS, HISTORY):
+        count = int(wp.setting("num_steps")) if needs == HISTORY else 2
+        chain = [ref]
+        it = chk.iteration
+        while len(chain) < count:
+            prev_it = rank.previous_iteration(chk.gid, it)
+            if prev_it is None and needs == PREVIOUS:
+                before = _value_before_update(chk)
+                if before is not None:
+                    chain.append(before)
+                    break
+            if prev_it is None:
+                chk.error = "no previous iteration" if len(chain) == 1 else \
+                    f"needs {count} iterations, only {len(chain)} dumped before this one"
+                return
+            prev = rank.tensor_map(chk.gid, prev_it).get(ref.key)
+            if prev is None:
+                chk.error = f"no previous value: iteration {prev_it} has no dump of this tensor"
+                return
+            chain.append(prev)
+            it = prev_it
+        chk.extra = chain[1:]
+        rtol = wp.params.get("rtol")
+        for a, b in zip(chain, chain[1:]):
+            batch.want_pair(a, b, rtol)
+    elif needs == UNITS:
+        op = ref.op_type.lower()
+        thr = wp.setting("threshold_inactivity")
+        if op in _ACTIVE_INPUT:
+            lo, hi = _ACTIVE_INPUT[op]
+            src = chk.rank.tensor_map(chk.gid, chk.iteration).get((ref.node, "input", 0))
+            if src is None:  # no pre-activation dumped: map the input range through the function
+                f = (lambda v: 1.0 / (1.0 + math.exp(-v))) if op == "sigmoid" else math.tanh
+                lo, hi, src = f(lo), f(hi), ref
+            chk.extra = [src]
+            batch.want_stats(ref)
+            batch.want_stats(src, units=[("inside", lo, hi, thr)])
+        else:
+            chk.extra = [ref]
+            batch.want_stats(ref, units=[("positive", 0.0, 0.0, thr)])
+    elif needs == RANGE:
+        lo = wp.params.get("range_start_inclusive", -math.inf)
+        hi = wp.params.get("range_end_inclusive", math.inf)
+        batch.want_stats(ref, ranges=[(lo, hi)])
+    elif needs == INITIAL:
+        if rank.previous_iteration(chk.gid, chk.iteration) is not None:
+            chk.error = "skip"
+            return
+        src = _value_before_update(chk) or ref
+        chk.extra = [src]
+        batch.want_stats(src)
+    elif needs == LOSS_HISTORY:
+        n = int(wp.setting("num_steps"))
+        earlier = [i for i in rank.iterations(chk.gid) if i <= chk.iteration - n]
+        if not earlier:
+            chk.error = f"no dumped iteration {n} or more iterations earlier"
+            return
+        prev = rank.tensor_map(chk.gid, max(earlier)).get(ref.key)
+        if prev is None:
+            chk.error = f"no loss value in iteration {max(earlier)}"
+            return
+        chk.extra = [prev]
+        batch.want_stats(prev)
+        batch.want_stats(ref)
+    else:
+        batch.want_stats(ref)
+
+
+def _value_before_update(chk: _Check) -> TensorRef | None:
+    """A weight's value before this iteration's update: what its first forward reader read."""
+    if chk.graph is None or chk.ref.kind != "weight":
+        return None
+    tmap = chk.rank.tensor_map(chk.gid, chk.iteration)
+    for kernel, slot in readers(chk.graph).get(chk.ref.node, []):
+        cand = tmap.get((kernel, "input", slot))
+        if cand is not None:
+            return cand
+    return None
+
+
+def _evaluate(step: _Step, batch: _Batch, result: ScanResult) -> None:
+    for chk in step.checks:
+        if chk.error == "skip":
+            continue
+        if chk.error:
+            _err(result, chk, chk.error)
+            continue
+        _evaluate_check(chk, batch, result)
+    for wp, order in step.overflow:
+        _overflow_origins(step, wp, order, batch, result)
+
+
+def _err(result: ScanResult, chk: _Check, msg: str) -> None:
+    result.errors.append(ErrorRecord(chk.wp.name, chk.rank.rank, chk.iteration, chk.ref.node, msg, chk.gid))
+
+
+def _hit(result: ScanResult, chk: _Check, actual: dict[str, float], threshold: dict[str, float],
+         ref: TensorRef | None = None) -> None:
+    ref = ref or chk.ref
+    g = chk.graph
+    result.hits.append(Hit(
+        chk.wp.name, chk.rank.rank, chk.gid, chk.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
+        actual, threshold, user_location(g, ref.node) if g is not None else None,
+        position(g, ref.node) if g is not None and ref.node in g.nx else 0, ref.op_type, chk.order))
+
+
+def _nonfinite_text(s: Stats) -> str:
+    parts = [f"{n} {w}" for n, w in ((s.nan, "NaN"), (s.pos_inf, "+Inf"), (s.neg_inf, "-Inf")) if n]
+    return "tensor contains " + ", ".join(parts)
+
+
+def _compare(wp: Watchpoint, values: dict[str, float | None]) -> tuple[dict[str, float], dict[str, float]]:
+    actual: dict[str, float] = {}
+    threshold: dict[str, float] = {}
+    for p, thr in wp.comparisons():
+        v = values.get(p.statistic or "")
+        if v is not None and OPS[p.op or "gt"](v, thr):
+            actual[p.name] = float(v)
+            threshold[p.name] = thr
+    return actual, threshold
+
+
+def _evaluate_check(chk: _Check, batch: _Batch, result: ScanResult) -> None:
+    wp, ref = chk.wp, chk.ref
+    cond = wp.condition
+    needs = cond.needs
+    stats, err = batch.stats(chk.extra[0] if needs in (INITIAL, UNITS) else ref)
+    if err or stats is None:
+        _err(result, chk, err or "no statistics")
+        return
+    if cond.name in ("weight_overflow", "gradient_exploding", "tensor_overflow", "tensor_exploding"):
+        only_nan = cond.name == "tensor_exploding" and wp.setting("only_nan") >= 0.5
+        if stats.nan or (not only_nan and stats.has_nonfinite):
+            _hit(result, chk, {"nan": float(stats.nan), "pos_inf": float(stats.pos_inf),
+                               "neg_inf": float(stats.neg_inf)}, {})
+        return
+    if stats.has_nonfinite:
+        _err(result, chk, _nonfinite_text(stats))
+        return
+    if stats.finite == 0:
+        return
+    values: dict[str, float | None] = {
+        "abs_mean": stats.abs_mean, "max": stats.max, "min": stats.min, "mean": stats.mean,
+        "zero_percentage": stats.zero_percentage,
+        "max_min": None if stats.max is None or stats.min is None else stats.max - stats.min}
+    if needs == RANGE:
+        lo = wp.params.get("range_start_inclusive", -math.inf)
+        hi = wp.params.get("range_end_inclusive", math.inf)
+        count = batch.file_results[ref.path].ranges.get((lo, hi))
+        values["range_percentage"] = None if count is None else 100.0 * count / stats.count
+    elif needs in (PREVIOUS, HISTORY):
+        _evaluate_previous(chk, batch, result, values)
+        return
+    elif needs == UNITS:
+        res = batch.file_results[chk.extra[0].path]
+        if res.error:
+            _err(result, chk, res.error)
+            return
+        pct = next(iter(res.units.values()), None)
+        thr = wp.setting("threshold_layer")
+        if pct is not None and pct > thr:
+            _hit(result, chk, {"threshold_layer": pct}, {"threshold_layer": thr}, chk.extra[0])
+        return
+    elif needs == LOSS_HISTORY:
+        then, err = batch.stats(chk.extra[0])
+        if err or then is None or then.mean is None or stats.mean is None:
+            _err(result, chk, err or "no loss value")
+            return
+        if then.has_nonfinite:
+            _err(result, chk, "earlier " + _nonfinite_text(then))
+            return
+        decrease = 100.0 * (then.mean - stats.mean) / (abs(then.mean) or 1.0)
+        d = wp.setting("diff_percent")
+        if decrease <= d:
+            _hit(result, chk, {"diff_percent": decrease}, {"diff_percent": d})
+        return
+    actual, threshold = _compare(wp, values)
+    if actual:
+        _hit(result, chk, actual, threshold, chk.extra[0] if needs == INITIAL else None)
+
+
+def _evaluate_previous(chk: _Check, batch: _Batch, result: ScanResult, values: dict[str, float | None]) -> None:
+    wp = chk.wp
+    chain = [chk.ref] + chk.extra
+    for older in chk.extra:
+        s, err = batch.stats(older)
+        if err or s is None:
+            _err(result, chk, err or "no statistics of the previous value")
+            return
+        if s.has_nonfinite:
+            _err(result, chk, "previous value: " + _nonfinite_text(s))
+            return
+    pairs = [batch.pair_results[(a.path, b.path)] for a, b in zip(chain, chain[1:])]
+    for p in pairs:
+        if p.error:
+            _err(result, chk, p.error)
+            return
+    name = wp.name
+    if name in ("weight_not_changed", "tensor_unchanged"):
+        rtol, atol = wp.setting("rtol"), wp.setting("atol")
+        worst = max(max(p.excess.get(rtol, math.inf), 0.0) for p in pairs)
+        if worst <= atol:
+            th = {"atol": atol, "rtol": rtol}
+            if name == "tensor_unchanged":
+                th["num_steps"] = float(len(chain))
+            _hit(result, chk, {"atol": worst}, th)
+        return
+    prev_stats, _ = batch.stats(chk.extra[0])
+    assert prev_stats is not None
+    if prev_stats.zeros == prev_stats.count:
+        # epsilon guards the division; it is not meant to turn a zero-initialised bias into a hit
+        _err(result, chk, "previous value is all zero: update ratio undefined")
+        return
+    eps = wp.setting("epsilon")
+    ratio = (pairs[0].diff_abs_mean or 0.0) / ((prev_stats.abs_mean or 0.0) + eps)
+    if name == "weight_update_ratio":
+        large, small = wp.setting("large_threshold"), wp.setting("small_threshold")
+        if ratio > large:
+            _hit(result, chk, {"large_threshold": ratio}, {"large_threshold": large})
+        elif ratio < small:
+            _hit(result, chk, {"small_threshold": ratio}, {"small_threshold": small})
+        return
+    values["abs_mean_update_ratio"] = ratio
+    actual, threshold = _compare(wp, values)
+    if actual:
+        _hit(result, chk, actual, threshold)
+
+
+def _overflow_origins(step: _Step, wp: Watchpoint, order: int, batch: _Batch, result: ScanResult) -> None:
+    """Kernels whose inputs are finite and whose outputs are not; data inputs that are not finite."""
+    bad: dict[tuple[str, str, int], Stats] = {}
+    for key, ref in step.tmap.items():
+        res = batch.file_results.get(ref.path)
+        if res is None:
+            continue
+        if res.error:
+            result.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, ref.node, res.error, step.gid))
+        elif res.stats is not None and res.stats.has_nonfinite:
+            bad[key] = res.stats
+    if not bad:
+        return
+    by_node: dict[str, list[tuple[str, int]]] = {}
+    for node, io, slot in bad:
+        by_node.setdefault(node, []).append((io, slot))
+    graph = step.graph
+    order_idx = graph.execution_index if graph is not None else {}
+    for node, ios in sorted(by_node.items(), key=lambda kv: order_idx.get(kv[0], 1 << 30)):
+        outs = sorted(s for io, s in ios if io == "output")
+        if not outs:
+            continue
+        has_bad_input = any(io == "input" for io, _ in ios)
+        ref = step.tmap[(node, "output", outs[0])]
+        is_data = ref.kind == "input"
+        if has_bad_input or (node not in order_idx and not is_data):
+            continue
+        s = bad[(node, "output", outs[0])]
+        chk = _Check(wp, order, step.rank, graph, step.gid, step.iteration, ref)
+        _hit(result, chk, {"nan": float(s.nan), "pos_inf": float(s.pos_inf), "neg_inf": float(s.neg_inf)}, {})

@@ -1,0 +1,68 @@
+import os
+import warnings
+
+import numpy as np
+
+from debugger.cache import StatsCache, default_cache_dir
+from debugger.stats import tensor_stats
+
+
+def test_cache_roundtrip_survives_reopening(tmp_path):
+    c = StatsCache(str(tmp_path / "c"))
+    s = tensor_stats(np.arange(6, dtype=np.float32))
+    c.put("a|24|1", s)
+    c.put_extra("a|24|1|range|0|1", 3)
+    c.flush()
+    again = StatsCache(str(tmp_path / "c"))
+    assert again.get("a|24|1") == s
+    assert again.get_extra("a|24|1|range|0|1") == 3.0
+    assert again.get("a|24|2") is None  # another identity (the file changed): a miss
+
+
+def test_cache_appends_without_losing_entries(tmp_path):
+    for i in range(3):
+        c = StatsCache(str(tmp_path))
+        c.put(f"f{i}", tensor_stats(np.full(3, i, dtype=np.float32)))
+        c.flush()
+    c = StatsCache(str(tmp_path))
+    assert [c.get(f"f{i}").mean for i in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_disabled_cache_remembers_nothing(tmp_path):
+    c = StatsCache(str(tmp_path), enabled=False)
+    c.put("x", tensor_stats(np.zeros(2)))
+    c.flush()
+    assert c.get("x") is None and not os.listdir(tmp_path)
+
+
+def test_unwritable_cache_dir_warns_and_goes_on(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a dir")
+    c = StatsCache(str(blocker / "sub"))
+    c.put("x", tensor_stats(np.zeros(2)))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        c.flush()
+    assert any("not written" in str(x.message) for x in w)
+
+
+def test_corrupt_cache_file_is_ignored(tmp_path):
+    (tmp_path / "stats.h5").write_bytes(b"garbage" * 10)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        c = StatsCache(str(tmp_path))
+    assert c.get("x") is None and any("unreadable" in str(x.message) for x in w)
+
+
+def test_default_cache_dir_follows_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TDBG_CACHE_DIR", str(tmp_path / "t"))
+    assert default_cache_dir() == str(tmp_path / "t")
+    monkeypatch.delenv("TDBG_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "x"))
+    assert default_cache_dir() == str(tmp_path / "x" / "tdbg")
+
+
+def test_cache_file_is_named_after_the_dump_root(tmp_path):
+    a = StatsCache.for_dump("/some/dump", str(tmp_path))
+    b = StatsCache.for_dump("/other/dump", str(tmp_path))
+    assert a.path != b.path and a.path.startswith(str(tmp_path))

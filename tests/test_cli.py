@@ -1,0 +1,155 @@
+"""The CLI on the committed real sample: info, node, code, scan, exit codes."""
+import hashlib
+import os
+
+import pytest
+
+from clirun import run_cli
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
+SINGLE = os.path.join(ROOT, "single")
+DP2 = os.path.join(ROOT, "dp2")
+WEIGHTS = ["conv1.weight", "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "fc3.bias", "fc3.weight"]
+
+
+def tree_digest(root: str) -> str:
+    h = hashlib.blake2b()
+    for d, _, files in sorted(os.walk(root)):
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            h.update(p.encode())
+            with open(p, "rb") as fh:
+                h.update(fh.read())
+    return h.hexdigest()
+
+
+@pytest.fixture(autouse=True)
+def _cache_elsewhere(monkeypatch, tmp_path):
+    monkeypatch.setenv("TDBG_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_info_json_matches_the_sample():
+    r = run_cli("info", SINGLE, "--json")
+    assert r.code == 0, r.err
+    info = r.json
+    assert info["dump"] == SINGLE and len(info["ranks"]) == 1
+    rank = info["ranks"][0]
+    assert rank["rank"] == 0 and rank["graphs"] == [0]
+    assert rank["iterations"] == list(range(8)) and rank["run_iterations"] == list(range(8))
+    assert rank["ms_version"] == "2.10.0" and rank["device_target"] == "CPU"
+    assert sorted(p["name"] for p in rank["parameters"] if p["kind"] == "weight") == WEIGHTS
+    assert rank["nodes_by_kind"]["weight"] == 7 and rank["nodes_by_kind"]["gradient"] == 7
+    assert rank["nodes_by_kind"]["loss"] == 1
+    n_files = sum(len(fs) for d, _, fs in os.walk(os.path.join(SINGLE, "rank_0", "Net")))
+    assert rank["tensor_files"] == n_files
+    assert rank["tensor_bytes"] == sum(os.path.getsize(os.path.join(d, f))
+                                       for d, _, fs in os.walk(os.path.join(SINGLE, "rank_0", "Net")) for f in fs)
+
+
+def test_info_on_the_parent_reports_every_dump():
+    r = run_cli("info", ROOT, "--json")
+    assert r.code == 0
+    dumps = {os.path.basename(d["dump"]): d for d in r.json["dumps"]}
+    assert set(dumps) == {"single", "dp2"}
+    assert [x["rank"] for x in dumps["dp2"]["ranks"]] == [0, 1]
+    human = run_cli("info", ROOT)
+    assert "dp2" in human.out and "single" in human.out and "rank" in human.out
+
+
+def test_info_from_a_rank_dir():
+    r = run_cli("info", os.path.join(DP2, "rank_1"), "--json")
+    assert r.code == 0 and [x["rank"] for x in r.json["ranks"]] == [1]
+
+
+def test_node_shows_kind_and_stack_user_frames_first():
+    r = run_cli("node", SINGLE, "fc1.weight", "--json")
+    assert r.code == 0
+    (n,) = r.json["nodes"]
+    assert n["kind"] == "weight" and n["op_type"] == "Parameter" and n["iterations"] == list(range(8))
+    sig = run_cli("node", SINGLE, "sigmoid-Sigmoid/Sigmoid-op0", "--json").json["nodes"][0]
+    assert sig["kind"] == "activation"
+    flags = [f["is_framework"] for f in sig["stack"]]
+    assert flags and flags == sorted(flags), "user frames come first"
+    assert any(f["file"].endswith("make_sample.py") for f in sig["stack"])
+
+
+def test_code_finds_forward_and_backward_nodes_of_a_line():
+    sig = run_cli("node", SINGLE, "sigmoid-Sigmoid/Sigmoid-op0", "--json").json["nodes"][0]
+    user = next(f for f in sig["stack"] if not f["is_framework"])
+    r = run_cli("code", SINGLE, f"make_sample.py:{user['line']}", "--json")
+    assert r.code == 0
+    dirs = {n["direction"] for n in r.json["nodes"]}
+    assert dirs == {"forward", "backward"}
+    assert sig["node"] in {n["node"] for n in r.json["nodes"] if n["direction"] == "forward"}
+
+
+def test_bad_path_and_bad_location_exit_2_with_the_path():
+    r = run_cli("info", "/no/such/dump")
+    assert r.code == 2 and "/no/such/dump" in r.err
+    r = run_cli("code", SINGLE, "make_sample.py")
+    assert r.code == 2 and "FILE:LINE" in r.err
+    r = run_cli("scan", SINGLE, "--watch", "nonsense_condition")
+    assert r.code == 2 and "unknown condition" in r.err
+    r = run_cli("scan", SINGLE, "--iterations", "5-2")
+    assert r.code == 2 and "iteration range" in r.err
+
+
+def test_recommended_scan_finds_the_planted_problems_and_nothing_else():
+    before = tree_digest(SINGLE)
+    r = run_cli("scan", SINGLE, "--json", "--jobs", "1")
+    assert r.code == 1, r.err
+    res = r.json
+    hits = res["hits"]
+    by = {}
+    for h in hits:
+        by.setdefault(h["watchpoint"], []).append(h)
+    # planted 1: a saturating sigmoid, in every iteration
+    sat = by.pop("activation_saturation")
+    assert sorted(h["iteration"] for h in sat) == list(range(8))
+    assert all(h["node"].endswith("sigmoid-Sigmoid/Sigmoid-op0") for h in sat)
+    # planted 2: fc2 frozen (learning rate 0 in its parameter group), in every iteration
+    frozen = by.pop("weight_not_changed")
+    for p in ("fc2.weight", "fc2.bias"):
+        assert sorted(h["iteration"] for h in frozen if h["param"] == p) == list(range(8))
+    lr = by.pop("tensor_all_zero")
+    assert {h["node"] for h in lr} == {"learning_rate_group_1"}
+    # consequences of the saturation: fc1 (and upstream conv1) stop learning
+    for name, hs in by.items():
+        assert name in {"gradient_vanishing", "weight_change_too_large"}, name
+        assert {h["param"] for h in hs} <= {"fc1.weight", "fc1.bias", "conv1.weight"}, name
+    assert {h["param"] for h in frozen} <= {"fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias"}
+    assert not any(h["param"] in ("fc3.weight", "fc3.bias") for h in hits), "fc3 is healthy"
+    first = res["first"]
+    assert first == hits[0] and first["iteration"] == 0
+    assert [(h["iteration"], h["rank"], h["position"]) for h in hits] == \
+        sorted((h["iteration"], h["rank"], h["position"]) for h in hits)
+    assert all(h["source"] and "make_sample.py:" in h["source"] for h in sat + frozen)
+    assert tree_digest(SINGLE) == before, "scan must not write inside the dump"
+
+
+def test_scan_second_run_uses_the_cache_and_agrees(tmp_path):
+    a = run_cli("scan", SINGLE, "--json", "--cache-dir", str(tmp_path / "c"))
+    assert os.listdir(tmp_path / "c"), "the cache is written outside the dump"
+    b = run_cli("scan", SINGLE, "--json", "--cache-dir", str(tmp_path / "c"))
+    assert a.json["hits"] == b.json["hits"] and a.code == b.code == 1
+
+
+def test_scan_where_narrows_to_one_code_line():
+    sig = run_cli("node", SINGLE, "sigmoid-Sigmoid/Sigmoid-op0", "--json").json["nodes"][0]
+    user = next(f for f in sig["stack"] if not f["is_framework"])
+    r = run_cli("scan", SINGLE, "--json", "--where", f"make_sample.py:{user['line']}")
+    params = {h["param"] for h in r.json["hits"] if h["param"]}
+    assert params and params <= {"fc1.weight", "fc1.bias"}
+
+
+def test_scan_with_no_hits_exits_0_and_lists_conditions():
+    r = run_cli("scan", SINGLE, "--watch", "weight_too_large:abs_mean_gt=1e6")
+    assert r.code == 0 and "No watchpoint hit" in r.out
+    r = run_cli("scan", "--list-conditions", "--json")
+    assert r.code == 0 and any(c["name"] == "gradient_vanishing" for c in r.json)
+
+
+def test_scan_data_parallel_sample_covers_both_ranks():
+    r = run_cli("scan", DP2, "--json", "--ranks", "1")
+    assert r.code == 1 and r.json["ranks"] == [1]
+    assert {h["rank"] for h in r.json["hits"]} == {1}

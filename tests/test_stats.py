@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+
+from debugger.stats import CHUNK, Stats, compute_stats, histogram, tensor_stats
+
+
+def _reference(a: np.ndarray) -> dict:
+    f = a[np.isfinite(a)].astype(np.float64)
+    return {"min": f.min(), "max": f.max(), "mean": f.mean(), "abs_mean": np.abs(f).mean(),
+            "std": f.std(ddof=1) if f.size > 1 else 0.0, "l2norm": np.linalg.norm(f)}
+
+
+@pytest.mark.parametrize("n", [1, 7, CHUNK - 1, CHUNK, CHUNK + 123, 3 * CHUNK + 5])
+def test_stats_match_numpy_across_chunk_boundaries(n):
+    rng = np.random.default_rng(n)
+    a = (rng.standard_normal(n) * 3 + 1).astype(np.float32)
+    s = tensor_stats(a)
+    ref = _reference(a)
+    assert s.count == n and s.nan == 0
+    for k, v in ref.items():
+        assert getattr(s, k) == pytest.approx(v, rel=1e-9, abs=1e-12), k
+
+
+def test_stats_count_nonfinite_zeros_and_signs():
+    a = np.array([np.nan, np.inf, -np.inf, 0.0, 0.0, -2.0, 3.0], dtype=np.float32)
+    s = tensor_stats(a)
+    assert (s.nan, s.pos_inf, s.neg_inf, s.zeros, s.positives, s.negatives) == (1, 1, 1, 2, 1, 1)
+    assert s.has_nonfinite and s.finite == 4
+    assert (s.min, s.max, s.mean) == (-2.0, 3.0, 0.25)
+    assert s.zero_percentage == pytest.approx(100 * 2 / 7)
+
+
+def test_stats_of_all_nan_tensor_have_no_value_statistics():
+    s = tensor_stats(np.full((3, 3), np.nan, dtype=np.float16))
+    assert s.nan == 9 and s.min is None and s.mean is None and s.abs_mean is None
+
+
+def test_stats_of_bool_int_and_scalar_tensors():
+    assert tensor_stats(np.array([True, False, True])).mean == pytest.approx(2 / 3)
+    assert tensor_stats(np.arange(5, dtype=np.int64)).zeros == 1
+    s = tensor_stats(np.array(4.0, dtype=np.float32))
+    assert s.count == 1 and s.max == 4.0 and s.std == 0.0
+
+
+def test_range_counts_are_inclusive_and_per_range():
+    a = np.array([-1.0, -0.5, 0.0, 0.5, 1.0, 2.0], dtype=np.float32)
+    _, counts = compute_stats(a, ((-1.0, 0.0), (0.5, 1.0), (5.0, 6.0)))
+    assert counts == {(-1.0, 0.0): 3, (0.5, 1.0): 2, (5.0, 6.0): 0}
+
+
+def test_stats_roundtrip_through_dict():
+    s = tensor_stats(np.arange(10, dtype=np.float32))
+    assert Stats.from_dict(s.to_dict()) == s
+
+
+def test_histogram_ignores_nonfinite_values():
+    h = histogram(np.array([0.0, 1.0, np.nan, np.inf, 1.0]), bins=2)
+    assert sum(h["counts"]) == 3 and h["edges"][0] == 0.0 and h["edges"][-1] == 1.0

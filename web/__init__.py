@@ -1,0 +1,1 @@
+"""The tdbg web UI: a Flask app that only asks the `debugger` library."""

@@ -159,18 +159,17 @@ class Rank:
 
     def run_history(self, graph_id: int) -> list[int]:
         """Iterations in which a graph ran (ms_global_execution_order), [] when unknown."""
-        path = self.listing.run_history.get(graph_id)
-        if not path:
-            return []
-        try:
-            return eo.read_run_history(path)
-        except DumpError as exc:
-            self.warnings.append(str(exc))
-            return []
+        return self._run_histories.get(graph_id, [])
 
     @cached_property
     def _run_histories(self) -> dict[int, list[int]]:
-        return {gid: self.run_history(gid) for gid in self.graph_ids}
+        out: dict[int, list[int]] = {}
+        for gid, path in self.listing.run_history.items():
+            try:
+                out[gid] = eo.read_run_history(path)
+            except DumpError as exc:
+                self.warnings.append(str(exc))
+        return out
 
     def previous_iteration(self, graph_id: int, iteration: int) -> int | None:
         """The nearest earlier run of the graph, from the run history, else the previous dump."""
@@ -249,8 +248,10 @@ class Rank:
 
     def _check_complete(self, index: dict[tuple[int, int], list[TensorRef]]) -> None:
         by_graph: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        # Count tensors of graph nodes: a stray file in one iteration must not make the others look short.
+        has_graph = {gid for (gid, _), refs in index.items() if any(r.matched for r in refs)}
         for (gid, it), refs in index.items():
-            by_graph[gid].append((it, len(refs)))
+            by_graph[gid].append((it, sum(r.matched for r in refs) if gid in has_graph else len(refs)))
         for gid, counts in by_graph.items():
             full = max(c for _, c in counts)
             for it, c in sorted(counts):
@@ -364,7 +365,7 @@ class GraphCache:
             try:
                 record = reader(path, graph_id)
             except CorruptFileError as exc:
-                fallback = " ; using the .ir text instead" if reader is read_graph_pb and ir else ""
+                fallback = "; using the .ir text instead" if reader is read_graph_pb and ir else ""
                 warnings.append(f"{exc}{fallback}")
                 continue
             graph = Graph(record, order)

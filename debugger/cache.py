@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 import warnings as _warnings
@@ -12,6 +13,7 @@ import numpy as np
 from .stats import STAT_NAMES, Stats, tensor_stats
 
 _KEY = "S16"
+MAX_RESULTS = 64
 _FORMAT_VERSION = 1
 
 
@@ -43,10 +45,12 @@ class StatsCache:
         self._new_stats: dict[bytes, Stats] = {}
         self._new_extra: dict[bytes, float] = {}
         self._lock = threading.Lock()
+        self._rows: dict[bytes, int] = {}
+        self._cols: dict[str, np.ndarray] = {}
+        self._loaded = False
+        self._corrupt = False
         self.hits = 0
         self.misses = 0
-        if self.path and os.path.exists(self.path):
-            self._load()
 
     @classmethod
     def for_dump(cls, dump_root: str, directory: str | None = None, enabled: bool = True) -> "StatsCache":
@@ -55,32 +59,43 @@ class StatsCache:
         return cls(directory, f"stats-{tag}", enabled)
 
     def _load(self) -> None:
+        """Read the file once, on the first lookup; rows become Stats only when asked for."""
         import h5py
 
+        self._loaded = True
+        if not self.path or not os.path.exists(self.path):
+            return
         try:
             with h5py.File(self.path, "r") as f:
                 if f.attrs.get("version") != _FORMAT_VERSION:
                     return
                 if "stats" in f:
                     g = f["stats"]
-                    keys = g["key"][()]
-                    cols = {n: g[n][()] for n in STAT_NAMES}
-                    for i, k in enumerate(keys):
-                        self._stats[bytes(k)] = Stats(**{n: _from_col(n, cols[n][i]) for n in STAT_NAMES})
+                    self._cols = {n: g[n][()] for n in STAT_NAMES}
+                    self._rows = {bytes(k): i for i, k in enumerate(g["key"][()])}
                 if "extra" in f:
                     keys = f["extra/key"][()]
-                    vals = f["extra/value"][()]
-                    self._extra.update(zip((bytes(k) for k in keys), (float(v) for v in vals)))
+                    vals = f["extra/value"][()].tolist()
+                    self._extra.update(zip((bytes(k) for k in keys), vals))
         except (OSError, KeyError, ValueError) as exc:
+            self._corrupt = True
             _warnings.warn(f"{self.path}: unreadable statistics cache ignored ({exc})", RuntimeWarning, 2)
+
+    def _row(self, k: bytes) -> Stats | None:
+        i = self._rows.get(k)
+        if i is None:
+            return None
+        return Stats(**{n: _from_col(n, self._cols[n][i]) for n in STAT_NAMES})
 
     # -- lookups ------------------------------------------------------------------------------
     def get(self, identity: str) -> Stats | None:
         """Cached statistics of a file identity."""
         if not self.enabled:
             return None
+        if not self._loaded:
+            self._load()
         k = _digest(identity)
-        s = self._stats.get(k) or self._new_stats.get(k)
+        s = self._stats.get(k) or self._new_stats.get(k) or self._row(k)
         if s is None:
             self.misses += 1
         else:
@@ -97,6 +112,8 @@ class StatsCache:
         """A cached extra value."""
         if not self.enabled:
             return None
+        if not self._loaded:
+            self._load()
         k = _digest(key)
         return self._extra.get(k, self._new_extra.get(k))
 
@@ -105,6 +122,40 @@ class StatsCache:
         if self.enabled:
             with self._lock:
                 self._new_extra[_digest(key)] = float(value)
+
+    # -- whole results (a re-scan of an unchanged dump) ----------------------------------------
+    def _result_path(self, key: str) -> str | None:
+        if not self.enabled or not self.path:
+            return None
+        return os.path.join(os.path.dirname(self.path), "results", f"{key}.json")
+
+    def get_result(self, key: str) -> Any:
+        """A stored result (None when absent or unreadable)."""
+        path = self._result_path(key)
+        if path is None or not os.path.exists(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def put_result(self, key: str, obj: Any) -> None:
+        """Store a JSON-ready result, keeping the newest MAX_RESULTS."""
+        path = self._result_path(key)
+        if path is None:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(obj, f)
+            os.replace(tmp, path)
+            old = sorted((e.stat().st_mtime, e.path) for e in os.scandir(os.path.dirname(path)))
+            for _, p in old[:-MAX_RESULTS]:
+                os.remove(p)
+        except OSError as exc:
+            _warnings.warn(f"{path}: result not cached ({exc})", RuntimeWarning, 2)
 
     def stats(self, ref: Any) -> Stats:
         """Statistics of a TensorRef: from the cache, else computed (and cached)."""
@@ -126,7 +177,13 @@ class StatsCache:
             new_extra, self._new_extra = self._new_extra, {}
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            with h5py.File(self.path, "a") as f:
+            try:
+                f = h5py.File(self.path, "a")
+            except OSError:
+                if not self._corrupt:
+                    raise
+                f = h5py.File(self.path, "w")  # our own file, found unreadable: start it again
+            with f:
                 if f.attrs.get("version") != _FORMAT_VERSION:
                     for k in list(f.keys()):
                         del f[k]

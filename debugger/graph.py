@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Iterator
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 from .formats.records import GraphRecord, OutputType
 from .kinds import FRAMEWORK_OPS, classify, is_backward
@@ -95,6 +98,8 @@ class Graph:
         self.name = record.name
         self.source_file = record.source_file
         self.outputs = list(record.outputs)
+        import networkx as nx  # ~0.1 s to import: only when a graph is read
+
         g = nx.DiGraph()
         for n in record.nodes:
             g.add_node(n.name, op_type=n.op_type, scope=n.scope, inputs=list(n.inputs),

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 KINDS = ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "constant", "other")
 

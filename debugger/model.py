@@ -16,7 +16,7 @@ from .errors import CorruptFileError, DumpError, QueryError
 from .formats.mindspore import exec_order as eo
 from .formats.mindspore.graph_ir import read_graph_ir
 from .formats.mindspore.graph_pb import read_graph_pb
-from .formats.mindspore.tree import RankListing, TensorFile, list_rank
+from .formats.mindspore.tree import RankListing, TensorFile, list_rank, read_metadata
 from .graph import Graph, op_number
 from .source import CodeHit, SourceIndex
 from .tensors import NpyHeader, load_npy, read_npy_header
@@ -82,14 +82,11 @@ class TensorRef:
 class Rank:
     """One rank of a dump: metadata, graphs, iterations and the tensor index."""
 
-    def __init__(self, listing: RankListing, graph_cache: "GraphCache | None" = None) -> None:
-        self.rank = listing.rank
-        self.path = listing.path
-        self.listing = listing
-        self.nets = listing.nets
-        self.config = listing.config
-        self.dump_config = listing.dump_config
-        self.warnings: list[str] = list(listing.warnings)
+    def __init__(self, rank: int, path: str, graph_cache: "GraphCache | None" = None) -> None:
+        self.rank = rank
+        self.path = path
+        self.warnings: list[str] = []
+        self.config, self.dump_config = read_metadata(path, self.warnings)
         self._graph_cache = graph_cache or GraphCache()
         self._lock = threading.Lock()
         self._graphs: dict[int, Graph] | None = None
@@ -98,6 +95,22 @@ class Rank:
 
     def __repr__(self) -> str:
         return f"Rank({self.rank}, {self.path!r})"
+
+    @cached_property
+    def listing(self) -> RankListing:
+        """What the rank dir holds, listed on first use (directory listings only)."""
+        try:
+            lst = list_rank(self.rank, self.path)
+        except DumpError as exc:
+            self.warnings.append(str(exc))
+            return RankListing(self.rank, self.path)
+        self.warnings.extend(lst.warnings)
+        return lst
+
+    @property
+    def nets(self) -> list[str]:
+        """Net-name directories of the rank."""
+        return self.listing.nets
 
     @property
     def ms_version(self) -> str | None:
@@ -386,10 +399,7 @@ class Dump:
         self._ranks: dict[int, Rank] = {}
         self.warnings: list[str] = []
         for r, p in rank_paths:
-            try:
-                self._ranks[r] = Rank(list_rank(r, p), cache)
-            except DumpError as exc:
-                self.warnings.append(str(exc))
+            self._ranks[r] = Rank(r, p, cache)
         # In multi-rank CPU runs only rank_0 may have .dump_metadata: the others share it.
         donor = next((r for r in self._ranks.values() if r.config), None)
         for r in self._ranks.values():
@@ -417,6 +427,15 @@ class Dump:
             return self._ranks[rank]
         except KeyError:
             raise QueryError(self.root, f"no rank {rank} (ranks: {self.rank_ids})") from None
+
+    def fingerprint(self, ranks: Iterable[int] | None = None) -> str:
+        """A digest of every file's name, size and mtime under the given ranks (stat only)."""
+        h = hashlib.blake2b(digest_size=16)
+        for r in sorted(ranks if ranks is not None else self.rank_ids):
+            rank = self.rank(r)
+            h.update(f"R{r}{rank.path}".encode())
+            _hash_tree(rank.path, h)
+        return h.hexdigest()
 
     def all_warnings(self) -> list[str]:
         """Warnings of the dump and of every rank (loads graphs and indexes)."""
@@ -459,6 +478,31 @@ class Dump:
                 out.append({"rank": r.rank, "graph": h.graph_id, "node": h.node, "op_type": n.op_type,
                             "kind": n.kind, "direction": h.direction, "file": path})
         return out
+
+
+def _hash_tree(path: str, h: Any) -> None:
+    parts: list[str] = []
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        names = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+                continue
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            names.append(f"{e.name}|{st.st_size}|{st.st_mtime_ns}")
+        names.sort()
+        parts.append(d + "\n" + "\n".join(names))
+    parts.sort()
+    h.update("\n".join(parts).encode("utf-8", "surrogateescape"))
 
 
 def iter_code_hits(hits: Iterable[tuple[str, CodeHit]]) -> Iterator[CodeHit]:

@@ -73,32 +73,45 @@ class _Acc:
         self.max = -math.inf
 
     def add(self, chunk: np.ndarray) -> None:
+        # Float chunks stay in their own precision (float16 is widened to float32): pairwise sums
+        # and a centred dot product are accurate to ~1e-7 and several times faster than float64.
         self.count += chunk.size
-        if chunk.dtype.kind == "b":
-            chunk = chunk.astype(np.uint8)
-        if chunk.dtype.kind in "fc":
-            finite = np.isfinite(chunk)
-            if not finite.all():
-                self.nan += int(np.count_nonzero(np.isnan(chunk)))
-                self.pos_inf += int(np.count_nonzero(np.isposinf(chunk)))
-                self.neg_inf += int(np.count_nonzero(np.isneginf(chunk)))
-                chunk = chunk[finite]
-        if chunk.size == 0:
+        kind = chunk.dtype.kind
+        if kind == "b":
+            chunk = chunk.view(np.uint8)
+            kind = "u"
+        if kind == "f":
+            if chunk.dtype.itemsize < 4:
+                chunk = chunk.astype(np.float32)
+            s = float(np.add.reduce(chunk))
+            if not math.isfinite(s):
+                finite = np.isfinite(chunk)
+                if not finite.all():
+                    self.nan += int(np.count_nonzero(np.isnan(chunk)))
+                    self.pos_inf += int(np.count_nonzero(np.isposinf(chunk)))
+                    self.neg_inf += int(np.count_nonzero(np.isneginf(chunk)))
+                    chunk = chunk[finite]
+                s = float(np.add.reduce(chunk, dtype=np.float64))  # a finite float32 sum can overflow
+        elif kind in "iu":
+            chunk = chunk.astype(np.float64)
+            s = float(np.add.reduce(chunk))
+        else:  # complex and the like: magnitudes
+            chunk = np.abs(chunk).astype(np.float64)
+            s = float(np.add.reduce(chunk))
+        n = chunk.size
+        if n == 0:
             return
-        x = chunk.astype(np.float64, copy=False)
-        n = x.size
-        zeros = n - int(np.count_nonzero(x))
-        pos = int(np.count_nonzero(x > 0))
+        zeros = int(np.count_nonzero(chunk == 0))
+        pos = int(np.count_nonzero(chunk > 0))
         self.zeros += zeros
         self.positives += pos
         self.negatives += n - zeros - pos
-        s = float(x.sum())
         m = s / n
-        d = x - m
+        d = np.subtract(chunk, chunk.dtype.type(m))
         m2 = float(np.dot(d, d))
-        self.abs_sum += float(np.abs(x).sum())
-        self.min = min(self.min, float(x.min()))
-        self.max = max(self.max, float(x.max()))
+        self.abs_sum += float(np.add.reduce(np.abs(chunk, out=d)))
+        self.min = min(self.min, float(chunk.min()))
+        self.max = max(self.max, float(chunk.max()))
         total = self.n + n
         delta = m - self.mean
         self.m2 += m2 + delta * delta * self.n * n / total

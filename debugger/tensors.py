@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import ast
+import math
 import os
+import re
 import struct
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +15,14 @@ import numpy as np
 from .errors import CorruptFileError
 
 _MAGIC = b"\x93NUMPY"
+_HEADER_RE = re.compile(
+    r"^\{'descr': '(?P<descr>[<>|=]?[a-zA-Z]\d*)', 'fortran_order': (?P<fortran>True|False), "
+    r"'shape': \((?P<shape>[\d, ]*)\), \}\s*$")
+
+
+@lru_cache(maxsize=64)
+def _dtype(descr: str) -> np.dtype:
+    return np.dtype(descr)
 
 
 @dataclass(frozen=True)
@@ -26,47 +37,85 @@ class NpyHeader:
     @property
     def nbytes(self) -> int:
         """Bytes of data the header promises."""
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+# Files up to this size are read into memory in one call; larger ones are memory-mapped.
+READ_LIMIT = 8 << 20
 
 
 def read_npy_header(path: str) -> NpyHeader:
     """Read and check the header of an .npy file without reading its data."""
     try:
         with open(path, "rb") as f:
-            head = f.read(10)
-            if len(head) < 10 or not head.startswith(_MAGIC):
-                raise CorruptFileError(path, "not an .npy file (bad magic or truncated header)")
-            major = head[6]
-            if major == 1:
-                hlen = struct.unpack("<H", head[8:10])[0]
-                start = 10
-            elif major in (2, 3):
-                f.seek(0)
-                head = f.read(12)
-                if len(head) < 12:
-                    raise CorruptFileError(path, "truncated .npy header")
-                hlen = struct.unpack("<I", head[8:12])[0]
-                start = 12
-            else:
-                raise CorruptFileError(path, f"unsupported .npy version {major}")
-            text = f.read(hlen)
-            if len(text) < hlen:
-                raise CorruptFileError(path, "truncated .npy header")
+            return _header_from(f, path)
     except OSError as exc:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+
+
+def _header_from(f: Any, path: str) -> NpyHeader:
+    """Parse the header at the start of an open .npy file, leaving it at the data."""
+    head = f.read(10)
+    if len(head) < 10 or not head.startswith(_MAGIC):
+        raise CorruptFileError(path, "not an .npy file (bad magic or truncated header)")
+    major = head[6]
+    if major == 1:
+        hlen = struct.unpack("<H", head[8:10])[0]
+        start = 10
+    elif major in (2, 3):
+        extra = f.read(2)
+        if len(extra) < 2:
+            raise CorruptFileError(path, "truncated .npy header")
+        hlen = struct.unpack("<I", head[8:10] + extra)[0]
+        start = 12
+    else:
+        raise CorruptFileError(path, f"unsupported .npy version {major}")
+    text = f.read(hlen)
+    if len(text) < hlen:
+        raise CorruptFileError(path, "truncated .npy header")
     try:
-        meta = ast.literal_eval(text.decode("latin1"))
-        dtype = np.dtype(meta["descr"])
-        shape = tuple(int(d) for d in meta["shape"])
-        fortran = bool(meta["fortran_order"])
+        header_text = text.decode("latin1")
+        m = _HEADER_RE.match(header_text)
+        if m:  # numpy's own layout: parse it without the (slow) literal_eval
+            dtype = _dtype(m.group("descr"))
+            shape = tuple(int(d) for d in m.group("shape").replace(",", " ").split())
+            fortran = m.group("fortran") == "True"
+        else:
+            meta = ast.literal_eval(header_text)
+            dtype = np.dtype(meta["descr"])
+            shape = tuple(int(d) for d in meta["shape"])
+            fortran = bool(meta["fortran_order"])
     except Exception as exc:  # any malformed header is the same user-facing problem
         raise CorruptFileError(path, f"corrupt .npy header ({exc.__class__.__name__})") from exc
     if dtype.hasobject:
         raise CorruptFileError(path, "object arrays are not tensors")
     return NpyHeader(dtype, shape, fortran, start + hlen)
+
+
+def read_npy(path: str) -> np.ndarray:
+    """Values of an .npy file with one open: read when small, memory-mapped when large."""
+    try:
+        with open(path, "rb") as f:
+            header = _header_from(f, path)
+            if header.nbytes > READ_LIMIT or header.nbytes == 0:
+                return load_npy(path, header)
+            size = os.fstat(f.fileno()).st_size
+            _check_size(path, header, size)
+            buf = f.read(header.nbytes)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if len(buf) < header.nbytes:
+        _check_size(path, header, header.data_offset + len(buf))
+    order = "F" if header.fortran_order else "C"
+    return np.frombuffer(buf, dtype=header.dtype).reshape(header.shape, order=order)
+
+
+def _check_size(path: str, header: NpyHeader, size: int) -> None:
+    need = header.data_offset + header.nbytes
+    if size < need:
+        raise CorruptFileError(
+            path, f"truncated .npy data ({size - header.data_offset} of {header.nbytes} bytes; "
+            "the file may still be being written)")
 
 
 def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> np.ndarray:
@@ -76,11 +125,7 @@ def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> n
         size = os.path.getsize(path)
     except OSError as exc:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
-    need = header.data_offset + header.nbytes
-    if size < need:
-        raise CorruptFileError(
-            path, f"truncated .npy data ({size - header.data_offset} of {header.nbytes} bytes; "
-            "the file may still be being written)")
+    _check_size(path, header, size)
     order = "F" if header.fortran_order else "C"
     if header.nbytes == 0:
         return np.zeros(header.shape, dtype=header.dtype, order=order)

@@ -18,7 +18,8 @@ def test_stats_match_numpy_across_chunk_boundaries(n):
     ref = _reference(a)
     assert s.count == n and s.nan == 0
     for k, v in ref.items():
-        assert getattr(s, k) == pytest.approx(v, rel=1e-9, abs=1e-12), k
+        # float32 data is summed in float32 (pairwise): ~1e-7 relative, as precise as the data
+        assert getattr(s, k) == pytest.approx(v, rel=2e-6, abs=1e-12), k
 
 
 def test_stats_count_nonfinite_zeros_and_signs():

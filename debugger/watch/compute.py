@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import DumpError
 from ..stats import CHUNK, Stats, compute_stats
-from ..tensors import load_npy
+from ..tensors import read_npy
 
 # A unit-activity spec: (mode, lo, hi, threshold_inactivity); mode "inside" counts a sample as
 # active when lo < x < hi, "positive" when x > 0.
@@ -55,7 +55,7 @@ class PairResult:
 def run_file_task(task: FileTask) -> FileResult:
     """Read one file once and compute what the task asks."""
     try:
-        a = load_npy(task.path)
+        a = read_npy(task.path)
         res = FileResult()
         if task.base or task.ranges:
             res.stats, res.ranges = compute_stats(a, tuple(sorted(task.ranges)))
@@ -92,8 +92,8 @@ def inactive_unit_percentage(a: np.ndarray, spec: UnitSpec) -> float:
 def run_pair_task(task: PairTask) -> PairResult:
     """Compare a tensor with its previous value in bounded memory."""
     try:
-        cur = load_npy(task.cur)
-        prev = load_npy(task.prev)
+        cur = read_npy(task.cur)
+        prev = read_npy(task.prev)
     except DumpError as exc:
         return PairResult(error=str(exc))
     if cur.shape != prev.shape:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import math
 import multiprocessing as mp
 import os
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -21,7 +23,8 @@ from .registry import (HISTORY, INITIAL, LOSS_HISTORY, OPS, OVERFLOW, PREVIOUS, 
 _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
 # SageMaker's non-saturated input ranges of tanh and sigmoid.
 _ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
-_BATCH_TASKS = 512
+_BATCH_TASKS = 2048
+_RESULT_FORMAT = 1
 
 
 @dataclass
@@ -54,6 +57,10 @@ class Hit:
                 "iteration": self.iteration, "node": self.node, "kind": self.kind, "param": self.param,
                 "io": self.io, "slot": self.slot, "actual": self.actual, "threshold": self.threshold,
                 "source": self.source, "op_type": self.op_type, "position": self.position}
+
+
+_HIT_FIELDS = ("watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual",
+               "threshold", "source", "position", "op_type")
 
 
 @dataclass
@@ -89,6 +96,14 @@ class ScanResult:
     def first(self) -> Hit | None:
         """The earliest hit: where the trouble starts."""
         return self.hits[0] if self.hits else None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], watchpoints: list[Watchpoint]) -> "ScanResult":
+        """Inverse of :meth:`to_dict` (the watchpoints are given again, as objects)."""
+        order = {w.name: i for i, w in enumerate(watchpoints)}
+        hits = [Hit(**{k: h[k] for k in _HIT_FIELDS}, order=order.get(h["watchpoint"], 0)) for h in d["hits"]]
+        errors = [ErrorRecord(**e) for e in d["errors"]]
+        return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors)
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""
@@ -208,6 +223,7 @@ class _Batch:
         self.file_results: dict[str, FileResult] = {}
         self.pair_results: dict[tuple[str, str], PairResult] = {}
         self.refs: dict[str, TensorRef] = {}
+        self.reads = 0
 
     def want_stats(self, ref: TensorRef, ranges: Iterable[tuple[float, float]] = (),
                    units: Iterable[UnitSpec] = ()) -> None:
@@ -215,8 +231,10 @@ class _Batch:
         if t is None:
             t = self.files[ref.path] = FileTask(ref.path)
             self.refs[ref.path] = ref
-        t.ranges.update(ranges)
-        t.units.update(units)
+        if ranges:
+            t.ranges.update(ranges)
+        if units:
+            t.units.update(units)
 
     def want_pair(self, cur: TensorRef, prev: TensorRef, rtol: float | None = None) -> None:
         k = (cur.path, prev.path)
@@ -234,6 +252,10 @@ class _Batch:
         return len(self.files) + len(self.pairs)
 
     def _from_cache(self) -> tuple[list[FileTask], list[PairTask]]:
+        if not self.cache.enabled:
+            self.file_results = {p: FileResult() for p in self.files}
+            self.pair_results = {k: PairResult() for k in self.pairs}
+            return list(self.files.values()), list(self.pairs.values())
         todo_f: list[FileTask] = []
         for path, t in self.files.items():
             ident = self.refs[path].file_identity
@@ -270,16 +292,32 @@ class _Batch:
                 todo_p.append(missing)
         return todo_f, todo_p
 
-    def run(self, pool: Executor | None) -> int:
-        """Compute what the cache lacks; returns the number of tensor reads."""
+    def start(self, pool: Executor | None, jobs: int) -> list[tuple[str, list, Future | None]]:
+        """Look up the cache and hand what it lacks to the pool in a few large chunks."""
         todo_f, todo_p = self._from_cache()
-        mapper: Callable = pool.map if pool is not None and len(todo_f) + len(todo_p) > 8 else map  # type: ignore[assignment]
-        kw: dict[str, Any] = {"chunksize": 8} if mapper is not map else {}
-        for t, res in zip(todo_f, mapper(run_file_task, todo_f, **kw)):
-            self._merge_file(t, res)
-        for t, pres in zip(todo_p, mapper(run_pair_task, todo_p, **kw)):
-            self._merge_pair(t, pres)
-        return len(todo_f) + 2 * len(todo_p)
+        self.reads = len(todo_f) + 2 * len(todo_p)
+        parts: list[tuple[str, list, Future | None]] = []
+        for kind, todo in (("file", todo_f), ("pair", todo_p)):
+            if not todo:
+                continue
+            if pool is None or len(todo) < 16:
+                parts.append((kind, todo, None))
+                continue
+            # A few chunks per worker: IPC per chunk, not per tensor, and still balanced.
+            n = max(1, len(todo) // (jobs * 4))
+            for i in range(0, len(todo), n):
+                chunk = todo[i:i + n]
+                parts.append((kind, chunk, pool.submit(_run_chunk, kind, chunk)))
+        return parts
+
+    def finish(self, parts: list[tuple[str, list, Future | None]]) -> int:
+        """Merge the computed results; returns the number of tensor reads."""
+        for kind, chunk, fut in parts:
+            results = fut.result() if fut is not None else _run_chunk(kind, chunk)
+            merge = self._merge_file if kind == "file" else self._merge_pair
+            for t, res in zip(chunk, results):
+                merge(t, res)  # type: ignore[arg-type]
+        return self.reads
 
     def _merge_file(self, t: FileTask, res: FileResult) -> None:
         have = self.file_results[t.path]
@@ -327,6 +365,13 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
     rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
     rank_objs = [dump.rank(r) for r in rank_ids]
     cache = cache or StatsCache(enabled=False)
+    key = None
+    if cache.enabled:
+        # An unchanged dump (same names, sizes, mtimes) and the same request: reuse the result.
+        key = _result_key(dump, watchpoints, rank_ids, iterations, where)
+        stored = cache.get_result(key)
+        if stored is not None:
+            return ScanResult.from_dict(stored, list(watchpoints))
     where_nodes = _where_nodes(dump, where)
     units = [(r, gid) for r in rank_objs for gid in sorted(set(r.graph_ids))]
     all_its = sorted({it for r, gid in units for it in r.iterations(gid)
@@ -339,11 +384,17 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
     try:
         done = 0
+        running: tuple[list[_Step], _Batch, list] | None = None
+        # Pipelined: while the workers compute one batch, this process plans the next.
         for batch_steps, batch in _batches(steps, watchpoints, where_nodes, cache):
-            result.files_checked += batch.run(pool)
-            for st in batch_steps:
-                _evaluate(st, batch, result)
-            done += len(batch_steps)
+            parts = batch.start(pool, jobs)
+            if running is not None:
+                done += _finish(running, result)
+                if progress is not None:
+                    progress(done, len(steps))
+            running = (batch_steps, batch, parts)
+        if running is not None:
+            done += _finish(running, result)
             if progress is not None:
                 progress(done, len(steps))
     finally:
@@ -352,7 +403,33 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
         cache.flush()
     result.hits.sort(key=Hit.sort_key)
     result.errors.sort(key=lambda e: (e.iteration, e.rank, e.watchpoint, e.node))
+    if key is not None:
+        cache.put_result(key, result.to_dict())
     return result
+
+
+def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations: set[int] | None,
+                where: str | None) -> str:
+    from .. import __version__
+
+    spec = json.dumps([_RESULT_FORMAT, __version__, [w.to_dict() for w in wps], ranks,
+                       sorted(iterations) if iterations is not None else None, where,
+                       dump.fingerprint(ranks)], sort_keys=True)
+    return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()
+
+
+def _run_chunk(kind: str, tasks: list) -> list:
+    """Worker entry point: compute a list of file or pair tasks."""
+    fn = run_file_task if kind == "file" else run_pair_task
+    return [fn(t) for t in tasks]
+
+
+def _finish(running: tuple[list[_Step], _Batch, list], result: ScanResult) -> int:
+    steps, batch, parts = running
+    result.files_checked += batch.finish(parts)
+    for st in steps:
+        _evaluate(st, batch, result)
+    return len(steps)
 
 
 def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], where_nodes: dict[int, set[str]] | None,
@@ -374,20 +451,24 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], where_nodes
     tmap = rank.tensor_map(gid, it)
     where = None if where_nodes is None else where_nodes.get(gid, set())
     step = _Step(rank, gid, graph, it, [], [], tmap)
+    floats = [r for r in tmap.values() if _is_float(r, graph) and (where is None or r.node in where)]
+    outputs_by_kind: dict[str, list[TensorRef]] = {}
+    for r in floats:
+        if r.io == "output":
+            outputs_by_kind.setdefault(r.kind, []).append(r)
     for order, wp in enumerate(wps):
-        needs = wp.condition.needs
-        if needs == OVERFLOW:
+        if wp.condition.needs == OVERFLOW:
             step.overflow.append((wp, order))
-            for ref in tmap.values():
-                if _is_float(ref, graph) and (where is None or ref.node in where):
-                    batch.want_stats(ref)
+            for ref in floats:
+                batch.want_stats(ref)
             continue
-        for ref in tmap.values():
-            if ref.io != "output" or not _is_float(ref, graph) or not _matches(wp, ref, graph, where):
-                continue
-            chk = _Check(wp, order, rank, graph, gid, it, ref)
-            _plan_check(chk, batch)
-            step.checks.append(chk)
+        for kind in wp.condition.kinds:
+            for ref in outputs_by_kind.get(kind, ()):
+                if not _matches(wp, ref, graph, None):
+                    continue
+                chk = _Check(wp, order, rank, graph, gid, it, ref)
+                _plan_check(chk, batch)
+                step.checks.append(chk)
     return step
 
 

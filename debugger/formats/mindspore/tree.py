@@ -148,14 +148,18 @@ def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
     return out
 
 
-def list_rank(rank: int, path: str) -> RankListing:
-    """List one rank dir: metadata, graphs, execution orders and tensor files."""
-    lst = RankListing(rank, path)
+def read_metadata(path: str, warnings: list[str]) -> tuple[dict, dict]:
+    """(config.json, data_dump.json) of a rank dir; {} for what is missing."""
     meta = os.path.join(path, ".dump_metadata")
     if not os.path.isdir(meta):
         meta = os.path.join(path, ".metadata")
-    lst.config = _read_json(os.path.join(meta, "config.json"), lst.warnings)
-    lst.dump_config = _read_json(os.path.join(meta, "data_dump.json"), lst.warnings)
+    return (_read_json(os.path.join(meta, "config.json"), warnings),
+            _read_json(os.path.join(meta, "data_dump.json"), warnings))
+
+
+def list_rank(rank: int, path: str) -> RankListing:
+    """List one rank dir: graphs, execution orders and tensor files (metadata: read_metadata)."""
+    lst = RankListing(rank, path)
     graphs_dir = os.path.join(path, "graphs")
     lst.graph_pb = _scan_dir(graphs_dir, GRAPH_PB_RE)
     lst.graph_ir = _scan_dir(graphs_dir, GRAPH_IR_RE)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -10,6 +10,7 @@ import numpy as np
 # op_name may itself contain dots, so every field but op_type is taken from the right.
 _IO = {"input", "output"}
 _FORMAT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_KNOWN_FORMATS = {"DefaultFormat", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ", "ND"}
 
 # MindSpore's dtype spellings in file names (2.4+) mapped to numpy; both "Float32" and
 # "float16" styles occur.
@@ -21,9 +22,8 @@ _DTYPES = {
 }
 
 
-@dataclass(frozen=True)
-class TensorFileName:
-    """The fields of one tensor file name."""
+class TensorFileName(NamedTuple):
+    """The fields of one tensor file name (a tuple: tens of thousands are made per dump)."""
 
     op_type: str
     op_name: str
@@ -62,7 +62,7 @@ def parse_tensor_file_name(name: str) -> TensorFileName | None:
     ts, stream, task = parts[-4], parts[-5], parts[-6]
     if not (slot.isdigit() and ts.isdigit() and stream.isdigit() and task.isdigit()):
         return None
-    if not _FORMAT_RE.match(fmt):
+    if fmt not in _KNOWN_FORMATS and not _FORMAT_RE.match(fmt):
         return None
     op_type = parts[0]
     op_name = ".".join(parts[1:-6])

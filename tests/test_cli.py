@@ -153,3 +153,8 @@ def test_scan_data_parallel_sample_covers_both_ranks():
     r = run_cli("scan", DP2, "--json", "--ranks", "1")
     assert r.code == 1 and r.json["ranks"] == [1]
     assert {h["rank"] for h in r.json["hits"]} == {1}
+
+
+def test_scan_where_with_an_unknown_line_is_a_usage_error():
+    r = run_cli("scan", SINGLE, "--where", "nope.py:3")
+    assert r.code == 2 and "no node was created by nope.py:3" in r.err

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Iterator
 from ..cache import StatsCache
 from ..graph import Graph
 from ..locate import parameters_read, position, readers, user_location
+from ..errors import QueryError
 from ..model import Dump, Rank, TensorRef
 from ..source import parse_location
 from ..stats import Stats
@@ -143,6 +144,8 @@ def _where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
     out: dict[int, set[str]] = {}
     for h in dump.nodes_at(file, line):
         out.setdefault(h["graph"], set()).add(h["node"])
+    if not out:
+        raise QueryError(dump.root, f"no node was created by {where} (see `tdbg code` for the known lines)")
     for r in dump.ranks:
         for gid, nodes in out.items():
             g = r.graphs.get(gid)

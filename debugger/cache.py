@@ -13,8 +13,14 @@ import numpy as np
 from .stats import STAT_NAMES, Stats, tensor_stats
 
 _KEY = "S16"
+_KEY_LEN = 16   # digest bytes; numpy's "S" strips trailing NUL bytes on reading, so keys are padded back
 MAX_RESULTS = 64
 _FORMAT_VERSION = 1
+
+
+def _key(k: bytes) -> bytes:
+    """A key as read from the file, with the NUL bytes numpy dropped from its end put back."""
+    return bytes(k).ljust(_KEY_LEN, b"\0")
 
 
 def default_cache_dir() -> str:
@@ -27,7 +33,7 @@ def default_cache_dir() -> str:
 
 
 def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).digest()
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=_KEY_LEN).digest()
 
 
 class StatsCache:
@@ -72,11 +78,11 @@ class StatsCache:
                 if "stats" in f:
                     g = f["stats"]
                     self._cols = {n: g[n][()] for n in STAT_NAMES}
-                    self._rows = {bytes(k): i for i, k in enumerate(g["key"][()])}
+                    self._rows = {_key(k): i for i, k in enumerate(g["key"][()])}
                 if "extra" in f:
                     keys = f["extra/key"][()]
                     vals = f["extra/value"][()].tolist()
-                    self._extra.update(zip((bytes(k) for k in keys), vals))
+                    self._extra.update(zip((_key(k) for k in keys), vals))
         except (OSError, KeyError, ValueError) as exc:
             self._corrupt = True
             _warnings.warn(f"{self.path}: unreadable statistics cache ignored ({exc})", RuntimeWarning, 2)

@@ -250,12 +250,12 @@ class Rank:
             order = graph.execution_index if graph is not None else {}
             refs.sort(key=lambda r: (order.get(r.node, len(order)), r.node, r.io != "input", r.slot))
             out[(gid, it)] = refs
-        for gid, names in sorted(unmatched.items()):
+        for gid, unknown in sorted(unmatched.items()):
             if gid in graphs:
-                shown = ", ".join(sorted(names)[:3])
+                shown = ", ".join(sorted(unknown)[:3])
                 self.warnings.append(
-                    f"{self.path}: {len(names)} tensor file op name(s) of graph {gid} match no graph node "
-                    f"(kept under their file names): {shown}{' ...' if len(names) > 3 else ''}")
+                    f"{self.path}: {len(unknown)} tensor file op name(s) of graph {gid} match no graph node "
+                    f"(kept under their file names): {shown}{' ...' if len(unknown) > 3 else ''}")
         self._check_complete(out)
         return out
 
@@ -401,10 +401,10 @@ class Dump:
         for r, p in rank_paths:
             self._ranks[r] = Rank(r, p, cache)
         # In multi-rank CPU runs only rank_0 may have .dump_metadata: the others share it.
-        donor = next((r for r in self._ranks.values() if r.config), None)
-        for r in self._ranks.values():
-            if donor is not None and not r.config:
-                r.config, r.dump_config = dict(donor.config), dict(donor.dump_config)
+        donor = next((rk for rk in self._ranks.values() if rk.config), None)
+        for rk in self._ranks.values():
+            if donor is not None and not rk.config:
+                rk.config, rk.dump_config = dict(donor.config), dict(donor.dump_config)
         self._source: SourceIndex | None = None
         self._lock = threading.Lock()
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -83,7 +83,8 @@ class _Acc:
         if kind == "f":
             if chunk.dtype.itemsize < 4:
                 chunk = chunk.astype(np.float32)
-            s = float(np.add.reduce(chunk))
+            with np.errstate(over="ignore", invalid="ignore"):   # Inf, NaN or an overflowing sum: handled below
+                s = float(np.add.reduce(chunk))
             if not math.isfinite(s):
                 finite = np.isfinite(chunk)
                 if not finite.all():
@@ -107,9 +108,17 @@ class _Acc:
         self.positives += pos
         self.negatives += n - zeros - pos
         m = s / n
-        d = np.subtract(chunk, chunk.dtype.type(m))
-        m2 = float(np.dot(d, d))
-        self.abs_sum += float(np.add.reduce(np.abs(chunk, out=d)))
+        with np.errstate(over="ignore"):
+            d = np.subtract(chunk, chunk.dtype.type(m))
+            m2 = float(np.dot(d, d))
+            abs_sum = float(np.add.reduce(np.abs(chunk, out=d)))
+        if not (math.isfinite(m2) and math.isfinite(abs_sum)):
+            # finite values near the float32 limit: their squares or sums overflow float32
+            x = chunk.astype(np.float64)
+            dx = x - m
+            m2 = float(np.dot(dx, dx))
+            abs_sum = float(np.add.reduce(np.abs(x)))
+        self.abs_sum += abs_sum
         self.min = min(self.min, float(chunk.min()))
         self.max = max(self.max, float(chunk.max()))
         total = self.n + n
@@ -136,9 +145,15 @@ def _flat_chunks(a: np.ndarray):  # type: ignore[no-untyped-def]
 
 def compute_stats(a: np.ndarray, ranges: tuple[tuple[float, float], ...] = ()) -> tuple[Stats, dict[tuple[float, float], int]]:
     """Statistics of ``a`` and, for each closed range [lo, hi], how many elements fall inside."""
+    return stats_of_chunks(_flat_chunks(a), ranges)
+
+
+def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, float], ...] = ()
+                    ) -> tuple[Stats, dict[tuple[float, float], int]]:
+    """:func:`compute_stats` over a tensor given as 1-D chunks (each used only until the next arrives)."""
     acc = _Acc()
     counts = {r: 0 for r in ranges}
-    for c in _flat_chunks(a):
+    for c in chunks:
         acc.add(c)
         if ranges and c.dtype.kind in "biuf":
             for lo, hi in ranges:

@@ -25,7 +25,7 @@ _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
 # SageMaker's non-saturated input ranges of tanh and sigmoid.
 _ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
 _BATCH_TASKS = 2048
-_RESULT_FORMAT = 1
+_RESULT_FORMAT = 2   # bump when the engine's results change: stored results of older rules are not reused
 
 
 @dataclass
@@ -203,6 +203,7 @@ class _Check:
     ref: TensorRef
     extra: list[TensorRef] = field(default_factory=list)   # previous values, history, initial value
     error: str | None = None
+    units: UnitSpec | None = None   # the unit-activity spec this check asked for
 
 
 @dataclass
@@ -212,7 +213,7 @@ class _Step:
     graph: Graph | None
     iteration: int
     checks: list[_Check]
-    overflow: list[tuple[Watchpoint, int]]
+    overflow: list[tuple[Watchpoint, int, list[TensorRef]]]   # (watchpoint, order, the tensors it searches)
     tmap: dict[tuple[str, str, int], TensorRef]
 
 
@@ -461,8 +462,10 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], where_nodes
             outputs_by_kind.setdefault(r.kind, []).append(r)
     for order, wp in enumerate(wps):
         if wp.condition.needs == OVERFLOW:
-            step.overflow.append((wp, order))
-            for ref in floats:
+            # inputs and outputs of the selected nodes: --node and --scope narrow the search too
+            mine = floats if not (wp.node or wp.scope) else [r for r in floats if _matches(wp, r, graph, None)]
+            step.overflow.append((wp, order, mine))
+            for ref in mine:
                 batch.want_stats(ref)
             continue
         for kind in wp.condition.kinds:
@@ -483,7 +486,10 @@ def _plan_check(chk: _Check, batch: _Batch) -> None:
         chain = [ref]
         it = chk.iteration
         while len(chain) < count:
-            prev_it = rank.previous_iteration(chk.gid, it)
+            if needs == PREVIOUS:   # the previous run of the graph
+                prev_it = rank.previous_iteration(chk.gid, it)
+            else:                   # tensor_unchanged: the last num_steps DUMPED iterations (as SageMaker)
+                prev_it = max((i for i in rank.iterations(chk.gid) if i < it), default=None)
             if prev_it is None and needs == PREVIOUS:
                 before = _value_before_update(chk)
                 if before is not None:
@@ -491,7 +497,7 @@ def _plan_check(chk: _Check, batch: _Batch) -> None:
                     break
             if prev_it is None:
                 chk.error = "no previous iteration" if len(chain) == 1 else \
-                    f"needs {count} iterations, only {len(chain)} dumped before this one"
+                    f"needs {count} dumped iterations, only {len(chain)} up to this one"
                 return
             prev = rank.tensor_map(chk.gid, prev_it).get(ref.key)
             if prev is None:
@@ -513,11 +519,12 @@ def _plan_check(chk: _Check, batch: _Batch) -> None:
                 f = (lambda v: 1.0 / (1.0 + math.exp(-v))) if op == "sigmoid" else math.tanh
                 lo, hi, src = f(lo), f(hi), ref
             chk.extra = [src]
+            chk.units = ("inside", lo, hi, thr)
             batch.want_stats(ref)
-            batch.want_stats(src, units=[("inside", lo, hi, thr)])
         else:
             chk.extra = [ref]
-            batch.want_stats(ref, units=[("positive", 0.0, 0.0, thr)])
+            chk.units = ("positive", 0.0, 0.0, thr)
+        batch.want_stats(chk.extra[0], units=[chk.units])
     elif needs == RANGE:
         lo = wp.params.get("range_start_inclusive", -math.inf)
         hi = wp.params.get("range_end_inclusive", math.inf)
@@ -566,8 +573,8 @@ def _evaluate(step: _Step, batch: _Batch, result: ScanResult) -> None:
             _err(result, chk, chk.error)
             continue
         _evaluate_check(chk, batch, result)
-    for wp, order in step.overflow:
-        _overflow_origins(step, wp, order, batch, result)
+    for wp, order, refs in step.overflow:
+        _overflow_origins(step, wp, order, refs, batch, result)
 
 
 def _err(result: ScanResult, chk: _Check, msg: str) -> None:
@@ -636,7 +643,7 @@ def _evaluate_check(chk: _Check, batch: _Batch, result: ScanResult) -> None:
         if res.error:
             _err(result, chk, res.error)
             return
-        pct = next(iter(res.units.values()), None)
+        pct = res.units.get(chk.units) if chk.units is not None else None
         thr = wp.setting("threshold_layer")
         if pct is not None and pct > thr:
             _hit(result, chk, {"threshold_layer": pct}, {"threshold_layer": thr}, chk.extra[0])
@@ -656,7 +663,9 @@ def _evaluate_check(chk: _Check, batch: _Batch, result: ScanResult) -> None:
         return
     actual, threshold = _compare(wp, values)
     if actual:
-        _hit(result, chk, actual, threshold, chk.extra[0] if needs == INITIAL else None)
+        # weight_initialization reads the value before the first update (a forward kernel's input)
+        # but the hit is the weight's: node, kind and param name the weight
+        _hit(result, chk, actual, threshold)
 
 
 def _evaluate_previous(chk: _Check, batch: _Batch, result: ScanResult, values: dict[str, float | None]) -> None:
@@ -706,10 +715,12 @@ def _evaluate_previous(chk: _Check, batch: _Batch, result: ScanResult, values: d
         _hit(result, chk, actual, threshold)
 
 
-def _overflow_origins(step: _Step, wp: Watchpoint, order: int, batch: _Batch, result: ScanResult) -> None:
+def _overflow_origins(step: _Step, wp: Watchpoint, order: int, refs: list[TensorRef], batch: _Batch,
+                      result: ScanResult) -> None:
     """Kernels whose inputs are finite and whose outputs are not; data inputs that are not finite."""
     bad: dict[tuple[str, str, int], Stats] = {}
-    for key, ref in step.tmap.items():
+    for ref in refs:
+        key = ref.key
         res = batch.file_results.get(ref.path)
         if res is None:
             continue

@@ -22,10 +22,11 @@ from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_f
 from .registry import (HISTORY, INITIAL, LOSS_HISTORY, OPS, OVERFLOW, PREVIOUS, RANGE, UNITS, Watchpoint)
 
 _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
+COLLECTIVE_OPS = {"AllReduce", "AllGather", "Broadcast", "ReduceScatter", "AlltoAll", "AllToAll"}
 # SageMaker's non-saturated input ranges of tanh and sigmoid.
 _ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
 _BATCH_TASKS = 2048
-_RESULT_FORMAT = 2   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 3   # bump when the engine's results change: stored results of older rules are not reused
 
 
 @dataclass
@@ -49,15 +50,22 @@ class Hit:
     order: int = 0          # the watchpoint's place in the scan's list
 
     def sort_key(self) -> tuple:
-        """(iteration, rank, execution order, watchpoint, io, slot)."""
-        return (self.iteration, self.rank, self.position, self.order, self.io, self.slot, self.node)
+        """(iteration, rank, execution order, watchpoint, io, slot).
+
+        A collective (AllReduce...) whose non-finite output came from another rank is an origin on
+        its own rank too; within an iteration it sorts after the origins of computing kernels, so
+        that ``first`` names the rank where the NaN was made.
+        """
+        relayed = self.watchpoint == "overflow" and self.op_type in COLLECTIVE_OPS
+        return (self.iteration, relayed, self.rank, self.position, self.order, self.io, self.slot, self.node)
 
     def to_dict(self) -> dict[str, Any]:
         """The documented HIT object."""
         return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
                 "iteration": self.iteration, "node": self.node, "kind": self.kind, "param": self.param,
                 "io": self.io, "slot": self.slot, "actual": self.actual, "threshold": self.threshold,
-                "source": self.source, "op_type": self.op_type, "position": self.position}
+                "source": self.source, "op_type": self.op_type, "position": self.position,
+                "watchpoint_index": self.order}
 
 
 _HIT_FIELDS = ("watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual",
@@ -101,8 +109,7 @@ class ScanResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any], watchpoints: list[Watchpoint]) -> "ScanResult":
         """Inverse of :meth:`to_dict` (the watchpoints are given again, as objects)."""
-        order = {w.name: i for i, w in enumerate(watchpoints)}
-        hits = [Hit(**{k: h[k] for k in _HIT_FIELDS}, order=order.get(h["watchpoint"], 0)) for h in d["hits"]]
+        hits = [Hit(**{k: h[k] for k in _HIT_FIELDS}, order=h.get("watchpoint_index", 0)) for h in d["hits"]]
         errors = [ErrorRecord(**e) for e in d["errors"]]
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors)
 

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from conftest import BATCH, LAYERS, Layout, file_timestamp, hit_keys, make, ref_of, run, wp
+from conftest import BATCH, F32, LAYERS, Layout, Plant, file_timestamp, hit_keys, make, ref_of, run, wp
 
 import dumpmaker
 from debugger.formats import open_dump
@@ -157,3 +157,15 @@ def test_no_nan_no_overflow_hit(tmp_path):
     root = dumpmaker.make_dump(str(tmp_path / "d"), layers=LAYERS, iterations=2)
     res = run(root, "overflow")
     assert res.hits == [] and res.errors == []
+
+
+def test_data_parallel_nan_is_traced_to_the_rank_that_made_it(tmp_path, layout):
+    """Rank 1's local gradient goes NaN; rank 0 sees it only through the AllReduce."""
+    lay = layout(ranks=2)
+    (local,) = lay.of_kind("gradient", param="fc1.weight", op_type="MatMul")
+    nan = np.full(lay.graph.node(local).outputs[0].shape, np.nan, dtype=F32)
+    root = make(tmp_path, plant=Plant().set(local, nan, it=1, rank=1), ranks=2, iterations=2)
+    res = run(root, "overflow", iterations="1")
+    got = [(h.rank, h.op_type) for h in res.hits]
+    assert (1, "MatMul") in got and (0, "AllReduce") in got
+    assert (res.first.rank, res.first.node) == (1, local)

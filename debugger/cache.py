@@ -91,7 +91,7 @@ class StatsCache:
         i = self._rows.get(k)
         if i is None:
             return None
-        return Stats(**{n: _from_col(n, self._cols[n][i]) for n in STAT_NAMES})
+        return Stats(**{n: _from_col(n, self._cols[n][i]) for n in STAT_NAMES})  # type: ignore[arg-type]
 
     # -- lookups ------------------------------------------------------------------------------
     def get(self, identity: str) -> Stats | None:
@@ -174,7 +174,7 @@ class StatsCache:
     # -- persistence --------------------------------------------------------------------------
     def flush(self) -> None:
         """Append new entries to the HDF5 file."""
-        if not self.enabled or not (self._new_stats or self._new_extra):
+        if not self.enabled or not self.path or not (self._new_stats or self._new_extra):
             return
         import h5py
 

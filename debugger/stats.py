@@ -56,7 +56,7 @@ class Stats:
     def from_dict(cls, d: dict[str, Any]) -> "Stats":
         """Inverse of :meth:`to_dict`."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: d.get(k) for k in names})
+        return cls(**{k: d.get(k) for k in names})  # type: ignore[arg-type]
 
 
 class _Acc:

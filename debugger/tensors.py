@@ -8,7 +8,7 @@ import re
 import struct
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def read_npy(path: str) -> np.ndarray:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
     if len(buf) < header.nbytes:
         _check_size(path, header, header.data_offset + len(buf))
-    order = "F" if header.fortran_order else "C"
+    order: Literal["C", "F"] = "F" if header.fortran_order else "C"
     return np.frombuffer(buf, dtype=header.dtype).reshape(header.shape, order=order)
 
 
@@ -126,7 +126,7 @@ def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> n
     except OSError as exc:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
     _check_size(path, header, size)
-    order = "F" if header.fortran_order else "C"
+    order: Literal["C", "F"] = "F" if header.fortran_order else "C"
     if header.nbytes == 0:
         return np.zeros(header.shape, dtype=header.dtype, order=order)
     if mmap:

@@ -267,41 +267,47 @@ class _Batch:
             self.file_results = {p: FileResult() for p in self.files}
             self.pair_results = {k: PairResult() for k in self.pairs}
             return list(self.files.values()), list(self.pairs.values())
-        todo_f: list[FileTask] = []
+        return self._files_from_cache(), self._pairs_from_cache()
+
+    def _files_from_cache(self) -> list[FileTask]:
+        todo: list[FileTask] = []
         for path, t in self.files.items():
             ident = self.refs[path].file_identity
             res = FileResult(stats=self.cache.get(ident))
             missing = FileTask(path, base=res.stats is None)
             for r in t.ranges:
-                v = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}")
-                if v is None:
+                count = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}")
+                if count is None:
                     missing.ranges.add(r)
                 else:
-                    res.ranges[r] = int(v)
+                    res.ranges[r] = int(count)
             for u in t.units:
-                v = self.cache.get_extra(f"{ident}|units|{u!r}")
-                if v is None:
+                pct = self.cache.get_extra(f"{ident}|units|{u!r}")
+                if pct is None:
                     missing.units.add(u)
                 else:
-                    res.units[u] = v
+                    res.units[u] = pct
             self.file_results[path] = res
             if missing.base or missing.ranges or missing.units:
-                todo_f.append(missing)
-        todo_p: list[PairTask] = []
+                todo.append(missing)
+        return todo
+
+    def _pairs_from_cache(self) -> list[PairTask]:
+        todo: list[PairTask] = []
         for k, t in self.pairs.items():
             ident = f"{self.refs[k[0]].file_identity}>{self.refs[k[1]].file_identity}"
             res = PairResult(self.cache.get_extra(f"{ident}|dmean"))
             missing = PairTask(t.cur, t.prev)
-            for r in t.rtols:
-                v = self.cache.get_extra(f"{ident}|excess|{r!r}")
-                if v is None:
-                    missing.rtols.add(r)
+            for rtol in t.rtols:
+                excess = self.cache.get_extra(f"{ident}|excess|{rtol!r}")
+                if excess is None:
+                    missing.rtols.add(rtol)
                 else:
-                    res.excess[r] = v
+                    res.excess[rtol] = excess
             self.pair_results[k] = res
             if res.diff_abs_mean is None or missing.rtols:
-                todo_p.append(missing)
-        return todo_f, todo_p
+                todo.append(missing)
+        return todo
 
     def start(self, pool: Executor | None, jobs: int) -> list[tuple[str, list, Future | None]]:
         """Look up the cache and hand what it lacks to the pool in a few large chunks."""
@@ -339,12 +345,12 @@ class _Batch:
         if res.stats is not None and t.base:
             have.stats = res.stats
             self.cache.put(ident, res.stats)
-        for r, v in res.ranges.items():
-            have.ranges[r] = v
-            self.cache.put_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}", v)
-        for u, v in res.units.items():
-            have.units[u] = v
-            self.cache.put_extra(f"{ident}|units|{u!r}", v)
+        for r, count in res.ranges.items():
+            have.ranges[r] = count
+            self.cache.put_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}", count)
+        for u, pct in res.units.items():
+            have.units[u] = pct
+            self.cache.put_extra(f"{ident}|units|{u!r}", pct)
 
     def _merge_pair(self, t: PairTask, res: PairResult) -> None:
         k = (t.cur, t.prev)

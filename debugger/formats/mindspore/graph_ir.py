@@ -16,7 +16,9 @@ _RETURN_RE = re.compile(r"^\s*(?:%\d+\([^)]*\)\s*=\s*)?Return\((?P<arg>%\d+)")
 
 def _split_args(text: str) -> list[str]:
     """Split call arguments on top-level commas."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "([{<":
             depth += 1

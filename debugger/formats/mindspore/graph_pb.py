@@ -38,7 +38,7 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
     if not data:
         raise CorruptFileError(path, "empty graph file")
-    model = debug_graph_pb2.ModelProto()
+    model = debug_graph_pb2.ModelProto()  # type: ignore[attr-defined]
     try:
         model.ParseFromString(data)
     except DecodeError as exc:

@@ -1,0 +1,191 @@
+"""Which tensor of one side is which tensor of the other.
+
+Nodes are paired in three steps:
+
+1. a mapping file ``{"a_name": "b_name"}`` (node names, full or as tensor files spell them): an entry
+   overrides the other steps for the two nodes it names;
+2. the same full name on both sides ("exact");
+3. "fuzzy": the two execution orders aligned by :class:`difflib.SequenceMatcher` on the kernel
+   names with their op numbers (``-opN``) dropped, exact pairs acting as anchors; inside each
+   stretch that does not align, a second alignment on op types alone. Parameters left over are
+   paired through the kernels already paired: the parameter read at input slot s of kernel k on
+   side a is the one read at slot s of k's partner on side b.
+
+A tensor is (node, io, slot): tensors of paired nodes pair by io and slot; a tensor without a
+partner is reported as missing on the other side.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from typing import Callable, Iterator, Mapping
+
+from ..errors import DumpError
+from ..graph import Graph
+from ..kinds import trace_source
+from ..model import TensorRef
+
+EXACT, FUZZY, MAPPING = "exact", "fuzzy", "mapping"
+_OPNUM = re.compile(r"-op\d+")
+
+Key = tuple[str, str, int]
+
+
+def normalized(name: str) -> str:
+    """A kernel name with its op numbers dropped: ``.../MatMul-op12`` -> ``.../MatMul``."""
+    return _OPNUM.sub("", name)
+
+
+@dataclass
+class NodeMatch:
+    """Side-a node -> (side-b node, method) where not simply the same name on both sides."""
+
+    pairs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    taken: set[str] = field(default_factory=set)       # side-b nodes paired with another name
+    identity: bool = False                              # both sides are the same graph
+
+    def partner(self, node: str) -> tuple[str | None, str]:
+        """(side-b node, method) of a side-a node; (None, "") when it has none."""
+        got = self.pairs.get(node)
+        if got is not None:
+            return got
+        if node in self.taken:
+            return None, ""
+        return node, EXACT
+
+
+def load_mapping(path: str) -> dict[str, str]:
+    """Read a mapping file: a JSON object of side-a name -> side-b name."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise DumpError(path, f"cannot read the mapping file ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise DumpError(path, f"mapping file is not JSON ({exc})") from None
+    return check_mapping(data, path)
+
+
+def check_mapping(data: object, path: str | None = None) -> dict[str, str]:
+    """A mapping as given (a dict of str -> str), else DumpError."""
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise DumpError(path, 'a mapping must be a JSON object of names, {"a_name": "b_name", ...}')
+    return dict(data)
+
+
+def resolve(graph: Graph | None, name: str) -> str | None:
+    """The full node name ``name`` means in ``graph``: itself, or its tensor-file spelling."""
+    if graph is None:
+        return name
+    if name in graph.nx:
+        return name
+    keys = graph.file_keys
+    return keys.get(name) or keys.get(name.replace("/", "_"))
+
+
+def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] | None = None,
+                 warnings: list[str] | None = None) -> NodeMatch:
+    """Pair the nodes of two graphs (either may be None: then names only)."""
+    warnings = warnings if warnings is not None else []
+    if ga is not None and ga is gb and not mapping:
+        return NodeMatch(identity=True)
+    nm = NodeMatch()
+    for a_name, b_name in (mapping or {}).items():
+        na, nb = resolve(ga, a_name), resolve(gb, b_name)
+        if na is None or nb is None:
+            side = "a" if na is None else "b"
+            warnings.append(f"mapping: {a_name if na is None else b_name!r} names no node of side {side}")
+            continue
+        nm.pairs[na] = (nb, MAPPING)
+        nm.taken.add(nb)
+    if ga is None or gb is None:
+        return nm
+
+    def paired_a(n: str) -> bool:   # mapped, fuzzy-paired, or its namesake on side b is free
+        return n in nm.pairs or (n in gb.nx and n not in nm.taken)
+
+    def paired_b(n: str) -> bool:   # mapped, fuzzy-paired, or its namesake on side a is not paired elsewhere
+        return n in nm.taken or (n in ga.nx and n not in nm.pairs)
+
+    if any(not paired_a(n) for n in ga.execution_order) and any(not paired_b(n) for n in gb.execution_order):
+        _align(ga, gb, nm, paired_a, paired_b)
+    _pair_parameters(ga, gb, nm, paired_a, paired_b)
+    return nm
+
+
+def _align(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
+           paired_b: Callable[[str], bool]) -> None:
+    """Fuzzy pairs from the two execution orders; paired nodes are anchors."""
+    sa, sb = ga.execution_order, gb.execution_order
+    ta = ["=" + str(nm.pairs.get(n, (n, ""))[0]) if paired_a(n) else "~" + normalized(n) for n in sa]
+    tb = ["=" + n if paired_b(n) else "~" + normalized(n) for n in sb]
+    sm = SequenceMatcher(None, ta, tb, autojunk=False)
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            for i, j in zip(range(i1, i2), range(j1, j2)):
+                if ta[i].startswith("~"):
+                    _pair(nm, sa[i], sb[j])
+        elif op == "replace":
+            # a stretch that does not align by name (renamed scopes): align it by op types alone
+            ra = [n for n in sa[i1:i2] if not paired_a(n)]
+            rb = [n for n in sb[j1:j2] if not paired_b(n)]
+            if not ra or not rb:
+                continue
+            oa = [ga.nx.nodes[n].get("op_type", "") for n in ra]
+            ob = [gb.nx.nodes[n].get("op_type", "") for n in rb]
+            for bl in SequenceMatcher(None, oa, ob, autojunk=False).get_matching_blocks():
+                for k in range(bl.size):
+                    _pair(nm, ra[bl.a + k], rb[bl.b + k])
+
+
+def _pair(nm: NodeMatch, a: str, b: str) -> None:
+    if a in nm.pairs or b in nm.taken:
+        return
+    nm.pairs[a] = (b, FUZZY)
+    nm.taken.add(b)
+
+
+def _pair_parameters(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
+                     paired_b: Callable[[str], bool]) -> None:
+    """Parameters without a partner, paired through the kernels that read them at the same slot."""
+    lone_a = {n for n, x in ga.nx.nodes(data=True) if x.get("is_parameter") and not paired_a(n)}
+    lone_b = {n for n, x in gb.nx.nodes(data=True) if x.get("is_parameter") and not paired_b(n)}
+    if not lone_a or not lone_b:
+        return
+    for ka in ga.execution_order:
+        kb, _ = nm.partner(ka)
+        if kb is None or kb not in gb.nx:
+            continue
+        ins_a = ga.nx.nodes[ka].get("inputs", ())
+        ins_b = gb.nx.nodes[kb].get("inputs", ())
+        for (sa, _), (sb, _) in zip(ins_a, ins_b):
+            if not sa or not sb:
+                continue
+            pa, pb = trace_source(ga.nx, sa), trace_source(gb.nx, sb)
+            if pa in lone_a and pb in lone_b:
+                _pair(nm, pa, pb)
+                lone_a.discard(pa)
+                lone_b.discard(pb)
+
+
+def match_tensors(tmap_a: Mapping[Key, TensorRef], tmap_b: Mapping[Key, TensorRef], nm: NodeMatch
+                  ) -> Iterator[tuple[TensorRef | None, TensorRef | None, str]]:
+    """(a tensor, b tensor, method); a side is None for a tensor missing there."""
+    used: set[Key] = set()
+    for key, ra in tmap_a.items():
+        node, io, slot = key
+        nb, method = (node, EXACT) if nm.identity else nm.partner(node)
+        rb = None
+        if nb is not None:
+            kb: Key = (nb, io, slot)
+            rb = tmap_b.get(kb)
+            if rb is not None and kb not in used:
+                used.add(kb)
+                yield ra, rb, method
+                continue
+        yield ra, None, ""
+    for kb2, rb2 in tmap_b.items():
+        if kb2 not in used:
+            yield None, rb2, ""

@@ -1,0 +1,158 @@
+"""Every rank of one dump against a base rank, on what data parallelism keeps equal.
+
+In data parallel every rank holds the whole model and trains on its own shard of the batch, so:
+
+- must agree ("invariant", graded errors count): weights and optimizer state (Parameters of kind
+  ``weight`` and ``optimizer_state``) at every iteration; the outputs of AllReduce, AllGather and
+  Broadcast; and what a kernel computes from invariant values only (the gradient mean after an
+  AllReduce, the optimizer update, a forward kernel's weight input), found by following the graph
+  in execution order. Kernels with no invariant data input, random ops and the communication ops
+  that give each rank its own part (ReduceScatter, AllToAll, Send/Receive...) stop the propagation.
+- may differ: activations, local gradients, data inputs. They are compared only with
+  ``all_tensors`` and then listed with their grade, but never change the exit status nor the
+  first divergence.
+
+Every compared rank is taken to be in one group with the base rank (one data-parallel group);
+model- or pipeline-parallel layouts, where ranks hold different shards, are not what this checks.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..cache import StatsCache
+from ..errors import DumpError, QueryError
+from ..graph import Graph
+from ..kinds import trace_source
+from ..model import Dump
+from .match import match_graphs, match_tensors
+from .metrics import Thresholds, as_thresholds
+from .runs import CompareResult, Progress, Side, _fmt, evaluate, iteration_set, make_pair, open_any
+
+COLLECTIVES = frozenset({"AllReduce", "AllGather", "Broadcast"})
+INVARIANT_KINDS = frozenset({"weight", "optimizer_state"})
+# communication ops whose outputs differ per rank by design
+LOCAL_COMM_OPS = frozenset({"ReduceScatter", "AllToAll", "AlltoAll", "AlltoAllV", "AllToAllv", "Send", "Receive",
+                            "Reduce", "NeighborExchange", "NeighborExchangeV2", "CollectiveScatter",
+                            "CollectiveGather", "Barrier", "BatchISendIRecv"})
+_RANDOM_WORDS = ("Random", "Dropout", "Uniform", "Normal", "Gamma", "Poisson", "Multinomial", "Shuffle", "GetNext")
+_MONADS = frozenset({"UpdateState", "UMonad", "IOMonad"})
+
+_INV_CACHE: dict[int, tuple[Graph, frozenset[str]]] = {}
+
+
+def invariant_nodes(graph: Graph) -> frozenset[str]:
+    """Nodes whose outputs must be equal on every data-parallel rank (see the module docstring)."""
+    got = _INV_CACHE.get(id(graph))
+    if got is not None and got[0] is graph:
+        return got[1]
+    g = graph.nx
+    inv = {n for n, a in g.nodes(data=True) if a.get("is_parameter") and a.get("kind") in INVARIANT_KINDS}
+    for k in graph.execution_order:
+        a = g.nodes[k]
+        op = a.get("op_type", "")
+        if op in COLLECTIVES:
+            inv.add(k)
+            continue
+        if op in LOCAL_COMM_OPS or any(w in op for w in _RANDOM_WORDS):
+            continue
+        real, ok = 0, True
+        for src, edge in a.get("inputs", ()):
+            if edge == "control" or not src:
+                continue
+            s = trace_source(g, src)
+            if s not in g:
+                ok = False
+                break
+            sa = g.nodes[s]
+            if sa.get("is_constant") or sa.get("op_type") in _MONADS:
+                continue
+            if s in inv:
+                real += 1
+                continue
+            ok = False
+            break
+        if ok and real:
+            inv.add(k)
+    out = frozenset(inv)
+    if len(_INV_CACHE) > 64:
+        _INV_CACHE.clear()
+    _INV_CACHE[id(graph)] = (graph, out)
+    return out
+
+
+def is_invariant(graph: Graph | None, key: tuple[str, str, int]) -> bool:
+    """Whether the tensor (node, io, slot) must agree across data-parallel ranks."""
+    if graph is None:
+        return False
+    node, io, slot = key
+    g = graph.nx
+    if node not in g:
+        return False
+    inv = invariant_nodes(graph)
+    if io == "output":
+        return node in inv
+    ins = g.nodes[node].get("inputs", ())
+    if slot >= len(ins):
+        return False
+    src = ins[slot][0]
+    if not src:
+        return True
+    s = trace_source(g, src)
+    return s in inv or (s in g and bool(g.nodes[s].get("is_constant")))
+
+
+def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None = None,
+                  iterations: "Iterable[int] | str | None" = None, all_tensors: bool = False,
+                  thresholds: "Thresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
+                  cache: StatsCache | None = None, *, fast: bool = True,
+                  progress: Progress | None = None) -> CompareResult:
+    """Compare every selected rank of ``dump`` (side a) with the ``base`` rank (side b), iteration by
+    iteration; ``all_tensors`` also lists the tensors that may differ (not counted)."""
+    d = open_any(dump)
+    th = as_thresholds(thresholds)
+    if len(d.rank_ids) < 2:
+        raise DumpError(d.root, f"has only rank {d.rank_ids[0] if d.rank_ids else '-'}: comparing ranks needs "
+                        "two or more (to compare two dumps, give both)")
+    if base not in d.rank_ids:
+        raise QueryError(d.root, f"no base rank {base} (ranks: {d.rank_ids})")
+    wanted = sorted(set(int(r) for r in ranks)) if ranks is not None else d.rank_ids
+    others = [r for r in wanted if r != base]
+    for r in others:
+        d.rank(r)  # QueryError when absent
+    if not others:
+        raise QueryError(d.root, f"no rank to compare with base rank {base}")
+    sel = iteration_set(iterations)
+    rb = d.rank(base)
+    result = CompareResult("ranks", d.root, d.root, others, [], th, base=base)
+    all_its: set[int] = set()
+    side_b = Side(d.root, base)
+    for r in others:
+        ra = d.rank(r)
+        side_a = Side(d.root, r)
+        for gid in sorted(set(ra.graph_ids) | set(rb.graph_ids)):
+            ga, gb = ra.graphs.get(gid), rb.graphs.get(gid)
+            if gb is None and ga is None:
+                result.warnings.append(f"{d.root}: graph {gid} has no readable graph on rank {r} nor {base}: "
+                                       "its invariant tensors are unknown (use --all-tensors to list them)")
+            nm = match_graphs(ga, gb, None, result.warnings)
+            its_a, its_b = set(ra.iterations(gid)), set(rb.iterations(gid))
+            if sel is not None:
+                its_a, its_b = its_a & sel, its_b & sel
+            for only, who in ((its_b - its_a, r), (its_a - its_b, base)):
+                if only:
+                    result.warnings.append(f"{d.root}: rank {who} has no dump of graph {gid} iteration(s) "
+                                           f"{_fmt(only)}: its tensors are missing")
+            for it in sorted(its_a | its_b):
+                all_its.add(it)
+                tb_map = rb.tensor_map(gid, it)
+                for ta, tb, method in match_tensors(ra.tensor_map(gid, it), tb_map, nm):
+                    counted = is_invariant(gb, tb.key) if tb is not None else \
+                        is_invariant(ga, ta.key)  # type: ignore[union-attr]
+                    if counted or all_tensors:
+                        result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb, counted))
+    if sel is not None and not all_its:
+        raise QueryError(d.root, f"no selected iteration ({_fmt(sel)}) was dumped")
+    result.iterations = sorted(all_its)
+    result.warnings = list(dict.fromkeys(result.warnings))
+    evaluate(result, jobs, cache, fast, progress)
+    return result

@@ -336,12 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--list-conditions", action="store_true", help="list the conditions and exit")
     s.set_defaults(func=cmd_scan)
 
-    try:
-        from .compare.command import add_parser as add_compare
-    except ImportError:
-        add_compare = None
-    if add_compare is not None:
-        add_compare(sub)
+    from .compare.command import add_parser as add_compare
+
+    add_compare(sub)
 
     s = sub.add_parser("serve", help="the web UI")
     s.add_argument("dump", nargs="?", help="dump or folder of dumps (default: dumps_sample/)")

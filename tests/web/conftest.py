@@ -1,0 +1,110 @@
+"""Fixtures of the web tests: real dumps (the tiny /tmp/msq/out copy, dumps_sample/, dumpmaker dumps),
+an app and its test client, and for the browser tests a live server and headless Chromium."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from tdbg_web import create_app
+
+MSQ = "/tmp/msq/out"
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.fixture(autouse=True)
+def _cache_elsewhere(monkeypatch: Any, tmp_path: Any) -> None:
+    """No statistics cache may land in the home directory."""
+    monkeypatch.setenv("TDBG_CACHE_DIR", str(tmp_path / "cache-env"))
+
+
+@pytest.fixture
+def msq_dump(tmp_path: Any) -> str:
+    """The tiny real MindSpore dump of /tmp/msq/out, copied into tmp_path (skips when absent)."""
+    if not os.path.isdir(MSQ):
+        pytest.skip(f"{MSQ} is not present")
+    dst = tmp_path / "msq"
+    shutil.copytree(MSQ, dst)
+    return str(dst)
+
+
+@pytest.fixture
+def make_app(tmp_path: Any) -> Callable[..., Any]:
+    """``make_app(path, **config)``: a real app in testing mode, caching under tmp_path."""
+    def factory(path: str, **config: Any) -> Any:
+        return create_app(path, {"TESTING": True, "CACHE_DIR": str(tmp_path / "cache"), **config})
+    return factory
+
+
+@pytest.fixture
+def client(make_app: Callable[..., Any], msq_dump: str) -> Any:
+    """Test client on the /tmp/msq/out copy."""
+    return make_app(msq_dump).test_client()
+
+
+@pytest.fixture
+def sample_client(make_app: Callable[..., Any], sample_root: str) -> Any:
+    """Test client on dumps_sample/ (the parent folder of two dumps)."""
+    return make_app(sample_root).test_client()
+
+
+# -- browser -------------------------------------------------------------------------------------------
+class LiveServer:
+    """The app served by werkzeug on 127.0.0.1 in a thread."""
+
+    def __init__(self, app: Any) -> None:
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium from the system (Playwright never downloads a browser here)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is not installed")
+    sync = pytest.importorskip("playwright.sync_api")
+    with sync.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM,
+                              args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def live_sample(tmp_path_factory: Any) -> Iterator[LiveServer]:
+    """dumps_sample/ served live (skips when absent)."""
+    if not os.path.isdir(SAMPLE):
+        pytest.skip("dumps_sample/ is not present")
+    app = create_app(SAMPLE, {"CACHE_DIR": str(tmp_path_factory.mktemp("ui-cache"))})
+    srv = LiveServer(app)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A fresh page; fails the test on any JavaScript error."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": 920}, accept_downloads=True)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" and "404" not in m.text else None)
+    pg.set_default_timeout(10_000)
+    yield pg
+    ctx.close()
+    assert not errors, f"JavaScript errors: {errors}"

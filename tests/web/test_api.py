@@ -1,0 +1,478 @@
+"""The /api blueprint through Flask's test client, against real dumps: /tmp/msq/out (copied),
+dumps_sample/ (a folder of two dumps) and dumpmaker dumps with planted values."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dumpmaker
+from debugger import open_dump, tensor_stats
+from debugger.stats import STAT_NAMES
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FC1_MATMUL = "Default/network-WithLossCell/_backbone-Net/fc1-Dense/MatMul-op0"
+
+
+def ok(resp: Any, status: int = 200) -> Any:
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    return json.loads(resp.get_data(as_text=True))   # strict JSON: NaN would not parse as a number here
+
+
+def err(resp: Any, status: int) -> str:
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert set(body) >= {"error", "type", "status"}
+    return body["error"]
+
+
+def a_node(client: Any, kind: str, dump: str | None = None) -> str:
+    """The first node of a kind, found through the search API."""
+    q = "" if dump is None else f"&dump={dump}"
+    for hit in ok(client.get(f"/api/ranks/0/graphs/0/search?q=-{q}"))["items"] + \
+            ok(client.get(f"/api/ranks/0/graphs/0/search?q=.{q}"))["items"]:
+        if hit["kind"] == kind:
+            return hit["node"]
+    raise AssertionError(f"no {kind} node")
+
+
+# -- dumps, ranks, graphs ---------------------------------------------------------------------------
+def test_dumps_lists_the_one_dump_of_a_dump_root(client: Any, msq_dump: str) -> None:
+    d = ok(client.get("/api/dumps"))
+    assert d["total"] == 1 and d["begin"] == 0 and d["end"] == 1
+    assert d["items"][0]["path"] == msq_dump
+
+
+def test_dumps_of_a_parent_folder_lets_the_user_choose(sample_client: Any) -> None:
+    d = ok(sample_client.get("/api/dumps"))
+    assert [x["id"] for x in d["items"]] == ["dp2", "single"]
+    assert ok(sample_client.get("/api/info?dump=single"))["id"] == "single"
+    assert len(ok(sample_client.get("/api/info?dump=dp2"))["ranks"]) == 2
+    assert "no dump 'nope'" in err(sample_client.get("/api/info?dump=nope"), 404)
+
+
+def test_info_is_the_cli_json_plus_a_watch_summary(client: Any, msq_dump: str) -> None:
+    from debugger import serialize
+
+    info = ok(client.get("/api/info"))
+    expected = json.loads(json.dumps(serialize.dump_info(open_dump(msq_dump))))
+    assert {k: info[k] for k in expected} == expected
+    assert info["watch"]["watchpoints"] == 0
+
+
+def test_graphs_of_a_rank(client: Any) -> None:
+    g = ok(client.get("/api/ranks/0/graphs"))
+    assert g["total"] == 1
+    assert g["items"][0]["graph"] == 0 and g["items"][0]["iterations"] == [0, 1]
+    assert sum(g["items"][0]["kinds"].values()) == g["items"][0]["nodes"]
+
+
+def test_unknown_rank_graph_and_node_are_404_json(client: Any) -> None:
+    assert "no rank 7" in err(client.get("/api/ranks/7/graphs"), 404)
+    assert "no graph 3" in err(client.get("/api/ranks/0/graphs/3/scope"), 404)
+    assert "no node 'nope'" in err(client.get("/api/ranks/0/graphs/0/node?node=nope"), 404)
+    assert err(client.get("/api/no/such/route"), 404)
+
+
+# -- paging -------------------------------------------------------------------------------------------
+def test_pages_echo_begin_end_total(client: Any) -> None:
+    whole = ok(client.get("/api/conditions"))
+    assert whole["begin"] == 0 and whole["end"] == whole["total"] == len(whole["items"])
+    part = ok(client.get("/api/conditions?begin=2&end=5"))
+    assert (part["begin"], part["end"], part["total"]) == (2, 5, whole["total"])
+    assert part["items"] == whole["items"][2:5]
+    assert ok(client.get(f"/api/conditions?begin={whole['total']}"))["items"] == []
+
+
+@pytest.mark.parametrize("query, message", [
+    ("begin=-1", "begin index (-1) is negative"),
+    ("begin=0&end=999", "end index (999) out of bounds ({total})"),
+    ("begin=4&end=2", "end index (2) is before begin index (4)"),
+    ("begin=999", "begin index (999) out of bounds ({total})"),
+    ("begin=x", "bad begin 'x': expected an integer"),
+])
+def test_bad_ranges_are_400_with_the_checker_message(client: Any, query: str, message: str) -> None:
+    total = ok(client.get("/api/conditions"))["total"]
+    assert err(client.get(f"/api/conditions?{query}"), 400) == message.format(total=total)
+
+
+def test_page_checker_is_one_function() -> None:
+    from debugger.views import InvalidQueryError, check_range, page
+
+    assert check_range(0, None, 3) == (0, 3)
+    assert check_range(1, -1, 3) == (1, 3)
+    assert check_range(0, None, 10_000, limit=100) == (0, 100)
+    with pytest.raises(InvalidQueryError, match=re.escape("end index (4) out of bounds (3)")):
+        check_range(0, 4, 3)
+    p = page(list("abcde"), 1, 3)
+    assert (p.begin, p.end, p.total, p.items) == (1, 3, 5, ["b", "c"])
+
+
+# -- graph: scopes, folding, edges, search --------------------------------------------------------------
+def test_root_scope_folds_same_type_siblings(client: Any) -> None:
+    v = ok(client.get("/api/ranks/0/graphs/0/scope"))
+    items = v["children"]["items"]
+    names = {c["name"]: c for c in items}
+    assert {"Default", "Gradients"} <= set(names)
+    groups = [c for c in items if c["type"] == "group"]
+    assert any(re.fullmatch(r"Parameter\[\d+\]", c["name"]) for c in groups)
+    par = next(c for c in groups if c["op_type"] == "Parameter")
+    assert sum(par["kinds"].values()) == par["count"] >= 5
+    # edges only between children of this page
+    ids = {c["id"] for c in items}
+    assert v["edges"] and all(e["source"] in ids and e["target"] in ids and e["count"] >= 1 for e in v["edges"])
+
+
+def test_a_folded_group_opens_into_its_members(client: Any) -> None:
+    root = ok(client.get("/api/ranks/0/graphs/0/scope"))
+    par = next(c for c in root["children"]["items"] if c["type"] == "group" and c["op_type"] == "Parameter")
+    inner = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={par['path']}"))
+    assert inner["type"] == "group"
+    assert inner["children"]["total"] == par["count"]
+    assert {c["op_type"] for c in inner["children"]["items"]} == {"Parameter"}
+    assert inner["parents"][-1]["path"] == par["path"]
+
+
+def test_fold_threshold_and_routing_ops_are_parameters(client: Any) -> None:
+    unfolded = ok(client.get("/api/ranks/0/graphs/0/scope?fold=0"))
+    assert not [c for c in unfolded["children"]["items"] if c["type"] == "group"]
+    hidden = ok(client.get("/api/ranks/0/graphs/0/scope?path=Default/optimizer-Momentum"))
+    shown = ok(client.get("/api/ranks/0/graphs/0/scope?path=Default/optimizer-Momentum&framework=1&fold=0"))
+    ops = lambda v: {c.get("op_type") for c in v["children"]["items"]}  # noqa: E731
+    assert "UpdateState" not in ops(hidden) and "UpdateState" in ops(shown)
+
+
+def test_scope_children_page_and_edges_follow_the_page(client: Any) -> None:
+    full = ok(client.get("/api/ranks/0/graphs/0/scope?fold=0"))
+    one = ok(client.get("/api/ranks/0/graphs/0/scope?fold=0&begin=0&end=1"))
+    assert one["children"]["total"] == full["children"]["total"] and len(one["children"]["items"]) == 1
+    assert one["edges"] == []
+
+
+def test_unknown_scope_is_404(client: Any) -> None:
+    assert "no scope 'Nope/x'" in err(client.get("/api/ranks/0/graphs/0/scope?path=Nope/x"), 404)
+
+
+def test_search_returns_the_place_that_shows_the_node(client: Any) -> None:
+    s = ok(client.get("/api/ranks/0/graphs/0/search?q=matmul"))
+    assert s["total"] > 0 and s["q"] == "matmul"
+    for hit in s["items"][:3]:
+        assert "matmul" in hit["node"].lower()
+        place = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={hit['place']}&framework=1"))
+        assert hit["node"] in {c["id"] for c in place["children"]["items"]}
+    assert err(client.get("/api/ranks/0/graphs/0/search?q="), 400)
+
+
+def test_scope_marks_the_nodes_of_a_code_line(client: Any) -> None:
+    code = ok(client.get("/api/ranks/0/code/nodes?location=t.py:11"))
+    assert code["items"], code
+    v = ok(client.get("/api/ranks/0/graphs/0/scope?line=t.py:11"))
+    marked = {c["name"]: c["marks"] for c in v["children"]["items"] if c["marks"]}
+    fwd = sum(m.get("forward", 0) for m in marked.values())
+    bwd = sum(m.get("backward", 0) for m in marked.values())
+    assert fwd == sum(n["direction"] == "forward" for n in code["items"])
+    assert bwd == sum(n["direction"] == "backward" for n in code["items"])
+
+
+# -- nodes and tensors ---------------------------------------------------------------------------------
+def test_node_has_kind_inputs_outputs_stack_and_tensors(sample_client: Any) -> None:
+    n = ok(sample_client.get(f"/api/ranks/0/graphs/0/node?dump=single&node={FC1_MATMUL}&iteration=2"))
+    assert n["op_type"] == "MatMul" and n["kind"] == "other" and n["name"] == "MatMul-op0"
+    assert n["stack"][0]["file"].endswith("make_sample.py") and not n["stack"][0]["is_framework"]
+    assert [f["is_framework"] for f in n["stack"]] == sorted(f["is_framework"] for f in n["stack"])
+    out = next(t for t in n["tensors"] if t["io"] == "output")
+    assert out["dumped"] and out["shape"] == [4, 16] and out["dtype"] == "float32"
+    assert [t["slot"] for t in n["tensors"] if t["io"] == "input"] == [0, 1, 2, 3]
+    assert n["iterations"] == list(range(8))
+    assert n["place"] == "Default/network-WithLossCell/_backbone-Net/fc1-Dense"
+
+
+def test_tensor_statistics_are_the_cli_stats_shape(sample_client: Any, sample_root: str) -> None:
+    t = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor?dump=single&node={FC1_MATMUL}&iteration=2"))
+    assert list(t["stats"]) == list(STAT_NAMES)
+    ref = open_dump(os.path.join(sample_root, "single")).rank(0).tensor(0, 2, FC1_MATMUL)
+    want = tensor_stats(ref.value()).to_dict()
+    for k, v in want.items():
+        assert t["stats"][k] == pytest.approx(v), k
+    assert sum(t["histogram"]["counts"]) == want["count"]
+    assert t["previous_iteration"] == 1
+    assert t["tensor"]["shape"] == [4, 16]
+
+
+def test_iteration_changes_the_statistics(sample_client: Any) -> None:
+    a = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor?dump=single&node={FC1_MATMUL}&iteration=1"))
+    b = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor?dump=single&node={FC1_MATMUL}&iteration=2"))
+    assert a["stats"]["max"] != b["stats"]["max"]
+
+
+def test_history_has_one_entry_per_iteration(sample_client: Any) -> None:
+    h = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor/history?dump=single&node={FC1_MATMUL}&iteration=0"))
+    assert h["total"] == 8 and [x["iteration"] for x in h["items"]] == list(range(8))
+    assert all(list(x["stats"]) == list(STAT_NAMES) for x in h["items"])
+    part = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor/history?dump=single&node={FC1_MATMUL}&begin=6&end=8"))
+    assert [x["iteration"] for x in part["items"]] == [6, 7]
+
+
+def test_values_of_a_slice_match_the_library(sample_client: Any, sample_root: str) -> None:
+    ref = open_dump(os.path.join(sample_root, "single")).rank(0).tensor(0, 2, FC1_MATMUL, "input", 0)
+    full = np.asarray(ref.value())
+    v = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor/values?dump=single&node={FC1_MATMUL}"
+                             "&iteration=2&io=input&slot=0&slice=[1, 0, :, 2:5]"))
+    assert v["slice"] == "[1, 0, :, 2:5]" and v["shape"] == [8, 3] and not v["truncated"]
+    np.testing.assert_array_equal(np.array(v["values"], dtype=np.float32), full[1, 0, :, 2:5])
+    default = ok(sample_client.get(f"/api/ranks/0/graphs/0/tensor/values?dump=single&node={FC1_MATMUL}"
+                                   "&iteration=2&io=input&slot=0"))
+    assert default["slice"] == "[0, 0, :, :]" and default["shape"] == [8, 8]
+
+
+def test_values_are_capped(sample_client: Any) -> None:
+    v = ok(sample_client.get("/api/ranks/0/graphs/0/tensor/values?dump=single&node=fc1.weight&iteration=0&cap=100"))
+    assert v["shape"] == [16, 128] and v["truncated"]
+    assert v["shown"][0] * v["shown"][1] <= 100 and v["cap"] == 100
+
+
+@pytest.mark.parametrize("slc, message", [
+    ("[0, 0, 0, 0, 0]", "5 indices for 4 dimensions"),
+    ("[a]", "expected integers"),
+    ("[0, :, :]", "leaves 3 dimensions"),
+    ("[9]", "index 9 out of range for dimension 0 of size 4"),
+])
+def test_bad_slices_are_400(sample_client: Any, slc: str, message: str) -> None:
+    e = err(sample_client.get(f"/api/ranks/0/graphs/0/tensor/values?dump=single&node={FC1_MATMUL}"
+                              f"&iteration=2&io=input&slot=0&slice={slc}"), 400)
+    assert message in e
+
+
+def test_diff_is_current_minus_previous(sample_client: Any, sample_root: str) -> None:
+    rank = open_dump(os.path.join(sample_root, "single")).rank(0)
+    d = ok(sample_client.get("/api/ranks/0/graphs/0/tensor/diff?dump=single&node=conv1.weight&iteration=3&slice=[0, 0, :, :]"))
+    assert (d["iteration"], d["previous_iteration"]) == (3, 2)
+    cur, prev = (np.asarray(rank.tensor(0, it, "conv1.weight").value())[0, 0] for it in (3, 2))
+    np.testing.assert_allclose(np.array(d["difference"]["values"]), cur.astype(np.float64) - prev, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(np.array(d["previous"]["values"], dtype=np.float32), prev)
+    assert set(d["stats"]) == {"current", "previous", "difference"}
+    # the frozen layer: no difference at all
+    frozen = ok(sample_client.get("/api/ranks/0/graphs/0/tensor/diff?dump=single&node=fc2.weight&iteration=3"))
+    assert frozen["stats"]["difference"]["zeros"] == frozen["stats"]["difference"]["count"]
+    assert "no iteration before 0" in err(sample_client.get(
+        "/api/ranks/0/graphs/0/tensor/diff?dump=single&node=fc2.weight&iteration=0"), 404)
+
+
+def test_npy_download_round_trips(client: Any, msq_dump: str) -> None:
+    node = a_node(client, "weight")
+    r = client.get(f"/api/ranks/0/graphs/0/tensor/npy?node={node}&iteration=1")
+    assert r.status_code == 200 and r.headers["Content-Disposition"].startswith("attachment; filename=")
+    got = np.load(io.BytesIO(r.data))
+    np.testing.assert_array_equal(got, open_dump(msq_dump).rank(0).tensor(0, 1, node).value())
+
+
+def test_nonfinite_values_are_strings_and_json_stays_strict(make_app: Any, tmp_path: Any) -> None:
+    def plant(rank: int, it: int, node: str, io: str, slot: int, default: np.ndarray) -> np.ndarray | None:
+        if node.endswith("fc1-Dense/MatMul-op0") and io == "output" and it == 1:
+            a = np.array(default, dtype=np.float32, copy=True)
+            a.flat[0], a.flat[1], a.flat[2] = np.nan, np.inf, -np.inf
+            return a
+        return None
+
+    root = dumpmaker.make_dump(str(tmp_path / "nan"), iterations=2, values=plant)
+    c = make_app(root).test_client()
+    node = next(x["node"] for x in ok(c.get("/api/ranks/0/graphs/0/search?q=fc1-Dense/MatMul"))["items"]
+                if not x["is_backward"])
+    v = ok(c.get(f"/api/ranks/0/graphs/0/tensor/values?node={node}&iteration=1&slice=[:, :]"))
+    assert v["values"][0][:3] == ["NaN", "Inf", "-Inf"]
+    t = ok(c.get(f"/api/ranks/0/graphs/0/tensor?node={node}&iteration=1"))
+    assert (t["stats"]["nan"], t["stats"]["pos_inf"], t["stats"]["neg_inf"]) == (1, 1, 1)
+    assert all(isinstance(x, (int, float)) and math.isfinite(x) for x in t["histogram"]["edges"])
+
+
+# -- code ------------------------------------------------------------------------------------------------
+def test_code_files_hide_framework_files_unless_asked(sample_client: Any) -> None:
+    user = ok(sample_client.get("/api/ranks/0/code/files?dump=single"))
+    assert [f["name"] for f in user["items"]] == ["make_sample.py"]
+    everything = ok(sample_client.get("/api/ranks/0/code/files?dump=single&framework=1"))
+    assert everything["total"] > user["total"]
+    assert [f["is_framework"] for f in everything["items"]] == sorted(f["is_framework"] for f in everything["items"])
+
+
+def test_code_lines_and_source_text(sample_client: Any, sample_root: str) -> None:
+    lines = ok(sample_client.get("/api/ranks/0/code/lines?dump=single&file=make_sample.py"))
+    by_line = {x["line"]: x for x in lines["items"]}
+    assert by_line[200]["code"] == "x = self.sigmoid(self.fc1(x))"
+    assert by_line[200]["forward"] == 3 and by_line[200]["backward"] >= 1
+    src = ok(sample_client.get("/api/ranks/0/code/source?dump=single&file=make_sample.py"))
+    assert src["exists"] and src["file"] == os.path.join(sample_root, "make_sample.py")
+    assert "self.sigmoid(self.fc1(x))" in src["text"].splitlines()[199]
+
+
+def test_code_source_serves_only_files_named_by_the_stacks(sample_client: Any) -> None:
+    assert "no source file" in err(sample_client.get("/api/ranks/0/code/source?dump=single&file=/etc/passwd"), 404)
+
+
+def test_code_source_of_a_missing_file_says_so(client: Any) -> None:
+    src = ok(client.get("/api/ranks/0/code/source?file=/work/msenv/lib/python3.11/site-packages/mindspore/nn/layer/basic.py"))
+    assert src["exists"] is os.path.isfile(src["file"])
+    if not src["exists"]:
+        assert src["text"] is None
+
+
+def test_nodes_of_a_line_forward_first(sample_client: Any) -> None:
+    r = ok(sample_client.get("/api/ranks/0/code/nodes?dump=single&location=make_sample.py:200"))
+    dirs = [n["direction"] for n in r["items"]]
+    assert dirs == sorted(dirs, key=lambda d: d != "forward") and "backward" in dirs
+    assert {n["name"] for n in r["items"] if n["direction"] == "forward"} == {"MatMul-op0", "BiasAdd-op0", "Sigmoid-op0"}
+    assert r["files"] and r["line"] == 200
+    assert "expected FILE:LINE" in err(sample_client.get("/api/ranks/0/code/nodes?dump=single&location=oops"), 400)
+
+
+# -- watchpoints -----------------------------------------------------------------------------------------
+try:
+    from debugger import watch
+except ImportError:  # pragma: no cover - the engine ships separately
+    watch = None  # type: ignore[assignment]
+needs_watch = pytest.mark.skipif(watch is None, reason="debugger.watch is not installed")
+
+
+@needs_watch
+def test_conditions_are_the_registry(client: Any) -> None:
+    c = ok(client.get("/api/conditions"))
+    assert c["items"] == json.loads(json.dumps(watch.describe_conditions()))
+    assert c["presets"] == watch.PRESETS
+
+
+@needs_watch
+def test_a_bad_watchpoint_is_400(client: Any) -> None:
+    assert "unknown condition" in err(client.post("/api/watchpoints", json={"name": "nope"}), 400)
+    assert err(client.post("/api/watchpoints", json={"name": "gradient_vanishing", "params": {"abs_mean_lt": "x"}}), 400)
+    assert "JSON object" in err(client.post("/api/watchpoints", data="[]", content_type="application/json"), 400)
+
+
+@needs_watch
+def test_watchpoint_hits_are_the_scan_hits(sample_client: Any, sample_root: str) -> None:
+    r = ok(sample_client.post("/api/watchpoints?dump=single", json={"name": "weight_not_changed"}), 201)
+    wid = r["created"][0]["id"]
+    assert r["watchpoints"][0]["text"].startswith("weight_not_changed:")
+    hits = ok(sample_client.get("/api/hits?dump=single&rank=0&all=1"))
+    res = watch.scan(open_dump(os.path.join(sample_root, "single")), [watch.Watchpoint.parse("weight_not_changed")], jobs=1)
+    assert [{k: h[k] for k in res.hits[0].to_dict()} for h in hits["items"]] == \
+        json.loads(json.dumps([h.to_dict() for h in res.hits]))
+    assert {h["node"] for h in hits["items"]} >= {"fc2.weight", "fc2.bias"}
+    assert all(h["watchpoint_id"] == wid for h in hits["items"])
+    assert hits["groups"] == [{"id": wid, "text": r["created"][0]["text"], "name": "weight_not_changed", "hits": hits["total"]}]
+    assert hits["checked"] == list(range(8))
+    # the graph marks them in their iteration, the node lists them
+    it = hits["items"][0]["iteration"]
+    scope = ok(sample_client.get(f"/api/ranks/0/graphs/0/scope?dump=single&iteration={it}"))
+    assert sum(c["marks"].get("hit", 0) for c in scope["children"]["items"]) >= 2
+    node = ok(sample_client.get(f"/api/ranks/0/graphs/0/node?dump=single&node=fc2.weight&iteration={it}"))
+    assert node["hits"] and node["hits"][0]["watchpoint"] == "weight_not_changed"
+    assert ok(sample_client.get("/api/info?dump=single"))["watch"]["hits"] == hits["total"]
+    ok(sample_client.delete(f"/api/watchpoints/{wid}?dump=single"))
+    assert ok(sample_client.get("/api/hits?dump=single&all=1"))["total"] == 0
+    assert err(sample_client.delete(f"/api/watchpoints/{wid}?dump=single"), 404)
+
+
+@needs_watch
+def test_run_to_next_hit_stops_at_the_first_iteration_with_a_hit(sample_client: Any) -> None:
+    assert "no watchpoint" in err(sample_client.post("/api/replay/next_hit?dump=single", json={"rank": 0, "iteration": 0}), 400)
+    # conv1's gradient spikes (max |grad| 0.57) in iteration 2 only among the first ones
+    ok(sample_client.post("/api/watchpoints?dump=single", json={"spec": "gradient_too_large:max_gt=0.5"}), 201)
+    r = ok(sample_client.post("/api/replay/next_hit?dump=single", json={"rank": 0, "iteration": -1}))
+    assert r["iteration"] is not None and r["checked"] == list(range(r["iteration"] + 1))
+    assert r["hits"]["items"] and all(h["iteration"] == r["iteration"] for h in r["hits"]["items"])
+    after = ok(sample_client.post("/api/replay/next_hit?dump=single", json={"rank": 0, "iteration": 7}))
+    assert after["iteration"] is None and after["checked"] == []
+
+
+@needs_watch
+def test_a_preset_adds_every_watchpoint(client: Any) -> None:
+    r = ok(client.post("/api/watchpoints", json={"preset": "recommended"}), 201)
+    assert [w["name"] for w in r["created"]] == [s.split(":")[0] for s in watch.PRESETS["recommended"]]
+    hits = ok(client.get("/api/hits?iteration=1"))
+    assert hits["checked"] == [1]
+    ok(client.delete("/api/watchpoints"))
+    assert ok(client.get("/api/watchpoints"))["total"] == 0
+
+
+# -- ranks ------------------------------------------------------------------------------------------------
+def test_rank_switch_in_a_two_rank_dump(sample_client: Any) -> None:
+    r = ok(sample_client.get("/api/ranks?dump=dp2"))
+    assert [x["rank"] for x in r["items"]] == [0, 1]
+    a = ok(sample_client.get("/api/ranks/0/graphs/0/tensor?dump=dp2&node=Default/grad_reducer-DistributedGradReducer/AllReduce-op0&io=input&iteration=0"))
+    b = ok(sample_client.get("/api/ranks/1/graphs/0/tensor?dump=dp2&node=Default/grad_reducer-DistributedGradReducer/AllReduce-op0&io=input&iteration=0"))
+    assert a["tensor"]["rank"] == 0 and b["tensor"]["rank"] == 1
+    assert a["stats"] != b["stats"]        # each rank reduces its own gradient
+
+
+def test_compare_ranks_is_the_cli_compare_json(sample_client: Any, sample_root: str) -> None:
+    r = sample_client.get("/api/compare?dump=dp2&base=0")
+    body = r.get_json()
+    if r.status_code == 501:   # debugger.compare not installed
+        assert body["available"] is False and "not available" in body["error"]
+        return
+    from debugger.compare import compare_ranks
+
+    assert r.status_code == 200 and body["available"] is True and body["base"] == 0
+    want = json.loads(json.dumps(compare_ranks(open_dump(os.path.join(sample_root, "dp2")), base=0, jobs=1).to_dict()))
+    want.pop("pairs")
+    got = body["result"]
+    for k in ("mode", "base", "ranks", "iterations", "first_divergence"):
+        assert got[k] == want[k], k
+    assert got["summary"]["pairs"] == want["summary"]["pairs"] > 0
+    assert got["summary"]["error"] == 0 and got["first_divergence"] is None   # dp2 keeps its invariants
+    every = ok(sample_client.get("/api/compare?dump=dp2&base=0&all=1&begin=0&end=3"))
+    assert every["pairs"]["total"] == want["summary"]["pairs"] and len(every["pairs"]["items"]) == 3
+    assert set(every["pairs"]["items"][0]) >= {"iteration", "a", "b", "node", "io", "slot", "metrics", "grade"}
+    assert "needs two or more" in err(sample_client.get("/api/compare?dump=single"), 400)
+
+
+# -- the page and the seams -----------------------------------------------------------------------------
+def test_the_page_and_its_modules_are_served(client: Any) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and b'type="module"' in page.data
+    for js in ("main.js", "api.js", "state.js", "layout.js", "layout-worker.js", "views/graph.js"):
+        assert client.get(f"/static/js/{js}").status_code == 200, js
+
+
+def test_static_files_need_no_internet() -> None:
+    static = os.path.join(ROOT, "web", "static")
+    for d, _, files in os.walk(static):
+        for f in files:
+            text = open(os.path.join(d, f), encoding="utf-8").read()
+            for url in re.findall(r"https?://[^\s'\")]+", text):
+                assert url.startswith("http://www.w3.org/2000/svg"), f"{f}: {url}"
+
+
+def test_only_api_js_calls_fetch() -> None:
+    js = os.path.join(ROOT, "web", "static", "js")
+    callers = [os.path.relpath(os.path.join(d, f), js) for d, _, fs in os.walk(js) for f in fs
+               if "fetch(" in open(os.path.join(d, f), encoding="utf-8").read()]
+    assert callers == ["api.js"]
+
+
+def test_the_web_layer_only_asks_the_library() -> None:
+    web = os.path.join(ROOT, "web")
+    for f in os.listdir(web):
+        if f.endswith(".py"):
+            text = open(os.path.join(web, f), encoding="utf-8").read()
+            assert not re.search(r"\bnp\.load\b|numpy\.load|\bopen\(|debugger\.formats|import numpy", text), f
+
+
+def test_the_library_never_imports_flask() -> None:
+    lib = os.path.join(ROOT, "debugger")
+    for d, _, files in os.walk(lib):
+        for f in files:
+            if f.endswith(".py"):
+                assert not re.search(r"^\s*(from|import) (flask|werkzeug)\b", open(os.path.join(d, f)).read(), re.M), f
+
+
+def test_app_binds_loopback_by_default(client: Any) -> None:
+    from tdbg_web import DEFAULT_CONFIG
+
+    assert DEFAULT_CONFIG["HOST"] == "127.0.0.1"

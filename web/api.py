@@ -1,0 +1,392 @@
+"""The /api blueprint: read the arguments, call one library function, return JSON.
+
+Every list is a page (``begin`` inclusive, ``end`` exclusive; no end = one page of PAGE_SIZE)
+echoing ``begin``, ``end`` and ``total``. Every request may name the dump with ``?dump=ID``
+(ids from ``/api/dumps``; default: the first). Errors are ``{"error": message}`` with 400
+(malformed argument, unusable dump) or 404 (no such rank, graph, node, tensor...).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, request
+
+from debugger import Graph, QueryError, Rank, TensorRef, serialize, views
+from debugger.views import InvalidQueryError
+
+from .session import Workspace, watch_available
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+# -- argument helpers -------------------------------------------------------------------------------
+def _ws() -> Workspace:
+    return current_app.extensions["tdbg"]
+
+
+def _dump_id() -> str:
+    return _ws().resolve(request.args.get("dump"))
+
+
+def _int(name: str, default: int | None = None) -> int | None:
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidQueryError(f"bad {name} {raw!r}: expected an integer") from None
+
+
+def _need(name: str) -> str:
+    v = request.args.get(name)
+    if v is None or v == "":
+        raise InvalidQueryError(f"missing parameter {name!r}")
+    return v
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    raw = request.args.get(name)
+    return default if raw is None else raw.lower() in _TRUE
+
+
+def _page(items: list[Any], **extra: Any) -> dict[str, Any]:
+    begin = _int("begin", 0) or 0
+    return views.page(items, begin, _int("end"), current_app.config["PAGE_SIZE"]).to_dict(**extra)
+
+
+def _rank(rank: int) -> Rank:
+    return _ws().dump(_dump_id()).rank(rank)
+
+
+def _graph(rank: int, graph_id: int) -> tuple[Rank, Graph]:
+    r = _rank(rank)
+    return r, r.graph(graph_id)
+
+
+def _iteration(r: Rank, graph_id: int) -> int:
+    its = r.iterations(graph_id)
+    it = _int("iteration")
+    if it is None:
+        if not its:
+            raise QueryError(r.path, f"graph {graph_id} has no dumped iteration")
+        return its[0]
+    return it
+
+
+def _tensor(rank: int, graph_id: int) -> tuple[Rank, TensorRef]:
+    r = _rank(rank)
+    return r, views.find_tensor(r, graph_id, _iteration(r, graph_id), _need("node"),
+                                request.args.get("io", "output"), _int("slot", 0) or 0)
+
+
+def _view_opts() -> dict[str, Any]:
+    return {"fold": _int("fold", current_app.config["FOLD"]), "framework": _flag("framework")}
+
+
+def _cap() -> int:
+    cap = current_app.config["VALUE_CAP"]
+    want = _int("cap", cap) or cap
+    if want <= 0:
+        raise InvalidQueryError(f"bad cap {want}: expected a positive integer")
+    return min(want, cap)
+
+
+def _body() -> dict[str, Any]:
+    data = request.get_json(silent=True)
+    if not isinstance(data, dict):
+        raise InvalidQueryError("expected a JSON object body")
+    return data
+
+
+# -- dumps, ranks, graphs ---------------------------------------------------------------------------
+@bp.get("/dumps")
+def dumps() -> dict[str, Any]:
+    """The dumps found at the app's path."""
+    ws = _ws()
+    items = [{"id": k, "path": v, "ranks": ws.dump(k).rank_ids} for k, v in ws.ids.items()]
+    return _page(items, path=ws.path, watch_available=watch_available)
+
+
+@bp.get("/info")
+def info() -> dict[str, Any]:
+    """Overview of one dump: `tdbg info --json`, plus the watchpoint summary."""
+    dump_id = _dump_id()
+    out = serialize.dump_info(_ws().dump(dump_id))
+    out["id"] = dump_id
+    out["watch"] = _watch_summary(dump_id)
+    out["watch_available"] = watch_available
+    return out
+
+
+@bp.get("/ranks")
+def ranks() -> dict[str, Any]:
+    """Ranks of the dump, `tdbg info` objects."""
+    return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
+
+
+@bp.get("/ranks/<int:rank>/graphs")
+def graphs(rank: int) -> dict[str, Any]:
+    """Graphs of one rank."""
+    r = _rank(rank)
+    items = []
+    for gid in r.graph_ids:
+        g = r.graphs.get(gid)
+        items.append({"graph": gid, "name": g.name if g else None, "nodes": len(g) if g else 0,
+                      "iterations": r.iterations(gid), "kinds": g.kind_counts() if g else {}})
+    return _page(items, rank=rank)
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/scope")
+def scope(rank: int, graph_id: int) -> dict[str, Any]:
+    """Children of one scope, folded, with edges and marks (watchpoint hits, a code line's nodes)."""
+    r, g = _graph(rank, graph_id)
+    marks: dict[str, set[str]] = {}
+    it = _int("iteration")
+    dump_id = _dump_id()
+    if it is not None and watch_available:
+        w = _ws().watch(dump_id)
+        if len(w):
+            w.check(rank, [it])
+            marks["hit"] = {h["node"] for h in w.hits(rank, it) if h["graph"] == graph_id}
+    line = request.args.get("line")
+    if line:
+        marks.update(views.marks_for_line(_ws().dump(dump_id), r, graph_id, line))
+    return views.scope_view(g, request.args.get("path", ""), begin=_int("begin", 0) or 0, end=_int("end"),
+                            marks=marks, **_view_opts())
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/search")
+def search(rank: int, graph_id: int) -> dict[str, Any]:
+    """Nodes whose name contains ``q``, each with the scope path to open."""
+    _, g = _graph(rank, graph_id)
+    return _page(views.search_nodes(g, _need("q"), **_view_opts()), q=request.args.get("q"))
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/node")
+def node(rank: int, graph_id: int) -> dict[str, Any]:
+    """One node: kind, op type, inputs, outputs, stack, tensors of ``iteration``, its hits there."""
+    r, g = _graph(rank, graph_id)
+    it = _int("iteration")
+    name = _need("node")
+    out = views.node_detail(r, g, name, it, **_view_opts())
+    out["hits"] = []
+    if it is not None and watch_available:
+        w = _ws().watch(_dump_id())
+        if len(w):
+            w.check(rank, [it])
+            out["hits"] = [h for h in w.hits(rank, it) if h["node"] == name and h["graph"] == graph_id]
+    return out
+
+
+# -- tensors ----------------------------------------------------------------------------------------
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor")
+def tensor(rank: int, graph_id: int) -> dict[str, Any]:
+    """Digest, statistics and histogram of one tensor in one iteration."""
+    r, ref = _tensor(rank, graph_id)
+    bins = _int("bins")
+    if bins is not None and not 1 <= bins <= 512:
+        raise InvalidQueryError(f"bad bins {bins}: expected 1 to 512")
+    out = _ws().stats_of(_dump_id(), lambda c: views.tensor_summary(ref, c, bins))
+    out["previous_iteration"] = r.previous_iteration(graph_id, ref.iteration)
+    return out
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/history")
+def tensor_history(rank: int, graph_id: int) -> dict[str, Any]:
+    """Statistics of the tensor in every dumped iteration (a page of iterations)."""
+    r, ref = _tensor(rank, graph_id)
+    begin, end = _int("begin", 0) or 0, _int("end")
+    pg = _ws().stats_of(_dump_id(), lambda c: views.tensor_history(r, ref, c, begin, end))
+    return pg.to_dict(node=ref.node, io=ref.io, slot=ref.slot)
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/values")
+def tensor_values(rank: int, graph_id: int) -> dict[str, Any]:
+    """Values of a slice (``slice=[0, :, :]``), at most ``cap`` of them."""
+    _, ref = _tensor(rank, graph_id)
+    return views.tensor_values(ref, request.args.get("slice"), _cap())
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/diff")
+def tensor_diff(rank: int, graph_id: int) -> dict[str, Any]:
+    """Current, previous-iteration and difference values of a slice, with their statistics."""
+    r, ref = _tensor(rank, graph_id)
+    return views.tensor_diff(r, ref, request.args.get("slice"), _cap())
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/npy")
+def tensor_npy(rank: int, graph_id: int) -> Response:
+    """The tensor as an .npy download."""
+    _, ref = _tensor(rank, graph_id)
+    name, data = views.tensor_npy(ref)
+    return Response(data, mimetype="application/octet-stream",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+# -- code ---------------------------------------------------------------------------------------------
+@bp.get("/ranks/<int:rank>/code/files")
+def code_files(rank: int) -> dict[str, Any]:
+    """Source files whose lines created nodes (framework files with ``framework=1``)."""
+    r = _rank(rank)
+    files = views.source_files(_ws().dump(_dump_id()), r, _flag("framework"), request.args.get("q"))
+    return _page(files, rank=rank)
+
+
+@bp.get("/ranks/<int:rank>/code/lines")
+def code_lines(rank: int) -> dict[str, Any]:
+    """The lines of one file that created nodes, with forward/backward node counts."""
+    d = views.source_lines(_ws().dump(_dump_id()), _rank(rank), _need("file"))
+    lines = d.pop("lines")
+    return _page(lines, **d)
+
+
+@bp.get("/ranks/<int:rank>/code/source")
+def code_source(rank: int) -> dict[str, Any]:
+    """The text of a source file named by the stacks, when it exists on this machine."""
+    _rank(rank)
+    return views.source_text(_ws().dump(_dump_id()), _need("file"))
+
+
+@bp.get("/ranks/<int:rank>/code/nodes")
+def code_nodes(rank: int) -> dict[str, Any]:
+    """Nodes made by ``location=FILE:LINE`` (or ``file`` and ``line``), forward first."""
+    loc = request.args.get("location") or f"{_need('file')}:{_need('line')}"
+    d = views.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc)
+    nodes = d.pop("nodes")
+    return _page(nodes, **d)
+
+
+# -- watchpoints -------------------------------------------------------------------------------------
+def _watch_summary(dump_id: str) -> dict[str, Any]:
+    if not watch_available:
+        return {"watchpoints": 0, "hits": 0, "checked": [], "by_watchpoint": []}
+    w = _ws().watch(dump_id)
+    hits = w.hits()
+    by: dict[int, int] = {}
+    for h in hits:
+        by[h["watchpoint_id"]] = by.get(h["watchpoint_id"], 0) + 1
+    items = w.items()
+    return {"watchpoints": len(items), "hits": len(hits), "checked": w.checked(),
+            "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0)} for i in items]}
+
+
+def _need_watch() -> None:
+    if not watch_available:
+        raise InvalidQueryError("watchpoints are not available (debugger.watch is not installed)")
+
+
+@bp.get("/conditions")
+def conditions() -> dict[str, Any]:
+    """The condition registry (forms are generated from it) and the presets."""
+    _need_watch()
+    from debugger import watch
+
+    return _page(watch.describe_conditions(), presets=watch.PRESETS)
+
+
+@bp.get("/watchpoints")
+def watchpoints() -> dict[str, Any]:
+    """Watchpoints set on the dump."""
+    _need_watch()
+    return _page(_ws().watch(_dump_id()).items())
+
+
+@bp.post("/watchpoints")
+def add_watchpoint() -> tuple[dict[str, Any], int]:
+    """Add one (``{"name", "params", "node", "scope"}`` or ``{"spec": "name:k=v"}``) or a preset."""
+    _need_watch()
+    created = _ws().watch(_dump_id()).add(_body())
+    return {"created": created, "watchpoints": _ws().watch(_dump_id()).items()}, 201
+
+
+@bp.delete("/watchpoints/<int:wid>")
+def delete_watchpoint(wid: int) -> dict[str, Any]:
+    """Remove one watchpoint (its hits go with it)."""
+    _need_watch()
+    _ws().watch(_dump_id()).remove(wid)
+    return {"deleted": wid, "watchpoints": _ws().watch(_dump_id()).items()}
+
+
+@bp.delete("/watchpoints")
+def clear_watchpoints() -> dict[str, Any]:
+    """Remove every watchpoint."""
+    _need_watch()
+    _ws().watch(_dump_id()).clear()
+    return {"deleted": "all", "watchpoints": []}
+
+
+@bp.get("/hits")
+def hits() -> dict[str, Any]:
+    """Hits, first occurrence first: of ``iteration`` (checked now if needed), or with ``all=1`` of
+    every iteration; ``rank`` and ``watchpoint`` filter. ``groups`` counts them per watchpoint."""
+    _need_watch()
+    dump_id = _dump_id()
+    d = _ws().dump(dump_id)
+    w = _ws().watch(dump_id)
+    rank, it, wid = _int("rank"), _int("iteration"), _int("watchpoint")
+    ranks = [rank] if rank is not None else d.rank_ids
+    for r in ranks:
+        its = d.rank(r).iterations()
+        if it is not None:
+            if it not in its:
+                raise QueryError(d.rank(r).path, f"no iteration {it}")
+            w.check(r, [it])
+        elif _flag("all"):
+            w.check(r, its)
+    found = w.hits(rank, it, wid)
+    groups: dict[int, dict[str, Any]] = {}
+    for i in w.items():
+        groups[i["id"]] = {"id": i["id"], "text": i["text"], "name": i["name"], "hits": 0}
+    for h in w.hits(rank, it):
+        g = groups.get(h["watchpoint_id"])
+        if g is not None:
+            g["hits"] += 1
+    errors = w.errors(rank, it)
+    return _page(found, groups=list(groups.values()), checked=w.checked(rank), errors=errors[:100],
+                 error_count=len(errors))
+
+
+@bp.post("/replay/next_hit")
+def next_hit() -> dict[str, Any]:
+    """Check the iterations after ``iteration`` one by one and stop at the first with a hit."""
+    _need_watch()
+    body = _body()
+    dump_id = _dump_id()
+    d = _ws().dump(dump_id)
+    w = _ws().watch(dump_id)
+    if not len(w):
+        raise InvalidQueryError("no watchpoint is set: add one first")
+    try:
+        rank, after = int(body.get("rank", 0)), int(body.get("iteration", -1))
+    except (TypeError, ValueError):
+        raise InvalidQueryError("rank and iteration must be integers") from None
+    r = d.rank(rank)
+    it, scanned = w.next_hit(rank, after, r.iterations())
+    found = w.hits(rank, it) if it is not None else []
+    return {"rank": rank, "after": after, "iteration": it, "checked": scanned,
+            "hits": views.page(found, 0, None, 200).to_dict()}
+
+
+# -- ranks compare ------------------------------------------------------------------------------------
+@bp.get("/compare")
+def compare() -> tuple[dict[str, Any], int]:
+    """Every rank against ``base`` (``debugger.compare.compare_ranks``): the `tdbg compare --json`
+    object with its pairs paged (warning and error pairs, worst first; ``all=1`` for every pair).
+    501 with a note when the compare module is not installed."""
+    try:
+        from debugger.compare import compare_ranks
+    except ImportError:
+        return {"available": False, "error": "rank comparison is not available in this install "
+                "(debugger.compare.compare_ranks is missing)"}, 501
+    dump_id = _dump_id()
+    base = _int("base", 0) or 0
+    all_pairs = _flag("all")
+    res = _ws().compared(dump_id, base, lambda d, c: compare_ranks(d, base=base, jobs=1, cache=c))
+    out = res.to_dict(all_pairs=all_pairs)
+    if not all_pairs:   # worst first, as the CLI prints them
+        out["pairs"] = [p.to_dict() for p in res.divergent()]
+    pairs = out.pop("pairs")
+    return {"available": True, "base": base, "result": out, "pairs": _page(pairs)}, 200

@@ -1,0 +1,207 @@
+// Start-up, the top bar (dump, rank, graph, iteration replay) and the pane router.
+import { api, onBusy, invalidate } from './api.js';
+import { state, set, start, subscribe, ctx, touch } from './state.js';
+import { put, h, clear, toast, errorBox } from './dom.js';
+import * as overview from './views/overview.js';
+import * as graph from './views/graph.js';
+import * as code from './views/code.js';
+import * as tensor from './views/tensor.js';
+import * as watch from './views/watch.js';
+import * as ranks from './views/ranks.js';
+
+const VIEWS = { overview, graph, code, tensor, watch, ranks };
+const $ = (id) => document.getElementById(id);
+const main = $('main');
+let current = null;          // {name, handle}
+
+function mountView() {
+  if (current && current.name === state.view) return;
+  if (current && current.handle && current.handle.destroy) current.handle.destroy();
+  clear(main);
+  main.className = `main view-${state.view}`;
+  const mod = VIEWS[state.view] || overview;
+  current = { name: state.view, handle: mod.mount(main, { onWatchChange: watchChanged }) };
+  for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.view === state.view);
+}
+
+// -- dump, rank, graph --------------------------------------------------------------------
+// Only cheap requests before the first view: the dump list (with rank ids) and the watchpoints;
+// the overview asks for the full info (which lists every tensor file) itself.
+async function loadWatchCount() {
+  if (!ctx.watchAvailable) { ctx.watchCount = 0; return; }
+  try { ctx.watchCount = (await api.watchpoints(state.dump)).total; } catch { ctx.watchCount = 0; }
+}
+
+async function loadDump() {
+  const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
+  await loadWatchCount();
+  const rs = $('rank-select');
+  put(clear(rs), ...d.ranks.map((r) => h('option', { value: r, selected: r === state.rank }, String(r))));
+  rs.disabled = d.ranks.length < 2;
+  if (!d.ranks.includes(state.rank)) set({ rank: d.ranks[0] }, { push: false });
+}
+
+async function loadRank() {
+  const g = await api.graphs(state.dump, state.rank);
+  ctx.graphs = g.items;
+  const gs = $('graph-select');
+  put(clear(gs), ...g.items.map((x) => h('option', { value: x.graph, selected: x.graph === state.graph }, `${x.graph}${x.name ? ' · ' + x.name : ''}`)));
+  gs.disabled = g.items.length < 2;
+  if (g.items.length && !g.items.some((x) => x.graph === state.graph)) set({ graph: g.items[0].graph }, { push: false });
+  syncIterations();
+}
+
+function syncIterations() {
+  const g = ctx.graphs.find((x) => x.graph === state.graph);
+  ctx.iterations = g ? g.iterations : [];
+  const sl = $('it-slider');
+  sl.max = Math.max(0, ctx.iterations.length - 1);
+  if (ctx.iterations.length && !ctx.iterations.includes(state.iteration)) {
+    // keep the nearest earlier iteration when switching rank or graph
+    const prev = ctx.iterations.filter((i) => state.iteration !== null && i <= state.iteration);
+    set({ iteration: prev.length ? prev[prev.length - 1] : ctx.iterations[0] }, { push: false });
+  }
+  renderIteration();
+}
+
+function renderIteration() {
+  const its = ctx.iterations;
+  const i = its.indexOf(state.iteration);
+  $('it-slider').value = String(Math.max(0, i));
+  $('it-value').textContent = state.iteration ?? '–';
+  $('it-range').textContent = its.length ? `  of ${its[0]}–${its[its.length - 1]}` : '  (none dumped)';
+  $('it-first').disabled = $('it-prev').disabled = i <= 0;
+  $('it-next').disabled = $('it-last').disabled = i < 0 || i >= its.length - 1;
+  $('run-next-hit').disabled = !ctx.watchCount;
+  $('run-next-hit').title = ctx.watchCount ? 'Check the watchpoints iteration by iteration and stop at the first hit'
+    : 'Add a watchpoint first (Watchpoints tab)';
+  refreshHitBadge();
+}
+
+function step(delta) {
+  const its = ctx.iterations;
+  const i = its.indexOf(state.iteration);
+  const j = Math.min(its.length - 1, Math.max(0, i + delta));
+  if (j !== i && its[j] !== undefined) set({ iteration: its[j] }, { push: false });
+}
+
+let badgeSeq = 0;
+async function refreshHitBadge() {
+  const badge = $('hit-badge');
+  const my = ++badgeSeq;
+  if (!ctx.watchCount || state.iteration === null) { badge.hidden = true; return; }
+  try {
+    const r = await api.hits({ dump: state.dump, rank: state.rank, iteration: state.iteration });
+    if (my !== badgeSeq) return;
+    ctx.hitCount = r.total;
+    badge.hidden = !r.total;
+    badge.textContent = r.total;
+    badge.title = `${r.total} hit(s) in iteration ${state.iteration}`;
+  } catch { badge.hidden = true; }
+}
+
+async function watchChanged() {
+  invalidate();
+  await loadWatchCount();
+  renderIteration();
+  touch('watch');
+}
+
+async function runToNextHit() {
+  const btn = $('run-next-hit');
+  btn.disabled = true;
+  const old = btn.textContent;
+  btn.textContent = 'Checking…';
+  try {
+    const r = await api.nextHit(state.dump, state.rank, state.iteration ?? -1);
+    if (r.iteration === null) {
+      toast(`No hit after iteration ${state.iteration} (${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked).`);
+    } else {
+      const first = r.hits.items[0];
+      toast(`Stopped at iteration ${r.iteration}: ${r.hits.total} hit${r.hits.total === 1 ? '' : 's'}, first ${first.watchpoint} on ${first.node.split('/').pop()}`);
+      const patch = { iteration: r.iteration };
+      if (state.view === 'graph' || state.view === 'overview') Object.assign(patch, { view: 'graph', node: first.node, graph: first.graph, io: first.io, slot: first.slot });
+      set(patch);
+    }
+  } catch (e) {
+    toast(e.message, 'error');
+  } finally {
+    btn.textContent = old;
+    btn.disabled = !ctx.watchCount;
+  }
+}
+
+// -- wiring --------------------------------------------------------------------------------
+function wire() {
+  $('dump-select').addEventListener('change', (e) => set({ dump: e.target.value, rank: 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }));
+  $('rank-select').addEventListener('change', (e) => set({ rank: parseInt(e.target.value, 10) }));
+  $('graph-select').addEventListener('change', (e) => set({ graph: parseInt(e.target.value, 10), scope: '', node: null }));
+  $('it-slider').addEventListener('input', (e) => {
+    const it = ctx.iterations[parseInt(e.target.value, 10)];
+    if (it !== undefined) set({ iteration: it }, { push: false });
+  });
+  $('it-first').addEventListener('click', () => step(-1e9));
+  $('it-prev').addEventListener('click', () => step(-1));
+  $('it-next').addEventListener('click', () => step(1));
+  $('it-last').addEventListener('click', () => step(1e9));
+  $('run-next-hit').addEventListener('click', runToNextHit);
+  for (const a of document.querySelectorAll('#tabs a')) {
+    a.addEventListener('click', (e) => { e.preventDefault(); set({ view: a.dataset.view }); });
+  }
+  document.addEventListener('keydown', (e) => {
+    if (e.target.closest('input, select, textarea') || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (e.key === 'ArrowLeft') step(-1);
+    else if (e.key === 'ArrowRight') step(1);
+  });
+  onBusy((b) => { $('status').classList.toggle('busy', b); $('status').textContent = b ? 'Loading' : ''; });
+}
+
+subscribe(async (changed) => {
+  try {
+    if (changed.has('dump')) {
+      $('dump-select').value = state.dump;
+      invalidate();
+      await loadDump();
+      await loadRank();
+    } else if (changed.has('rank')) {
+      $('rank-select').value = String(state.rank);
+      await loadRank();
+    } else if (changed.has('graph')) {
+      $('graph-select').value = String(state.graph);
+      syncIterations();
+    }
+    if (changed.has('iteration')) {
+      if (ctx.iterations.length && !ctx.iterations.includes(state.iteration)) syncIterations();
+      else renderIteration();
+    }
+  } catch (e) { toast(e.message, 'error'); }
+  if (changed.has('view')) mountView();
+  else if (current && current.handle && current.handle.update) current.handle.update(changed);
+});
+
+async function boot() {
+  start();
+  wire();
+  try {
+    clear(main).append(h('div', { class: 'boot' }, h('div', { class: 'boot-spinner' }), 'Opening the dump…'));
+    const d = await api.dumps();
+    ctx.dumps = d.items;
+    ctx.watchAvailable = d.watch_available;
+    if (!d.watch_available) document.querySelector('#tabs a[data-view="watch"]').title = 'debugger.watch is not installed';
+    const sel = $('dump-select');
+    put(sel, ...d.items.map((x) => h('option', { value: x.id }, x.id)));
+    $('dump-picker').hidden = d.items.length < 2;
+    if (!state.dump || !d.items.some((x) => x.id === state.dump)) state.dump = d.items[0].id;
+    sel.value = state.dump;
+    await loadDump();
+    await loadRank();
+    history.replaceState(null, '', (await import('./state.js')).hashOf());
+  } catch (e) {
+    put(clear(main), h('div', { class: 'page' }, errorBox(e)));
+    return;
+  }
+  mountView();
+  document.body.dataset.ready = '1';
+}
+
+boot();

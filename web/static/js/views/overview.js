@@ -1,0 +1,79 @@
+// Overview pane: the dump (path, version, ranks, graphs, iterations, sizes), node counts by kind,
+// the watchpoint summary and the reader's warnings.
+import { api } from '../api.js';
+import { state, set, ctx } from '../state.js';
+import { put, h, clear, fmt, fmtBytes, errorBox, KINDS, KIND_COLORS, KIND_LABELS } from '../dom.js';
+
+export function mount(root) {
+  const page = h('div', { class: 'page overview' });
+  put(root, page);
+  let seq = 0;
+
+  async function render() {
+    const my = ++seq;
+    let info;
+    try { info = await api.info(state.dump); } catch (e) { put(clear(page), errorBox(e)); return; }
+    if (my !== seq) return;
+    clear(page);
+    const ranks = info.ranks;
+    const r0 = ranks.find((r) => r.rank === state.rank) || ranks[0];
+    const its = [...new Set(ranks.flatMap((r) => r.iterations))].sort((a, b) => a - b);
+    const files = ranks.reduce((a, r) => a + r.tensor_files, 0);
+    const bytes = ranks.reduce((a, r) => a + r.tensor_bytes, 0);
+    const kinds = {};
+    for (const r of ranks.filter((x) => x.rank === r0.rank)) for (const [k, v] of Object.entries(r.nodes_by_kind)) kinds[k] = (kinds[k] || 0) + v;
+    const nodes = Object.values(kinds).reduce((a, b) => a + b, 0);
+    const metric = (label, value, sub) => h('div', { class: 'metric card' }, h('div', { class: 'm-label' }, label),
+      h('div', { class: 'm-value' }, value), sub ? h('div', { class: 'm-sub' }, sub) : null);
+
+    put(page, h('div', { class: 'ov-head' },
+      h('div', {}, h('h1', {}, info.id), h('div', { class: 'mono muted' }, info.dump)),
+      h('div', { class: 'row' },
+        h('button', { class: 'btn btn-accent', onclick: () => set({ view: 'graph' }) }, 'Open graph'),
+        h('button', { class: 'btn', onclick: () => set({ view: 'code' }) }, 'Browse code'),
+        h('button', { class: 'btn', onclick: () => set({ view: 'watch' }) }, 'Watchpoints'))));
+
+    if (ctx.dumps.length > 1) {
+      put(page, h('div', { class: 'card dumps-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Dumps in this folder'),
+        h('span', { class: 'muted' }, `${ctx.dumps.length} found`)),
+      h('div', { class: 'dump-list' }, ctx.dumps.map((d) => h('button', { class: `dump-item${d.id === info.id ? ' active' : ''}`,
+        onclick: () => set({ dump: d.id, rank: 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }) },
+      h('b', {}, d.id), h('span', { class: 'mono faint' }, d.path))))));
+    }
+
+    put(page, h('div', { class: 'metrics' },
+      metric('MindSpore', r0.ms_version || '—', `${r0.device_target || 'unknown device'} · net ${Array.isArray(r0.net) ? r0.net.join(', ') : r0.net || '—'}`),
+      metric('Ranks', String(ranks.length), ranks.map((r) => `rank_${r.rank}`).join(', ')),
+      metric('Graphs', String(r0.graphs.length), r0.graph_details.map((g) => `${g.name || 'graph ' + g.graph}: ${fmt(g.nodes)} nodes`).join(' · ')),
+      metric('Iterations', its.length ? `${its[0]}–${its[its.length - 1]}` : '—', `${its.length} dumped`),
+      metric('Tensor files', fmt(files), fmtBytes(bytes))));
+
+    const kindRows = KINDS.filter((k) => kinds[k]).map((k) => h('div', { class: 'kind-row' },
+      h('span', { class: 'kr-label' }, h('i', { style: { background: KIND_COLORS[k] } }), KIND_LABELS[k]),
+      h('span', { class: 'kr-bar' }, h('i', { style: { width: `${(kinds[k] / Math.max(...Object.values(kinds))) * 100}%`, background: KIND_COLORS[k] } })),
+      h('span', { class: 'kr-n' }, fmt(kinds[k]))));
+    const w = info.watch;
+    const watchCard = h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Watchpoints'),
+      h('span', { class: 'spacer' }), h('button', { class: 'btn btn-small', onclick: () => set({ view: 'watch' }) }, 'Manage')),
+    h('div', { class: 'card-body' }, !info.watch_available ? h('div', { class: 'note' }, 'The watchpoint engine is not installed.')
+      : w.watchpoints === 0 ? h('div', { class: 'muted' }, 'No watchpoint set. The “recommended” preset checks NaN/Inf origins, vanishing gradients, frozen weights, saturated and dead activations.')
+        : h('div', { class: 'stack' },
+          h('div', {}, h('b', { class: 'big' }, fmt(w.hits)), ` hit${w.hits === 1 ? '' : 's'} in ${w.checked.length} checked iteration${w.checked.length === 1 ? '' : 's'}`),
+          h('ul', { class: 'wp-summary' }, w.by_watchpoint.map((x) => h('li', {}, h('span', { class: `chip ${x.hits ? 'hit' : ''}` }, x.hits), h('code', {}, x.text)))))));
+    put(page, h('div', { class: 'ov-grid' },
+      h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Nodes by kind'), h('span', { class: 'muted' }, `rank ${r0.rank} · ${fmt(nodes)} nodes`)),
+        h('div', { class: 'card-body kind-rows' }, kindRows)),
+      watchCard,
+      h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Parameters'), h('span', { class: 'muted' }, `${r0.parameters.length}`)),
+        h('div', { class: 'card-body param-list' }, r0.parameters.slice(0, 60).map((p) => h('a', { href: '#', class: 'param-item',
+          onclick: (e) => { e.preventDefault(); set({ view: 'graph', node: p.name }); } },
+        h('i', { class: 'kdot', style: { background: KIND_COLORS[p.kind] } }), h('span', { class: 'mono' }, p.name))))),
+      h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Reader warnings'), h('span', { class: 'muted' }, String(info.warnings.length))),
+        h('div', { class: 'card-body' }, info.warnings.length
+          ? h('ul', { class: 'warn-list' }, info.warnings.slice(0, 50).map((x) => h('li', { class: 'mono small' }, x)))
+          : h('div', { class: 'muted' }, 'None: every tensor file matched a graph node and every iteration is complete.')))));
+  }
+
+  render();
+  return { update(changed) { if (changed.has('dump') || changed.has('rank') || changed.has('watch')) render(); } };
+}

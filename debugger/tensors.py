@@ -110,6 +110,25 @@ def read_npy(path: str) -> np.ndarray:
     return np.frombuffer(buf, dtype=header.dtype).reshape(header.shape, order=order)
 
 
+def read_exact(f: Any, raw: memoryview, want: int, path: str) -> None:
+    """Fill ``raw[:want]`` from ``f`` (CorruptFileError when the file ends first)."""
+    got = 0
+    while got < want:
+        n = f.readinto(raw[got:want])
+        if not n:
+            raise CorruptFileError(path, "truncated .npy data (the file shrank while being read)")
+        got += n
+
+
+def check_complete(path: str, header: NpyHeader) -> None:
+    """CorruptFileError when the file holds fewer data bytes than its header promises."""
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    _check_size(path, header, size)
+
+
 def _check_size(path: str, header: NpyHeader, size: int) -> None:
     need = header.data_offset + header.nbytes
     if size < need:
@@ -121,11 +140,7 @@ def _check_size(path: str, header: NpyHeader, size: int) -> None:
 def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> np.ndarray:
     """Values of an .npy file, memory-mapped when possible; checks the file is complete."""
     header = header or read_npy_header(path)
-    try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
-    _check_size(path, header, size)
+    check_complete(path, header)
     order: Literal["C", "F"] = "F" if header.fortran_order else "C"
     if header.nbytes == 0:
         return np.zeros(header.shape, dtype=header.dtype, order=order)

@@ -29,8 +29,8 @@ import numpy as np
 from .errors import QueryError
 from .graph import Graph
 from .kinds import FRAMEWORK_OPS
-from .locate import position
 from .model import Dump, Rank, TensorRef
+from .report import ranges_text
 from .serialize import node_dict, tensor_dict
 from .source import parse_location
 from .stats import Stats, histogram, tensor_stats
@@ -430,23 +430,9 @@ def find_tensor(rank: Rank, graph_id: int, iteration: int, node: str, io: str = 
     if ref is None:
         if iteration not in rank.iterations(graph_id):
             raise QueryError(rank.path, f"no iteration {iteration} in graph {graph_id} "
-                             f"(iterations: {_ranges(rank.iterations(graph_id))})")
+                             f"(iterations: {ranges_text(rank.iterations(graph_id))})")
         raise QueryError(rank.path, f"no tensor {node} {io} {slot} in graph {graph_id} iteration {iteration}")
     return ref
-
-
-def _ranges(its: list[int]) -> str:
-    if not its:
-        return "none"
-    out, start, prev = [], its[0], its[0]
-    for i in its[1:] + [None]:  # type: ignore[list-item]
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        out.append(f"{start}-{prev}" if prev != start else f"{start}")
-        if i is not None:
-            start = prev = i
-    return ",".join(out)
 
 
 def node_detail(rank: Rank, graph: Graph, name: str, iteration: int | None = None, *, fold: int = FOLD,
@@ -470,17 +456,17 @@ def node_detail(rank: Rank, graph: Graph, name: str, iteration: int | None = Non
     tensors: list[dict[str, Any]] = []
     if iteration is not None:
         tmap = rank.tensor_map(gid, iteration)
-        for io, n_slots in (("input", len(d["inputs"])), ("output", max(1, len(d["outputs"])))):
+        for side, n_slots in (("input", len(d["inputs"])), ("output", max(1, len(d["outputs"])))):
             slot = 0
-            while slot < n_slots or (name, io, slot) in tmap:
-                ref = tmap.get((name, io, slot))
+            while slot < n_slots or (name, side, slot) in tmap:
+                ref = tmap.get((name, side, slot))
                 if ref is not None:
                     t = tensor_digest(ref) | {"dumped": True}
                 else:
-                    t = {"node": name, "io": io, "slot": slot, "dumped": False, "shape": None, "dtype": None}
-                    if io == "output" and slot < len(d["outputs"]):
+                    t = {"node": name, "io": side, "slot": slot, "dumped": False, "shape": None, "dtype": None}
+                    if side == "output" and slot < len(d["outputs"]):
                         t["shape"], t["dtype"] = d["outputs"][slot]["shape"], d["outputs"][slot]["dtype"]
-                if io == "input" and slot < len(d["inputs"]):
+                if side == "input" and slot < len(d["inputs"]):
                     t["source"] = d["inputs"][slot]["node"]
                 tensors.append(t)
                 slot += 1

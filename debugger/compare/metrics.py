@@ -28,9 +28,9 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from ..errors import CorruptFileError, DumpError
+from ..errors import DumpError
 from ..stats import CHUNK
-from ..tensors import NpyHeader, read_npy_header
+from ..tensors import check_complete, read_exact, read_npy_header
 
 PASS, WARNING, ERROR = "pass", "warning", "error"
 GRADES = (PASS, WARNING, ERROR)
@@ -377,25 +377,9 @@ def _pieces(path: str, offset: int, dtype: np.dtype, total: int, side: str) -> I
         done = 0
         while done < total:
             k = min(CHUNK, total - done)
-            want, got = k * dtype.itemsize, 0
-            while got < want:
-                n = f.readinto(raw[got:want])
-                if not n:
-                    raise CorruptFileError(path, "truncated .npy data (the file shrank while being read)")
-                got += n
+            read_exact(f, raw, k * dtype.itemsize, path)
             done += k
             yield buf[:k]
-
-
-def _check_complete(path: str, header: NpyHeader) -> None:
-    try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
-    need = header.data_offset + header.nbytes
-    if size < need:
-        raise CorruptFileError(path, f"truncated .npy data ({size - header.data_offset} of {header.nbytes} bytes; "
-                               "the file may still be being written)")
 
 
 def compare_files(path_a: str, path_b: str, fast: bool = True) -> Outcome:
@@ -405,8 +389,8 @@ def compare_files(path_a: str, path_b: str, fast: bool = True) -> Outcome:
         out = Outcome(dtype_a=ha.dtype.name, dtype_b=hb.dtype.name, shape_a=ha.shape, shape_b=hb.shape)
         if ha.shape != hb.shape:
             return out
-        _check_complete(path_a, ha)
-        _check_complete(path_b, hb)
+        check_complete(path_a, ha)
+        check_complete(path_b, hb)
         out.nbytes = ha.nbytes + hb.nbytes
         if ha.fortran_order != hb.fortran_order and len(ha.shape) > 1:
             # different memory orders: pair the elements logically (rare; numpy buffers the iteration)

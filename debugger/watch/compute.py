@@ -6,9 +6,9 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from ..errors import CorruptFileError, DumpError
+from ..errors import DumpError
 from ..stats import CHUNK, Stats, stats_of_chunks
-from ..tensors import read_npy
+from ..tensors import read_exact, read_npy
 
 # A unit-activity spec: (mode, lo, hi, threshold_inactivity); mode "inside" counts a sample as
 # active when lo < x < hi, "positive" when x > 0.
@@ -74,12 +74,7 @@ def _read_pieces(a: np.memmap, sizes: Iterable[int], largest: int) -> Iterator[n
     with open(path, "rb", buffering=0) as f:
         f.seek(a.offset)
         for k in sizes:
-            want, got = k * dtype.itemsize, 0
-            while got < want:
-                n = f.readinto(raw[got:want])
-                if not n:
-                    raise CorruptFileError(path, "truncated .npy data (the file shrank while being read)")
-                got += n
+            read_exact(f, raw, k * dtype.itemsize, path)
             yield buf[:k]
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from clirun import run_cli
-from conftest import DP2, METRIC_KEYS, PAIR_KEYS, WEIGHTS, alter, find, graph, kernel
+from compare_kit import DP2, METRIC_KEYS, PAIR_KEYS, WEIGHTS, alter, find, graph, kernel
 from debugger.compare import compare_ranks, invariant_nodes
 from debugger.compare import runs as runs_mod
 from debugger.formats import open_dump

@@ -9,7 +9,7 @@ import pytest
 
 import dumpmaker
 from clirun import run_cli
-from conftest import PAIR_KEYS, alter, find, graph, kernel, rewrite_names, shift_op_numbers
+from compare_kit import PAIR_KEYS, alter, find, graph, kernel, rewrite_names, shift_op_numbers
 from debugger.compare import compare_runs
 from debugger.formats import open_dump
 

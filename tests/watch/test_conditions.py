@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dumpmaker
-from conftest import (BATCH, F32, LAYERS, Plant, down, errors, full, hit_keys, hits, make, run, up, wp)
+from watch_kit import (BATCH, F32, LAYERS, Plant, down, errors, full, hit_keys, hits, make, run, up, wp)
 
 OPS = {"gt": operator.gt, "lt": operator.lt}
 # 16-element tensors with exact statistics

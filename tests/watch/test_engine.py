@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from clirun import run_cli
-from conftest import Plant, full, hit_keys, make, run, tensor_file, wp
+from watch_kit import Plant, full, hit_keys, make, run, tensor_file, wp
 from debugger.cache import StatsCache
 from debugger.formats import open_dump
 from debugger.stats import CHUNK

@@ -9,7 +9,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from conftest import BATCH, F32, LAYERS, Layout, Plant, file_timestamp, hit_keys, make, ref_of, run, wp
+from watch_kit import BATCH, F32, LAYERS, Layout, Plant, file_timestamp, hit_keys, make, ref_of, run, wp
 
 import dumpmaker
 from debugger.formats import open_dump

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 
-from conftest import Plant, errors, full, hit_keys, hits, make, run, tensor_file, wp
+from watch_kit import Plant, errors, full, hit_keys, hits, make, run, tensor_file, wp
 
 PREVIOUS = ["weight_not_changed", "weight_change_too_large", "weight_change_too_small", "weight_update_ratio"]
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import glob
-import hashlib
 import json
 import os
 from typing import Any
@@ -13,23 +12,10 @@ import debugger.errors as errors
 from debugger.errors import CorruptFileError
 from debugger.formats import open_dump
 from debugger.model import Dump
+from treehash import tree_digest
 
 with open(os.path.join(os.path.dirname(__file__), "bad_dumps.json"), encoding="utf-8") as _f:
     ROWS: list[dict[str, Any]] = json.load(_f)["rows"]
-
-
-def tree_digest(root: str) -> str:
-    """A hash of every name and byte under ``root``."""
-    h = hashlib.sha256()
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        h.update(b"D" + os.path.relpath(d, root).encode())
-        for name in sorted(files):
-            path = os.path.join(d, name)
-            h.update(b"F" + os.path.relpath(path, root).encode())
-            with open(path, "rb") as f:
-                h.update(hashlib.sha256(f.read()).digest())
-    return h.hexdigest()
 
 
 def _one(root: str, pattern: str) -> str:

@@ -1,26 +1,15 @@
 """The CLI on the committed real sample: info, node, code, scan, exit codes."""
-import hashlib
 import os
 
 import pytest
 
 from clirun import run_cli
+from treehash import tree_digest
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
 SINGLE = os.path.join(ROOT, "single")
 DP2 = os.path.join(ROOT, "dp2")
 WEIGHTS = ["conv1.weight", "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "fc3.bias", "fc3.weight"]
-
-
-def tree_digest(root: str) -> str:
-    h = hashlib.blake2b()
-    for d, _, files in sorted(os.walk(root)):
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            h.update(p.encode())
-            with open(p, "rb") as fh:
-                h.update(fh.read())
-    return h.hexdigest()
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 through the opened dump (by kind, param and op type), and rewrites of a dump's names."""
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ import pytest
 
 from debugger.formats import open_dump
 from debugger.proto import debug_graph_pb2
+from treehash import tree_digest
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 DP2 = os.path.join(SAMPLE, "dp2")
@@ -21,20 +21,6 @@ SINGLE = os.path.join(SAMPLE, "single")
 WEIGHTS = ["conv1.weight", "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "fc3.bias", "fc3.weight"]
 PAIR_KEYS = {"iteration", "a", "b", "node", "param", "kind", "io", "slot", "metrics", "grade", "reason"}
 METRIC_KEYS = {"cosine", "max_abs_err", "max_rel_err", "euclidean", "one_thousandth", "five_thousandths"}
-
-
-def tree_digest(root: str) -> str:
-    """Names, modes and bytes of every file under root."""
-    h = hashlib.blake2b()
-    for d, dirs, files in os.walk(root):
-        dirs.sort()
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            h.update(os.path.relpath(p, root).encode())
-            h.update(str(os.stat(p).st_mode).encode())
-            with open(p, "rb") as fh:
-                h.update(fh.read())
-    return h.hexdigest()
 
 
 _ORIGINAL: dict[str, str] = {}

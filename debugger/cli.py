@@ -249,7 +249,9 @@ def _print_scan(result: Any, out: TextIO) -> None:
     if result.errors:
         kinds: dict[str, int] = {}
         for e in result.errors:
-            kinds[e.error.split(":")[0] if e.error.startswith("/") else e.error] = kinds.get(e.error, 0) + 1
+            # "/path/file.npy: truncated ..." groups by the problem, not by the file
+            problem = e.error.split(": ", 1)[1] if e.error.startswith("/") and ": " in e.error else e.error
+            kinds[problem] = kinds.get(problem, 0) + 1
         out.write(f"\n{len(result.errors)} check(s) could not run:\n")
         for msg, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:10]:
             out.write(f"  {n} x {msg}\n")

@@ -8,18 +8,39 @@ from .kinds import OPTIMIZER_INPUTS, trace_source
 
 
 @lru_cache(maxsize=64)
-def _optimizer_of(graph: Graph) -> dict[str, str]:
-    """Parameter -> the optimizer kernel that updates it (or reads it as state)."""
-    out: dict[str, str] = {}
+def _optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str], ...]:
+    """(optimizer kernel, input slot, parameter) for every optimizer input that is a parameter."""
+    out = []
     for name in graph.execution_order:
         a = graph.nx.nodes[name]
         if a.get("op_type") not in OPTIMIZER_INPUTS:
             continue
-        for src, _ in a.get("inputs", ()):
+        for slot, (src, _) in enumerate(a.get("inputs", ())):
             if src:
                 p = trace_source(graph.nx, src)
                 if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
-                    out.setdefault(p, name)
+                    out.append((name, slot, p))
+    return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def _optimizer_of(graph: Graph) -> dict[str, str]:
+    """Parameter -> the first optimizer kernel that updates it (or reads it as a hyper-parameter)."""
+    out: dict[str, str] = {}
+    for kernel, _, p in _optimizer_inputs(graph):
+        out.setdefault(p, kernel)
+    return out
+
+
+@lru_cache(maxsize=64)
+def optimizer_slots(graph: Graph) -> dict[str, tuple[str, int]]:
+    """Parameter -> (optimizer kernel, input slot) of the parameters an optimizer updates in place
+    (the weight and its state, not learning rate or momentum)."""
+    out: dict[str, tuple[str, int]] = {}
+    for kernel, slot, p in _optimizer_inputs(graph):
+        w_idx, _, state = OPTIMIZER_INPUTS[graph.nx.nodes[kernel]["op_type"]]
+        if slot == w_idx or slot in state:
+            out.setdefault(p, (kernel, slot))
     return out
 
 

@@ -8,7 +8,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from .formats.mindspore.graph_ir import read_graph_ir
 from .formats.mindspore.graph_pb import read_graph_pb
 from .formats.mindspore.tree import RankListing, TensorFile, list_rank, read_metadata
 from .graph import Graph, op_number
-from .source import CodeHit, SourceIndex
+from .source import SourceIndex
 from .tensors import NpyHeader, load_npy, read_npy_header
 
 _SHORT_RE = re.compile(r"^(?P<scope>.*?)_?(?P<short>[^_]+-op\d+)$")
@@ -385,8 +385,6 @@ class GraphCache:
             with self._lock:
                 self._graphs[key] = graph
             return graph
-        if pb is None and ir is None:
-            return None
         return None
 
 
@@ -503,9 +501,3 @@ def _hash_tree(path: str, h: Any) -> None:
         parts.append(d + "\n" + "\n".join(names))
     parts.sort()
     h.update("\n".join(parts).encode("utf-8", "surrogateescape"))
-
-
-def iter_code_hits(hits: Iterable[tuple[str, CodeHit]]) -> Iterator[CodeHit]:
-    """Only the hits of a nodes_at result."""
-    for _, h in hits:
-        yield h

@@ -147,3 +147,20 @@ def test_scan_data_parallel_sample_covers_both_ranks():
 def test_scan_where_with_an_unknown_line_is_a_usage_error():
     r = run_cli("scan", SINGLE, "--where", "nope.py:3")
     assert r.code == 2 and "no node was created by nope.py:3" in r.err
+
+
+def test_scan_summarises_unreadable_files_by_problem(make_dump):
+    root = make_dump()
+    bad = []
+    for d, _, files in os.walk(os.path.join(root, "rank_0")):
+        bad += [os.path.join(d, f) for f in files if f.startswith("Parameter.fc") and f.endswith(".npy")]
+    assert len(bad) >= 2
+    for p in bad:
+        with open(p, "r+b") as f:
+            f.write(b"PK\x03\x04garbage")
+    r = run_cli("scan", root, "--no-cache", "--watch", "weight_too_large:max_gt=1e9")
+    assert r.code == 0
+    lines = [ln for ln in r.out.splitlines() if "bad magic" in ln]
+    assert len(lines) == 1, r.out
+    n = int(lines[0].split(" x ")[0])
+    assert n >= len(bad) and not lines[0].split(" x ")[1].startswith("/")

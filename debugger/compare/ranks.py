@@ -26,7 +26,7 @@ from ..kinds import trace_source
 from ..model import Dump
 from .match import match_graphs, match_tensors
 from .metrics import Thresholds, as_thresholds
-from .runs import CompareResult, Progress, Side, _fmt, evaluate, iteration_set, make_pair, open_any
+from .runs import CompareResult, Progress, Side, _fmt, finish, iteration_set, make_pair, open_any
 
 COLLECTIVES = frozenset({"AllReduce", "AllGather", "Broadcast"})
 INVARIANT_KINDS = frozenset({"weight", "optimizer_state"})
@@ -152,7 +152,4 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
                         result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb, counted))
     if sel is not None and not all_its:
         raise QueryError(d.root, f"no selected iteration ({_fmt(sel)}) was dumped")
-    result.iterations = sorted(all_its)
-    result.warnings = list(dict.fromkeys(result.warnings))
-    evaluate(result, jobs, cache, fast, progress)
-    return result
+    return finish(result, all_its, jobs, cache, fast, progress)

@@ -16,7 +16,7 @@ from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..graph import Graph
 from ..kinds import OPTIMIZER_INPUTS, trace_source
-from ..locate import position, user_location
+from ..locate import optimizer_slots, position, user_location
 from ..model import Dump, Rank, TensorRef
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
 from .metrics import (ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, as_thresholds, cache_names,
@@ -213,32 +213,6 @@ def graph_place(graph: Graph | None, node: str, io: str) -> tuple[int, int]:
     if graph.nx.nodes[node].get("is_parameter"):
         return pos, (2 if node in optimizer_slots(graph) else -1)
     return pos, (0 if io == "input" else 1)
-
-
-_OPT_CACHE: dict[int, tuple[Graph, dict[str, tuple[str, int]]]] = {}
-
-
-def optimizer_slots(graph: Graph) -> dict[str, tuple[str, int]]:
-    """Parameter -> (optimizer kernel, input slot) of the parameters an optimizer updates in place."""
-    got = _OPT_CACHE.get(id(graph))
-    if got is not None and got[0] is graph:
-        return got[1]
-    out: dict[str, tuple[str, int]] = {}
-    for k in graph.execution_order:
-        a = graph.nx.nodes[k]
-        spec = OPTIMIZER_INPUTS.get(a.get("op_type", ""))
-        if spec is None:
-            continue
-        ins = a.get("inputs", ())
-        for s in (spec[0], *spec[2]):
-            if s < len(ins) and ins[s][0]:
-                p = trace_source(graph.nx, ins[s][0])
-                if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
-                    out.setdefault(p, (k, s))
-    if len(_OPT_CACHE) > 64:
-        _OPT_CACHE.clear()
-    _OPT_CACHE[id(graph)] = (graph, out)
-    return out
 
 
 def make_pair(it: int, side_a: Side, side_b: Side, gid: int, ra: TensorRef | None, rb: TensorRef | None,
@@ -474,7 +448,13 @@ def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int
         _runs_rank(result, ra, rb, sel, names, all_its)
     if sel is not None and not all_its:
         raise QueryError(da.root, f"no selected iteration ({_fmt(sel)}) was dumped on both sides")
-    result.iterations = sorted(all_its)
+    return finish(result, all_its, jobs, cache, fast, progress)
+
+
+def finish(result: CompareResult, iterations: set[int], jobs: int | None, cache: StatsCache | None,
+           fast: bool, progress: Callable[[int, int], None] | None) -> CompareResult:
+    """Record the iterations, de-duplicate warnings and compute every pair's metrics."""
+    result.iterations = sorted(iterations)
     result.warnings = list(dict.fromkeys(result.warnings))
     evaluate(result, jobs, cache, fast, progress)
     return result

@@ -164,3 +164,26 @@ def test_scan_summarises_unreadable_files_by_problem(make_dump):
     assert len(lines) == 1, r.out
     n = int(lines[0].split(" x ")[0])
     assert n >= len(bad) and not lines[0].split(" x ")[1].startswith("/")
+
+
+def test_serve_refuses_a_path_without_dumps_before_starting():
+    r = run_cli("serve", "/no/such/dump")
+    assert r.code == 2 and "/no/such/dump" in r.err
+
+
+def test_progress_bar_draws_only_on_a_terminal():
+    import io
+
+    from debugger.report import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress("scanning", stream)
+        bar(5, 10)
+        bar(10, 10)
+    assert "scanning [" in tty.getvalue() and "10/10" in tty.getvalue() and tty.getvalue().endswith("\n")
+    assert pipe.getvalue() == ""

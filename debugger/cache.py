@@ -165,10 +165,10 @@ class StatsCache:
 
     def stats(self, ref: Any) -> Stats:
         """Statistics of a TensorRef: from the cache, else computed (and cached)."""
-        s = self.get(ref.file_identity)
+        s = self.get(ref.identity)
         if s is None:
             s = tensor_stats(ref.value())
-            self.put(ref.file_identity, s)
+            self.put(ref.identity, s)
         return s
 
     # -- persistence --------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import os
 import re
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable
 
@@ -19,30 +19,28 @@ from .formats.mindspore.graph_pb import read_graph_pb
 from .formats.mindspore.tree import RankListing, TensorFile, list_rank, read_metadata
 from .graph import Graph, op_number
 from .source import SourceIndex
-from .tensors import NpyHeader, load_npy, read_npy_header
+from .formats.base import TensorHeader, TensorSource
+from .formats.npy import NpyTensor
 
 _SHORT_RE = re.compile(r"^(?P<scope>.*?)_?(?P<short>[^_]+-op\d+)$")
 
 
 @dataclass
 class TensorRef:
-    """One dumped tensor: where it is and what it belongs to; values are read on demand."""
+    """One dumped tensor: what it belongs to, and its source; values are read on demand."""
 
     rank: int
     graph_id: int
     iteration: int
-    node: str                 # full name in the graph (the file's op name when unmatched)
+    node: str                 # full name in the graph (the format's own name when unmatched)
     op_type: str
     io: str                   # "input" | "output"
     slot: int
-    path: str
-    size: int                 # file size in bytes
+    source: TensorSource
     kind: str = "other"
     param: str | None = None
-    file_dtype: str | None = None
+    file_dtype: str | None = None   # dtype name the listing gives without reading the data
     matched: bool = True
-    mtime_ns: int = 0
-    _header: NpyHeader | None = field(default=None, repr=False, compare=False)
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -50,33 +48,46 @@ class TensorRef:
         return (self.node, self.io, self.slot)
 
     @property
-    def header(self) -> NpyHeader:
-        """The .npy header (read once)."""
-        if self._header is None:
-            self._header = read_npy_header(self.path)
-        return self._header
+    def location(self) -> str:
+        """Where the data lives, for messages."""
+        return self.source.location
+
+    @property
+    def size(self) -> int:
+        """Bytes the tensor takes in the dump."""
+        return self.source.stored_bytes
+
+    @property
+    def identity(self) -> str:
+        """Changes whenever the tensor's data does: the key of every cache."""
+        return self.source.identity
+
+    @property
+    def header(self) -> TensorHeader:
+        """dtype and shape, without reading values."""
+        return self.source.header()
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """Shape from the .npy header."""
+        """Shape, without reading values."""
         return self.header.shape
 
     @property
     def dtype(self) -> np.dtype:
-        """Dtype from the .npy header."""
+        """dtype, without reading values."""
         return self.header.dtype
 
+    @property
+    def has_values(self) -> bool:
+        """Whether the dump stores the values (not only statistics)."""
+        return self.source.has_values
+
     def value(self, mmap: bool = True) -> np.ndarray:
-        """The values, memory-mapped by default."""
-        return load_npy(self.path, self.header, mmap=mmap)
+        """The values, memory-mapped where the format allows."""
+        return self.source.array(mmap=mmap)
 
     def __getitem__(self, index: Any) -> np.ndarray:
         return np.asarray(self.value()[index])
-
-    @property
-    def file_identity(self) -> str:
-        """``path|size|mtime_ns`` as listed: changes whenever the file does."""
-        return f"{self.path}|{self.size}|{self.mtime_ns}"
 
 
 class Rank:
@@ -240,9 +251,9 @@ class Rank:
                     node = f.name.op_name
                     unmatched[gid].add(f.name.op_name)
                 attrs = graph.nx.nodes[node] if graph is not None and node in graph.nx else {}
-                ref = TensorRef(self.rank, gid, it, node, f.name.op_type, f.name.io, f.name.slot, f.path,
-                                f.size, attrs.get("kind", "other"), attrs.get("param"), f.name.dtype, matched,
-                                f.mtime_ns)
+                ref = TensorRef(self.rank, gid, it, node, f.name.op_type, f.name.io, f.name.slot,
+                                NpyTensor(f.path, f.size, f.mtime_ns), attrs.get("kind", "other"),
+                                attrs.get("param"), f.name.dtype, matched)
                 k = ref.key
                 if k not in newest or f.name.timestamp > newest[k][0]:
                     newest[k] = (f.name.timestamp, ref)

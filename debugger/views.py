@@ -34,7 +34,7 @@ from .report import ranges_text
 from .serialize import node_dict, tensor_dict
 from .source import parse_location
 from .stats import Stats, histogram, tensor_stats
-from .tensors import parse_slice
+from .slices import parse_slice
 
 DEFAULT_PAGE = 500      # items of a page when the caller gives no end
 MAX_PAGE = 5000         # items of one page at most

@@ -65,7 +65,7 @@ def read_everything(dump: Dump) -> tuple[list[str], dict[str, str]]:
             try:
                 ref.value().sum()
             except CorruptFileError as exc:
-                failures[ref.path] = str(exc)
+                failures[ref.location] = str(exc)
     dump.source_index.all_files()
     return dump.all_warnings(), failures
 

@@ -152,7 +152,7 @@ def test_model_newest_timestamp_wins(make_dump) -> None:
     refs = rank.tensors(0)
     assert rank.tensor_file_count() > len(refs) == 180
     for t in refs:
-        p = parse_tensor_file_name(os.path.basename(t.path))
+        p = parse_tensor_file_name(os.path.basename(t.location))
         assert p is not None and p.timestamp == newest[(t.iteration, p.op_name, t.io, t.slot)]
         v = t.value()
         assert not (v.dtype != bool and v.size and np.all(v == dumpmaker.STALE_VALUE))
@@ -167,11 +167,11 @@ def test_model_mapping_csv_resolves_long_names(make_dump) -> None:
     rank = open_dump(root).rank(0)
     refs = rank.tensors(0, 0)
     assert len(refs) == 90 and all(t.matched for t in refs)
-    long_refs = [t for t in refs if os.path.basename(t.path) in numbered]
+    long_refs = [t for t in refs if os.path.basename(t.location) in numbered]
     assert len(long_refs) == len(numbered)
     for t in long_refs:
         assert layers[0][0] in t.node
-        np.testing.assert_array_equal(t.value(), np.load(t.path))
+        np.testing.assert_array_equal(t.value(), np.load(t.location))
 
 
 def test_model_renumbered_files_match_by_scope_and_op_type(make_dump) -> None:
@@ -180,7 +180,7 @@ def test_model_renumbered_files_match_by_scope_and_op_type(make_dump) -> None:
     node = f"Gradients/{BB}/fc1_act-Sigmoid/Grad_Sigmoid/SigmoidGrad-op1"   # the graph's number
     assert node in rank.graph(0) and node in rank.graph(0).execution_order
     refs = [t for t in rank.tensors(0, 1) if t.node == node]
-    assert len(refs) == 3 and all("SigmoidGrad-op0." in os.path.basename(t.path) for t in refs)   # the files'
+    assert len(refs) == 3 and all("SigmoidGrad-op0." in os.path.basename(t.location) for t in refs)   # the files'
     assert all(t.matched for t in rank.tensors(0)) and open_dump(root).all_warnings() == []
 
 

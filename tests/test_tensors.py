@@ -8,7 +8,8 @@ import pytest
 
 from debugger.errors import CorruptFileError, QueryError
 from debugger.formats import open_dump
-from debugger.tensors import load_npy, parse_slice, read_npy_header
+from debugger.formats.npy import load_npy, read_npy_header
+from debugger.slices import parse_slice
 
 
 def _save(path: str, arr: np.ndarray, version: tuple[int, int] | None = None) -> str:
@@ -60,7 +61,7 @@ def test_tensors_refs_of_a_made_dump_read_like_np_load(make_dump) -> None:
     refs = rank.tensors(0)
     assert len(refs) == 180
     for ref in refs:
-        expected = np.load(ref.path)
+        expected = np.load(ref.location)
         assert ref.shape == expected.shape and ref.dtype == expected.dtype
         np.testing.assert_array_equal(ref.value(), expected)
 

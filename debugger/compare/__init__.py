@@ -12,9 +12,9 @@ Both return a :class:`CompareResult`: graded :class:`Pair` objects (msprobe's me
 """
 from __future__ import annotations
 
-from .metrics import ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, compare_arrays, compare_files, grade
+from .metrics import ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, compare_arrays, compare_sources, grade
 from .ranks import compare_ranks, invariant_nodes, is_invariant
 from .runs import CompareResult, Pair, Side, compare_runs
 
 __all__ = ["compare_ranks", "compare_runs", "CompareResult", "Pair", "Side", "Thresholds", "Metrics", "Outcome",
-           "compare_files", "compare_arrays", "grade", "invariant_nodes", "is_invariant", "PASS", "WARNING", "ERROR"]
+           "compare_sources", "compare_arrays", "grade", "invariant_nodes", "is_invariant", "PASS", "WARNING", "ERROR"]

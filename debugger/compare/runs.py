@@ -14,13 +14,14 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
+from ..formats.base import TensorSource
 from ..graph import Graph
 from ..kinds import OPTIMIZER_INPUTS, trace_source
 from ..locate import optimizer_slots, position, user_location
 from ..model import Dump, Rank, TensorRef
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
 from .metrics import (ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, as_thresholds, cache_names,
-                      cached_outcome, compare_files, grade, outcome_to_extras)
+                      cached_outcome, compare_sources, grade, outcome_to_extras)
 
 MISSING_ON_A, MISSING_ON_B = "missing on a", "missing on b"
 # Below this many bytes to read, pairs are compared in this process: forking costs more than it saves.
@@ -231,12 +232,12 @@ def make_pair(it: int, side_a: Side, side_b: Side, gid: int, ra: TensorRef | Non
 # -- computing ----------------------------------------------------------------------------------
 def _pair_key(p: Pair) -> str:
     assert p.ref_a is not None and p.ref_b is not None
-    return f"{p.ref_a.file_identity}>{p.ref_b.file_identity}"
+    return f"{p.ref_a.identity}>{p.ref_b.identity}"
 
 
-def _run_chunk(tasks: list[tuple[str, str]], fast: bool) -> list[Outcome]:
-    """Worker entry point: compare a list of file pairs."""
-    return [compare_files(a, b, fast) for a, b in tasks]
+def _run_chunk(tasks: list[tuple[TensorSource, TensorSource]], fast: bool) -> list[Outcome]:
+    """Worker entry point: compare a list of tensor pairs."""
+    return [compare_sources(a, b, fast) for a, b in tasks]
 
 
 def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache | None = None, fast: bool = True,
@@ -262,7 +263,7 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
     try:
         if jobs == 1 or total < POOL_MIN_BYTES or len(todo) < 2:
             for p in todo:
-                p.outcome = compare_files(p.ref_a.path, p.ref_b.path, fast)  # type: ignore[union-attr]
+                p.outcome = compare_sources(p.ref_a.source, p.ref_b.source, fast)  # type: ignore[union-attr]
                 done += 1
                 if progress is not None:
                     progress(done, len(todo))
@@ -303,7 +304,7 @@ def _in_pool(todo: list[Pair], total: int, jobs: int, fast: bool, progress: Prog
         size += p.ref_a.size + p.ref_b.size  # type: ignore[union-attr]
     done = 0
     with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-        futs = {pool.submit(_run_chunk, [(p.ref_a.path, p.ref_b.path) for p in c], fast): c  # type: ignore[union-attr]
+        futs = {pool.submit(_run_chunk, [(p.ref_a.source, p.ref_b.source) for p in c], fast): c  # type: ignore[union-attr]
                 for c in chunks}
         for fut in as_completed(futs):
             chunk = futs[fut]

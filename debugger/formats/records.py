@@ -27,6 +27,16 @@ class NodeRecord:
     is_parameter: bool = False
     is_constant: bool = False
     has_default: bool = False      # parameters: holds a value of its own (weights, state)
+    # Facts the format knows about the node (the MindSpore reader derives them from the graph,
+    # tdbg's own format stores them); the model and the engines use these, never op names.
+    kind: str = "other"            # one of debugger.kinds.KINDS
+    param: str | None = None       # the weight a weight, gradient or optimizer state belongs to
+    is_backward: bool = False
+    is_routing: bool = False       # only routes values (no computation): hidden in graph views
+    is_collective: bool = False    # exchanges values between ranks (all-reduce, all-gather ...)
+    input_roles: tuple[str, ...] = ()   # optimizer update kernels: "weight" | "gradient" | "state" | "hyper" per input
+    value_inputs: tuple[str, ...] = ()  # per input slot, the node whose value arrives (through routing nodes)
+    base_name: str = ""            # the name without numbers that change between runs ("" = name)
 
 
 @dataclass
@@ -38,3 +48,4 @@ class GraphRecord:
     nodes: list[NodeRecord]
     outputs: list[str]
     source_file: str               # the file it was read from
+    execution_order: list[str] = field(default_factory=list)   # kernels as they ran ([]: unknown)

@@ -238,22 +238,22 @@ class _Batch:
 
     def want_stats(self, ref: TensorRef, ranges: Iterable[tuple[float, float]] = (),
                    units: Iterable[UnitSpec] = ()) -> None:
-        t = self.files.get(ref.path)
+        t = self.files.get(ref.identity)
         if t is None:
-            t = self.files[ref.path] = FileTask(ref.path)
-            self.refs[ref.path] = ref
+            t = self.files[ref.identity] = FileTask(ref.source)
+            self.refs[ref.identity] = ref
         if ranges:
             t.ranges.update(ranges)
         if units:
             t.units.update(units)
 
     def want_pair(self, cur: TensorRef, prev: TensorRef, rtol: float | None = None) -> None:
-        k = (cur.path, prev.path)
+        k = (cur.identity, prev.identity)
         t = self.pairs.get(k)
         if t is None:
-            t = self.pairs[k] = PairTask(cur.path, prev.path)
-            self.refs[cur.path] = cur
-            self.refs[prev.path] = prev
+            t = self.pairs[k] = PairTask(cur.source, prev.source)
+            self.refs[cur.identity] = cur
+            self.refs[prev.identity] = prev
         if rtol is not None:
             t.rtols.add(rtol)
         self.want_stats(prev)
@@ -271,10 +271,9 @@ class _Batch:
 
     def _files_from_cache(self) -> list[FileTask]:
         todo: list[FileTask] = []
-        for path, t in self.files.items():
-            ident = self.refs[path].file_identity
+        for ident, t in self.files.items():
             res = FileResult(stats=self.cache.get(ident))
-            missing = FileTask(path, base=res.stats is None)
+            missing = FileTask(t.source, base=res.stats is None)
             for r in t.ranges:
                 count = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}")
                 if count is None:
@@ -287,7 +286,7 @@ class _Batch:
                     missing.units.add(u)
                 else:
                     res.units[u] = pct
-            self.file_results[path] = res
+            self.file_results[ident] = res
             if missing.base or missing.ranges or missing.units:
                 todo.append(missing)
         return todo
@@ -295,7 +294,7 @@ class _Batch:
     def _pairs_from_cache(self) -> list[PairTask]:
         todo: list[PairTask] = []
         for k, t in self.pairs.items():
-            ident = f"{self.refs[k[0]].file_identity}>{self.refs[k[1]].file_identity}"
+            ident = f"{k[0]}>{k[1]}"
             res = PairResult(self.cache.get_extra(f"{ident}|dmean"))
             missing = PairTask(t.cur, t.prev)
             for rtol in t.rtols:
@@ -337,11 +336,11 @@ class _Batch:
         return self.reads
 
     def _merge_file(self, t: FileTask, res: FileResult) -> None:
-        have = self.file_results[t.path]
+        ident = t.source.identity
+        have = self.file_results[ident]
         if res.error:
             have.error = res.error
             return
-        ident = self.refs[t.path].file_identity
         if res.stats is not None and t.base:
             have.stats = res.stats
             self.cache.put(ident, res.stats)
@@ -353,12 +352,12 @@ class _Batch:
             self.cache.put_extra(f"{ident}|units|{u!r}", pct)
 
     def _merge_pair(self, t: PairTask, res: PairResult) -> None:
-        k = (t.cur, t.prev)
+        k = (t.cur.identity, t.prev.identity)
         have = self.pair_results[k]
         if res.error:
             have.error = res.error
             return
-        ident = f"{self.refs[t.cur].file_identity}>{self.refs[t.prev].file_identity}"
+        ident = f"{k[0]}>{k[1]}"
         if res.diff_abs_mean is not None:
             have.diff_abs_mean = res.diff_abs_mean
             self.cache.put_extra(f"{ident}|dmean", res.diff_abs_mean)
@@ -367,9 +366,9 @@ class _Batch:
             self.cache.put_extra(f"{ident}|excess|{r!r}", v)
 
     def stats(self, ref: TensorRef) -> tuple[Stats | None, str | None]:
-        res = self.file_results.get(ref.path)
+        res = self.file_results.get(ref.identity)
         if res is None:
-            return None, f"{ref.path}: not computed"
+            return None, f"{ref.location}: not computed"
         return res.stats, res.error
 
 
@@ -646,13 +645,13 @@ def _evaluate_check(chk: _Check, batch: _Batch, result: ScanResult) -> None:
     if needs == RANGE:
         lo = wp.params.get("range_start_inclusive", -math.inf)
         hi = wp.params.get("range_end_inclusive", math.inf)
-        count = batch.file_results[ref.path].ranges.get((lo, hi))
+        count = batch.file_results[ref.identity].ranges.get((lo, hi))
         values["range_percentage"] = None if count is None else 100.0 * count / stats.count
     elif needs in (PREVIOUS, HISTORY):
         _evaluate_previous(chk, batch, result, values)
         return
     elif needs == UNITS:
-        res = batch.file_results[chk.extra[0].path]
+        res = batch.file_results[chk.extra[0].identity]
         if res.error:
             _err(result, chk, res.error)
             return
@@ -692,7 +691,7 @@ def _evaluate_previous(chk: _Check, batch: _Batch, result: ScanResult, values: d
         if s.has_nonfinite:
             _err(result, chk, "previous value: " + _nonfinite_text(s))
             return
-    pairs = [batch.pair_results[(a.path, b.path)] for a, b in zip(chain, chain[1:])]
+    pairs = [batch.pair_results[(a.identity, b.identity)] for a, b in zip(chain, chain[1:])]
     for p in pairs:
         if p.error:
             _err(result, chk, p.error)
@@ -734,7 +733,7 @@ def _overflow_origins(step: _Step, wp: Watchpoint, order: int, refs: list[Tensor
     bad: dict[tuple[str, str, int], Stats] = {}
     for ref in refs:
         key = ref.key
-        res = batch.file_results.get(ref.path)
+        res = batch.file_results.get(ref.identity)
         if res is None:
             continue
         if res.error:

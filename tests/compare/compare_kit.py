@@ -60,7 +60,7 @@ def sample_copy(tmp_path: Any) -> Iterator[Callable[..., str]]:
 
 def find(root: str, rank: int, iteration: int, node: str, io: str = "output", slot: int = 0) -> str:
     """The tensor file of (node, io, slot) in a rank's iteration (graph 0)."""
-    return open_dump(root).rank(rank).tensor(0, iteration, node, io, slot).path
+    return open_dump(root).rank(rank).tensor(0, iteration, node, io, slot).location
 
 
 def graph(root: str, rank: int = 0) -> Any:

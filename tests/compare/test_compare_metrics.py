@@ -8,11 +8,17 @@ import numpy as np
 import pytest
 
 from debugger.compare.metrics import (ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, cache_names,
-                                      cached_outcome, compare_arrays, compare_files, grade, outcome_to_extras)
+                                      cached_outcome, compare_arrays, compare_sources, grade, outcome_to_extras)
+from debugger.formats.npy import NpyTensor
 from debugger.stats import CHUNK
 
 F32 = np.float32
 EPS32 = float(np.finfo(np.float32).eps)
+
+
+def compare_files(path_a: str, path_b: str, fast: bool = True) -> Outcome:
+    """compare_sources on two .npy files."""
+    return compare_sources(*(NpyTensor(p, os.path.getsize(p), os.stat(p).st_mtime_ns) for p in (path_a, path_b)), fast)
 
 
 def files(tmp_path, a, b, fortran_a: bool = False):

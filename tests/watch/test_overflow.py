@@ -71,8 +71,8 @@ def _origins_from_files(root: str, lay: Layout) -> list[tuple[int, str]]:
         refs = [r for r in dump.rank(0).tensors(0, it) if r.dtype.kind == "f"]
         for k in lay.order:
             mine = [r for r in refs if r.node == k]
-            ok_in = all(np.isfinite(np.load(r.path)).all() for r in mine if r.io == "input")
-            bad_out = any(not np.isfinite(np.load(r.path)).all() for r in mine if r.io == "output")
+            ok_in = all(np.isfinite(np.load(r.location)).all() for r in mine if r.io == "input")
+            bad_out = any(not np.isfinite(np.load(r.location)).all() for r in mine if r.io == "output")
             if ok_in and bad_out:
                 out.append((it, k))
     return out
@@ -86,7 +86,7 @@ def test_file_timestamps_do_not_decide(tmp_path, layout):
     nan_kernels = [n for n in lay.order[lay.position(origin):]
                    if any(r.node == n and r.io == "output" and r.dtype.kind == "f"
                           for r in dump.rank(0).tensors(0, 1))]
-    stamps = {n: file_timestamp(ref_of(dump, 1, n).path) for n in nan_kernels}
+    stamps = {n: file_timestamp(ref_of(dump, 1, n).location) for n in nan_kernels}
     assert min(stamps, key=stamps.get) != origin       # the test means something: a later kernel was written first
     assert run(dump, "overflow").first.node == origin
 

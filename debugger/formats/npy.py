@@ -1,4 +1,7 @@
-"""Tensor files: shape and dtype from the .npy header, values through a memory map."""
+"""``.npy`` tensor files: the header without the data, values through one chunked reader.
+
+Shared by the formats that store one ``.npy`` file per tensor.
+"""
 from __future__ import annotations
 
 import ast
@@ -8,11 +11,12 @@ import re
 import struct
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 import numpy as np
 
-from .errors import CorruptFileError
+from ..errors import CorruptFileError
+from .base import TensorHeader, TensorSource
 
 _MAGIC = b"\x93NUMPY"
 _HEADER_RE = re.compile(
@@ -153,31 +157,78 @@ def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> n
     return np.frombuffer(buf, dtype=header.dtype).reshape(header.shape, order=order)
 
 
-def parse_slice(text: str, ndim: int) -> tuple[Any, ...]:
-    """Parse a numpy-style index such as ``[0, :, 1:3]`` into a tuple usable on an array."""
-    from .errors import QueryError
+# Large files come back from read_npy memory-mapped. Every page of a map that a pass touches stays
+# in the process's resident set until the map goes, so a pass over a 64 MiB tensor would add 64 MiB:
+# chunks are read instead, one piece at a time through one reused buffer.
+def _read_pieces(path: str, header: NpyHeader, n: int) -> Iterator[np.ndarray]:
+    total = math.prod(header.shape)
+    buf = np.empty(min(total, n), header.dtype)
+    raw = buf.view(np.uint8).data
+    with open(path, "rb", buffering=0) as f:
+        if total * header.dtype.itemsize > (8 << 20) and hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)   # a larger read-ahead when cold
+        f.seek(header.data_offset)
+        done = 0
+        while done < total:
+            k = min(n, total - done)
+            read_exact(f, raw, k * header.dtype.itemsize, path)
+            done += k
+            yield buf[:k]
 
-    body = text.strip()
-    if body.startswith("[") and body.endswith("]"):
-        body = body[1:-1]
-    if not body.strip():
-        return ()
-    out: list[Any] = []
-    for part in body.split(","):
-        part = part.strip()
-        try:
-            if part == "...":
-                out.append(Ellipsis)
-            elif ":" in part:
-                bits = [b.strip() for b in part.split(":")]
-                if len(bits) > 3:
-                    raise ValueError
-                nums = [int(b) if b else None for b in bits]
-                out.append(slice(*nums))
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise QueryError(None, f"bad slice {text!r}: expected integers, ':' and ','") from None
-    if len([o for o in out if o is not Ellipsis]) > ndim:
-        raise QueryError(None, f"bad slice {text!r}: {len(out)} indices for {ndim} dimensions")
-    return tuple(out)
+
+@dataclass(frozen=True)
+class NpyTensor(TensorSource):
+    """A tensor stored as one ``.npy`` file; identity is path, size and mtime as listed."""
+
+    path: str
+    size: int
+    mtime_ns: int = 0
+
+    @property
+    def identity(self) -> str:
+        """``path|size|mtime_ns``: changes whenever the file does."""
+        return f"{self.path}|{self.size}|{self.mtime_ns}"
+
+    @property
+    def location(self) -> str:
+        """The file's path."""
+        return self.path
+
+    @property
+    def stored_bytes(self) -> int:
+        """The file's size as listed."""
+        return self.size
+
+    def header(self) -> TensorHeader:
+        """dtype and shape from the .npy header (read once per process and file identity)."""
+        h = _npy_header(self.path, self.size, self.mtime_ns)
+        return TensorHeader(h.dtype, h.shape)
+
+    def npy_header(self) -> NpyHeader:
+        """The parsed .npy header, data offset and order included."""
+        return _npy_header(self.path, self.size, self.mtime_ns)
+
+    def array(self, mmap: bool = True) -> np.ndarray:
+        """The values, memory-mapped by default (small files are read whole)."""
+        if mmap:
+            return load_npy(self.path, self.npy_header(), mmap=True)
+        return read_npy(self.path)
+
+    def chunks(self, n: int) -> Iterator[np.ndarray]:
+        """Elements in C order, ``n`` at a time, read through one reused buffer."""
+        h = self.npy_header()
+        check_complete(self.path, h)
+        if h.nbytes == 0:
+            return
+        if h.fortran_order and len(h.shape) > 1:
+            flat = load_npy(self.path, h).reshape(-1, order="C")   # logical order: numpy copies per chunk
+            for i in range(0, flat.size, n):
+                yield np.ascontiguousarray(flat[i:i + n])
+            return
+        yield from _read_pieces(self.path, h, n)
+
+
+@lru_cache(maxsize=4096)
+def _npy_header(path: str, size: int, mtime_ns: int) -> NpyHeader:
+    """Keyed by the file's identity, so a replaced file is read anew."""
+    return read_npy_header(path)

@@ -41,7 +41,7 @@ out.update(hits=len(r.hits), errors=len(r.errors), reads=r.files_checked)
 """
 
 INFO = """
-from debugger.formats import open_dumps
+from debugger import open_dumps
 from debugger.serialize import dump_info
 info = [dump_info(d) for d in open_dumps(DUMP)]
 out['tensor_files'] = sum(r['tensor_files'] for i in info for r in i['ranks'])

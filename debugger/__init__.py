@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 from .errors import CorruptFileError, DumpError, NotADumpError, QueryError
-from .formats import find_dump_roots, open_dump, open_dumps
 from .graph import Graph, Node
 from .kinds import KINDS
-from .model import Dump, Rank, TensorRef
+from .model import Dump, Rank, TensorRef, find_dump_roots, open_dump, open_dumps
 from .cache import StatsCache
 from .stats import Stats, tensor_stats
 

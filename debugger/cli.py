@@ -29,7 +29,7 @@ def _print_json(obj: Any, out: TextIO) -> None:
 # -- info ---------------------------------------------------------------------------------------
 def cmd_info(args: argparse.Namespace, out: TextIO) -> int:
     """Ranks, graphs, iterations, node kinds, tensor counts and warnings."""
-    from .formats import open_dumps
+    from .model import open_dumps
     from .serialize import dump_info
 
     infos = [dump_info(d) for d in open_dumps(args.dump)]
@@ -45,8 +45,8 @@ def _print_info(info: dict, out: TextIO) -> None:
     ranks = info["ranks"]
     first = ranks[0] if ranks else {}
     out.write(f"Dump {info['dump']}\n")
-    out.write(f"  MindSpore {first.get('ms_version') or '?'} on {first.get('device_target') or '?'}, "
-              f"net {first.get('net') or '?'}, saved_data {first.get('saved_data') or '?'}, "
+    out.write(f"  {info.get('format')}: {first.get('framework') or '?'} {first.get('framework_version') or '?'} on "
+              f"{first.get('device_target') or '?'}, net {first.get('net') or '?'}, saved {first.get('saved') or '?'}, "
               f"{len(ranks)} rank(s)\n")
     rows = []
     for r in ranks:
@@ -76,7 +76,7 @@ def _print_info(info: dict, out: TextIO) -> None:
 def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
     """A node's kind, inputs, outputs, shapes and source stack."""
     from .errors import QueryError
-    from .formats import open_dump
+    from .model import open_dump
     from .serialize import node_dict
 
     dump = open_dump(args.dump)
@@ -115,7 +115,7 @@ def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
 # -- code ---------------------------------------------------------------------------------------
 def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     """Every node created by a source line, forward and backward marked."""
-    from .formats import open_dump
+    from .model import open_dump
     from .source import parse_location
 
     dump = open_dump(args.dump)
@@ -182,7 +182,7 @@ def build_watchpoints(args: argparse.Namespace) -> list:
 def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     """Run watchpoints over a dump."""
     from .cache import StatsCache
-    from .formats import open_dump
+    from .model import open_dump
     from .watch.engine import parse_iterations, scan
     from .watch.registry import describe_conditions
 
@@ -285,7 +285,7 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     except ImportError as exc:
         raise DumpError(None, f"the web UI is not installed ({exc})") from None
     path = args.dump or default_sample()
-    from .formats import find_dump_roots
+    from .model import find_dump_roots
 
     find_dump_roots(path)  # fail early, with the path, when there is nothing to serve
     app = create_app(path)
@@ -302,12 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("info", help="what a dump holds")
-    s.add_argument("dump", help="dump root, rank_N dir, or a folder holding dumps")
+    s.add_argument("dump", help="dump root, one rank of it, or a folder holding dumps")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_info)
 
     s = sub.add_parser("node", help="one node: kind, inputs, outputs, source stack")
-    s.add_argument("dump", help="dump root or rank_N dir")
+    s.add_argument("dump", help="dump root or one rank of it")
     s.add_argument("name", help="full name, file-name spelling, parameter name or name suffix")
     s.add_argument("--rank", type=int, help="rank (default: the first)")
     s.add_argument("--graph", type=int, help="graph id (default: every graph with that node)")
@@ -315,14 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_node)
 
     s = sub.add_parser("code", help="the nodes a source line created")
-    s.add_argument("dump", help="dump root or rank_N dir")
+    s.add_argument("dump", help="dump root or one rank of it")
     s.add_argument("location", help="FILE:LINE; FILE matches by path suffix (train.py:14)")
     s.add_argument("--rank", type=int, help="only this rank")
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.set_defaults(func=cmd_code)
 
     s = sub.add_parser("scan", help="run watchpoints; exit 1 on hits")
-    s.add_argument("dump", nargs="?", help="dump root or rank_N dir")
+    s.add_argument("dump", nargs="?", help="dump root or one rank of it")
     s.add_argument("--watch", action="append", metavar="NAME[:param=value,...]", help="a watchpoint (repeatable)")
     s.add_argument("--preset", help="a preset of watchpoints (recommended)")
     s.add_argument("--config", help="JSON or YAML list of {name, params} watchpoints")

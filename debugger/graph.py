@@ -1,21 +1,11 @@
 """One computation graph: a networkx DiGraph with kinds, scopes, execution order and stacks."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Iterator
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    import networkx as nx
-
 from .formats.records import GraphRecord, OutputType
-from .kinds import FRAMEWORK_OPS, classify, is_backward
 from .source import Frame, parse_stack, user_first
-
-_OP_NUMBER_RE = re.compile(r"-op(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -65,14 +55,29 @@ class Node:
         return sorted(self.graph.nx.successors(self.name))
 
     @property
-    def is_framework_op(self) -> bool:
-        """Load, Depend, MakeTuple and the like: routing, not computation."""
-        return self.op_type in FRAMEWORK_OPS
+    def is_routing(self) -> bool:
+        """Whether the node only routes values (no computation of its own)."""
+        return bool(self._a.get("is_routing"))
+
+    @property
+    def is_collective(self) -> bool:
+        """Whether the node exchanges values between ranks."""
+        return bool(self._a.get("is_collective"))
 
     @property
     def is_backward(self) -> bool:
         """Whether the node belongs to the backward pass."""
-        return is_backward(self.name)
+        return bool(self._a.get("is_backward"))
+
+    @property
+    def input_roles(self) -> tuple[str, ...]:
+        """For an optimizer update kernel, each input's role (weight, gradient, state, hyper); else ()."""
+        return tuple(self._a.get("input_roles", ()))
+
+    @property
+    def base_name(self) -> str:
+        """The name without the numbers that change between runs."""
+        return self._a.get("base_name") or self.name
 
     @property
     def execution_index(self) -> int | None:
@@ -91,9 +96,10 @@ class Node:
 
 
 class Graph:
-    """A graph of one rank, built from a :class:`GraphRecord`."""
+    """A graph of one rank, built from a :class:`GraphRecord` and the hints its reader gave."""
 
-    def __init__(self, record: GraphRecord, execution_order: list[str] | None = None) -> None:
+    def __init__(self, record: GraphRecord) -> None:
+        self.record = record
         self.graph_id = record.graph_id
         self.name = record.name
         self.source_file = record.source_file
@@ -106,16 +112,16 @@ class Graph:
                        outputs=list(n.outputs), source=n.source,
                        source_outermost_first=n.source_outermost_first,
                        is_parameter=n.is_parameter, is_constant=n.is_constant,
-                       instance_name=n.instance_name)
+                       instance_name=n.instance_name, kind=n.kind, param=n.param, is_backward=n.is_backward,
+                       is_routing=n.is_routing, is_collective=n.is_collective, per_rank=n.per_rank, input_roles=n.input_roles,
+                       value_inputs=n.value_inputs, base_name=n.base_name)
         for n in record.nodes:
             for slot, (src, edge) in enumerate(n.inputs):
                 if src and src in g:
                     g.add_edge(src, n.name, slot=slot, edge=edge)
-        classify(g, self.outputs)
         self.nx = g
-        self.execution_order = [k for k in (execution_order or []) if k in g] or [
-            n.name for n in record.nodes
-            if not n.is_parameter and not n.is_constant and n.op_type not in FRAMEWORK_OPS]
+        self.execution_order = [k for k in record.execution_order if k in g] or [
+            n.name for n in record.nodes if not n.is_parameter and not n.is_constant and not n.is_routing]
         self.execution_index = {k: i for i, k in enumerate(self.execution_order)}
         self._stacks: dict[str, list[Frame]] = {}
 
@@ -151,34 +157,18 @@ class Graph:
             out[a["kind"]] = out.get(a["kind"], 0) + 1
         return out
 
-    @cached_property
-    def file_keys(self) -> dict[str, str]:
-        """How tensor files spell node names, mapped to full names.
-
-        2.3+ writes the full scope with '/' as '_'; <= 2.2 the short name; parameters
-        with '.' as '_'. All spellings are keys; ambiguous short names keep the first.
-        """
-        keys: dict[str, str] = {}
-        for n, a in self.nx.nodes(data=True):
-            if a.get("is_constant"):
-                continue
-            if a.get("is_parameter"):
-                keys.setdefault(n.replace(".", "_").replace("/", "_"), n)
-                keys.setdefault(n, n)
-                continue
-            keys.setdefault(n.replace("/", "_"), n)
-            keys.setdefault(n.rsplit("/", 1)[-1], n)
-        return keys
-
-    def leftover_key(self, name: str) -> tuple[str, str] | None:
-        """(scope spelled as in files, op type) of a kernel, used to pair renumbered ops."""
+    def value_source(self, name: str) -> str:
+        """The node that made the value ``name`` passes on (itself unless it only routes a value)."""
         a = self.nx.nodes.get(name)
-        if a is None or a.get("is_parameter") or a.get("is_constant"):
-            return None
-        return (name.rsplit("/", 1)[0].replace("/", "_") if "/" in name else "", a.get("op_type", ""))
+        if a is None or not a.get("is_routing"):
+            return name
+        vi = a.get("value_inputs") or ()
+        return vi[0] if vi and vi[0] else name
 
-
-def op_number(name: str) -> int:
-    """The N of a trailing ``-opN`` (-1 when absent)."""
-    m = _OP_NUMBER_RE.search(name)
-    return int(m.group(1)) if m else -1
+    def value_inputs(self, name: str) -> tuple[str, ...]:
+        """Per input slot of ``name``, the node whose value arrives there (through routing nodes)."""
+        a = self.nx.nodes[name]
+        vi = a.get("value_inputs")
+        if vi or a.get("is_routing"):
+            return tuple(vi or ())
+        return tuple(src for src, _ in a.get("inputs", ()))

@@ -4,22 +4,23 @@ from __future__ import annotations
 from functools import lru_cache
 
 from .graph import Graph
-from .kinds import OPTIMIZER_INPUTS, trace_source
+
+
+def _is_parameter(graph: Graph, name: str) -> bool:
+    return name in graph.nx and bool(graph.nx.nodes[name].get("is_parameter"))
 
 
 @lru_cache(maxsize=64)
-def _optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str], ...]:
-    """(optimizer kernel, input slot, parameter) for every optimizer input that is a parameter."""
+def _optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str, str], ...]:
+    """(optimizer kernel, input slot, parameter, role) for every optimizer input that is a parameter."""
     out = []
     for name in graph.execution_order:
-        a = graph.nx.nodes[name]
-        if a.get("op_type") not in OPTIMIZER_INPUTS:
+        roles = graph.node(name).input_roles
+        if not roles:
             continue
-        for slot, (src, _) in enumerate(a.get("inputs", ())):
-            if src:
-                p = trace_source(graph.nx, src)
-                if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
-                    out.append((name, slot, p))
+        for slot, p in enumerate(graph.value_inputs(name)):
+            if p and _is_parameter(graph, p):
+                out.append((name, slot, p, roles[slot] if slot < len(roles) else "hyper"))
     return tuple(out)
 
 
@@ -27,7 +28,7 @@ def _optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str], ...]:
 def _optimizer_of(graph: Graph) -> dict[str, str]:
     """Parameter -> the first optimizer kernel that updates it (or reads it as a hyper-parameter)."""
     out: dict[str, str] = {}
-    for kernel, _, p in _optimizer_inputs(graph):
+    for kernel, _, p, _ in _optimizer_inputs(graph):
         out.setdefault(p, kernel)
     return out
 
@@ -37,9 +38,8 @@ def optimizer_slots(graph: Graph) -> dict[str, tuple[str, int]]:
     """Parameter -> (optimizer kernel, input slot) of the parameters an optimizer updates in place
     (the weight and its state, not learning rate or momentum)."""
     out: dict[str, tuple[str, int]] = {}
-    for kernel, slot, p in _optimizer_inputs(graph):
-        w_idx, _, state = OPTIMIZER_INPUTS[graph.nx.nodes[kernel]["op_type"]]
-        if slot == w_idx or slot in state:
+    for kernel, slot, p, role in _optimizer_inputs(graph):
+        if role in ("weight", "state"):
             out.setdefault(p, (kernel, slot))
     return out
 
@@ -49,14 +49,10 @@ def readers(graph: Graph) -> dict[str, list[tuple[str, int]]]:
     """Parameter -> (kernel, input slot) of the forward kernels that read it, in execution order."""
     out: dict[str, list[tuple[str, int]]] = {}
     for name in graph.execution_order:
-        a = graph.nx.nodes[name]
-        if a.get("op_type") in OPTIMIZER_INPUTS:
+        if graph.node(name).input_roles:
             continue
-        for slot, (src, _) in enumerate(a.get("inputs", ())):
-            if not src:
-                continue
-            p = trace_source(graph.nx, src)
-            if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
+        for slot, p in enumerate(graph.value_inputs(name)):
+            if p and _is_parameter(graph, p):
                 out.setdefault(p, []).append((name, slot))
     return out
 
@@ -89,16 +85,10 @@ def user_location(graph: Graph, node: str) -> str | None:
                 return f.location
     param = graph.nx.nodes[node].get("param")
     if param and param != node and param in graph.nx:
-        return user_location(graph, param)  # e.g. an AllReduce of a gradient: the layer's line
+        return user_location(graph, param)  # e.g. an all-reduce of a gradient: the layer's line
     return None
 
 
 def parameters_read(graph: Graph, node: str) -> set[str]:
-    """Parameters a kernel reads (through Load and the like)."""
-    out = set()
-    for src, _ in graph.nx.nodes[node].get("inputs", ()):
-        if src:
-            p = trace_source(graph.nx, src)
-            if p in graph.nx and graph.nx.nodes[p].get("is_parameter"):
-                out.add(p)
-    return out
+    """Parameters a kernel reads (through routing nodes)."""
+    return {p for p in graph.value_inputs(node) if p and _is_parameter(graph, p)}

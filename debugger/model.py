@@ -3,26 +3,19 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import cached_property
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .errors import CorruptFileError, DumpError, QueryError
-from .formats.mindspore import exec_order as eo
-from .formats.mindspore.graph_ir import read_graph_ir
-from .formats.mindspore.graph_pb import read_graph_pb
-from .formats.mindspore.tree import RankListing, TensorFile, list_rank, read_metadata
-from .graph import Graph, op_number
+from .errors import QueryError
+from .formats import find_dump_roots as _find_roots
+from .formats import open_source
+from .formats.base import DumpSource, RankInfo, RankReader, TensorHeader, TensorSource
+from .graph import Graph
 from .source import SourceIndex
-from .formats.base import TensorHeader, TensorSource
-from .formats.npy import NpyTensor
-
-_SHORT_RE = re.compile(r"^(?P<scope>.*?)_?(?P<short>[^_]+-op\d+)$")
 
 
 @dataclass
@@ -91,53 +84,34 @@ class TensorRef:
 
 
 class Rank:
-    """One rank of a dump: metadata, graphs, iterations and the tensor index."""
+    """One rank of a dump: metadata, graphs, iterations and the tensor index, from its reader."""
 
-    def __init__(self, rank: int, path: str, graph_cache: "GraphCache | None" = None) -> None:
-        self.rank = rank
-        self.path = path
-        self.warnings: list[str] = []
-        self.config, self.dump_config = read_metadata(path, self.warnings)
+    def __init__(self, reader: RankReader, graph_cache: "GraphCache | None" = None) -> None:
+        self.reader = reader
+        self.rank = reader.rank
+        self.path = reader.path
+        self.warnings = reader.warnings     # one list: the reader's problems and the model's
         self._graph_cache = graph_cache or GraphCache()
         self._lock = threading.Lock()
         self._graphs: dict[int, Graph] | None = None
         self._index: dict[tuple[int, int], list[TensorRef]] | None = None
         self._maps: dict[tuple[int, int], dict[tuple[str, str, int], TensorRef]] = {}
+        self._info: RankInfo | None = None
 
     def __repr__(self) -> str:
         return f"Rank({self.rank}, {self.path!r})"
 
-    @cached_property
-    def listing(self) -> RankListing:
-        """What the rank dir holds, listed on first use (directory listings only)."""
-        try:
-            lst = list_rank(self.rank, self.path)
-        except DumpError as exc:
-            self.warnings.append(str(exc))
-            return RankListing(self.rank, self.path)
-        self.warnings.extend(lst.warnings)
-        return lst
-
     @property
-    def nets(self) -> list[str]:
-        """Net-name directories of the rank."""
-        return self.listing.nets
-
-    @property
-    def ms_version(self) -> str | None:
-        """MindSpore version from the metadata, when present."""
-        return self.config.get("ms_version")
-
-    @property
-    def device_target(self) -> str | None:
-        """Device target (CPU, GPU, Ascend) from the metadata."""
-        return self.config.get("device_target")
+    def info(self) -> RankInfo:
+        """What the rank says about itself (framework, version, device, what was saved)."""
+        if self._info is None:
+            self._info = self.reader.info()
+        return self._info
 
     @property
     def graph_ids(self) -> list[int]:
-        """Ids of every graph this rank has a graph file or a tensor dir for."""
-        ids = set(self.listing.graph_pb) | set(self.listing.graph_ir) | {g for g, _ in self.listing.tensors}
-        return sorted(ids)
+        """Ids of every graph this rank has a graph or tensors for."""
+        return self.reader.graph_ids()
 
     @property
     def graphs(self) -> dict[int, Graph]:
@@ -157,47 +131,25 @@ class Rank:
     def _load_graphs(self) -> dict[int, Graph]:
         out: dict[int, Graph] = {}
         for gid in self.graph_ids:
-            order: list[str] = []
-            eo_path = self.listing.exec_order.get(gid)
-            if eo_path:
-                try:
-                    order = eo.read_execution_order(eo_path)
-                except DumpError as exc:
-                    self.warnings.append(str(exc))
-            graph = self._graph_cache.load(self.listing.graph_pb.get(gid), self.listing.graph_ir.get(gid),
-                                           gid, order, self.warnings)
-            if graph is None:
-                has_tensors = any(g == gid for g, _ in self.listing.tensors)
-                if has_tensors:
-                    self.warnings.append(
-                        f"{self.path}/graphs: no readable graph for graph {gid}; its tensors are listed "
-                        "without kinds or source")
-                continue
-            out[gid] = graph
+            graph = self._graph_cache.load(self.reader, gid)
+            if graph is not None:
+                out[gid] = graph
         return out
 
     # -- iterations ---------------------------------------------------------------------------
     def iterations(self, graph_id: int | None = None) -> list[int]:
-        """Iterations with a tensor dir (of one graph, or of any)."""
-        return sorted({it for g, it in self.listing.tensors if graph_id is None or g == graph_id})
+        """Iterations with dumped tensors (of one graph, or of any)."""
+        if graph_id is not None:
+            return self.reader.iterations(graph_id)
+        return sorted({it for gid in self.graph_ids for it in self.reader.iterations(gid)})
 
     def run_history(self, graph_id: int) -> list[int]:
-        """Iterations in which a graph ran (ms_global_execution_order), [] when unknown."""
-        return self._run_histories.get(graph_id, [])
-
-    @cached_property
-    def _run_histories(self) -> dict[int, list[int]]:
-        out: dict[int, list[int]] = {}
-        for gid, path in self.listing.run_history.items():
-            try:
-                out[gid] = eo.read_run_history(path)
-            except DumpError as exc:
-                self.warnings.append(str(exc))
-        return out
+        """Iterations in which a graph ran, [] when unknown."""
+        return self.reader.run_history(graph_id)
 
     def previous_iteration(self, graph_id: int, iteration: int) -> int | None:
         """The nearest earlier run of the graph, from the run history, else the previous dump."""
-        runs = [i for i in self._run_histories.get(graph_id, []) if i < iteration]
+        runs = [i for i in self.run_history(graph_id) if i < iteration]
         if runs:
             return max(runs)
         dumped = [i for i in self.iterations(graph_id) if i < iteration]
@@ -206,7 +158,7 @@ class Rank:
     # -- tensors ------------------------------------------------------------------------------
     @property
     def index(self) -> dict[tuple[int, int], list[TensorRef]]:
-        """(graph_id, iteration) -> tensors, newest file per (node, io, slot)."""
+        """(graph_id, iteration) -> tensors, one per (node, io, slot), in execution order."""
         if self._index is None:
             graphs = self.graphs
             with self._lock:
@@ -224,10 +176,10 @@ class Rank:
 
     def tensor(self, graph_id: int, iteration: int, node: str, io: str = "output", slot: int = 0) -> TensorRef:
         """One tensor (QueryError when absent)."""
-        for t in self.index.get((graph_id, iteration), ()):
-            if t.node == node and t.io == io and t.slot == slot:
-                return t
-        raise QueryError(self.path, f"no tensor {node} {io} {slot} in graph {graph_id} iteration {iteration}")
+        t = self.tensor_map(graph_id, iteration).get((node, io, slot))
+        if t is None:
+            raise QueryError(self.path, f"no tensor {node} {io} {slot} in graph {graph_id} iteration {iteration}")
+        return t
 
     def tensor_map(self, graph_id: int, iteration: int) -> dict[tuple[str, str, int], TensorRef]:
         """Tensors of one iteration keyed by (node, io, slot) (built once per iteration)."""
@@ -240,27 +192,21 @@ class Rank:
     def _build_index(self, graphs: dict[int, Graph]) -> dict[tuple[int, int], list[TensorRef]]:
         out: dict[tuple[int, int], list[TensorRef]] = {}
         unmatched: dict[int, set[str]] = defaultdict(set)
-        for (gid, it), files in sorted(self.listing.tensors.items()):
+        for gid in self.graph_ids:
             graph = graphs.get(gid)
-            names = _match_files(graph, files)
-            newest: dict[tuple[str, str, int], tuple[int, TensorRef]] = {}
-            for f in files:
-                node = names.get(f.name.op_name, (None,))[0]
-                matched = node is not None
-                if node is None:
-                    node = f.name.op_name
-                    unmatched[gid].add(f.name.op_name)
-                attrs = graph.nx.nodes[node] if graph is not None and node in graph.nx else {}
-                ref = TensorRef(self.rank, gid, it, node, f.name.op_type, f.name.io, f.name.slot,
-                                NpyTensor(f.path, f.size, f.mtime_ns), attrs.get("kind", "other"),
-                                attrs.get("param"), f.name.dtype, matched)
-                k = ref.key
-                if k not in newest or f.name.timestamp > newest[k][0]:
-                    newest[k] = (f.name.timestamp, ref)
-            refs = [r for _, r in newest.values()]
+            record = graph.record if graph is not None else None
             order = graph.execution_index if graph is not None else {}
-            refs.sort(key=lambda r: (order.get(r.node, len(order)), r.node, r.io != "input", r.slot))
-            out[(gid, it)] = refs
+            attrs = graph.nx.nodes if graph is not None else {}
+            for it in self.reader.iterations(gid):
+                refs = []
+                for rec in self.reader.tensors(gid, it, record):
+                    a = attrs[rec.node] if rec.matched and rec.node in attrs else {}
+                    if not rec.matched:
+                        unmatched[gid].add(rec.node)
+                    refs.append(TensorRef(self.rank, gid, it, rec.node, rec.op_type, rec.io, rec.slot, rec.source,
+                                          a.get("kind", "other"), a.get("param"), rec.dtype_name, rec.matched))
+                refs.sort(key=lambda r: (order.get(r.node, len(order)), r.node, r.io != "input", r.slot))
+                out[(gid, it)] = refs
         for gid, unknown in sorted(unmatched.items()):
             if gid in graphs:
                 shown = ", ".join(sorted(unknown)[:3])
@@ -294,15 +240,15 @@ class Rank:
         return out
 
     def tensor_bytes(self) -> int:
-        """Total bytes of tensor files (from the listing)."""
-        return sum(f.size for files in self.listing.tensors.values() for f in files)
+        """Total bytes of tensor data (from listings)."""
+        return self.reader.tensor_bytes()
 
     def tensor_file_count(self) -> int:
-        """Number of tensor files (every file, before newest-timestamp de-duplication)."""
-        return sum(len(files) for files in self.listing.tensors.values())
+        """Number of tensor entries the dump lists (before de-duplication)."""
+        return self.reader.tensor_file_count()
 
     def parameters(self) -> list[tuple[str, str]]:
-        """(parameter name, kind) of every Parameter node, by name."""
+        """(parameter name, kind) of every parameter node, by name."""
         out: dict[str, str] = {}
         for g in self.graphs.values():
             for n, a in g.nx.nodes(data=True):
@@ -310,14 +256,19 @@ class Rank:
                     out.setdefault(n, a["kind"])
         return sorted(out.items())
 
+    def alias_resolver(self, graph_id: int) -> "Callable[[str], str | None]":
+        """A function from another spelling of a node name (the format's) to the full name in a graph."""
+        graph = self.graphs.get(graph_id)
+        return lambda name: self.reader.node_alias(graph.record, name) if graph is not None else None
+
     def find_node(self, name: str) -> list[tuple[int, str]]:
-        """(graph_id, full name) of nodes called ``name``: exact, then by file spelling or suffix."""
+        """(graph_id, full name) of nodes called ``name``: exact, then by the format's spelling, then suffix."""
         hits = [(gid, name) for gid, g in self.graphs.items() if name in g]
         if hits:
             return hits
         for gid, g in self.graphs.items():
-            full = g.file_keys.get(name) or g.file_keys.get(name.replace("/", "_"))
-            if full:
+            full = self.reader.node_alias(g.record, name)
+            if full and full in g:
                 hits.append((gid, full))
         if hits:
             return hits
@@ -326,94 +277,39 @@ class Rank:
         return hits
 
 
-def _match_files(graph: Graph | None, files: Iterable[TensorFile]) -> dict[str, tuple[str]]:
-    """File op name -> (graph full name,): direct spellings, then renumbered leftovers."""
-    if graph is None:
-        return {}
-    keys = graph.file_keys
-    out: dict[str, tuple[str]] = {}
-    leftovers: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for f in files:
-        op_name = f.name.op_name
-        if op_name in out:
-            continue
-        full = keys.get(op_name)
-        if full is not None:
-            out[op_name] = (full,)
-            continue
-        m = _SHORT_RE.match(op_name)
-        if m:
-            leftovers[(m.group("scope"), f.name.op_type)].add(op_name)
-    if not leftovers:
-        return out
-    # Graph and files can number the same op differently (the .pb says -op1, the files -op0):
-    # pair the unmatched of one (scope, op type) in op-number order.
-    used = {v[0] for v in out.values()}
-    free: dict[tuple[str, str], list[str]] = defaultdict(list)
-    for n in graph.nx.nodes:
-        if n in used:
-            continue
-        k = graph.leftover_key(n)
-        if k is not None and k in leftovers:
-            free[k].append(n)
-    for k, names in leftovers.items():
-        cands = sorted(free.get(k, []), key=op_number)
-        for op_name, full in zip(sorted(names, key=op_number), cands):
-            out[op_name] = (full,)
-    return out
-
-
 class GraphCache:
-    """Parses each distinct graph file once: the ranks of a data-parallel job share graphs."""
+    """Builds each distinct graph once: the ranks of a data-parallel job share graphs."""
 
     def __init__(self) -> None:
-        self._graphs: dict[tuple[str, str], Graph] = {}
+        self._graphs: dict[str, Graph] = {}
         self._lock = threading.Lock()
 
-    def load(self, pb: str | None, ir: str | None, graph_id: int, order: list[str],
-             warnings: list[str]) -> Graph | None:
-        """A Graph from the .pb, falling back to the .ir; None (with a warning) when neither reads."""
-        for path, reader in ((pb, read_graph_pb), (ir, read_graph_ir)):
-            if not path:
-                continue
-            try:
-                with open(path, "rb") as f:
-                    digest = hashlib.blake2b(f.read(), digest_size=16).hexdigest()
-            except OSError as exc:
-                warnings.append(f"{path}: cannot read ({exc.strerror})")
-                continue
-            key = (digest, hashlib.blake2b("\n".join(order).encode(), digest_size=16).hexdigest())
+    def load(self, reader: RankReader, graph_id: int) -> Graph | None:
+        """The graph of one rank (shared with the ranks whose graph has the same content key)."""
+        key = reader.graph_key(graph_id)
+        if key is not None:
             with self._lock:
                 if key in self._graphs:
                     return self._graphs[key]
-            try:
-                record = reader(path, graph_id)
-            except CorruptFileError as exc:
-                fallback = "; using the .ir text instead" if reader is read_graph_pb and ir else ""
-                warnings.append(f"{exc}{fallback}")
-                continue
-            graph = Graph(record, order)
+        record = reader.read_graph(graph_id)
+        if record is None:
+            return None
+        graph = Graph(record)
+        if key is not None:
             with self._lock:
-                self._graphs[key] = graph
-            return graph
-        return None
+                graph = self._graphs.setdefault(key, graph)
+        return graph
 
 
 class Dump:
     """A dump root and its ranks."""
 
-    def __init__(self, root: str, rank_paths: list[tuple[int, str]]) -> None:
-        self.root = root
+    def __init__(self, source: DumpSource) -> None:
+        self.root = source.root
+        self.format = source.format
         cache = GraphCache()
-        self._ranks: dict[int, Rank] = {}
-        self.warnings: list[str] = []
-        for r, p in rank_paths:
-            self._ranks[r] = Rank(r, p, cache)
-        # In multi-rank CPU runs only rank_0 may have .dump_metadata: the others share it.
-        donor = next((rk for rk in self._ranks.values() if rk.config), None)
-        for rk in self._ranks.values():
-            if donor is not None and not rk.config:
-                rk.config, rk.dump_config = dict(donor.config), dict(donor.dump_config)
+        self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache) for r in source.ranks}
+        self.warnings: list[str] = list(source.warnings)
         self._source: SourceIndex | None = None
         self._lock = threading.Lock()
 
@@ -442,8 +338,7 @@ class Dump:
         h = hashlib.blake2b(digest_size=16)
         for r in sorted(ranks if ranks is not None else self.rank_ids):
             rank = self.rank(r)
-            h.update(f"R{r}{rank.path}".encode())
-            _hash_tree(rank.path, h)
+            h.update(f"R{r}{rank.path}{rank.reader.fingerprint()}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
     def all_warnings(self) -> list[str]:
@@ -489,26 +384,19 @@ class Dump:
         return out
 
 
-def _hash_tree(path: str, h: Any) -> None:
-    parts: list[str] = []
-    stack = [path]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        names = []
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
-                continue
-            try:
-                st = e.stat()
-            except OSError:
-                continue
-            names.append(f"{e.name}|{st.st_size}|{st.st_mtime_ns}")
-        names.sort()
-        parts.append(d + "\n" + "\n".join(names))
-    parts.sort()
-    h.update("\n".join(parts).encode("utf-8", "surrogateescape"))
+def find_dump_roots(path: str) -> list[str]:
+    """Dump roots at ``path``: itself, the dump it is a rank of, or dump roots below it."""
+    return [root for root, _ in _find_roots(path)]
+
+
+def open_dump(path: str) -> Dump:
+    """Open one dump: a dump root or one of its ranks, in any format tdbg reads."""
+    return Dump(open_source(path))
+
+
+def open_dumps(path: str) -> list[Dump]:
+    """Open every dump found at ``path``."""
+    roots = _find_roots(path)
+    if len(roots) == 1:   # the path may be one rank of the dump: open only that rank
+        return [Dump(roots[0][1].open(roots[0][0], os.path.abspath(path)))]
+    return [Dump(fmt.open(root, root)) for root, fmt in roots]

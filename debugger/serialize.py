@@ -52,11 +52,11 @@ def rank_info(r: Rank) -> dict[str, Any]:
                        "source": g.source_file if g else None, "iterations": r.iterations(gid),
                        "run_iterations": r.run_history(gid)})
     run = sorted({i for gid in r.graph_ids for i in r.run_history(gid)})
+    meta = r.info
     return {
-        "rank": r.rank, "path": r.path, "net": r.nets[0] if len(r.nets) == 1 else r.nets,
-        "ms_version": r.ms_version, "device_target": r.device_target,
-        "saved_data": r.dump_config.get("common_dump_settings", {}).get("saved_data"),
-        "input_output": r.dump_config.get("common_dump_settings", {}).get("input_output"),
+        "rank": r.rank, "path": r.path, "net": meta.net,
+        "framework": meta.framework, "framework_version": meta.framework_version,
+        "device_target": meta.device_target, "saved": meta.saved, "metadata": meta.raw,
         "iterations": r.iterations(), "run_iterations": run, "graphs": r.graph_ids, "graph_details": graphs,
         "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
         "nodes_by_kind": dict(sorted(r.kind_counts().items())),
@@ -67,4 +67,4 @@ def rank_info(r: Rank) -> dict[str, Any]:
 def dump_info(d: Dump) -> dict[str, Any]:
     """The `tdbg info --json` object of one dump."""
     ranks = [rank_info(r) for r in d.ranks]
-    return {"dump": d.root, "ranks": ranks, "warnings": d.all_warnings()}
+    return {"dump": d.root, "format": d.format, "ranks": ranks, "warnings": d.all_warnings()}

@@ -5,7 +5,7 @@ beyond what :class:`~debugger.model.TensorRef` and the source index already do:
 
 - :class:`Page` and :func:`check_range`: the one begin/end contract of every list;
 - :func:`scope_view`: the children of one scope with same-type siblings folded
-  (``ApplyMomentum[7]``) and the edges between those children aggregated;
+  (``Adam[7]``) and the edges between those children aggregated;
 - :func:`node_detail`, :func:`tensor_summary`, :func:`tensor_history`, :func:`tensor_values`,
   :func:`tensor_diff`, :func:`tensor_npy`: a node and its tensors, digest first, values capped;
 - :func:`source_files`, :func:`source_lines`, :func:`source_text`, :func:`nodes_at_line`: code to graph.
@@ -28,7 +28,6 @@ import numpy as np
 
 from .errors import QueryError
 from .graph import Graph
-from .kinds import FRAMEWORK_OPS
 from .model import Dump, Rank, TensorRef
 from .report import ranges_text
 from .serialize import node_dict, tensor_dict
@@ -42,8 +41,6 @@ VALUE_CAP = 100_000     # tensor values in one response at most
 FOLD = 5                # same-type siblings folded into one node from this many on
 SOURCE_CAP = 2 << 20    # bytes of a source file shown at most
 
-# Routing nodes hidden from the graph view unless asked for; edges are drawn through them.
-HIDDEN_OPS = frozenset(FRAMEWORK_OPS - {"Parameter", "Constant"})
 _GROUP_RE = re.compile(r"^(?:(?P<scope>.*)/)?(?P<op>[^/\[\]]+)\[(?P<n>\d+)\]$")
 
 
@@ -126,7 +123,8 @@ class ScopeTree:
         g = graph.nx
         self.attrs: dict[str, dict[str, Any]] = dict(g.nodes(data=True))
         self.succ: dict[str, list[str]] = {n: list(nbrs) for n, nbrs in g.adjacency()}
-        self.hidden_set = {n for n, a in self.attrs.items() if a.get("op_type") in HIDDEN_OPS}
+        # routing nodes are hidden from the graph view unless asked for; edges are drawn through them
+        self.hidden_set = {n for n, a in self.attrs.items() if a.get("is_routing")}
         # Execution position; a node that does not run (parameter, constant, Load...) sorts with its
         # first consumer that does.
         order = graph.execution_index
@@ -221,7 +219,7 @@ def node_digest(graph: Graph, name: str) -> dict[str, Any]:
     scope = a.get("scope") or ""
     return {"graph": graph.graph_id, "node": name, "name": _short(name, scope), "op_type": a.get("op_type", ""),
             "kind": a.get("kind", "other"), "param": a.get("param"), "scope": scope,
-            "is_backward": name.startswith("Gradients/") or "/Gradients/" in name,
+            "is_backward": bool(a.get("is_backward")),
             "execution_index": graph.execution_index.get(name)}
 
 
@@ -366,7 +364,7 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
 
 def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: bool = False, begin: int = 0,
                end: int | None = None, marks: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
-    """The children of ``path`` (a scope, or a folded group such as ``Default/optimizer-Momentum/ApplyMomentum[7]``).
+    """The children of ``path`` (a scope, or a folded group such as ``optimizer/Adam[7]``).
 
     Children are scopes, folded groups of ``fold`` or more same-type sibling nodes, and nodes,
     in execution order. ``edges`` aggregate the graph's edges between the children of the page

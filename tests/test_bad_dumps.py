@@ -10,7 +10,7 @@ import pytest
 
 import debugger.errors as errors
 from debugger.errors import CorruptFileError
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.model import Dump
 from treehash import tree_digest
 

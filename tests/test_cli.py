@@ -25,7 +25,8 @@ def test_info_json_matches_the_sample():
     rank = info["ranks"][0]
     assert rank["rank"] == 0 and rank["graphs"] == [0]
     assert rank["iterations"] == list(range(8)) and rank["run_iterations"] == list(range(8))
-    assert rank["ms_version"] == "2.10.0" and rank["device_target"] == "CPU"
+    assert r.json["format"] == "mindspore" and rank["saved"] == "values"
+    assert (rank["framework"], rank["framework_version"], rank["device_target"]) == ("MindSpore", "2.10.0", "CPU")
     assert sorted(p["name"] for p in rank["parameters"] if p["kind"] == "weight") == WEIGHTS
     assert rank["nodes_by_kind"]["weight"] == 7 and rank["nodes_by_kind"]["gradient"] == 7
     assert rank["nodes_by_kind"]["loss"] == 1

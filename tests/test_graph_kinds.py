@@ -5,11 +5,12 @@ import os
 
 import pytest
 
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.formats.mindspore.graph_ir import read_graph_ir
 from debugger.formats.mindspore.graph_pb import read_graph_pb
-from debugger.graph import Graph, op_number
-from debugger.kinds import find_loss, is_backward, trace_source
+from debugger.formats.mindspore.matching import file_key, op_number
+from debugger.formats.mindspore.semantics import annotate, is_backward
+from debugger.graph import Graph
 
 BB = "Default/network-WithLossCell/_backbone-Net"
 GRAD = f"Gradients/{BB}/fc2-Dense"
@@ -82,8 +83,8 @@ def test_kinds_of_adam_state(make_dump) -> None:
 def test_ir_fallback_gives_the_same_nodes_and_kinds(make_dump, options: dict) -> None:
     root = make_dump(iterations=1, **options)
     graphs = os.path.join(root, "rank_0", "graphs")
-    from_pb = Graph(read_graph_pb(os.path.join(graphs, "ms_output_trace_code_graph_0.pb"), 0))
-    from_ir = Graph(read_graph_ir(os.path.join(graphs, "ms_output_trace_code_graph_0.ir"), 0))
+    from_pb = Graph(annotate(read_graph_pb(os.path.join(graphs, "ms_output_trace_code_graph_0.pb"), 0)))
+    from_ir = Graph(annotate(read_graph_ir(os.path.join(graphs, "ms_output_trace_code_graph_0.ir"), 0)))
 
     def summary(g: Graph) -> dict:
         return {n.name: (n.op_type, n.kind, n.param, n.scope,
@@ -95,14 +96,14 @@ def test_ir_fallback_gives_the_same_nodes_and_kinds(make_dump, options: dict) ->
     for name in pb:   # .ir keeps literal arguments as empty names, so input slots line up with the .pb
         assert pb[name][:4] == ir[name][:4] and pb[name][5] == ir[name][5], name
         assert pb[name][4] == [s for s in ir[name][4] if s], name
-    assert from_pb.outputs and find_loss(from_ir.nx, from_ir.outputs) == find_loss(from_pb.nx, from_pb.outputs)
+    assert from_pb.outputs and [n.name for n in from_ir.nodes("loss")] == [n.name for n in from_pb.nodes("loss")] != []
 
 
 @pytest.mark.parametrize("name", ["single", "dp2"])
 def test_ir_fallback_agrees_with_pb_on_the_real_sample(sample_root: str, name: str) -> None:
     graphs = os.path.join(sample_root, name, "rank_0", "graphs")
-    from_pb = Graph(read_graph_pb(os.path.join(graphs, "ms_output_trace_code_graph_0.pb"), 0))
-    from_ir = Graph(read_graph_ir(os.path.join(graphs, "ms_output_trace_code_graph_0.ir"), 0))
+    from_pb = Graph(annotate(read_graph_pb(os.path.join(graphs, "ms_output_trace_code_graph_0.pb"), 0)))
+    from_ir = Graph(annotate(read_graph_ir(os.path.join(graphs, "ms_output_trace_code_graph_0.ir"), 0)))
 
     def summary(g: Graph) -> dict:
         # real .ir stacks of backward nodes hold a few more framework frames than the .pb: compare user frames
@@ -128,8 +129,8 @@ def test_graph_execution_order_comes_from_the_csv(make_dump) -> None:
         order = f.read().split()[1:]
     assert g.execution_order == order and len(order) == 18
     assert g.node(order[0]).execution_index == 0 and g.node("fc1.weight").execution_index is None
-    assert not any(g.node(n).is_framework_op for n in order)
-    assert g.node(f"{BB}/Load-op0").is_framework_op
+    assert not any(g.node(n).is_routing for n in order)
+    assert g.node(f"{BB}/Load-op0").is_routing
 
 
 def test_graph_structure_and_helpers(make_dump) -> None:
@@ -138,13 +139,13 @@ def test_graph_structure_and_helpers(make_dump) -> None:
     assert [s for s, _ in mm.inputs] == ["inputs0", f"{BB}/Load-op0", "Default_data-1", "Default_data-2"]
     assert mm.scope == f"{BB}/fc1-Dense" and mm.outputs[0].shape == (2, 3) and mm.outputs[0].dtype == "float32"
     assert f"{BB}/fc1-Dense/BiasAdd-op0" in mm.consumers
-    assert trace_source(g.nx, f"{BB}/Load-op0") == "fc1.weight"
-    assert trace_source(g.nx, g.outputs[0]) == LOSS       # MakeTuple -> Depend -> Depend input 0
+    assert g.value_source(f"{BB}/Load-op0") == "fc1.weight"
+    assert g.value_source(g.outputs[0]) == LOSS       # MakeTuple -> Depend -> Depend input 0
     assert is_backward(f"{GRAD}/Grad_MatMul/MatMul-op0") and not is_backward(LOSS)
     assert g.node(f"{GRAD}/Grad_MatMul/MatMul-op0").is_backward
     assert op_number(f"{GRAD}/Grad_MatMul/MatMul-op12") == 12 and op_number("fc1.weight") == -1
-    assert g.file_keys["fc1_weight"] == "fc1.weight"
-    assert g.file_keys[f"{BB}/fc1-Dense/MatMul-op0".replace("/", "_")] == f"{BB}/fc1-Dense/MatMul-op0"
+    assert file_key(g.record, "fc1_weight") == "fc1.weight"
+    assert file_key(g.record, f"{BB}/fc1-Dense/MatMul-op0".replace("/", "_")) == f"{BB}/fc1-Dense/MatMul-op0"
     with pytest.raises(KeyError):
         g.node("no/such/node")
 

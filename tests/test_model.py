@@ -9,7 +9,7 @@ import pytest
 
 import dumpmaker
 from debugger.errors import NotADumpError, QueryError
-from debugger.formats import find_dump_roots, open_dump, open_dumps
+from debugger import find_dump_roots, open_dump, open_dumps
 from debugger.formats.mindspore.filenames import parse_tensor_file_name
 
 BB = "Default/network-WithLossCell/_backbone-Net"
@@ -64,10 +64,10 @@ def test_model_metadata_and_layout_options(make_dump) -> None:
     dump = open_dump(make_dump(ranks=2, iterations=1, net="LeNet", graph_id=3, version="2.3",
                                metadata_on_all_ranks=False))
     r0, r1 = dump.ranks
-    assert (r0.ms_version, r0.device_target, r0.nets, r0.graph_ids) == ("2.3.0", "CPU", ["LeNet"], [3])
-    assert r0.dump_config["common_dump_settings"]["net_name"] == "LeNet"
+    assert (r0.info.framework_version, r0.info.device_target, r0.info.net, r0.graph_ids) == ("2.3.0", "CPU", "LeNet", [3])
+    assert r0.info.raw["dump_config"]["common_dump_settings"]["net_name"] == "LeNet"
     assert not os.path.exists(os.path.join(r1.path, ".dump_metadata"))   # only rank_0 has it, as in real runs
-    assert (r1.ms_version, r1.graph_ids) == ("2.3.0", [3])               # ... and the other ranks share it
+    assert (r1.info.framework_version, r1.graph_ids) == ("2.3.0", [3])               # ... and the other ranks share it
     assert len(r1.tensors(3, 0)) == 110 and dump.all_warnings() == []
 
 
@@ -78,7 +78,7 @@ def test_model_iterations_dumped_versus_run_history(make_dump) -> None:
     assert rank.previous_iteration(0, 6) == 4
     assert rank.previous_iteration(0, 4) == 2        # ran, but was not dumped
     assert rank.previous_iteration(0, 0) is None
-    assert rank.dump_config["common_dump_settings"]["iteration"] == "4|6"
+    assert rank.info.raw["dump_config"]["common_dump_settings"]["iteration"] == "4|6"
 
 
 def test_model_previous_iteration_falls_back_to_dumped_iterations(make_dump) -> None:

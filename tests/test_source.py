@@ -6,7 +6,7 @@ import os
 import pytest
 
 from debugger.errors import QueryError
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.source import (CodeHit, SourceIndex, is_framework_path, parse_frame, parse_location, parse_stack,
                              user_first)
 

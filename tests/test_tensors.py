@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from debugger.errors import CorruptFileError, QueryError
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.formats.npy import load_npy, read_npy_header
 from debugger.slices import parse_slice
 

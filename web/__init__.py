@@ -1,7 +1,7 @@
 """The tdbg web UI: a Flask app that only asks the `debugger` library.
 
 ``create_app(path)`` serves the single page from ``static/`` and the JSON API of :mod:`.api`
-under ``/api/``. ``path`` is a dump root, a ``rank_N`` dir, or a folder holding several dumps (the
+under ``/api/``. ``path`` is a dump root, one rank of it, or a folder holding several dumps (the
 page lets the user choose one). Nothing here opens dump files: every question goes to
 :mod:`debugger` or :mod:`debugger.views`.
 """

@@ -14,7 +14,7 @@ _SHOWN = 50
 
 HELP = """\
 Ranks of one dump (DUMP alone, or --ranks): at every iteration each rank is compared with the base
-rank on what data parallelism keeps equal (weights, optimizer state, AllReduce/AllGather/Broadcast
+rank on what data parallelism keeps equal (weights, optimizer state, all-reduce, all-gather and broadcast
 outputs and what is computed from them only); --all-tensors also lists activations and local
 gradients with their grade, but only the tensors that must agree set the exit status.
 Two dumps (DUMP DUMP_B): the same rank and iteration in both, DUMP_B the baseline; tensors matched
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run `tdbg compare`; returns the exit code."""
     from ..cache import StatsCache
     from ..cli import Exit
-    from ..formats import open_dump
+    from ..model import open_dump
     from ..report import Progress
     from .ranks import compare_ranks
     from .runs import compare_runs

@@ -6,7 +6,7 @@ Nodes are paired in three steps:
    overrides the other steps for the two nodes it names;
 2. the same full name on both sides ("exact");
 3. "fuzzy": the two execution orders aligned by :class:`difflib.SequenceMatcher` on the kernel
-   names with their op numbers (``-opN``) dropped, exact pairs acting as anchors; inside each
+   names without their run-specific numbers (the reader's ``base_name``), exact pairs acting as anchors; inside each
    stretch that does not align, a second alignment on op types alone. Parameters left over are
    paired through the kernels already paired: the parameter read at input slot s of kernel k on
    side a is the one read at slot s of k's partner on side b.
@@ -17,25 +17,17 @@ partner is reported as missing on the other side.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Callable, Iterator, Mapping
 
 from ..errors import DumpError
 from ..graph import Graph
-from ..kinds import trace_source
 from ..model import TensorRef
 
 EXACT, FUZZY, MAPPING = "exact", "fuzzy", "mapping"
-_OPNUM = re.compile(r"-op\d+")
 
 Key = tuple[str, str, int]
-
-
-def normalized(name: str) -> str:
-    """A kernel name with its op numbers dropped: ``.../MatMul-op12`` -> ``.../MatMul``."""
-    return _OPNUM.sub("", name)
 
 
 @dataclass
@@ -75,25 +67,25 @@ def check_mapping(data: object, path: str | None = None) -> dict[str, str]:
     return dict(data)
 
 
-def resolve(graph: Graph | None, name: str) -> str | None:
-    """The full node name ``name`` means in ``graph``: itself, or its tensor-file spelling."""
-    if graph is None:
+def resolve(graph: Graph | None, name: str, alias: Callable[[str], str | None] | None = None) -> str | None:
+    """The full node name ``name`` means in ``graph``: itself, or another spelling its format uses."""
+    if graph is None or name in graph.nx:
         return name
-    if name in graph.nx:
-        return name
-    keys = graph.file_keys
-    return keys.get(name) or keys.get(name.replace("/", "_"))
+    full = alias(name) if alias is not None else None
+    return full if full is not None and full in graph.nx else None
 
 
 def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] | None = None,
-                 warnings: list[str] | None = None) -> NodeMatch:
-    """Pair the nodes of two graphs (either may be None: then names only)."""
+                 warnings: list[str] | None = None,
+                 aliases: tuple[Callable[[str], str | None], Callable[[str], str | None]] | None = None) -> NodeMatch:
+    """Pair the nodes of two graphs (either may be None: then names only); ``aliases`` resolve the
+    other spellings of node names the mapping may use, per side."""
     warnings = warnings if warnings is not None else []
     if ga is not None and ga is gb and not mapping:
         return NodeMatch(identity=True)
     nm = NodeMatch()
     for a_name, b_name in (mapping or {}).items():
-        na, nb = resolve(ga, a_name), resolve(gb, b_name)
+        na, nb = resolve(ga, a_name, aliases and aliases[0]), resolve(gb, b_name, aliases and aliases[1])
         if na is None or nb is None:
             side = "a" if na is None else "b"
             warnings.append(f"mapping: {a_name if na is None else b_name!r} names no node of side {side}")
@@ -119,8 +111,8 @@ def _align(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
            paired_b: Callable[[str], bool]) -> None:
     """Fuzzy pairs from the two execution orders; paired nodes are anchors."""
     sa, sb = ga.execution_order, gb.execution_order
-    ta = ["=" + str(nm.pairs.get(n, (n, ""))[0]) if paired_a(n) else "~" + normalized(n) for n in sa]
-    tb = ["=" + n if paired_b(n) else "~" + normalized(n) for n in sb]
+    ta = ["=" + str(nm.pairs.get(n, (n, ""))[0]) if paired_a(n) else "~" + ga.node(n).base_name for n in sa]
+    tb = ["=" + n if paired_b(n) else "~" + gb.node(n).base_name for n in sb]
     sm = SequenceMatcher(None, ta, tb, autojunk=False)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
         if op == "equal":
@@ -163,7 +155,7 @@ def _pair_parameters(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[st
         for (sa, _), (sb, _) in zip(ins_a, ins_b):
             if not sa or not sb:
                 continue
-            pa, pb = trace_source(ga.nx, sa), trace_source(gb.nx, sb)
+            pa, pb = ga.value_source(sa), gb.value_source(sb)
             if pa in lone_a and pb in lone_b:
                 _pair(nm, pa, pb)
                 lone_a.discard(pa)

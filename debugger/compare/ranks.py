@@ -3,9 +3,9 @@
 In data parallel every rank holds the whole model and trains on its own shard of the batch, so:
 
 - must agree ("invariant", graded errors count): weights and optimizer state (Parameters of kind
-  ``weight`` and ``optimizer_state``) at every iteration; the outputs of AllReduce, AllGather and
+  ``weight`` and ``optimizer_state``) at every iteration; the outputs of all-reduce, all-gather and
   Broadcast; and what a kernel computes from invariant values only (the gradient mean after an
-  AllReduce, the optimizer update, a forward kernel's weight input), found by following the graph
+  all-reduce, the optimizer update, a forward kernel's weight input), found by following the graph
   in execution order. Kernels with no invariant data input, random ops and the communication ops
   that give each rank its own part (ReduceScatter, AllToAll, Send/Receive...) stop the propagation.
 - may differ: activations, local gradients, data inputs. They are compared only with
@@ -22,20 +22,12 @@ from typing import Any, Iterable, Mapping
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..graph import Graph
-from ..kinds import trace_source
 from ..model import Dump
 from .match import match_graphs, match_tensors
 from .metrics import Thresholds, as_thresholds
 from .runs import CompareResult, Progress, Side, _fmt, finish, iteration_set, make_pair, open_any
 
-COLLECTIVES = frozenset({"AllReduce", "AllGather", "Broadcast"})
 INVARIANT_KINDS = frozenset({"weight", "optimizer_state"})
-# communication ops whose outputs differ per rank by design
-LOCAL_COMM_OPS = frozenset({"ReduceScatter", "AllToAll", "AlltoAll", "AlltoAllV", "AllToAllv", "Send", "Receive",
-                            "Reduce", "NeighborExchange", "NeighborExchangeV2", "CollectiveScatter",
-                            "CollectiveGather", "Barrier", "BatchISendIRecv"})
-_RANDOM_WORDS = ("Random", "Dropout", "Uniform", "Normal", "Gamma", "Poisson", "Multinomial", "Shuffle", "GetNext")
-_MONADS = frozenset({"UpdateState", "UMonad", "IOMonad"})
 
 _INV_CACHE: dict[int, tuple[Graph, frozenset[str]]] = {}
 
@@ -49,22 +41,21 @@ def invariant_nodes(graph: Graph) -> frozenset[str]:
     inv = {n for n, a in g.nodes(data=True) if a.get("is_parameter") and a.get("kind") in INVARIANT_KINDS}
     for k in graph.execution_order:
         a = g.nodes[k]
-        op = a.get("op_type", "")
-        if op in COLLECTIVES:
-            inv.add(k)
+        if a.get("per_rank"):
             continue
-        if op in LOCAL_COMM_OPS or any(w in op for w in _RANDOM_WORDS):
+        if a.get("is_collective"):   # all-reduce, all-gather, broadcast: every rank gets the same value
+            inv.add(k)
             continue
         real, ok = 0, True
         for src, edge in a.get("inputs", ()):
             if edge == "control" or not src:
                 continue
-            s = trace_source(g, src)
+            s = graph.value_source(src)
             if s not in g:
                 ok = False
                 break
             sa = g.nodes[s]
-            if sa.get("is_constant") or sa.get("op_type") in _MONADS:
+            if sa.get("is_constant") or sa.get("is_routing"):   # state tokens, not values
                 continue
             if s in inv:
                 real += 1
@@ -97,7 +88,7 @@ def is_invariant(graph: Graph | None, key: tuple[str, str, int]) -> bool:
     src = ins[slot][0]
     if not src:
         return True
-    s = trace_source(g, src)
+    s = graph.value_source(src)
     return s in inv or (s in g and bool(g.nodes[s].get("is_constant")))
 
 

@@ -16,7 +16,6 @@ from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..formats.base import TensorSource
 from ..graph import Graph
-from ..kinds import OPTIMIZER_INPUTS, trace_source
 from ..locate import optimizer_slots, position, user_location
 from ..model import Dump, Rank, TensorRef
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
@@ -83,12 +82,12 @@ class Pair:
         if g is None or self.node not in g.nx:
             return None
         loc = user_location(g, self.node)
-        if loc is None and g.nx.nodes[self.node].get("op_type") in OPTIMIZER_INPUTS:
-            w = OPTIMIZER_INPUTS[g.nx.nodes[self.node]["op_type"]][0]
-            ins = g.nx.nodes[self.node].get("inputs", ())
-            if w < len(ins) and ins[w][0]:
-                p = trace_source(g.nx, ins[w][0])
-                loc = user_location(g, p) if p in g.nx else None
+        roles = g.node(self.node).input_roles
+        if loc is None and "weight" in roles:
+            vi = g.value_inputs(self.node)
+            w = roles.index("weight")
+            if w < len(vi) and vi[w]:
+                loc = user_location(g, vi[w]) if vi[w] in g.nx else None
         return loc
 
     def sort_key(self) -> tuple:
@@ -187,7 +186,7 @@ def open_any(dump: "Dump | str") -> Dump:
     """A Dump from a Dump or a path."""
     if isinstance(dump, Dump):
         return dump
-    from ..formats import open_dump
+    from ..model import open_dump
 
     return open_dump(os.fspath(dump))
 
@@ -361,8 +360,7 @@ def _inherited(p: Pair, idx: dict, outs: dict) -> bool:
             return False   # read-only parameters (data, learning rates) start a divergence themselves
         return _inputs_bad(g, opt[0], ranks, idx, outs)
     if p.io == "input":
-        spec = OPTIMIZER_INPUTS.get(a.get("op_type", ""))
-        if spec is not None and p.slot in (spec[0], *spec[2]):
+        if p.slot in _in_place_slots(g, p.node):
             # an in-place input holds the updated value: it comes from this kernel's own update
             return any(_bad(q) for q in outs.get((*ranks, p.node), ())) or _inputs_bad(g, p.node, ranks, idx, outs)
         ins = a.get("inputs", ())
@@ -375,8 +373,7 @@ def _inherited(p: Pair, idx: dict, outs: dict) -> bool:
 def _inputs_bad(g: Graph, kernel: str, ranks: tuple[int, int], idx: dict, outs: dict) -> bool:
     """Whether a kernel's inputs (not counting in-place optimizer slots) disagree."""
     a = g.nx.nodes[kernel]
-    spec = OPTIMIZER_INPUTS.get(a.get("op_type", ""))
-    skip = {spec[0], *spec[2]} if spec is not None else set()
+    skip = _in_place_slots(g, kernel)
     ins = a.get("inputs", ())
     seen_any = False
     for s, (src, edge) in enumerate(ins):
@@ -394,8 +391,13 @@ def _inputs_bad(g: Graph, kernel: str, ranks: tuple[int, int], idx: dict, outs: 
                if s not in skip and edge != "control" and src)
 
 
+def _in_place_slots(g: Graph, kernel: str) -> set[int]:
+    """Input slots an optimizer kernel updates in place (the weight and its state)."""
+    return {i for i, r in enumerate(g.node(kernel).input_roles) if r in ("weight", "state")}
+
+
 def _producer_bad(g: Graph, src: str, ranks: tuple[int, int], idx: dict, outs: dict) -> bool:
-    node = trace_source(g.nx, src)
+    node = g.value_source(src)
     if node not in g.nx:
         return False
     na = g.nx.nodes[node]
@@ -477,7 +479,8 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
         result.warnings.append(f"{where}: rank {ra.rank} graph {gid} exists on one side only; not compared")
     for gid in sorted(gids_a & gids_b):
         ga, gb = ga_all.get(gid), gb_all.get(gid)
-        nm: NodeMatch = match_graphs(ga, gb, names, result.warnings)
+        nm: NodeMatch = match_graphs(ga, gb, names, result.warnings,
+                                     (ra.alias_resolver(gid), rb.alias_resolver(gid)))
         its_a, its_b = set(ra.iterations(gid)), set(rb.iterations(gid))
         if sel is not None:
             its_a, its_b = its_a & sel, its_b & sel

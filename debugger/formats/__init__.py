@@ -1,25 +1,41 @@
-"""Find dumps on disk and open them."""
+"""The dump formats tdbg reads, and the one place that picks a format for a path.
+
+A format is a folder here with a ``FORMAT`` object (see :mod:`debugger.formats.base`); the table
+below is the only list of them. Nothing outside this package imports a format's modules.
+"""
 from __future__ import annotations
 
 import os
 
 from ..errors import NotADumpError
-from ..model import Dump
-from .mindspore.tree import RANK_RE, is_rank_dir, rank_dirs
+from .base import DumpSource, Format
+from .mindspore.reader import FORMAT as MINDSPORE
+
+# Tried in order: a format with a marker file of its own comes before one recognised by layout.
+FORMATS: tuple[Format, ...] = (MINDSPORE,)
 
 _MAX_DEPTH = 3
 
 
-def find_dump_roots(path: str) -> list[str]:
-    """Dump roots at ``path``: itself, its ``rank_N`` parent, or dump roots below it."""
+def _format_of(path: str) -> tuple[str, Format] | None:
+    for fmt in FORMATS:
+        root = fmt.root_of(path)
+        if root is not None:
+            return root, fmt
+    return None
+
+
+def find_dump_roots(path: str) -> list[tuple[str, Format]]:
+    """(root, format) of the dumps at ``path``: itself, the dump it is a rank of, or dumps below it."""
     path = os.path.abspath(path)
     if not os.path.exists(path):
         raise NotADumpError(path, "no such file or directory")
     if not os.path.isdir(path):
-        raise NotADumpError(path, "not a directory (expected a dump root holding rank_N dirs)")
-    if rank_dirs(path) or is_rank_dir(path):
-        return [path]
-    found: list[str] = []
+        raise NotADumpError(path, "not a directory (expected a dump root or one rank of a dump)")
+    here = _format_of(path)
+    if here is not None:
+        return [here]
+    found: list[tuple[str, Format]] = []
 
     def walk(p: str, depth: int) -> None:
         try:
@@ -27,34 +43,32 @@ def find_dump_roots(path: str) -> list[str]:
         except OSError:
             return
         for c in children:
-            if rank_dirs(c):
-                found.append(c)
+            hit = _format_of(c)
+            if hit is not None and os.path.normpath(hit[0]) == os.path.normpath(c):
+                found.append(hit)
             elif depth < _MAX_DEPTH:
                 walk(c, depth + 1)
 
     walk(path, 1)
     if not found:
-        empty = not any(True for _ in os.scandir(path))
-        raise NotADumpError(
-            path, "empty directory" if empty else "not a MindSpore dump (no rank_N directory found)")
+        if not any(True for _ in os.scandir(path)):
+            raise NotADumpError(path, "empty directory")
+        tried = "; ".join(f"{f.name}: {f.why_not(path)}" for f in FORMATS)
+        raise NotADumpError(path, f"not a dump of any known format ({tried})")
     return found
 
 
-def open_dump(path: str) -> Dump:
-    """Open one dump: a dump root or a single ``rank_N`` dir."""
+def open_source(path: str) -> DumpSource:
+    """Open one dump (a root or one of its ranks) into rank readers."""
     path = os.path.abspath(path)
     roots = find_dump_roots(path)
     if len(roots) > 1:
-        raise NotADumpError(path, f"holds {len(roots)} dumps ({', '.join(os.path.relpath(r, path) for r in roots)}); "
+        raise NotADumpError(path, f"holds {len(roots)} dumps ({', '.join(os.path.relpath(r, path) for r, _ in roots)}); "
                             "open one of them")
-    root = roots[0]
-    if is_rank_dir(root):
-        m = RANK_RE.match(os.path.basename(os.path.normpath(root)))
-        assert m is not None
-        return Dump(os.path.dirname(os.path.normpath(root)), [(int(m.group(1)), root)])
-    return Dump(root, rank_dirs(root))
+    root, fmt = roots[0]
+    return fmt.open(root, path)
 
 
-def open_dumps(path: str) -> list[Dump]:
-    """Open every dump found at ``path``."""
-    return [open_dump(r) for r in find_dump_roots(path)]
+def format_names() -> list[str]:
+    """Names of the formats tdbg reads, in the order they are tried."""
+    return [f.name for f in FORMATS]

@@ -162,6 +162,10 @@ class RankReader(ABC):
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """Tensors of one graph and iteration, one per (node, io, slot), names matched against ``graph``."""
 
+    def node_alias(self, graph: GraphRecord, name: str) -> str | None:
+        """A node's full name from another spelling the format uses (e.g. in file names), if any."""
+        return None
+
     @abstractmethod
     def tensor_file_count(self) -> int:
         """How many tensor entries the rank lists (before any de-duplication)."""

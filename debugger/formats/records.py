@@ -34,6 +34,7 @@ class NodeRecord:
     is_backward: bool = False
     is_routing: bool = False       # only routes values (no computation): hidden in graph views
     is_collective: bool = False    # exchanges values between ranks (all-reduce, all-gather ...)
+    per_rank: bool = False         # its outputs differ between data-parallel ranks by design (random, scatter)
     input_roles: tuple[str, ...] = ()   # optimizer update kernels: "weight" | "gradient" | "state" | "hyper" per input
     value_inputs: tuple[str, ...] = ()  # per input slot, the node whose value arrives (through routing nodes)
     base_name: str = ""            # the name without numbers that change between runs ("" = name)

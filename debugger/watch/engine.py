@@ -22,7 +22,6 @@ from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_f
 from .registry import (HISTORY, INITIAL, LOSS_HISTORY, OPS, OVERFLOW, PREVIOUS, RANGE, UNITS, Watchpoint)
 
 _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
-COLLECTIVE_OPS = {"AllReduce", "AllGather", "Broadcast", "ReduceScatter", "AlltoAll", "AllToAll"}
 # SageMaker's non-saturated input ranges of tanh and sigmoid.
 _ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
 _BATCH_TASKS = 2048
@@ -48,15 +47,16 @@ class Hit:
     position: int = 0
     op_type: str = ""
     order: int = 0          # the watchpoint's place in the scan's list
+    collective: bool = False   # the node exchanges values between ranks (not in the JSON)
 
     def sort_key(self) -> tuple:
         """(iteration, rank, execution order, watchpoint, io, slot).
 
-        A collective (AllReduce...) whose non-finite output came from another rank is an origin on
+        A collective (all-reduce ...) whose non-finite output came from another rank is an origin on
         its own rank too; within an iteration it sorts after the origins of computing kernels, so
         that ``first`` names the rank where the NaN was made.
         """
-        relayed = self.watchpoint == "overflow" and self.op_type in COLLECTIVE_OPS
+        relayed = self.watchpoint == "overflow" and self.collective
         return (self.iteration, relayed, self.rank, self.position, self.order, self.io, self.slot, self.node)
 
     def to_dict(self) -> dict[str, Any]:
@@ -600,7 +600,8 @@ def _hit(result: ScanResult, chk: _Check, actual: dict[str, float], threshold: d
     result.hits.append(Hit(
         chk.wp.name, chk.rank.rank, chk.gid, chk.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
         actual, threshold, user_location(g, ref.node) if g is not None else None,
-        position(g, ref.node) if g is not None and ref.node in g.nx else 0, ref.op_type, chk.order))
+        position(g, ref.node) if g is not None and ref.node in g.nx else 0, ref.op_type, chk.order,
+        g is not None and ref.node in g.nx and g.node(ref.node).is_collective))
 
 
 def _nonfinite_text(s: Stats) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pytest
 
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.proto import debug_graph_pb2
 from treehash import tree_digest
 

@@ -12,7 +12,7 @@ from clirun import run_cli
 from compare_kit import DP2, METRIC_KEYS, PAIR_KEYS, WEIGHTS, alter, find, graph, kernel
 from debugger.compare import compare_ranks, invariant_nodes
 from debugger.compare import runs as runs_mod
-from debugger.formats import open_dump
+from debugger import open_dump
 
 
 def test_unaltered_sample_every_invariant_agrees(sample_copy):

@@ -11,7 +11,7 @@ import dumpmaker
 from clirun import run_cli
 from compare_kit import PAIR_KEYS, alter, find, graph, kernel, rewrite_names, shift_op_numbers
 from debugger.compare import compare_runs
-from debugger.formats import open_dump
+from debugger import open_dump
 
 
 def test_two_copies_of_a_run_agree(sample_copy):

@@ -14,7 +14,7 @@ import pytest
 from clirun import run_cli
 from watch_kit import Plant, full, hit_keys, make, run, tensor_file, wp
 from debugger.cache import StatsCache
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.stats import CHUNK
 from debugger.watch.engine import parse_iterations, scan
 from debugger.watch.registry import Watchpoint, preset
@@ -296,7 +296,7 @@ def test_a_corrupt_tensor_file_is_an_error_record_and_the_scan_goes_on(tmp_path,
 # -- memory ----------------------------------------------------------------------------------------------
 _MEASURE = textwrap.dedent("""
     import json, sys
-    from debugger.formats import open_dump
+    from debugger import open_dump
     from debugger.watch.engine import scan
     from debugger.watch.registry import Watchpoint, preset
 

@@ -12,7 +12,7 @@ import pytest
 from watch_kit import BATCH, F32, LAYERS, Layout, Plant, file_timestamp, hit_keys, make, ref_of, run, wp
 
 import dumpmaker
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.watch.registry import preset
 
 

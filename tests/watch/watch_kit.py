@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dumpmaker
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.model import Dump
 from debugger.watch.engine import ScanResult, scan
 from debugger.watch.registry import Watchpoint

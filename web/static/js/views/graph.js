@@ -349,7 +349,7 @@ export function mount(root) {
     let sub;
     if (c.type === 'scope') sub = `${fmt(c.count)} node${c.count === 1 ? '' : 's'}`;
     else if (c.type === 'group') sub = `${c.count} × ${c.op_type}`;
-    else sub = c.op_type === c.name.replace(/-op\d+$/, '') ? KIND_LABELS[c.kind] : `${c.op_type} · ${KIND_LABELS[c.kind]}`;
+    else sub = c.name.startsWith(c.op_type) ? KIND_LABELS[c.kind] : `${c.op_type} · ${KIND_LABELS[c.kind]}`;
     put(g, s('text', { class: 'n-sub', x: textX, y: c.type === 'scope' ? 36 : 32 }, fit(sub, maxW, '11px sans-serif')));
     if (c.type === 'scope') {
       // kind distribution bar

@@ -42,7 +42,7 @@ export function mount(root) {
     }
 
     put(page, h('div', { class: 'metrics' },
-      metric('MindSpore', r0.ms_version || '—', `${r0.device_target || 'unknown device'} · net ${Array.isArray(r0.net) ? r0.net.join(', ') : r0.net || '—'}`),
+      metric(r0.framework || 'Framework', r0.framework_version || '—', `${r0.device_target || 'unknown device'} · net ${Array.isArray(r0.net) ? r0.net.join(', ') : r0.net || '—'}`),
       metric('Ranks', String(ranks.length), ranks.map((r) => `rank_${r.rank}`).join(', ')),
       metric('Graphs', String(r0.graphs.length), r0.graph_details.map((g) => `${g.name || 'graph ' + g.graph}: ${fmt(g.nodes)} nodes`).join(' · ')),
       metric('Iterations', its.length ? `${its[0]}–${its[its.length - 1]}` : '—', `${its.length} dumped`),

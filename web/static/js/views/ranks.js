@@ -39,7 +39,7 @@ export function mount(root) {
         compareBody));
     put(compareBody, h('div', { class: 'note' }, r.total < 2
       ? 'This dump has one rank: there is nothing to compare.'
-      : 'Compares every rank with the base rank under data-parallel invariants (parameters equal, AllReduce outputs equal). '
+      : 'Compares every rank with the base rank under data-parallel invariants (parameters equal, all-reduce outputs equal). '
         + 'This view shows the results of debugger.compare.compare_ranks when that module is installed.'));
   }
 

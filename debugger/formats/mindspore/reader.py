@@ -1,0 +1,215 @@
+"""MindSpore's dump layout (1.3 to 2.10) behind the format seam: rank_N/<net>/<graph>/<iteration>/*.npy."""
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import cached_property
+from typing import Any
+
+from ...errors import CorruptFileError, DumpError
+from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
+from ..npy import NpyTensor
+from ..records import GraphRecord
+from . import exec_order as eo
+from .graph_ir import read_graph_ir
+from .graph_pb import read_graph_pb
+from .matching import file_key, match_files
+from .semantics import annotate
+from .tree import RANK_RE, RankListing, is_rank_dir, list_rank, rank_dirs, read_metadata
+
+_SAVED = {"tensor": VALUES, "statistic": STATISTICS, "full": BOTH}
+
+
+class MindSporeRank(RankReader):
+    """One ``rank_N`` directory, listed on first use (directory listings and small files only)."""
+
+    def __init__(self, rank: int, path: str) -> None:
+        self.rank = rank
+        self.path = path
+        self.warnings: list[str] = []
+        self.config, self.dump_config = read_metadata(path, self.warnings)
+
+    def __repr__(self) -> str:
+        return f"MindSporeRank({self.rank}, {self.path!r})"
+
+    @cached_property
+    def listing(self) -> RankListing:
+        """What the rank dir holds."""
+        try:
+            lst = list_rank(self.rank, self.path)
+        except DumpError as exc:
+            self.warnings.append(str(exc))
+            return RankListing(self.rank, self.path)
+        self.warnings.extend(lst.warnings)
+        return lst
+
+    def info(self) -> RankInfo:
+        """MindSpore version, device and what was saved, from ``.dump_metadata``."""
+        settings = self.dump_config.get("common_dump_settings", {})
+        nets = self.listing.nets
+        return RankInfo(
+            framework="MindSpore", framework_version=self.config.get("ms_version"),
+            device_target=self.config.get("device_target"),
+            saved=_SAVED.get(settings.get("saved_data")) if isinstance(settings, dict) else None,
+            net=nets[0] if len(nets) == 1 else nets,
+            raw={"config": self.config, "dump_config": self.dump_config})
+
+    def graph_ids(self) -> list[int]:
+        """Graphs with a graph file or a tensor dir."""
+        lst = self.listing
+        return sorted(set(lst.graph_pb) | set(lst.graph_ir) | {g for g, _ in lst.tensors})
+
+    @cached_property
+    def _orders(self) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for gid, path in self.listing.exec_order.items():
+            try:
+                out[gid] = eo.read_execution_order(path)
+            except DumpError as exc:
+                self.warnings.append(str(exc))
+        return out
+
+    def graph_key(self, graph_id: int) -> str | None:
+        """Digest of the graph file (.pb, else .ir) and the execution order."""
+        order = "\n".join(self._orders.get(graph_id, []))
+        for path in (self.listing.graph_pb.get(graph_id), self.listing.graph_ir.get(graph_id)):
+            if not path:
+                continue
+            try:
+                with open(path, "rb") as f:
+                    digest = hashlib.blake2b(f.read(), digest_size=16).hexdigest()
+            except OSError:
+                continue   # read_graph reports it
+            return f"{path.endswith('.pb')}|{digest}|{hashlib.blake2b(order.encode(), digest_size=16).hexdigest()}"
+        return None
+
+    def read_graph(self, graph_id: int) -> GraphRecord | None:
+        """The .pb, falling back to the .ir; hints from MindSpore's conventions."""
+        pb, ir = self.listing.graph_pb.get(graph_id), self.listing.graph_ir.get(graph_id)
+        for path, reader in ((pb, read_graph_pb), (ir, read_graph_ir)):
+            if not path:
+                continue
+            try:
+                record = reader(path, graph_id)
+            except CorruptFileError as exc:
+                fallback = "; using the .ir text instead" if reader is read_graph_pb and ir else ""
+                self.warnings.append(f"{exc}{fallback}")
+                continue
+            record.execution_order = list(self._orders.get(graph_id, []))
+            return annotate(record)
+        if any(g == graph_id for g, _ in self.listing.tensors):
+            self.warnings.append(f"{self.path}/graphs: no readable graph for graph {graph_id}; its tensors are "
+                                 "listed without kinds or source")
+        return None
+
+    def iterations(self, graph_id: int) -> list[int]:
+        """Iterations with a tensor dir."""
+        return sorted(it for g, it in self.listing.tensors if g == graph_id)
+
+    @cached_property
+    def _run_histories(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for gid, path in self.listing.run_history.items():
+            try:
+                out[gid] = eo.read_run_history(path)
+            except DumpError as exc:
+                self.warnings.append(str(exc))
+        return out
+
+    def run_history(self, graph_id: int) -> list[int]:
+        """From ``ms_global_execution_order_graph_N.csv``."""
+        return self._run_histories.get(graph_id, [])
+
+    def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
+        """One record per (node, io, slot): the newest file wins; names matched to the graph."""
+        files = self.listing.tensors.get((graph_id, iteration), [])
+        names = match_files(graph, files)
+        newest: dict[tuple[str, str, int], tuple[int, TensorRecord]] = {}
+        for f in files:
+            node = names.get(f.name.op_name)
+            rec = TensorRecord(node or f.name.op_name, f.name.op_type, f.name.io, f.name.slot,
+                               NpyTensor(f.path, f.size, f.mtime_ns), f.name.dtype, node is not None)
+            k = (rec.node, rec.io, rec.slot)
+            if k not in newest or f.name.timestamp > newest[k][0]:
+                newest[k] = (f.name.timestamp, rec)
+        return [r for _, r in newest.values()]
+
+    def node_alias(self, graph: GraphRecord, name: str) -> str | None:
+        """A node's full name from a tensor-file spelling such as ``fc1_weight``."""
+        return file_key(graph, name)
+
+    def tensor_file_count(self) -> int:
+        """Every tensor file, before newest-timestamp de-duplication."""
+        return sum(len(files) for files in self.listing.tensors.values())
+
+    def tensor_bytes(self) -> int:
+        """Total size of the tensor files."""
+        return sum(f.size for files in self.listing.tensors.values() for f in files)
+
+    def fingerprint(self) -> str:
+        """Names, sizes and mtimes of every file under the rank dir."""
+        h = hashlib.blake2b(digest_size=16)
+        _hash_tree(self.path, h)
+        return h.hexdigest()
+
+
+def _hash_tree(path: str, h: Any) -> None:
+    parts: list[str] = []
+    stack = [path]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        names = []
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+                continue
+            try:
+                st = e.stat()
+            except OSError:
+                continue
+            names.append(f"{e.name}|{st.st_size}|{st.st_mtime_ns}")
+        names.sort()
+        parts.append(d + "\n" + "\n".join(names))
+    parts.sort()
+    h.update("\n".join(parts).encode("utf-8", "surrogateescape"))
+
+
+class MindSporeFormat(Format):
+    """MindSpore's dump tree: a root holding ``rank_N`` dirs."""
+
+    name = "mindspore"
+    description = "MindSpore dump (rank_N/<net>/<graph>/<iteration>/*.npy, graphs/*.pb)"
+
+    def root_of(self, path: str) -> str | None:
+        """``path`` when it holds rank_N dirs; its parent when it is one."""
+        if rank_dirs(path):
+            return path
+        if is_rank_dir(path):
+            return os.path.dirname(os.path.normpath(path))
+        return None
+
+    def why_not(self, path: str) -> str:
+        """The one thing a MindSpore dump needs."""
+        return "no rank_N directory found"
+
+    def open(self, root: str, path: str) -> DumpSource:
+        """Every rank of ``root``, or only ``path`` when it is a rank dir."""
+        if is_rank_dir(path) and os.path.normpath(path) != os.path.normpath(root):
+            m = RANK_RE.match(os.path.basename(os.path.normpath(path)))
+            assert m is not None
+            ranks = [MindSporeRank(int(m.group(1)), path)]
+        else:
+            ranks = [MindSporeRank(r, p) for r, p in rank_dirs(root)]
+        # In multi-rank CPU runs only rank_0 may have .dump_metadata: the others share it.
+        donor = next((rk for rk in ranks if rk.config), None)
+        for rk in ranks:
+            if donor is not None and not rk.config:
+                rk.config, rk.dump_config = dict(donor.config), dict(donor.dump_config)
+        return DumpSource(root, self.name, list(ranks))
+
+
+FORMAT = MindSporeFormat()

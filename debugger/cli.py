@@ -5,20 +5,11 @@ import argparse
 import json
 import os
 import sys
-from enum import IntEnum
 from typing import Any, Callable, Sequence, TextIO
 
 from .errors import DumpError
+from .exits import Exit
 from .report import Progress, fmt_num, human_bytes, ranges_text, table
-
-
-class Exit(IntEnum):
-    """Exit codes, the same for every command."""
-
-    OK = 0
-    FOUND = 1          # scan: hits; compare: pairs graded error
-    USAGE = 2          # bad usage or unreadable dump
-    INTERRUPTED = 130
 
 
 def _print_json(obj: Any, out: TextIO) -> None:

@@ -6,6 +6,7 @@ import json
 from typing import Any, TextIO
 
 from ..errors import DumpError
+from ..exits import Exit
 from ..report import fmt_num, ranges_text, table
 from .metrics import ERROR, PASS, WARNING, Thresholds
 from .runs import CompareResult, Pair
@@ -57,7 +58,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Run `tdbg compare`; returns the exit code."""
     from ..cache import StatsCache
-    from ..cli import Exit
     from ..model import open_dump
     from ..report import Progress
     from .ranks import compare_ranks

@@ -1,0 +1,94 @@
+"""Any readable dump into tdbg's own HDF5 format, through the format's one writer."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .errors import DumpError, QueryError
+from .formats.base import BOTH, STATISTICS
+from .formats import DumpWriter
+from .model import Dump, Rank
+
+
+@dataclass
+class ConvertResult:
+    """What a conversion wrote, and what it had to leave out."""
+
+    source: str
+    target: str
+    ranks: list[int] = field(default_factory=list)
+    iterations: list[int] = field(default_factory=list)
+    graphs: int = 0
+    tensors: int = 0
+    bytes_read: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, object]:
+        """The `tdbg convert --json` object."""
+        return {"source": self.source, "target": self.target, "ranks": self.ranks, "iterations": self.iterations,
+                "graphs": self.graphs, "tensors": self.tensors, "bytes_read": self.bytes_read,
+                "warnings": self.warnings}
+
+
+def check_target(dump: Dump, target: str) -> str:
+    """The absolute target folder; QueryError when it is inside a dump or already holds files."""
+    target = os.path.abspath(target)
+    for path in [dump.root] + [r.path for r in dump.ranks]:
+        root = os.path.realpath(path)
+        real = os.path.realpath(target)
+        if real == root or real.startswith(root + os.sep):
+            raise QueryError(target, f"is inside the dump being converted ({dump.root}); tdbg never writes there")
+    if os.path.exists(target) and (not os.path.isdir(target) or any(True for _ in os.scandir(target))):
+        raise QueryError(target, "exists and is not an empty folder; choose a new one")
+    return target
+
+
+def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterable[int] | None = None,
+            iterations: set[int] | None = None, progress: Callable[[int, int], None] | None = None) -> ConvertResult:
+    """Write ``dump`` (the selected ranks and iterations) into ``target`` in tdbg's HDF5 format.
+
+    Values and their statistics are kept (a first scan then reads statistics, not values); with
+    ``statistics`` only the statistics and an exact digest of each tensor.
+    """
+    target = check_target(dump, target)
+    rank_objs = [dump.rank(r) for r in (sorted(ranks) if ranks is not None else dump.rank_ids)]
+    result = ConvertResult(dump.root, target, [r.rank for r in rank_objs])
+    plan = [(r, it) for r in rank_objs for it in r.iterations() if iterations is None or it in iterations]
+    result.iterations = sorted({it for _, it in plan})
+    total = sum(len(r.tensors(iteration=it)) for r, it in plan)
+    done = 0
+    writers = {r.rank: _writer(r, target, statistics, result) for r in rank_objs}
+    try:
+        for rank, it in plan:
+            with writers[rank.rank].iteration(it) as w:
+                for ref in rank.tensors(iteration=it):
+                    done += 1
+                    try:
+                        values = ref.value()
+                        w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, values=values)
+                    except DumpError as exc:
+                        result.warnings.append(f"{exc}; not converted")
+                        continue
+                    result.tensors += 1
+                    result.bytes_read += ref.size
+                    if progress is not None and (done % 256 == 0 or done == total):
+                        progress(done, total)
+    finally:
+        for wr in writers.values():
+            wr.close()
+    if progress is not None:
+        progress(total, total)
+    result.warnings[:0] = dump.all_warnings()
+    return result
+
+
+def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) -> DumpWriter:
+    info = rank.info
+    w = DumpWriter(target, rank.rank, saved=STATISTICS if statistics else BOTH, framework=info.framework,
+                   framework_version=info.framework_version, device_target=info.device_target,
+                   metadata={"net": info.net, "converted_from": rank.path, **info.raw})
+    for gid, graph in sorted(rank.graphs.items()):
+        w.write_graph(graph.record, run_history=rank.run_history(gid))
+        result.graphs += 1
+    return w

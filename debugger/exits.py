@@ -1,0 +1,13 @@
+"""Exit statuses, the same for every command (documented in the README)."""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """Exit codes, the same for every command."""
+
+    OK = 0
+    FOUND = 1          # scan: hits; compare: pairs graded error
+    USAGE = 2          # bad usage or unreadable dump
+    INTERRUPTED = 130

@@ -1,4 +1,4 @@
-"""The `tdbg` command: info, node, code, scan, compare, serve."""
+"""The `tdbg` command: info, node, code, scan, compare, convert, serve."""
 from __future__ import annotations
 
 import argparse
@@ -206,6 +206,31 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     return Exit.FOUND if result.hits else Exit.OK
 
 
+def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
+    """Convert a dump into tdbg's HDF5 format."""
+    from .convert import convert
+    from .model import open_dump
+    from .watch.engine import parse_iterations
+
+    try:
+        its = parse_iterations(args.iterations)
+        ranks = _parse_ranks(args.ranks)
+    except ValueError as exc:
+        raise DumpError(None, str(exc)) from None
+    dump = open_dump(args.dump)
+    result = convert(dump, args.out, statistics=args.statistics, ranks=ranks, iterations=its,
+                     progress=Progress("converting"))
+    if args.json:
+        _print_json(result.to_dict(), out)
+        return Exit.OK
+    out.write(f"Converted {result.source} -> {result.target}: ranks {ranges_text(result.ranks)}, iterations "
+              f"{ranges_text(result.iterations)}, {result.graphs} graph(s), {result.tensors} tensor(s), "
+              f"{human_bytes(result.bytes_read)} read; {'statistics only' if args.statistics else 'values and statistics'}\n")
+    for w in result.warnings[:20]:
+        out.write(f"  warning: {w}\n")
+    return Exit.OK
+
+
 def _parse_ranks(text: str | None) -> list[int] | None:
     from .watch.engine import parse_iterations
 
@@ -332,6 +357,16 @@ def build_parser() -> argparse.ArgumentParser:
     from .compare.command import add_parser as add_compare
 
     add_compare(sub)
+
+    s = sub.add_parser("convert", help="any readable dump into tdbg's HDF5 format")
+    s.add_argument("dump", help="dump root or one rank of it")
+    s.add_argument("out", help="a new (or empty) folder for the converted dump")
+    s.add_argument("--statistics", action="store_true",
+                   help="keep statistics and an exact digest per tensor instead of values (~100x smaller)")
+    s.add_argument("--ranks", help="ranks, e.g. 0-3,7 (default: all)")
+    s.add_argument("--iterations", help="iterations, e.g. 0-5,8 (default: all)")
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.set_defaults(func=cmd_convert)
 
     s = sub.add_parser("serve", help="the web UI")
     s.add_argument("dump", nargs="?", help="dump or folder of dumps (default: dumps_sample/)")

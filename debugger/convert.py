@@ -87,7 +87,8 @@ def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) ->
     info = rank.info
     w = DumpWriter(target, rank.rank, saved=STATISTICS if statistics else BOTH, framework=info.framework,
                    framework_version=info.framework_version, device_target=info.device_target,
-                   metadata={"net": info.net, "converted_from": rank.path, **info.raw})
+                   net=info.net if isinstance(info.net, str) else None,
+                   metadata={"converted_from": rank.path, "nets": info.net, **info.raw})
     for gid, graph in sorted(rank.graphs.items()):
         w.write_graph(graph.record, run_history=rank.run_history(gid))
         result.graphs += 1

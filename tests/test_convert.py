@@ -1,0 +1,207 @@
+"""`tdbg convert`: every command answers the same on the converted dump as on the original.
+
+The originals are the committed real MindSpore samples and dumps written by dumpmaker; a values
+conversion must give equal `info`, `node`, `code`, `scan --json` (every condition) and `compare
+--json`; a statistics conversion the same hits for every condition statistics can answer and the
+named "needs tensor values" error for the others. The original is never changed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from clirun import run_cli
+from treehash import tree_digest
+
+from debugger import open_dump
+from debugger.watch.registry import CONDITIONS
+
+# One watchpoint per condition, with thresholds that fire on the samples (so equality means something).
+EVERY_CONDITION = [
+    "weight_initialization:max_gt=0.1", "weight_overflow", "gradient_exploding", "tensor_overflow",
+    "weight_too_large:abs_mean_gt=0.05", "gradient_too_large:max_gt=0.001", "tensor_too_large:max_gt=5",
+    "weight_too_small:abs_mean_lt=0.05", "gradient_vanishing:abs_mean_lt=1e-4", "tensor_too_small:min_lt=-5",
+    "tensor_all_zero:zero_percentage_ge=50", "weight_not_changed", "weight_change_too_large:abs_mean_update_ratio_gt=0.001",
+    "weight_change_too_small:abs_mean_update_ratio_lt=0.01",
+    "activation_range:range_start_inclusive=0.99,range_end_inclusive=1,range_percentage_gt=50",
+    "tensor_range:max_min_gt=10", "activation_saturation", "activation_dead_relu", "tensor_unchanged:num_steps=2",
+    "weight_update_ratio:large_threshold=0.01,small_threshold=1e-6", "loss_not_decreasing:num_steps=2",
+    "tensor_exploding", "overflow",
+]
+# What statistics alone cannot answer: element counts inside a range, per-unit activity, mean |cur - prev|.
+NEEDS_VALUES = {"activation_range", "activation_saturation", "activation_dead_relu", "weight_change_too_large",
+                "weight_change_too_small", "weight_update_ratio"}
+
+
+def test_every_condition_is_covered() -> None:
+    assert sorted(w.split(":")[0] for w in EVERY_CONDITION) == sorted(CONDITIONS)
+
+
+def _convert(src: str, dst: str, *extra: str) -> dict[str, Any]:
+    before = tree_digest(src)
+    r = run_cli("convert", src, dst, "--json", *extra)
+    assert r.code == 0, r.err
+    assert tree_digest(src) == before, "convert changed the dump it read"
+    return r.json
+
+
+def _plain(obj: Any, *roots: str) -> Any:
+    """JSON with the dumps' own paths taken out (they differ by design)."""
+    text = json.dumps(obj, sort_keys=True)
+    for root in roots:
+        text = text.replace(json.dumps(root)[1:-1], "<ROOT>")
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: Any) -> dict[str, tuple[str, str, str]]:
+    """name -> (original, values conversion, statistics conversion) for the samples and a made dump."""
+    import dumpmaker
+    from conftest import SAMPLE_ROOT
+
+    base = tmp_path_factory.mktemp("convert")
+    made = dumpmaker.make_dump(str(base / "adam2"), ranks=2, iterations=4, optimizer="Adam",
+                               layers=(("fc1", 6, 5, "ReLU"), ("fc2", 5, 4, "Tanh"), ("fc3", 4, 2, None)))
+    out = {}
+    for name, src in (("single", os.path.join(SAMPLE_ROOT, "single")), ("dp2", os.path.join(SAMPLE_ROOT, "dp2")),
+                      ("adam2", made)):
+        vals, stats = str(base / f"{name}-h5"), str(base / f"{name}-stats")
+        _convert(src, vals)
+        _convert(src, stats, "--statistics")
+        out[name] = (src, vals, stats)
+    return out
+
+
+@pytest.mark.parametrize("name", ["single", "dp2", "adam2"])
+def test_info_is_the_same(converted: dict, name: str) -> None:
+    src, vals, stats = converted[name]
+    a, b, c = (run_cli("info", p, "--json") for p in (src, vals, stats))
+    assert a.code == b.code == c.code == 0
+    assert b.json["format"] == c.json["format"] == "tdbg-h5" and a.json["format"] == "mindspore"
+    for conv, saved in ((b.json, "values+statistics"), (c.json, "statistics")):
+        for ra, rb in zip(a.json["ranks"], conv["ranks"], strict=True):
+            for k in ("rank", "graphs", "iterations", "run_iterations", "nodes_by_kind", "parameters", "framework",
+                      "framework_version", "device_target", "net", "tensor_files"):
+                assert ra[k] == rb[k], (k, ra[k], rb[k])
+            strip = [{k: v for k, v in g.items() if k != "source"} for g in ra["graph_details"]]
+            assert strip == [{k: v for k, v in g.items() if k != "source"} for g in rb["graph_details"]]
+            assert rb["saved"] == saved
+    if name == "single":   # the statistics-only dump is far smaller than the values
+        assert c.json["ranks"][0]["tensor_bytes"] * 20 < b.json["ranks"][0]["tensor_bytes"]
+
+
+@pytest.mark.parametrize("name,node", [("single", "fc1.weight"), ("single", "Sigmoid-op0"), ("dp2", "conv1.weight"),
+                                       ("adam2", "fc2.bias")])
+def test_node_is_the_same(converted: dict, name: str, node: str) -> None:
+    src, vals, stats = converted[name]
+    a = run_cli("node", src, node, "--json")
+    assert a.code == 0, a.err
+    for other in (vals, stats):
+        b = run_cli("node", other, node, "--json")
+        assert b.code == 0, b.err
+        assert _plain(a.json, src) == _plain(b.json, other)
+
+
+def test_code_is_the_same(converted: dict) -> None:
+    src, vals, stats = converted["single"]
+    a = run_cli("code", src, "make_sample.py:197", "--json")
+    assert a.code == 0 and a.json["nodes"], a.err
+    for other in (vals, stats):
+        b = run_cli("code", other, "make_sample.py:197", "--json")
+        assert _plain(a.json, src) == _plain(b.json, other)
+
+
+def _scan(path: str) -> dict[str, Any]:
+    args = ["scan", path, "--json", "--no-cache", "--jobs", "1"]
+    for w in EVERY_CONDITION:
+        args += ["--watch", w]
+    r = run_cli(*args)
+    assert r.code in (0, 1), r.err
+    return r.json
+
+
+def _errors(result: dict[str, Any]) -> list[tuple]:
+    return sorted((e["watchpoint"], e["rank"], e["graph"], e["iteration"], e["node"]) for e in result["errors"])
+
+
+@pytest.mark.parametrize("name", ["single", "dp2", "adam2"])
+def test_scan_of_every_condition_is_the_same(converted: dict, name: str) -> None:
+    src, vals, stats = converted[name]
+    a, b = _scan(src), _scan(vals)
+    assert _plain(a["hits"], src) == _plain(b["hits"], vals)
+    assert a["first"] == b["first"] or _plain(a["first"], src) == _plain(b["first"], vals)
+    assert _errors(a) == _errors(b)
+    fired = {h["watchpoint"] for h in a["hits"]}
+    if name == "single":   # the thresholds above make most conditions fire on the planted sample
+        assert len(fired) >= 12, fired
+
+
+@pytest.mark.parametrize("name", ["single", "dp2", "adam2"])
+def test_statistics_conversion_answers_what_statistics_can(converted: dict, name: str) -> None:
+    src, _, stats = converted[name]
+    a, c = _scan(src), _scan(stats)
+    want = [h for h in _plain(a["hits"], src) if h["watchpoint"] not in NEEDS_VALUES]
+    got = _plain(c["hits"], stats)
+    undecided = {(e["watchpoint"], e["rank"], e["iteration"], e["node"]) for e in c["errors"]
+                 if "digests differ" in e["error"]}
+    # unchanged-weight checks are exact through the digest, or an error says statistics cannot decide
+    want = [h for h in want if (h["watchpoint"], h["rank"], h["iteration"], h["node"]) not in undecided]
+    assert got == want
+    for e in c["errors"]:
+        if e["watchpoint"] in NEEDS_VALUES:
+            assert "needs tensor values; this dump holds statistics only" in e["error"], e
+    needs = {e["watchpoint"] for e in c["errors"] if "needs tensor values" in e["error"]}
+    assert needs <= NEEDS_VALUES
+    ran = {w["name"] for w in c["watchpoints"]}
+    for cond in NEEDS_VALUES & ran:
+        if any(h["watchpoint"] == cond for h in a["hits"]) or any(e["watchpoint"] == cond for e in a["errors"]):
+            assert cond in needs, f"{cond} passed silently on a statistics-only dump"
+
+
+def test_compare_ranks_is_the_same(converted: dict) -> None:
+    src, vals, _ = converted["dp2"]
+    a = run_cli("compare", src, "--ranks", "--json", "--all", "--no-cache")
+    b = run_cli("compare", vals, "--ranks", "--json", "--all", "--no-cache")
+    assert a.code == b.code == 0, (a.err, b.err)
+    assert _plain(a.json, src) == _plain(b.json, vals)
+
+
+def test_compare_runs_is_the_same(converted: dict, tmp_path: Any) -> None:
+    src, vals, _ = converted["adam2"]
+    a = run_cli("compare", src, src, "--json", "--all", "--no-cache")
+    b = run_cli("compare", vals, src, "--json", "--all", "--no-cache")
+    assert a.code == b.code == 0, (a.err, b.err)
+    assert a.json["summary"]["pairs"] == b.json["summary"]["pairs"] > 0
+    assert [p["grade"] for p in a.json["pairs"]] == [p["grade"] for p in b.json["pairs"]]
+    assert all(p["metrics"]["cosine"] == 1.0 for p in b.json["pairs"] if p["metrics"])
+
+
+def test_values_are_bit_identical(converted: dict) -> None:
+    src, vals, _ = converted["single"]
+    da, db = open_dump(src), open_dump(vals)
+    ra, rb = da.rank(0), db.rank(0)
+    for it in ra.iterations(0):
+        ma, mb = ra.tensor_map(0, it), rb.tensor_map(0, it)
+        assert ma.keys() == mb.keys()
+        for k, ta in ma.items():
+            x, y = np.asarray(ta.value()), np.asarray(mb[k].value())
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), k
+
+
+def test_convert_subsets_and_refusals(converted: dict, tmp_path: Any) -> None:
+    src = converted["dp2"][0]
+    part = str(tmp_path / "part")
+    got = _convert(src, part, "--ranks", "1", "--iterations", "1-2")
+    assert got["ranks"] == [1] and got["iterations"] == [1, 2]
+    info = run_cli("info", part, "--json").json
+    assert [r["rank"] for r in info["ranks"]] == [1] and info["ranks"][0]["iterations"] == [1, 2]
+    # never inside the dump, never over existing files
+    inside = run_cli("convert", src, os.path.join(src, "rank_0", "h5"))
+    assert inside.code == 2 and "inside the dump" in inside.err and not os.path.exists(os.path.join(src, "rank_0", "h5"))
+    again = run_cli("convert", src, part)
+    assert again.code == 2 and "not an empty folder" in again.err
+    assert re.search(r"tdbg: error: .*part", again.err)

@@ -34,11 +34,8 @@ class ConvertResult:
 def check_target(dump: Dump, target: str) -> str:
     """The absolute target folder; QueryError when it is inside a dump or already holds files."""
     target = os.path.abspath(target)
-    for path in [dump.root] + [r.path for r in dump.ranks]:
-        root = os.path.realpath(path)
-        real = os.path.realpath(target)
-        if real == root or real.startswith(root + os.sep):
-            raise QueryError(target, f"is inside the dump being converted ({dump.root}); tdbg never writes there")
+    if dump.holds(target):
+        raise QueryError(target, f"is inside the dump being converted ({dump.root}); tdbg never writes there")
     if os.path.exists(target) and (not os.path.isdir(target) or any(True for _ in os.scandir(target))):
         raise QueryError(target, "exists and is not an empty folder; choose a new one")
     return target

@@ -333,6 +333,15 @@ class Dump:
         except KeyError:
             raise QueryError(self.root, f"no rank {rank} (ranks: {self.rank_ids})") from None
 
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` lies inside the dump (its root or a rank's folder), links resolved."""
+        real = os.path.realpath(path)
+        for top in [self.root] + [r.path for r in self.ranks]:
+            root = os.path.realpath(top)
+            if real == root or real.startswith(root + os.sep):
+                return True
+        return False
+
     def fingerprint(self, ranks: Iterable[int] | None = None) -> str:
         """A digest of every file's name, size and mtime under the given ranks (stat only)."""
         h = hashlib.blake2b(digest_size=16)

@@ -181,6 +181,28 @@ def node(rank: int, graph_id: int) -> dict[str, Any]:
     return out
 
 
+# -- export -----------------------------------------------------------------------------------------
+@bp.get("/export/formats")
+def export_formats() -> dict[str, Any]:
+    """The graph export formats this server can produce (svg and png only with Graphviz)."""
+    from debugger import export
+
+    return {"formats": export.available_formats(), "graphviz": export.graphviz_available()}
+
+
+@bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/export")
+def export_scope(rank: int, graph_id: int) -> Response:
+    """One scope level as the graph view shows it (``scope``, ``fold``, ``framework``), as a
+    ``format=dot|svg|png`` download."""
+    from debugger import export
+
+    fmt = export.check_format(request.args.get("format", "dot"))   # a bad format is a 400 before any work
+    r, g = _graph(rank, graph_id)
+    exp = export.export_scope(g, request.args.get("scope", ""), fmt, rank=r.rank, **_view_opts())
+    return Response(exp.data, mimetype=exp.mimetype,
+                    headers={"Content-Disposition": f'attachment; filename="{exp.filename}"'})
+
+
 # -- tensors ----------------------------------------------------------------------------------------
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor")
 def tensor(rank: int, graph_id: int) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import shutil
 from typing import Any
 
 import numpy as np
@@ -479,3 +480,52 @@ def test_app_binds_loopback_by_default(client: Any) -> None:
     from tdbg_web import DEFAULT_CONFIG
 
     assert DEFAULT_CONFIG["HOST"] == "127.0.0.1"
+
+
+# -- graph export -------------------------------------------------------------------------------------
+OPTIMIZER = "Default/optimizer-Momentum"
+
+
+def test_export_dot_is_an_attachment_of_the_scope_level(sample_client: Any, sample_root: str) -> None:
+    import pydot
+
+    from debugger import views
+
+    resp = sample_client.get(f"/api/ranks/0/graphs/0/export?dump=single&scope={OPTIMIZER}&format=dot")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert resp.headers["Content-Disposition"] == 'attachment; filename="rank0_graph0_optimizer-Momentum.dot"'
+    assert resp.mimetype == "text/vnd.graphviz"
+    (g,) = pydot.graph_from_dot_data(resp.get_data(as_text=True))
+    names = {n.get_name().strip('"') for n in g.get_nodes()} - {"node", "edge", "graph"}
+    graph = open_dump(os.path.join(sample_root, "single")).rank(0).graph(0)
+    assert names == {c["id"] for c in views.scope_view(graph, OPTIMIZER)["children"]["items"]}
+    assert f"{OPTIMIZER}/ApplyMomentum[7]" in names
+    # fold and framework are the scope route's: unfolded, the seven kernels are there one by one
+    unfolded = sample_client.get(f"/api/ranks/0/graphs/0/export?dump=single&scope={OPTIMIZER}&fold=0&framework=1")
+    assert unfolded.status_code == 200 and unfolded.get_data(as_text=True).count("ApplyMomentum-op") >= 7
+    root = sample_client.get("/api/ranks/0/graphs/0/export?dump=single")       # defaults: root scope, DOT
+    assert root.status_code == 200 and 'filename="rank0_graph0_root.dot"' in root.headers["Content-Disposition"]
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot is not installed")
+def test_export_svg_when_graphviz_is_there(sample_client: Any) -> None:
+    import xml.etree.ElementTree as ET
+
+    assert ok(sample_client.get("/api/export/formats")) == {"formats": ["dot", "svg", "png"], "graphviz": True}
+    resp = sample_client.get("/api/ranks/0/graphs/0/export?dump=dp2&scope=Default&format=svg")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert resp.mimetype == "image/svg+xml" and resp.headers["Content-Disposition"].endswith('Default.svg"')
+    svg = ET.fromstring(resp.data)
+    texts = {t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")}
+    assert {"network-WithLossCell/", "optimizer-Momentum/"} <= texts
+
+
+def test_export_bad_format_unknown_scope_and_no_graphviz(sample_client: Any, monkeypatch: Any, tmp_path: Any) -> None:
+    assert "bad format 'pdf'" in err(sample_client.get("/api/ranks/0/graphs/0/export?dump=single&format=pdf"), 400)
+    assert "no scope 'nope'" in err(sample_client.get("/api/ranks/0/graphs/0/export?dump=single&scope=nope"), 404)
+    assert "no graph 5" in err(sample_client.get("/api/ranks/0/graphs/5/export?dump=single"), 404)
+    monkeypatch.setenv("PATH", str(tmp_path))          # a server without Graphviz
+    assert ok(sample_client.get("/api/export/formats")) == {"formats": ["dot"], "graphviz": False}
+    msg = err(sample_client.get("/api/ranks/0/graphs/0/export?dump=single&format=svg"), 400)
+    assert "Graphviz" in msg and "apt-get install graphviz" in msg
+    assert sample_client.get("/api/ranks/0/graphs/0/export?dump=single&format=dot").status_code == 200

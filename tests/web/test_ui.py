@@ -213,3 +213,25 @@ def test_switching_rank(page: Any, live_sample: Any) -> None:
     page.wait_for_selector(".stat-tile[data-stat='max'] .st-value")
     assert page.locator("#rank-select").input_value() == "1"
     shot(page, "graph-rank1")
+
+
+def test_export_downloads_the_scope_level(page: Any, live_sample: Any) -> None:
+    import shutil
+
+    optimizer = "Default/optimizer-Momentum"
+    open_view(page, live_sample, f"#/graph?dump=single&it=2&scope={optimizer}")
+    wait_graph(page)
+    shown = set(page.eval_on_selector_all(".gnode", "els => els.map(e => e.dataset.id)"))
+    with page.expect_download() as dl:
+        page.locator(".export-btn", has_text="Export").click()
+    assert dl.value.suggested_filename == "rank0_graph0_optimizer-Momentum.dot"
+    text = open(dl.value.path(), encoding="utf-8").read()
+    assert text.startswith("digraph") and all(f'"{i}"' in text for i in shown)
+    if shutil.which("dot"):     # the server has Graphviz: SVG is offered and drawn
+        page.wait_for_selector(".export-format option[value='svg']", state="attached")
+        page.select_option(".export-format", "svg")
+        shot(page, "graph-export")
+        with page.expect_download() as dl:
+            page.locator(".export-btn").click()
+        assert dl.value.suggested_filename == "rank0_graph0_optimizer-Momentum.svg"
+        assert "<svg" in open(dl.value.path(), encoding="utf-8").read()

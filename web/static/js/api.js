@@ -48,6 +48,23 @@ async function request(method, u, body) {
   }
 }
 
+/** A file the server sends as an attachment: {blob, filename}; a failure throws ApiError with its message. */
+async function download(u) {
+  setBusy(1);
+  try {
+    const res = await fetch(u);
+    if (!res.ok) {
+      let data;
+      try { data = await res.json(); } catch { data = {}; }
+      throw new ApiError(data.error || `${res.status} ${res.statusText}`, res.status);
+    }
+    const m = /filename="([^"]+)"/.exec(res.headers.get('Content-Disposition') || '');
+    return { blob: await res.blob(), filename: m ? m[1] : 'export' };
+  } finally {
+    setBusy(-1);
+  }
+}
+
 function get(path, params, { reuse = true } = {}) {
   const u = url(path, params);
   if (!reuse) return request('GET', u);
@@ -87,6 +104,9 @@ export const api = {
     get(`${T(rank, graph)}/tensor/values`, { dump, node, io, slot, iteration, slice }),
   diff: ({ dump, rank, graph, node, io, slot, iteration, slice }) =>
     get(`${T(rank, graph)}/tensor/diff`, { dump, node, io, slot, iteration, slice }),
+  exportFormats: () => get('/export/formats', {}),
+  exportScope: ({ dump, rank, graph, scope, framework, format }) =>
+    download(url(`${T(rank, graph)}/export`, { dump, scope, framework, format })),
   npyUrl: ({ dump, rank, graph, node, io, slot, iteration }) =>
     url(`${T(rank, graph)}/tensor/npy`, { dump, node, io, slot, iteration }),
   codeFiles: ({ dump, rank, framework, q }) => get(`/ranks/${rank}/code/files`, { dump, framework, q }),

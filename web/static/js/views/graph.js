@@ -96,11 +96,39 @@ export function mount(root) {
     h('div', { class: 'legend-hint' }, 'Drag or scroll to pan · Ctrl+scroll to zoom'));
   const canvas = h('div', { class: 'graph-canvas' }, svg, overlay, h('div', { class: 'graph-top' }, info, lineChip), pager, legendBox);
   const inspectorEl = h('aside', { class: 'inspector' });
+  // Export: this scope level as drawn here (every child, not only the page shown) as a file.
+  // DOT always; SVG and PNG only when the server has Graphviz (it says so in /api/export/formats).
+  const exportFmt = h('select', { class: 'input export-format', 'aria-label': 'export format',
+    title: 'DOT is Graphviz text; SVG and PNG need Graphviz on the server' }, h('option', { value: 'dot' }, 'DOT'));
+  const exportBtn = h('button', { class: 'btn btn-small export-btn', onclick: () => doExport(),
+    title: 'Download this scope level (every child, folded as shown) as a graph file' }, 'Export');
+  const exportBox = h('div', { class: 'export-box' }, exportFmt, exportBtn);
+  api.exportFormats().then((f) => {
+    for (const x of f.formats) if (x !== 'dot') put(exportFmt, h('option', { value: x }, x.toUpperCase()));
+    if (!f.graphviz) exportFmt.title = 'SVG and PNG need Graphviz (the `dot` program) on the server';
+  }).catch(() => { /* DOT stays available */ });
+  async function doExport() {
+    exportBtn.disabled = true;
+    try {
+      const { blob, filename } = await api.exportScope({ dump: state.dump, rank: state.rank, graph: state.graph,
+        scope: state.scope, framework: state.framework, format: exportFmt.value });
+      const a = h('a', { href: URL.createObjectURL(blob), download: filename, hidden: true });
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(a.href), 30000);
+    } catch (e) {
+      toast(`Export failed: ${e.message}`, 'error');
+    } finally {
+      exportBtn.disabled = false;
+    }
+  }
   const toolbar = h('div', { class: 'graph-toolbar' },
     crumbs,
     h('div', { class: 'search-box' }, searchInput, results),
     h('label', { class: 'toggle', title: 'Show Load, Depend, UpdateState, MakeTuple... (edges are drawn through them when hidden)' },
       fwToggle, 'Routing ops'),
+    exportBox,
   );
   const zoomBox = h('div', { class: 'seg zoom-box' },
     h('button', { title: 'Zoom out', onclick: () => zoomBy(1 / 1.25) }, '−'),

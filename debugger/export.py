@@ -1,7 +1,7 @@
 """Export one scope level of a graph, as the graph view shows it, with pydot: DOT text, SVG or PNG.
 
 :func:`scope_dot` builds a :class:`pydot.Dot` from :func:`debugger.views.scope_view` (child scopes,
-folded groups such as ``ApplyMomentum[7]``, nodes, edges aggregated with their counts);
+folded groups such as ``Adam[7]``, nodes, edges aggregated with their counts);
 :func:`render` turns it into bytes. DOT needs nothing else; SVG and PNG need Graphviz's ``dot``
 executable, found on ``PATH`` (:func:`graphviz_available`).
 """
@@ -112,8 +112,8 @@ def _node_attrs(c: dict[str, Any]) -> dict[str, Any]:
                 "style": _q("rounded,filled"), "peripheries": 2, "fillcolor": _q(_tint(color)), "color": _q(color),
                 "tooltip": _q(f"{c['count']} {c['op_type']} nodes folded: {c['path']}")}
     color = KIND_COLORS.get(c["kind"], KIND_COLORS["other"])
-    # "MatMul-op0" already says MatMul: as in the view, repeat the op type only when the name hides it.
-    sub = _kind_label(c["kind"]) if c["op_type"] == re.sub(r"-op\d+$", "", c["name"]) \
+    # a name that starts with the op type already says it: as in the view, repeat it only when hidden
+    sub = _kind_label(c["kind"]) if c["name"].startswith(c["op_type"]) \
         else f"{c['op_type']} · {_kind_label(c['kind'])}"
     return {"label": _q(f"{c['name']}\n{sub}"), "shape": "box", "style": _q("rounded,filled"),
             "fillcolor": _q(_tint(color)), "color": _q(color), "penwidth": 1.5, "tooltip": _q(c["node"])}

@@ -138,6 +138,13 @@ def test_cli_unknown_scope_rank_graph_and_bad_usage_exit_2(capsys: Any) -> None:
     assert r.code == 2 and "/no/such/dump" in r.err
 
 
+def test_cli_never_writes_inside_the_dump(make_dump: Any) -> None:
+    root = make_dump(iterations=1)
+    for target in (os.path.join(root, "g.dot"), os.path.join(root, "rank_0", "g.dot")):
+        r = run_cli("graph", root, "-o", target)
+        assert r.code == 2 and "inside the dump" in r.err and not os.path.exists(target)
+
+
 @needs_graphviz
 def test_svg_is_valid_xml_with_the_node_labels(sample_graph: Any, tmp_path: Any) -> None:
     out = tmp_path / "backbone.svg"

@@ -1,18 +1,17 @@
-"""Fixtures of the web tests: real dumps (the tiny /tmp/msq/out copy, dumps_sample/, dumpmaker dumps),
-an app and its test client, and for the browser tests a live server and headless Chromium."""
+"""Fixtures of the web tests: real dumps (a dumpmaker dump built per test, dumps_sample/), an app and its
+test client, and for the browser tests a live server and headless Chromium."""
 from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 from typing import Any, Callable, Iterator
 
 import pytest
 
+import dumpmaker
 from tdbg_web import create_app
 
-MSQ = "/tmp/msq/out"
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 CHROMIUM = "/usr/bin/chromium"
 
@@ -23,14 +22,19 @@ def _cache_elsewhere(monkeypatch: Any, tmp_path: Any) -> None:
     monkeypatch.setenv("TDBG_CACHE_DIR", str(tmp_path / "cache-env"))
 
 
+USER_SCRIPT = "t.py"   # the training script the stacks of mlp_dump name, written beside the dump
+
+
 @pytest.fixture
-def msq_dump(tmp_path: Any) -> str:
-    """The tiny real MindSpore dump of /tmp/msq/out, copied into tmp_path (skips when absent)."""
-    if not os.path.isdir(MSQ):
-        pytest.skip(f"{MSQ} is not present")
-    dst = tmp_path / "msq"
-    shutil.copytree(MSQ, dst)
-    return str(dst)
+def mlp_dump(tmp_path: Any) -> str:
+    """A dumpmaker dump root in MindSpore 2.10's layout: rank 0, graph 0, iterations 0-1 of its MLP (Momentum)."""
+    return dumpmaker.make_dump(str(tmp_path / "mlp"), iterations=2, user_file=str(tmp_path / USER_SCRIPT))
+
+
+@pytest.fixture
+def mlp_script(mlp_dump: str) -> str:
+    """The user script that the source stacks of ``mlp_dump`` name (written by dumpmaker beside the dump)."""
+    return os.path.join(os.path.dirname(mlp_dump), USER_SCRIPT)
 
 
 @pytest.fixture
@@ -42,9 +46,9 @@ def make_app(tmp_path: Any) -> Callable[..., Any]:
 
 
 @pytest.fixture
-def client(make_app: Callable[..., Any], msq_dump: str) -> Any:
-    """Test client on the /tmp/msq/out copy."""
-    return make_app(msq_dump).test_client()
+def client(make_app: Callable[..., Any], mlp_dump: str) -> Any:
+    """Test client on the dumpmaker dump of ``mlp_dump``."""
+    return make_app(mlp_dump).test_client()
 
 
 @pytest.fixture

@@ -162,10 +162,6 @@ def test_code_view_lists_lines_and_their_nodes(page: Any, live_sample: Any) -> N
 
 
 def test_watchpoint_from_the_registry_form_and_its_hits(page: Any, live_sample: Any) -> None:
-    try:
-        import debugger.watch  # noqa: F401
-    except ImportError:
-        pytest.skip("debugger.watch is not installed")
     open_view(page, live_sample, "#/watch?dump=single&it=2")
     try:
         page.wait_for_selector(".cond-select")

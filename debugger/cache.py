@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .stats import STAT_NAMES, Stats, tensor_stats
+from .stats import COUNT_NAMES, STAT_NAMES, Stats, tensor_stats
 
 _KEY = "S16"
 _KEY_LEN = 16   # digest bytes; numpy's "S" strips trailing NUL bytes on reading, so keys are padded back
@@ -226,10 +226,7 @@ def _to_col(v: float | int | None) -> float:
     return np.nan if v is None else float(v)
 
 
-_INT_STATS = {"count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "negatives"}
-
-
 def _from_col(name: str, v: float) -> float | int | None:
-    if name in _INT_STATS:
+    if name in COUNT_NAMES:
         return int(v)
     return None if np.isnan(v) else float(v)

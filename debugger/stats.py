@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -13,6 +13,8 @@ CHUNK = 1 << 18
 
 STAT_NAMES = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "negatives",
               "min", "max", "mean", "abs_mean", "std", "l2norm")
+# The statistics that count elements (integers); the others are values (None when no element is finite).
+COUNT_NAMES = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "negatives")
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,12 @@ class Stats:
         """Inverse of :meth:`to_dict`."""
         names = {f.name for f in fields(cls)}
         return cls(**{k: d.get(k) for k in names})  # type: ignore[arg-type]
+
+    @classmethod
+    def from_stored(cls, d: Mapping[str, float]) -> "Stats":
+        """Statistics a dump stores (some of :data:`STAT_NAMES`): counts as ints, absent names None."""
+        return cls(**{n: (int(d[n]) if n in COUNT_NAMES else float(d[n])) if n in d and d[n] is not None
+                      else None for n in STAT_NAMES})  # type: ignore[arg-type]
 
 
 class _Acc:

@@ -7,14 +7,11 @@ import threading
 from typing import Any, Callable, Iterable
 
 from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump
+from debugger import watch as _watch
 from debugger.errors import QueryError
 from debugger.stats import Stats
 from debugger.views import InvalidQueryError
-
-try:  # the watchpoint engine ships separately; without it the UI hides watchpoints
-    from debugger import watch as _watch
-except ImportError:  # pragma: no cover - exercised only in a partial install
-    _watch = None  # type: ignore[assignment]
+from debugger.watch.results import hit_order
 
 
 class WatchSet:
@@ -32,8 +29,6 @@ class WatchSet:
     # -- watchpoints ------------------------------------------------------------------------------
     def add(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
         """Add from ``{"name", "params", "node", "scope"}``, ``{"spec": "name:k=v"}`` or ``{"preset": name}``."""
-        if _watch is None:
-            raise InvalidQueryError("watchpoints are not available (debugger.watch is not installed)")
         try:
             if "preset" in spec:
                 wps = _watch.preset(str(spec["preset"]))
@@ -120,13 +115,12 @@ class WatchSet:
 
     def hits(self, rank: int | None = None, iteration: int | None = None,
              watchpoint: int | None = None) -> list[dict[str, Any]]:
-        """Hits found so far, first occurrence first."""
+        """Hits found so far, in the hit order of `tdbg scan`."""
         with self._lock:
             out = [h for (r, it), hs in self._hits.items() for h in hs
                    if (rank is None or r == rank) and (iteration is None or it == iteration)
                    and (watchpoint is None or h["watchpoint_id"] == watchpoint)]
-        out.sort(key=lambda h: (h["iteration"], h["rank"], h["position"], h["watchpoint_id"] or 0,
-                                h["io"], h["slot"], h["node"]))
+        out.sort(key=hit_order)
         return out
 
     def errors(self, rank: int | None = None, iteration: int | None = None) -> list[dict[str, Any]]:
@@ -235,4 +229,5 @@ def _plain_stats(ref: TensorRef) -> Stats:
     return tensor_stats(ref.value())
 
 
-watch_available = _watch is not None
+# The watchpoint engine is part of the library; web/api.py still asks.
+watch_available = True

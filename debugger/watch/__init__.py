@@ -1,8 +1,10 @@
-"""Watchpoints: the condition registry and the scan engine."""
+"""Watchpoints: the condition registry, the condition families and the scan engine."""
 from __future__ import annotations
 
-from .engine import ErrorRecord, Hit, ScanResult, parse_iterations, scan
+from .engine import scan
 from .registry import CONDITIONS, PRESETS, Condition, Param, Watchpoint, describe_conditions, preset
+from .results import ErrorRecord, Hit, ScanResult
+from .select import parse_iterations
 
 __all__ = ["CONDITIONS", "PRESETS", "Condition", "ErrorRecord", "Hit", "Param", "ScanResult", "Watchpoint",
            "describe_conditions", "parse_iterations", "preset", "scan"]

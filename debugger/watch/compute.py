@@ -102,14 +102,23 @@ def inactive_unit_percentage(src: TensorSource, spec: UnitSpec) -> float:
     return 100.0 * inactive / units
 
 
+def pair_mismatch(cur: TensorSource, prev: TensorSource) -> str | None:
+    """Why a tensor cannot be compared element by element with its previous value (None when it can)."""
+    try:
+        hc, hp = cur.header(), prev.header()
+    except DumpError as exc:
+        return str(exc)
+    if hc.shape != hp.shape:
+        return f"{cur.location}: shape {hc.shape} differs from the previous {hp.shape}"
+    return None
+
+
 def run_pair_task(task: PairTask) -> PairResult:
     """Compare a tensor with its previous value in bounded memory."""
-    try:
-        hc, hp = task.cur.header(), task.prev.header()
-    except DumpError as exc:
-        return PairResult(error=str(exc))
-    if hc.shape != hp.shape:
-        return PairResult(error=f"{task.cur.location}: shape {hc.shape} differs from the previous {hp.shape}")
+    mismatch = pair_mismatch(task.cur, task.prev)
+    if mismatch:
+        return PairResult(error=mismatch)
+    hc = task.cur.header()
     if hc.size == 0:
         return PairResult(0.0, {r: 0.0 for r in task.rtols})
     total = 0.0

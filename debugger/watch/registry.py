@@ -107,6 +107,7 @@ class Condition:
     op_types: tuple[str, ...] = ()   # restrict to these op types (lower case), e.g. sigmoid
     advice: str = ""
     family: str = "mindinsight"      # "mindinsight" | "sagemaker" | "tdbg"
+    rule: str = "thresholds"         # the family of rules that plans and evaluates it (watch/conditions.py)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -146,12 +147,13 @@ _CONDITIONS = [
     Condition("weight_initialization", "weight", "Initial weights (first iteration only) all zero or out of range.",
               (cmp("zero_percentage_ge", 100.0, "percent of zeros at least", min=0, max=100),
                cmp("max_gt", help="max above"), cmp("min_lt", help="min below")), INITIAL,
-              advice="Check the initializer of this layer."),
+              advice="Check the initializer of this layer.", rule="initial"),
     Condition("weight_overflow", "weight", "Weight contains NaN or +-Inf.", (), STATS,
-              advice="Lower the learning rate or enable loss scaling / gradient clipping."),
+              advice="Lower the learning rate or enable loss scaling / gradient clipping.", rule="nonfinite"),
     Condition("gradient_exploding", "gradient", "Gradient contains NaN or +-Inf.", (), STATS,
-              advice="Clip gradients, lower the learning rate, check the loss for log(0) or division by zero."),
-    Condition("tensor_overflow", "any", "Tensor contains NaN or +-Inf.", (), STATS),
+              advice="Clip gradients, lower the learning rate, check the loss for log(0) or division by zero.",
+              rule="nonfinite"),
+    Condition("tensor_overflow", "any", "Tensor contains NaN or +-Inf.", (), STATS, rule="nonfinite"),
     Condition("weight_too_large", "weight", "Weight statistics above thresholds.", _TOO_LARGE),
     Condition("gradient_too_large", "gradient", "Gradient statistics above thresholds.", _TOO_LARGE,
               advice="Clip gradients or lower the learning rate."),
@@ -166,50 +168,54 @@ _CONDITIONS = [
     Condition("weight_not_changed", "weight",
               "Weight unchanged since the previous iteration: every |cur - prev| <= atol + rtol * |prev|.",
               (setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0)),
-              PREVIOUS, advice="A zero learning rate, a frozen layer or a zero gradient."),
+              PREVIOUS, advice="A zero learning rate, a frozen layer or a zero gradient.", rule="unchanged"),
     Condition("weight_change_too_large", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) above a threshold.",
               (cmp("abs_mean_update_ratio_gt", 0.1, "update ratio above", min=0), _EPS), PREVIOUS,
-              advice="Lower the learning rate."),
+              advice="Lower the learning rate.", rule="update_ratio"),
     Condition("weight_change_too_small", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) below a threshold.",
               (cmp("abs_mean_update_ratio_lt", 1e-4, "update ratio below", min=0), _EPS), PREVIOUS,
-              advice="Raise the learning rate or check for vanishing gradients."),
+              advice="Raise the learning rate or check for vanishing gradients.", rule="update_ratio"),
     Condition("activation_range", "activation", "Share of activation values inside a range, or their spread.",
-              _RANGE, RANGE),
-    Condition("tensor_range", "any", "Share of tensor values inside a range, or their spread.", _RANGE, RANGE),
+              _RANGE, RANGE, rule="range"),
+    Condition("tensor_range", "any", "Share of tensor values inside a range, or their spread.", _RANGE, RANGE,
+              rule="range"),
     # SageMaker-style rules: several iterations or a per-unit view of a layer.
     Condition("activation_saturation", "activation",
               "Saturated tanh/sigmoid: a unit is saturated when its input is inside the active range on fewer "
               "than threshold_inactivity % of the samples; fires when more than threshold_layer % of units are.",
               _UNITS, UNITS, ("tanh", "sigmoid"), "Re-initialise the layer before it with smaller weights, "
-              "normalise its input or lower the learning rate.", "sagemaker"),
+              "normalise its input or lower the learning rate.", "sagemaker", rule="units"),
     Condition("activation_dead_relu", "activation",
               "Dead ReLU: a unit is dead when positive on fewer than threshold_inactivity % of the samples; "
               "fires when more than threshold_layer % of units are.",
-              _UNITS, UNITS, ("relu", "relu6", "reluv2"), "Lower the learning rate or use LeakyReLU.", "sagemaker"),
+              _UNITS, UNITS, ("relu", "relu6", "reluv2"), "Lower the learning rate or use LeakyReLU.", "sagemaker",
+              rule="units"),
     Condition("tensor_unchanged", "any",
               "Tensor unchanged (allclose) over the last num_steps dumped iterations.",
               (setting("num_steps", 3, "number of dumped iterations compared (this one included)", type="int", min=2),
                setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0)),
-              HISTORY, family="sagemaker"),
+              HISTORY, family="sagemaker", rule="unchanged"),
     Condition("weight_update_ratio", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) outside [small_threshold, large_threshold].",
               (setting("large_threshold", 10.0, "fires when the ratio is above", min=0),
-               setting("small_threshold", 1e-8, "fires when the ratio is below", min=0), _EPS), PREVIOUS, family="sagemaker"),
+               setting("small_threshold", 1e-8, "fires when the ratio is below", min=0), _EPS), PREVIOUS,
+              family="sagemaker", rule="update_ratio"),
     Condition("loss_not_decreasing", "loss",
               "Loss not lower than num_steps iterations earlier by at least diff_percent %.",
               (setting("num_steps", 10, "iterations back to compare with", type="int", min=1),
                setting("diff_percent", 0.0, "fires when the loss fell by at most this percent")),
-              LOSS_HISTORY, family="sagemaker"),
+              LOSS_HISTORY, family="sagemaker", rule="loss_history"),
     Condition("tensor_exploding", "any", "Non-finite values (only NaN when only_nan is set).",
-              (setting("only_nan", 0, "count only NaN, not +-Inf", type="bool"),), STATS, family="sagemaker"),
+              (setting("only_nan", 0, "count only NaN, not +-Inf", type="bool"),), STATS, family="sagemaker",
+              rule="nonfinite"),
     # tdbg: where the first NaN/Inf came from.
     Condition("overflow", "any",
               "Origin of non-finite values: the first kernel in execution order whose inputs are finite and "
               "whose outputs are not, in the earliest iteration with any NaN/Inf.", (), OVERFLOW,
               advice="Look at this kernel's inputs: log/div/sqrt of zero or negatives, or an fp16 overflow.",
-              family="tdbg"),
+              family="tdbg", rule="overflow_origin"),
 ]
 
 CONDITIONS: dict[str, Condition] = {c.name: c for c in _CONDITIONS}

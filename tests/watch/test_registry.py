@@ -70,3 +70,10 @@ def test_from_dict_and_to_dict_round_trip():
 def test_every_preset_parses():
     for name in PRESETS:
         assert preset(name)
+
+
+def test_every_condition_names_a_family_that_evaluates_it():
+    from debugger.watch.conditions import FAMILIES, family_of
+    assert {c.rule for c in CONDITIONS.values()} == set(FAMILIES)
+    for c in CONDITIONS.values():
+        assert family_of(c) is FAMILIES[c.rule]

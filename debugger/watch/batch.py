@@ -1,0 +1,201 @@
+"""The tensor work of several scan steps: de-duplicated, served from the statistics cache where it
+can be, the rest run in a few large chunks on a process pool."""
+from __future__ import annotations
+
+import multiprocessing as mp
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Iterable, Optional, Sequence
+
+from ..cache import StatsCache
+from ..errors import DumpError
+from ..model import TensorRef
+from ..stats import STAT_NAMES, Stats
+from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_file_task, run_pair_task
+
+# A running batch: (task kind, tasks, their future or None when computed here on finish).
+Parts = list[tuple[str, list, Optional[Future]]]
+
+
+def open_pool(jobs: int) -> Executor | None:
+    """Worker processes when ``jobs`` > 1, else None (everything runs in this process)."""
+    if jobs <= 1:
+        return None
+    # fork: the workers start at once and inherit the imported modules
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
+
+
+def run_chunk(kind: str, tasks: list) -> list:
+    """Worker entry point: compute a list of file or pair tasks."""
+    fn = run_file_task if kind == "file" else run_pair_task
+    return [fn(t) for t in tasks]
+
+
+class Batch:
+    """Tasks of several steps, de-duplicated and served from the cache where possible.
+
+    A tensor whose dump stores only statistics needs no task and no cache: its statistics are
+    taken as stored, and :meth:`names` says which ones there are.
+    """
+
+    def __init__(self, cache: StatsCache) -> None:
+        self.cache = cache
+        self.files: dict[str, FileTask] = {}
+        self.pairs: dict[tuple[str, str], PairTask] = {}
+        self.file_results: dict[str, FileResult] = {}
+        self.pair_results: dict[tuple[str, str], PairResult] = {}
+        self.stored: dict[str, tuple[str, ...]] = {}
+        self.reads = 0
+
+    def want_stats(self, ref: TensorRef, ranges: Iterable[tuple[float, float]] = (),
+                   units: Iterable[UnitSpec] = ()) -> None:
+        """Ask for a tensor's statistics, and (values only) counts inside ranges and unit activity."""
+        ident = ref.identity
+        if not ref.source.has_values:
+            if ident not in self.stored:
+                self._take_stored(ref)
+            return
+        t = self.files.get(ident)
+        if t is None:
+            t = self.files[ident] = FileTask(ref.source)
+        t.ranges.update(ranges)
+        t.units.update(units)
+
+    def _take_stored(self, ref: TensorRef) -> None:
+        try:
+            stored = dict(ref.source.stored_stats() or {})
+        except DumpError as exc:
+            self.stored[ref.identity] = ()
+            self.file_results[ref.identity] = FileResult(error=str(exc))
+            return
+        self.stored[ref.identity] = tuple(n for n in stored if n in STAT_NAMES)
+        self.file_results[ref.identity] = FileResult(stats=Stats.from_stored(stored))
+
+    def want_pair(self, cur: TensorRef, prev: TensorRef, rtol: float | None = None) -> None:
+        """Ask for the element-wise comparison of two tensors that both have values (and their statistics)."""
+        k = (cur.identity, prev.identity)
+        t = self.pairs.get(k)
+        if t is None:
+            t = self.pairs[k] = PairTask(cur.source, prev.source)
+        if rtol is not None:
+            t.rtols.add(rtol)
+        self.want_stats(prev)
+        self.want_stats(cur)
+
+    def size(self) -> int:
+        """Number of tasks asked for."""
+        return len(self.files) + len(self.pairs)
+
+    def names(self, ref: TensorRef) -> Sequence[str]:
+        """The statistics known of a tensor: all of them when it has values, else those its dump stores."""
+        return self.stored.get(ref.identity, STAT_NAMES)
+
+    def stats(self, ref: TensorRef) -> tuple[Stats | None, str | None]:
+        """A tensor's statistics, or the error that kept them from being computed."""
+        res = self.file_results.get(ref.identity)
+        if res is None:
+            return None, f"{ref.location}: not computed"
+        return res.stats, res.error
+
+    # -- running ----------------------------------------------------------------------------------
+    def start(self, pool: Executor | None, jobs: int) -> Parts:
+        """Look up the cache and hand what it lacks to the pool in a few large chunks."""
+        todo_f, todo_p = self._from_cache()
+        self.reads = len(todo_f) + 2 * len(todo_p)
+        parts: Parts = []
+        for kind, todo in (("file", todo_f), ("pair", todo_p)):
+            if not todo:
+                continue
+            if pool is None or len(todo) < 16:
+                parts.append((kind, todo, None))
+                continue
+            # A few chunks per worker: IPC per chunk, not per tensor, and still balanced.
+            n = max(1, len(todo) // (jobs * 4))
+            for i in range(0, len(todo), n):
+                chunk = todo[i:i + n]
+                parts.append((kind, chunk, pool.submit(run_chunk, kind, chunk)))
+        return parts
+
+    def finish(self, parts: Parts) -> int:
+        """Merge the computed results; returns the number of tensor reads."""
+        for kind, chunk, fut in parts:
+            results = fut.result() if fut is not None else run_chunk(kind, chunk)
+            merge = self._merge_file if kind == "file" else self._merge_pair
+            for t, res in zip(chunk, results):
+                merge(t, res)  # type: ignore[arg-type]
+        return self.reads
+
+    def _from_cache(self) -> tuple[list[FileTask], list[PairTask]]:
+        if not self.cache.enabled:
+            self.file_results.update((p, FileResult()) for p in self.files)
+            self.pair_results = {k: PairResult() for k in self.pairs}
+            return list(self.files.values()), list(self.pairs.values())
+        return self._files_from_cache(), self._pairs_from_cache()
+
+    def _files_from_cache(self) -> list[FileTask]:
+        todo: list[FileTask] = []
+        for ident, t in self.files.items():
+            res = FileResult(stats=self.cache.get(ident))
+            missing = FileTask(t.source, base=res.stats is None)
+            for r in t.ranges:
+                count = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}")
+                if count is None:
+                    missing.ranges.add(r)
+                else:
+                    res.ranges[r] = int(count)
+            for u in t.units:
+                pct = self.cache.get_extra(f"{ident}|units|{u!r}")
+                if pct is None:
+                    missing.units.add(u)
+                else:
+                    res.units[u] = pct
+            self.file_results[ident] = res
+            if missing.base or missing.ranges or missing.units:
+                todo.append(missing)
+        return todo
+
+    def _pairs_from_cache(self) -> list[PairTask]:
+        todo: list[PairTask] = []
+        for k, t in self.pairs.items():
+            ident = f"{k[0]}>{k[1]}"
+            res = PairResult(self.cache.get_extra(f"{ident}|dmean"))
+            missing = PairTask(t.cur, t.prev)
+            for rtol in t.rtols:
+                excess = self.cache.get_extra(f"{ident}|excess|{rtol!r}")
+                if excess is None:
+                    missing.rtols.add(rtol)
+                else:
+                    res.excess[rtol] = excess
+            self.pair_results[k] = res
+            if res.diff_abs_mean is None or missing.rtols:
+                todo.append(missing)
+        return todo
+
+    def _merge_file(self, t: FileTask, res: FileResult) -> None:
+        ident = t.source.identity
+        have = self.file_results[ident]
+        if res.error:
+            have.error = res.error
+            return
+        if res.stats is not None and t.base:
+            have.stats = res.stats
+            self.cache.put(ident, res.stats)
+        for r, count in res.ranges.items():
+            have.ranges[r] = count
+            self.cache.put_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}", count)
+        for u, pct in res.units.items():
+            have.units[u] = pct
+            self.cache.put_extra(f"{ident}|units|{u!r}", pct)
+
+    def _merge_pair(self, t: PairTask, res: PairResult) -> None:
+        k = (t.cur.identity, t.prev.identity)
+        have = self.pair_results[k]
+        if res.error:
+            have.error = res.error
+            return
+        ident = f"{k[0]}>{k[1]}"
+        if res.diff_abs_mean is not None:
+            have.diff_abs_mean = res.diff_abs_mean
+            self.cache.put_extra(f"{ident}|dmean", res.diff_abs_mean)
+        for r, v in res.excess.items():
+            have.excess[r] = v
+            self.cache.put_extra(f"{ident}|excess|{r!r}", v)

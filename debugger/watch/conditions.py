@@ -1,0 +1,668 @@
+"""Condition families: each plans what its checks need from the dump and evaluates them.
+
+A family is named by the registry's ``Condition.rule``. It declares what it reads from each tensor
+(named statistics, the values, previous iterations, per-unit values); when a dump cannot supply
+that, for instance because it stores statistics only, the check is an error record that says what
+is missing, never a hit and never a silent pass.
+"""
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Iterable, Union
+
+from ..errors import DumpError
+from ..graph import Graph
+from ..locate import position, readers, user_location
+from ..model import Rank, TensorRef
+from ..stats import STAT_NAMES, Stats
+from .batch import Batch
+from .compute import UnitSpec, pair_mismatch
+from .registry import HISTORY, OPS, PREVIOUS, Condition, Watchpoint
+from .results import ErrorRecord, Hit, ScanResult
+from .select import matches
+
+NONFINITE = frozenset({"nan", "pos_inf", "neg_inf"})
+# The non-finite rule and the empty-tensor rule that every value condition applies first.
+COUNTED = NONFINITE | {"count"}
+# The statistics each comparison reads; range_percentage and the update ratio need values.
+_READS = {"abs_mean": {"abs_mean"}, "max": {"max"}, "min": {"min"}, "mean": {"mean"},
+          "zero_percentage": {"zeros", "count"}, "max_min": {"max", "min"}}
+# SageMaker's non-saturated input ranges of tanh and sigmoid.
+_ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
+
+
+# -- what families plan over ----------------------------------------------------------------------
+@dataclass
+class Step:
+    """One (rank, graph, iteration) of a scan: its floating-point tensors and the checks planned on them."""
+
+    rank: Rank
+    gid: int
+    graph: Graph | None
+    iteration: int
+    tmap: dict[tuple[str, str, int], TensorRef]
+    floats: list[TensorRef]                      # the floating-point tensors selected (--where applied)
+    outputs: dict[str, list[TensorRef]] = field(default_factory=dict)   # floating outputs by node kind
+    planned: list["Planned"] = field(default_factory=list)
+
+
+@dataclass
+class Check:
+    """One watchpoint on one tensor, with the other tensors it compares with."""
+
+    wp: Watchpoint
+    order: int
+    step: Step
+    ref: TensorRef
+    extra: list[TensorRef] = field(default_factory=list)   # previous values, history, initial value, unit source
+    error: str | None = None
+    units: UnitSpec | None = None   # the unit-activity spec this check asked for
+
+
+@dataclass
+class Search:
+    """One overflow watchpoint over every selected tensor of a step."""
+
+    wp: Watchpoint
+    order: int
+    step: Step
+    refs: list[TensorRef]
+
+
+Planned = Union[Check, Search]
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a watchpoint reads from each tensor it looks at."""
+
+    statistics: frozenset[str] = frozenset()   # names of debugger.stats.STAT_NAMES
+    values: bool = False                       # the values themselves (range counts, differences, units)
+    earlier: int = 0                           # earlier values of the same tensor it compares with
+
+
+# -- findings -------------------------------------------------------------------------------------
+def add_hit(out: ScanResult, wp: Watchpoint, order: int, step: Step, ref: TensorRef, actual: dict[str, float],
+            threshold: dict[str, float]) -> None:
+    """Record a hit on ``ref``, located in its graph."""
+    g = step.graph
+    out.hits.append(Hit(
+        wp.name, step.rank.rank, step.gid, step.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
+        actual, threshold, user_location(g, ref.node) if g is not None else None,
+        position(g, ref.node) if g is not None and ref.node in g.nx else 0, ref.op_type, order,
+        g is not None and ref.node in g.nx and g.node(ref.node).is_collective))
+
+
+def add_error(out: ScanResult, wp: Watchpoint, step: Step, node: str, msg: str) -> None:
+    """Record that a watchpoint could not be checked on a node, and why."""
+    out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid))
+
+
+def nonfinite_text(s: Stats) -> str:
+    """``tensor contains 2 NaN, 1 +Inf``."""
+    parts = [f"{n} {w}" for n, w in ((s.nan, "NaN"), (s.pos_inf, "+Inf"), (s.neg_inf, "-Inf")) if n]
+    return "tensor contains " + ", ".join(parts)
+
+
+def nonfinite_counts(s: Stats) -> dict[str, float]:
+    """The ``actual`` of a non-finite hit."""
+    return {"nan": float(s.nan), "pos_inf": float(s.pos_inf), "neg_inf": float(s.neg_inf)}
+
+
+def unsupplied(batch: Batch, ref: TensorRef, statistics: Iterable[str] = (), values: bool = False) -> str | None:
+    """What a statistics-only tensor lacks for a check (None when it has values or every statistic named)."""
+    if ref.source.has_values:
+        return None
+    have = batch.names(ref)
+    held = ", ".join(have) or "none"
+    if values:
+        return f"needs tensor values; this dump holds statistics only: {held}"
+    wanted = set(statistics)
+    lacking = [n for n in STAT_NAMES if n in wanted and n not in have]
+    if not lacking:
+        return None
+    plural = "s" if len(lacking) > 1 else ""
+    return f"needs statistic{plural} {', '.join(lacking)}; this dump holds statistics only: {held}"
+
+
+# -- the rule statistics can decide for unchanged tensors ----------------------------------------------
+def change_lower_bound(cur: Stats, prev: Stats, n: int) -> float | None:
+    """A lower bound on max|cur - prev| from statistics alone (None when no pair of them is known).
+
+    Each term is at most max|d|: the max and the min of two tensors cannot move further apart than
+    their largest element difference, |mean(cur) - mean(prev)| = |mean(d)|, and by the triangle
+    inequality |l2(cur) - l2(prev)| <= l2(d) <= sqrt(n) * max|d|.
+    """
+    terms = [abs(a - b) for a, b in ((cur.max, prev.max), (cur.min, prev.min), (cur.mean, prev.mean))
+             if a is not None and b is not None]
+    if cur.l2norm is not None and prev.l2norm is not None and n > 0:
+        terms.append(abs(cur.l2norm - prev.l2norm) / math.sqrt(n))
+    return max(terms) if terms else None
+
+
+def unchanged_from_statistics(cur: Stats, prev: Stats, n: int, same_digest: bool, rtol: float,
+                              atol: float) -> bool | None:
+    """Whether every |cur - prev| <= atol + rtol * |prev|, decided without values.
+
+    True for equal digests (the change is exactly 0). False when the statistics prove the change
+    larger: max(|d| - rtol * |p|) >= max|d| - rtol * max|p|, so a lower bound of max|d| with
+    rtol * max|p| taken off that still exceeds atol settles it. None when they cannot tell.
+    """
+    if same_digest:
+        return True
+    bound = change_lower_bound(cur, prev, n)
+    if bound is None or prev.max is None or prev.min is None:
+        return None
+    if bound - rtol * max(abs(prev.max), abs(prev.min)) > atol:
+        return False
+    return None
+
+
+# -- families -----------------------------------------------------------------------------------------
+class Family(ABC):
+    """A family of conditions: it plans the tensor work its watchpoints need and evaluates it."""
+
+    @abstractmethod
+    def needs(self, wp: Watchpoint) -> Needs:
+        """What the watchpoint reads; a tensor that cannot supply it gets an error record saying so."""
+
+    @abstractmethod
+    def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
+        """Add this watchpoint's work on one step to ``step.planned`` and ask ``batch`` for its tensors."""
+
+    @abstractmethod
+    def evaluate(self, item: Planned, batch: Batch, out: ScanResult) -> None:
+        """Turn the computed results of one planned item into hits and error records."""
+
+
+class PerTensor(Family):
+    """Families that check each selected tensor on its own (every family but the overflow search)."""
+
+    def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
+        """One check per selected floating output of the watchpoint's target kinds."""
+        for kind in wp.condition.kinds:
+            for ref in step.outputs.get(kind, ()):
+                if not matches(wp, ref, step.graph):
+                    continue
+                chk = Check(wp, order, step, ref)
+                if self.plan_check(chk, batch):
+                    step.planned.append(chk)
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """Ask ``batch`` for what one check needs; False drops the check (it does not apply here)."""
+        batch.want_stats(chk.ref)
+        return True
+
+    def evaluate(self, item: Planned, batch: Batch, out: ScanResult) -> None:
+        """An error found while planning, else :meth:`evaluate_check`."""
+        assert isinstance(item, Check)
+        if item.error:
+            add_error(out, item.wp, item.step, item.ref.node, item.error)
+            return
+        self.evaluate_check(item, batch, out)
+
+    @abstractmethod
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Evaluate one planned check that found what it needed."""
+
+    @staticmethod
+    def usable(chk: Check, ref: TensorRef, batch: Batch, out: ScanResult, needs: Needs,
+               prefix: str = "") -> Stats | None:
+        """Statistics of a finite, non-empty tensor; else None, with an error record when it is not finite,
+        not readable, or its dump cannot supply what the check needs."""
+        stats, err = batch.stats(ref)
+        if err or stats is None:
+            add_error(out, chk.wp, chk.step, chk.ref.node, err or "no statistics")
+            return None
+        lack = unsupplied(batch, ref, needs.statistics, needs.values)
+        if lack:
+            add_error(out, chk.wp, chk.step, chk.ref.node, prefix + lack)
+            return None
+        if stats.has_nonfinite:
+            add_error(out, chk.wp, chk.step, chk.ref.node, prefix + nonfinite_text(stats))
+            return None
+        if stats.finite == 0:
+            return None
+        return stats
+
+
+class NonFinite(PerTensor):
+    """Hits a tensor with NaN or +-Inf (only NaN when ``only_nan`` is set)."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The three counts."""
+        return Needs(NONFINITE)
+
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Hit when the counts say so."""
+        stats, err = batch.stats(chk.ref)
+        if err or stats is None:
+            add_error(out, chk.wp, chk.step, chk.ref.node, err or "no statistics")
+            return
+        lack = unsupplied(batch, chk.ref, self.needs(chk.wp).statistics)
+        if lack:
+            add_error(out, chk.wp, chk.step, chk.ref.node, lack)
+            return
+        only_nan = _has_param(chk.wp.condition, "only_nan") and chk.wp.setting("only_nan") >= 0.5
+        if stats.nan or (not only_nan and stats.has_nonfinite):
+            add_hit(out, chk.wp, chk.order, chk.step, chk.ref, nonfinite_counts(stats), {})
+
+
+class Thresholds(PerTensor):
+    """Comparisons of statistics with thresholds (``max_gt``, ``zero_percentage_ge``...)."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The statistics the set comparisons read and the counts; values for range_percentage."""
+        stats = set(COUNTED)
+        for p, _ in wp.comparisons():
+            stats |= _READS.get(p.statistic or "", set())
+        return Needs(frozenset(stats), values=any(p.statistic not in _READS for p, _ in wp.comparisons()))
+
+    def subject(self, chk: Check) -> TensorRef:
+        """The tensor whose statistics are compared."""
+        return chk.ref
+
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Hit when any set comparison holds; report those only."""
+        ref = self.subject(chk)
+        stats = self.usable(chk, ref, batch, out, self.needs(chk.wp))
+        if stats is None:
+            return
+        values = {"abs_mean": stats.abs_mean, "max": stats.max, "min": stats.min, "mean": stats.mean,
+                  "zero_percentage": None if stats.zeros is None else stats.zero_percentage,
+                  "max_min": None if stats.max is None or stats.min is None else stats.max - stats.min}
+        values.update(self.more_values(chk, batch, stats))
+        # weight_initialization compares the value before the first update (a forward kernel's input)
+        # but the hit is the weight's: node, kind and param name the weight
+        compare(out, chk, values)
+
+    def more_values(self, chk: Check, batch: Batch, stats: Stats) -> dict[str, float | None]:
+        """Values of comparisons beyond the plain statistics."""
+        return {}
+
+
+class Range(Thresholds):
+    """Thresholds plus the share of values inside [range_start_inclusive, range_end_inclusive]."""
+
+    @staticmethod
+    def bounds(wp: Watchpoint) -> tuple[float, float]:
+        """The closed range (open ends are infinite)."""
+        return wp.params.get("range_start_inclusive", -math.inf), wp.params.get("range_end_inclusive", math.inf)
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """The range count is asked for only when a range_percentage comparison is set."""
+        batch.want_stats(chk.ref, ranges=[self.bounds(chk.wp)] if self.needs(chk.wp).values else ())
+        return True
+
+    def more_values(self, chk: Check, batch: Batch, stats: Stats) -> dict[str, float | None]:
+        """range_percentage = 100 * count(lo <= x <= hi) / N."""
+        count = batch.file_results[chk.ref.identity].ranges.get(self.bounds(chk.wp))
+        return {"range_percentage": None if count is None else 100.0 * count / stats.count}
+
+
+class InitialWeights(Thresholds):
+    """Thresholds on a weight's value before its first update, in the first iteration its graph ran."""
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """Only the first run of the graph; the value the forward kernels read, else the weight's own."""
+        if chk.step.rank.previous_iteration(chk.step.gid, chk.step.iteration) is not None:
+            return False
+        src = value_before_update(chk) or chk.ref
+        chk.extra = [src]
+        batch.want_stats(src)
+        return True
+
+    def subject(self, chk: Check) -> TensorRef:
+        """The value before the update."""
+        return chk.extra[0]
+
+
+class _Chain(PerTensor):
+    """Conditions over a tensor and its earlier values: the previous run of the graph (PREVIOUS) or
+    the last dumped iterations (HISTORY)."""
+
+    @staticmethod
+    def earlier(wp: Watchpoint) -> int:
+        """How many earlier values the chain holds."""
+        return int(wp.setting("num_steps")) - 1 if wp.condition.needs == HISTORY else 1
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """Find the earlier values; ask for element-wise comparisons where both sides have values."""
+        chain = self.chain(chk)
+        if chain is None:
+            return True
+        chk.extra = chain[1:]
+        rtol = chk.wp.params.get("rtol")
+        for a, b in zip(chain, chain[1:]):
+            if a.source.has_values and b.source.has_values:
+                batch.want_pair(a, b, rtol)
+            else:
+                batch.want_stats(a)
+                batch.want_stats(b)
+        return True
+
+    def chain(self, chk: Check) -> list[TensorRef] | None:
+        """[this, previous, ...]; None with ``chk.error`` set when an earlier value is missing."""
+        needs, ref, rank, gid = chk.wp.condition.needs, chk.ref, chk.step.rank, chk.step.gid
+        count = self.needs(chk.wp).earlier + 1
+        chain = [ref]
+        it = chk.step.iteration
+        while len(chain) < count:
+            if needs == PREVIOUS:   # the previous run of the graph
+                prev_it = rank.previous_iteration(gid, it)
+            else:                   # tensor_unchanged: the last num_steps DUMPED iterations (as SageMaker)
+                prev_it = max((i for i in rank.iterations(gid) if i < it), default=None)
+            if prev_it is None and needs == PREVIOUS:
+                before = value_before_update(chk)
+                if before is not None:
+                    chain.append(before)
+                    break
+            if prev_it is None:
+                chk.error = "no previous iteration" if len(chain) == 1 else \
+                    f"needs {count} dumped iterations, only {len(chain)} up to this one"
+                return None
+            prev = rank.tensor_map(gid, prev_it).get(ref.key)
+            if prev is None:
+                chk.error = f"no previous value: iteration {prev_it} has no dump of this tensor"
+                return None
+            chain.append(prev)
+            it = prev_it
+        return chain
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The counts of every value of the chain; the values where a pair is compared element-wise."""
+        return Needs(COUNTED, earlier=self.earlier(wp))
+
+    def ready(self, chk: Check, batch: Batch, out: ScanResult) -> Stats | None:
+        """The current value's statistics when every value of the chain is finite and readable."""
+        needs = self.needs(chk.wp)
+        stats = self.usable(chk, chk.ref, batch, out, needs)
+        if stats is None:
+            return None
+        for older in chk.extra:
+            s, err = batch.stats(older)
+            if err or s is None:
+                add_error(out, chk.wp, chk.step, chk.ref.node, err or "no statistics of the previous value")
+                return None
+            lack = unsupplied(batch, older, needs.statistics, needs.values)
+            if lack:
+                add_error(out, chk.wp, chk.step, chk.ref.node, "previous value: " + lack)
+                return None
+            if s.has_nonfinite:
+                add_error(out, chk.wp, chk.step, chk.ref.node, "previous value: " + nonfinite_text(s))
+                return None
+        return stats
+
+
+class Unchanged(_Chain):
+    """allclose of a tensor with its earlier values: every |cur - prev| <= atol + rtol * |prev|.
+
+    From values when both sides have them; otherwise equal digests mean no change at all, and
+    statistics can prove a change too large (see :func:`unchanged_from_statistics`).
+    """
+
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Hit when every pair of the chain is within tolerance."""
+        if self.ready(chk, batch, out) is None:
+            return
+        wp = chk.wp
+        rtol, atol = wp.setting("rtol"), wp.setting("atol")
+        chain = [chk.ref] + chk.extra
+        excess: list[float | None] = []    # per pair: max(|d| - rtol*|p|), or None when undecided
+        undecided: str | None = None
+        for a, b in zip(chain, chain[1:]):
+            if a.source.has_values and b.source.has_values:
+                p = batch.pair_results[(a.identity, b.identity)]
+                if p.error:
+                    add_error(out, wp, chk.step, chk.ref.node, p.error)
+                    return
+                excess.append(p.excess.get(rtol, math.inf))
+                continue
+            try:
+                mismatch = pair_mismatch(a.source, b.source)
+                verdict, why = (None, None) if mismatch else self._from_statistics(a, b, batch, rtol, atol)
+            except DumpError as exc:
+                mismatch = str(exc)
+            if mismatch:
+                add_error(out, wp, chk.step, chk.ref.node, mismatch)
+                return
+            excess.append(None if verdict is None else (0.0 if verdict else math.inf))
+            undecided = undecided or why
+        if any(e is not None and e > atol for e in excess):
+            return           # some step changed by more than the tolerance: what values would say
+        if undecided:
+            add_error(out, wp, chk.step, chk.ref.node, undecided)
+            return
+        worst = max(max(e or 0.0, 0.0) for e in excess)
+        th = {"atol": atol, "rtol": rtol}
+        if wp.condition.needs == HISTORY:
+            th["num_steps"] = float(len(chain))
+        add_hit(out, wp, chk.order, chk.step, chk.ref, {"atol": worst}, th)
+
+    @staticmethod
+    def _from_statistics(cur: TensorRef, prev: TensorRef, batch: Batch, rtol: float,
+                         atol: float) -> tuple[bool | None, str | None]:
+        """(allclose verdict, why it is undecided) for two comparable tensors, one without values."""
+        hc, hp = cur.source.header(), prev.source.header()
+        dc, dp = cur.source.digest(), prev.source.digest()
+        same = dc is not None and dc == dp and hc.dtype == hp.dtype
+        sc, _ = batch.stats(cur)
+        sp, _ = batch.stats(prev)
+        assert sc is not None and sp is not None   # ready() checked them
+        verdict = unchanged_from_statistics(sc, sp, hc.size, same, rtol, atol)
+        if verdict is not None:
+            return verdict, None
+        if dc is not None and dp is not None:
+            return None, "digests differ but statistics cannot tell whether the change is within tolerance"
+        lacking = cur if not cur.source.has_values else prev
+        lack = unsupplied(batch, lacking, values=True)
+        return None, lack if lacking is cur else f"previous value: {lack}"
+
+
+class UpdateRatio(_Chain):
+    """mean|cur - prev| / (mean|prev| + epsilon) against thresholds; needs the values of both."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The values of both: mean|cur - prev| is not a function of the two tensors' statistics."""
+        return Needs(COUNTED | {"zeros", "abs_mean"}, values=True, earlier=1)
+
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Hit when the ratio crosses a threshold; an all-zero previous value has no ratio."""
+        if self.ready(chk, batch, out) is None:
+            return
+        wp = chk.wp
+        pair = batch.pair_results[(chk.ref.identity, chk.extra[0].identity)]
+        if pair.error:
+            add_error(out, wp, chk.step, chk.ref.node, pair.error)
+            return
+        prev_stats, _ = batch.stats(chk.extra[0])
+        assert prev_stats is not None
+        if prev_stats.zeros == prev_stats.count:
+            # epsilon guards the division; it is not meant to turn a zero-initialised bias into a hit
+            add_error(out, wp, chk.step, chk.ref.node, "previous value is all zero: update ratio undefined")
+            return
+        ratio = (pair.diff_abs_mean or 0.0) / ((prev_stats.abs_mean or 0.0) + wp.setting("epsilon"))
+        if _has_param(wp.condition, "large_threshold"):
+            large, small = wp.setting("large_threshold"), wp.setting("small_threshold")
+            if ratio > large:
+                add_hit(out, wp, chk.order, chk.step, chk.ref, {"large_threshold": ratio}, {"large_threshold": large})
+            elif ratio < small:
+                add_hit(out, wp, chk.order, chk.step, chk.ref, {"small_threshold": ratio}, {"small_threshold": small})
+            return
+        compare(out, chk, {"abs_mean_update_ratio": ratio})
+
+
+class UnitActivity(PerTensor):
+    """The share of a layer's units (all axes but the batch axis) active on too few samples."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The values, unit by unit."""
+        return Needs(COUNTED, values=True)
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """tanh/sigmoid: the pre-activation inside the active range; ReLU: the output positive."""
+        ref = chk.ref
+        op = ref.op_type.lower()
+        thr = chk.wp.setting("threshold_inactivity")
+        if op in _ACTIVE_INPUT:
+            lo, hi = _ACTIVE_INPUT[op]
+            src = chk.step.tmap.get((ref.node, "input", 0))
+            if src is None:  # no pre-activation dumped: map the input range through the function
+                f = (lambda v: 1.0 / (1.0 + math.exp(-v))) if op == "sigmoid" else math.tanh
+                lo, hi, src = f(lo), f(hi), ref
+            chk.extra = [src]
+            chk.units = ("inside", lo, hi, thr)
+        else:
+            chk.extra = [ref]
+            chk.units = ("positive", 0.0, 0.0, thr)
+        batch.want_stats(chk.extra[0], units=[chk.units])
+        return True
+
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Hit on the tensor checked (the input of tanh/sigmoid) when too many units are inactive."""
+        src = chk.extra[0]
+        if self.usable(chk, src, batch, out, self.needs(chk.wp)) is None:
+            return
+        res = batch.file_results[src.identity]
+        if res.error:
+            add_error(out, chk.wp, chk.step, chk.ref.node, res.error)
+            return
+        pct = res.units.get(chk.units) if chk.units is not None else None
+        thr = chk.wp.setting("threshold_layer")
+        if pct is not None and pct > thr:
+            add_hit(out, chk.wp, chk.order, chk.step, src, {"threshold_layer": pct}, {"threshold_layer": thr})
+
+
+class LossHistory(PerTensor):
+    """The loss now against the dumped iteration at least num_steps earlier."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The means (and counts) of both."""
+        return Needs(COUNTED | {"mean"}, earlier=1)
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """Find the earlier loss."""
+        rank, gid, ref = chk.step.rank, chk.step.gid, chk.ref
+        n = int(chk.wp.setting("num_steps"))
+        earlier = [i for i in rank.iterations(gid) if i <= chk.step.iteration - n]
+        if not earlier:
+            chk.error = f"no dumped iteration {n} or more iterations earlier"
+            return True
+        prev = rank.tensor_map(gid, max(earlier)).get(ref.key)
+        if prev is None:
+            chk.error = f"no loss value in iteration {max(earlier)}"
+            return True
+        chk.extra = [prev]
+        batch.want_stats(prev)
+        batch.want_stats(ref)
+        return True
+
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """Hit when the loss fell by at most diff_percent %."""
+        wp = chk.wp
+        needs = self.needs(wp)
+        stats = self.usable(chk, chk.ref, batch, out, needs)
+        if stats is None:
+            return
+        then, err = batch.stats(chk.extra[0])
+        lack = None if err or then is None else unsupplied(batch, chk.extra[0], needs.statistics)
+        if lack:
+            add_error(out, wp, chk.step, chk.ref.node, "earlier " + lack)
+            return
+        if err or then is None or then.mean is None or stats.mean is None:
+            add_error(out, wp, chk.step, chk.ref.node, err or "no loss value")
+            return
+        if then.has_nonfinite:
+            add_error(out, wp, chk.step, chk.ref.node, "earlier " + nonfinite_text(then))
+            return
+        decrease = 100.0 * (then.mean - stats.mean) / (abs(then.mean) or 1.0)
+        d = wp.setting("diff_percent")
+        if decrease <= d:
+            add_hit(out, wp, chk.order, chk.step, chk.ref, {"diff_percent": decrease}, {"diff_percent": d})
+
+
+class OverflowOrigin(Family):
+    """Kernels whose inputs are finite and whose outputs are not, and data inputs that are not finite."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The non-finite counts of every selected input and output."""
+        return Needs(NONFINITE)
+
+    def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
+        """Inputs and outputs of the selected nodes: --node and --scope narrow the search too."""
+        mine = step.floats if not (wp.node or wp.scope) else [r for r in step.floats if matches(wp, r, step.graph)]
+        for ref in mine:
+            batch.want_stats(ref)
+        step.planned.append(Search(wp, order, step, mine))
+
+    def evaluate(self, item: Planned, batch: Batch, out: ScanResult) -> None:
+        """Hits at the origins, in execution order; unreadable tensors are error records."""
+        assert isinstance(item, Search)
+        wp, step = item.wp, item.step
+        bad: dict[tuple[str, str, int], Stats] = {}
+        for ref in item.refs:
+            stats, err = batch.stats(ref)
+            err = err or unsupplied(batch, ref, self.needs(wp).statistics)
+            if err:
+                add_error(out, wp, step, ref.node, err)
+            elif stats is not None and stats.has_nonfinite:
+                bad[ref.key] = stats
+        if not bad:
+            return
+        by_node: dict[str, list[tuple[str, int]]] = {}
+        for node, io, slot in bad:
+            by_node.setdefault(node, []).append((io, slot))
+        order_idx = step.graph.execution_index if step.graph is not None else {}
+        for node, ios in sorted(by_node.items(), key=lambda kv: order_idx.get(kv[0], 1 << 30)):
+            outs = sorted(s for io, s in ios if io == "output")
+            if not outs:
+                continue
+            has_bad_input = any(io == "input" for io, _ in ios)
+            ref = step.tmap[(node, "output", outs[0])]
+            is_data = ref.kind == "input"
+            if has_bad_input or (node not in order_idx and not is_data):
+                continue
+            add_hit(out, wp, item.order, step, ref, nonfinite_counts(bad[(node, "output", outs[0])]), {})
+
+
+def compare(out: ScanResult, chk: Check, values: dict[str, float | None]) -> None:
+    """Hit when any set comparison ``<statistic>_<op>`` holds; report only those."""
+    actual: dict[str, float] = {}
+    threshold: dict[str, float] = {}
+    for p, thr in chk.wp.comparisons():
+        v = values.get(p.statistic or "")
+        if v is not None and OPS[p.op or "gt"](v, thr):
+            actual[p.name] = float(v)
+            threshold[p.name] = thr
+    if actual:
+        add_hit(out, chk.wp, chk.order, chk.step, chk.ref, actual, threshold)
+
+
+def value_before_update(chk: Check) -> TensorRef | None:
+    """A weight's value before this iteration's update: what its first forward reader read."""
+    graph = chk.step.graph
+    if graph is None or chk.ref.kind != "weight":
+        return None
+    for kernel, slot in readers(graph).get(chk.ref.node, []):
+        cand = chk.step.tmap.get((kernel, "input", slot))
+        if cand is not None:
+            return cand
+    return None
+
+
+def _has_param(cond: Condition, name: str) -> bool:
+    return any(p.name == name for p in cond.params)
+
+
+FAMILIES: dict[str, Family] = {
+    "nonfinite": NonFinite(), "thresholds": Thresholds(), "range": Range(), "initial": InitialWeights(),
+    "unchanged": Unchanged(), "update_ratio": UpdateRatio(), "units": UnitActivity(),
+    "loss_history": LossHistory(), "overflow_origin": OverflowOrigin(),
+}
+
+
+def family_of(cond: Condition) -> Family:
+    """The family that plans and evaluates a condition (named by ``Condition.rule``)."""
+    return FAMILIES[cond.rule]

@@ -1,0 +1,119 @@
+"""What a scan finds: hits, error records, the scan result and its JSON, and the one hit order."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .registry import Watchpoint
+
+_HIT_FIELDS = ("watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual",
+               "threshold", "source", "position", "op_type")
+
+
+@dataclass
+class Hit:
+    """A watchpoint that fired on one tensor."""
+
+    watchpoint: str
+    rank: int
+    graph: int
+    iteration: int
+    node: str
+    kind: str
+    param: str | None
+    io: str
+    slot: int
+    actual: dict[str, float]
+    threshold: dict[str, float]
+    source: str | None
+    position: int = 0
+    op_type: str = ""
+    order: int = 0          # the watchpoint's place in the scan's list
+    collective: bool = False   # the node exchanges values between ranks (the reader's hint)
+
+    def sort_key(self) -> tuple:
+        """(iteration, relayed, rank, execution order, watchpoint, io, slot, node): the hit order.
+
+        A collective (all-reduce ...) whose non-finite output came from another rank is an origin on
+        its own rank too; within an iteration it sorts after the origins of computing kernels, so
+        that ``first`` names the rank where the NaN was made.
+        """
+        relayed = self.watchpoint == "overflow" and self.collective
+        return (self.iteration, relayed, self.rank, self.position, self.order, self.io, self.slot, self.node)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented HIT object."""
+        return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
+                "iteration": self.iteration, "node": self.node, "kind": self.kind, "param": self.param,
+                "io": self.io, "slot": self.slot, "actual": self.actual, "threshold": self.threshold,
+                "source": self.source, "op_type": self.op_type, "position": self.position,
+                "watchpoint_index": self.order, "collective": self.collective}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Hit":
+        """Inverse of :meth:`to_dict` (other keys, such as the web's ``watchpoint_id``, are ignored)."""
+        return cls(**{k: d[k] for k in _HIT_FIELDS}, order=d.get("watchpoint_index", 0),
+                   collective=bool(d.get("collective", False)))
+
+
+def hit_order(d: Mapping[str, Any]) -> tuple:
+    """The sort key of a HIT object: :meth:`Hit.sort_key`, for code that holds the JSON form."""
+    return Hit.from_dict(d).sort_key()
+
+
+@dataclass
+class ErrorRecord:
+    """A watchpoint that could not be checked on one tensor, and why."""
+
+    watchpoint: str
+    rank: int
+    iteration: int
+    node: str
+    error: str
+    graph: int = 0
+
+    def sort_key(self) -> tuple:
+        """(iteration, rank, watchpoint, node): the order of a scan's error records."""
+        return (self.iteration, self.rank, self.watchpoint, self.node)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented ERR object."""
+        return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
+                "iteration": self.iteration, "node": self.node, "error": self.error}
+
+
+@dataclass
+class ScanResult:
+    """Everything a scan found."""
+
+    dump: str
+    ranks: list[int]
+    iterations: list[int]
+    watchpoints: list[Watchpoint]
+    hits: list[Hit] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
+    files_checked: int = 0
+
+    @property
+    def first(self) -> Hit | None:
+        """The earliest hit: where the trouble starts."""
+        return self.hits[0] if self.hits else None
+
+    def sort(self) -> None:
+        """Hits in the hit order, error records by iteration, rank, watchpoint and node."""
+        self.hits.sort(key=Hit.sort_key)
+        self.errors.sort(key=ErrorRecord.sort_key)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], watchpoints: list[Watchpoint]) -> "ScanResult":
+        """Inverse of :meth:`to_dict` (the watchpoints are given again, as objects)."""
+        hits = [Hit.from_dict(h) for h in d["hits"]]
+        errors = [ErrorRecord(**e) for e in d["errors"]]
+        return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented `tdbg scan --json` object."""
+        return {"dump": self.dump, "ranks": self.ranks, "iterations": self.iterations,
+                "watchpoints": [{"name": w.name, "params": dict(w.params)} for w in self.watchpoints],
+                "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
+                "first": self.first.to_dict() if self.first else None}

@@ -1,0 +1,89 @@
+"""Which tensors a scan looks at: iteration ranges, ``--where FILE:LINE`` and watchpoint targets."""
+from __future__ import annotations
+
+import fnmatch
+
+from ..errors import QueryError
+from ..graph import Graph
+from ..locate import parameters_read, readers
+from ..model import Dump, TensorRef
+from ..source import parse_location
+from .registry import Watchpoint
+
+_FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
+
+
+def parse_iterations(text: str | None) -> set[int] | None:
+    """``0-5,8`` -> {0..5, 8}; None for all."""
+    if text is None or str(text).strip() in ("", "all"):
+        return None
+    out: set[int] = set()
+    for part in str(text).split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+                if lo > hi:
+                    raise ValueError
+                out.update(range(lo, hi + 1))
+            elif part:
+                out.add(int(part))
+        except ValueError:
+            raise ValueError(f"bad iteration range {text!r}: expected e.g. 0-5,8") from None
+    return out
+
+
+def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
+    """graph id -> nodes made by a code line, plus the weights they read and those weights' gradients."""
+    if not where:
+        return None
+    file, line = parse_location(where)
+    out: dict[int, set[str]] = {}
+    for h in dump.nodes_at(file, line):
+        out.setdefault(h["graph"], set()).add(h["node"])
+    if not out:
+        raise QueryError(dump.root, f"no node was created by {where} (see `tdbg code` for the known lines)")
+    for r in dump.ranks:
+        for gid, nodes in out.items():
+            g = r.graphs.get(gid)
+            if g is None:
+                continue
+            weights = set()
+            for n in list(nodes):
+                if n in g.nx:
+                    weights |= {p for p in parameters_read(g, n) if g.nx.nodes[p].get("kind") == "weight"}
+            nodes |= weights
+            nodes |= {n for n, a in g.nx.nodes(data=True) if a.get("param") in weights and a.get("kind") == "gradient"}
+    return out
+
+
+def is_float(ref: TensorRef, graph: Graph | None) -> bool:
+    """Whether a tensor is floating point (only those are checked), read from the listing when it can be."""
+    if ref.file_dtype is not None:
+        return ref.file_dtype in _FLOAT_NAMES
+    if graph is not None and ref.io == "output" and ref.node in graph.nx:
+        outs = graph.nx.nodes[ref.node].get("outputs") or []
+        if ref.slot < len(outs) and outs[ref.slot].dtype:
+            return outs[ref.slot].dtype in _FLOAT_NAMES
+    try:
+        return ref.dtype.kind == "f"
+    except Exception:  # an unreadable header is reported when the file is read
+        return True
+
+
+def matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:
+    """Whether a watchpoint's target kinds, op types, ``node`` glob and ``scope`` prefix admit a tensor."""
+    if ref.kind not in wp.condition.kinds:
+        return False
+    if wp.condition.op_types and ref.op_type.lower() not in wp.condition.op_types:
+        return False
+    if wp.node and not (fnmatch.fnmatchcase(ref.node, wp.node) or (ref.param and fnmatch.fnmatchcase(ref.param, wp.node))):
+        return False
+    if wp.scope:
+        names = [ref.node]
+        if graph is not None and ref.node in graph.nx and graph.nx.nodes[ref.node].get("is_parameter"):
+            names = [k for k, _ in readers(graph).get(ref.node, [])]
+        if not any(n.startswith(wp.scope) for n in names):
+            return False
+    return True

@@ -20,6 +20,8 @@ from treehash import tree_digest
 from debugger import open_dump
 from debugger.watch.registry import CONDITIONS
 
+SAMPLE_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
+
 # One watchpoint per condition, with thresholds that fire on the samples (so equality means something).
 EVERY_CONDITION = [
     "weight_initialization:max_gt=0.1", "weight_overflow", "gradient_exploding", "tensor_overflow",
@@ -61,7 +63,6 @@ def _plain(obj: Any, *roots: str) -> Any:
 def converted(tmp_path_factory: Any) -> dict[str, tuple[str, str, str]]:
     """name -> (original, values conversion, statistics conversion) for the samples and a made dump."""
     import dumpmaker
-    from conftest import SAMPLE_ROOT
 
     base = tmp_path_factory.mktemp("convert")
     made = dumpmaker.make_dump(str(base / "adam2"), ranks=2, iterations=4, optimizer="Adam",

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from watch_kit import Plant, errors, full, hit_keys, make, run
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.formats.base import TensorHeader, TensorSource
 from debugger.model import Dump
 from debugger.stats import STAT_NAMES, Stats, compute_stats

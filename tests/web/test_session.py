@@ -5,7 +5,7 @@ import numpy as np
 
 import dumpmaker
 from tdbg_web.session import Workspace
-from debugger.formats import open_dump
+from debugger import open_dump
 from debugger.watch import Watchpoint, scan
 
 

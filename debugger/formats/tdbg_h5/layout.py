@@ -63,6 +63,10 @@ def index_dtype() -> np.dtype:
                      ("nbytes", "<i8"), ("digest", "S32")])
 
 
+# HDF5 file-format features up to 1.10's: indexed groups (fast with thousands of datasets), files
+# readable by any HDF5 >= 1.10 (every h5py >= 3.8 wheel ships a newer one).
+LIBVER = ("v110", "v110")
+
 # Values of at least this many bytes are stored chunked (and compressed when asked); smaller ones
 # contiguous, which lets a reader fetch them with one plain read at the byte offset in the index.
 CHUNKED_MIN_BYTES = 1 << 20

@@ -217,9 +217,8 @@ class H5RankReader(RankReader):
         names = {n.name for n in graph.nodes} if graph is not None else set()
         out = []
         for i, node in enumerate(t.nodes):
-            src = H5Tensor(f.path, f.size, f.mtime_ns, graph_id, i, t.values[i],
-                           int(np.prod(t.shapes[i], dtype=np.int64)) * t.dtypes[i].itemsize)
-            out.append(TensorRecord(node, t.op_types[i], t.io[i], t.slots[i], src, t.dtypes[i].name,
+            src = H5Tensor(f.path, f.size, f.mtime_ns, graph_id, i, t.values[i], t.nbytes[i])
+            out.append(TensorRecord(node, t.op_types[i], t.io[i], t.slots[i], src, t.dtype_names[i],
                                     node in names))
         return out
 

@@ -28,7 +28,9 @@ class GraphTable:
     io: list[str]
     slots: list[int]
     dtypes: list[np.dtype]
+    dtype_names: list[str]
     shapes: list[tuple[int, ...]]
+    nbytes: list[int]
     values: list[str]
     offsets: list[int]           # byte offset of contiguous values in the file, -1: read through HDF5
     digests: list[str]
@@ -56,7 +58,7 @@ def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
     if rows.dtype.names is None or any(n not in rows.dtype.names for n in want):
         raise CorruptFileError(path, f"{group}/index lacks columns of tdbg-h5 version {L.VERSION}")
     n = len(rows)
-    dtypes, shapes, offsets = [], [], []
+    dtypes, shapes, offsets, sizes = [], [], [], []
     prefix = f"{group}/values/"
     values = strings(rows["values"])
     for i in range(n):
@@ -75,6 +77,7 @@ def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
             raise CorruptFileError(path, f"{group}/index row {i}: values past the end of the file")
         dtypes.append(dt)
         shapes.append(shape)
+        sizes.append(nbytes)
         offsets.append(off if values[i] else -1)
     if rows["io"].size and int(rows["io"].max()) > 1:
         raise CorruptFileError(path, f"{group}/index: io code out of range")
@@ -87,7 +90,7 @@ def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
             raise CorruptFileError(path, f"{group}/stats does not have the columns {', '.join(STAT_NAMES)}")
         stats = np.asarray(raw[:, [names.index(s) for s in STAT_NAMES]], np.float64)
     return GraphTable(strings(rows["node"]), strings(rows["op_type"]), [L.IO_CODES[int(x)] for x in rows["io"]],
-                      [int(x) for x in rows["slot"]], dtypes, shapes, values, offsets,
+                      [int(x) for x in rows["slot"]], dtypes, [d.name for d in dtypes], shapes, sizes, values, offsets,
                       [d.decode("ascii") for d in rows["digest"]], stats)
 
 

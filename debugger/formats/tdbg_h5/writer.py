@@ -149,7 +149,7 @@ class DumpWriter:
         path = os.path.join(self.rank_dir, L.graph_file_name(record.graph_id))
         tmp = L.temp_name(path)
         try:
-            with h5py.File(tmp, "w") as f:
+            with h5py.File(tmp, "w", libver=L.LIBVER) as f:
                 write_graph(f, record, [int(i) for i in run_history])
             self._publish(tmp, path)
         finally:
@@ -207,12 +207,13 @@ class IterationWriter:
         self._seen: set[tuple[int, str, str, int]] = set()
         self._ran: set[int] = set()
         self._datasets: dict[str, Any] = {}
+        self._groups: dict[int, Any] = {}
         self._nbytes = 0
 
     def __enter__(self) -> "IterationWriter":
         import h5py
 
-        self._file = h5py.File(self._tmp, "w")
+        self._file = h5py.File(self._tmp, "w", libver=L.LIBVER)
         self.writer._open_iteration = self
         return self
 
@@ -268,7 +269,7 @@ class IterationWriter:
                 raise ValueError(f"{node}: dtype/shape arguments disagree with the values")
             store = saved in (VALUES, BOTH)
             name = f"{L.GRAPH_GROUP.format(graph_id)}/values/{row}" if store else ""
-            computed, digest = self._consume(a, name, want_stats and given is None)
+            computed, digest = self._consume(a, name, graph_id, row, want_stats and given is None)
             if given is None and computed is not None:
                 given = _stat_row(computed, node)
             a_dtype, a_shape = a.dtype, tuple(a.shape)
@@ -296,18 +297,22 @@ class IterationWriter:
         if want_stats:
             self._stats.setdefault(graph_id, []).append(given)  # type: ignore[arg-type]
 
-    def _consume(self, a: np.ndarray, name: str, want_stats: bool) -> tuple[Stats | None, str]:
+    def _consume(self, a: np.ndarray, name: str, graph_id: int, row: int,
+                 want_stats: bool) -> tuple[Stats | None, str]:
         """One pass over ``a`` in C-order blocks: store (when ``name``), digest, statistics."""
         d = L.Digest(a.dtype, tuple(a.shape))
         ds = None
         if name:
             w = self.writer
+            group = self._groups.get(graph_id)
+            if group is None:   # created once: a full path per dataset costs a lookup per level
+                group = self._groups[graph_id] = self._file.require_group(f"{L.GRAPH_GROUP.format(graph_id)}/values")
             if a.nbytes < L.CHUNKED_MIN_BYTES:
                 # not ascontiguousarray: it turns a 0-d array into shape (1,)
-                ds = self._file.create_dataset(name, data=a if a.flags.c_contiguous else a.copy(order="C"))
+                ds = group.create_dataset(str(row), data=a if a.flags.c_contiguous else a.copy(order="C"))
                 self._datasets[name] = ds
             else:
-                ds = self._file.create_dataset(name, shape=a.shape, dtype=a.dtype, chunks=_chunk_shape(a),
+                ds = group.create_dataset(str(row), shape=a.shape, dtype=a.dtype, chunks=_chunk_shape(a),
                                                compression=w.compression, compression_opts=w.compression_opts)
 
         def pieces() -> Iterator[np.ndarray]:

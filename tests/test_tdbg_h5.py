@@ -98,7 +98,7 @@ def test_graph_round_trip_equals_field_by_field(tmp_path: Any) -> None:
     assert got == g
     assert r.run_history(3) == [0, 2, 4]
     assert r.graph_ids() == [3, 5]
-    assert r.graph_key(3) == r.graph_key(5) or r.graph_key(3) != r.graph_key(5)   # both present
+    assert r.graph_key(3) != r.graph_key(5)      # different id and name
     assert r.graph_key(3) is not None and r.read_graph(99) is None
     info = r.info()
     assert (info.framework, info.framework_version, info.device_target, info.saved) == ("PyTorch", "2.13", "CPU", "values")

@@ -1,0 +1,126 @@
+"""A GraphRecord as ``graph_{G}.h5``: node columns, edge, output and hint tables, run history."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...errors import CorruptFileError
+from ..records import GraphRecord, NodeRecord, OutputType
+from .columns import read_table_column, strings, write_ints, write_strings
+from .layout import EDGE_CODES, FORMAT_NAME, VERSION
+
+# NodeRecord fields stored as string and boolean columns of /nodes (None is stored as "").
+_STR_FIELDS = ("name", "op_type", "scope", "source", "instance_name", "kind", "param", "base_name")
+_BOOL_FIELDS = ("source_outermost_first", "is_parameter", "is_constant", "has_default",
+                "is_backward", "is_routing", "is_collective")
+
+
+def graph_key(record: GraphRecord) -> str:
+    """A digest of everything in the graph but the file it came from (ranks with equal graphs share it)."""
+    d = asdict(record)
+    d.pop("source_file", None)
+    text = json.dumps(d, sort_keys=True, default=list)
+    return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
+
+
+def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None:
+    """Fill an open, empty HDF5 file with ``record``."""
+    f.attrs.update({"format": FORMAT_NAME, "version": VERSION, "kind": "graph",
+                    "graph_id": record.graph_id, "name": record.name,
+                    "source_file": record.source_file, "key": graph_key(record)})
+    nodes = record.nodes
+    g = f.create_group("nodes")
+    for name in _STR_FIELDS:
+        write_strings(g, name, [getattr(n, name) or "" for n in nodes])
+    for name in _BOOL_FIELDS:
+        write_ints(g, name, [bool(getattr(n, name)) for n in nodes], "u1")
+    _write_ragged(f, "inputs", nodes, lambda n: n.inputs,
+                  {"source": lambda e: e[0]}, {"edge": lambda e: EDGE_CODES.index(e[1])})
+    _write_ragged(f, "outputs", nodes, lambda n: n.outputs, {"dtype": lambda o: o.dtype or ""},
+                  {"ndim": lambda o: -1 if o.shape is None else len(o.shape)})
+    write_ints(f["outputs"], "dims", [d for n in nodes for o in n.outputs for d in (o.shape or ())])
+    _write_ragged(f, "input_roles", nodes, lambda n: n.input_roles, {"role": lambda r: r}, {})
+    _write_ragged(f, "value_inputs", nodes, lambda n: n.value_inputs, {"node": lambda v: v}, {})
+    write_strings(f, "graph_outputs", record.outputs)
+    write_strings(f, "execution_order", record.execution_order)
+    write_ints(f, "run_history", sorted(set(int(i) for i in run_history)))
+
+
+def _write_ragged(f: Any, name: str, nodes: list[NodeRecord], items: Any,
+                  str_cols: dict[str, Any], int_cols: dict[str, Any]) -> None:
+    """A per-node list as flat columns plus ``count`` (items per node, in node order)."""
+    g = f.create_group(name)
+    rows = [items(n) for n in nodes]
+    write_ints(g, "count", [len(r) for r in rows], "<i4")
+    flat = [x for r in rows for x in r]
+    for col, fn in str_cols.items():
+        write_strings(g, col, [fn(x) for x in flat])
+    for col, fn in int_cols.items():
+        write_ints(g, col, [fn(x) for x in flat], "<i2")
+
+
+def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
+    """The GraphRecord, run history and content key of an open graph file."""
+    a = f.attrs
+    if a.get("format") != FORMAT_NAME or a.get("kind") != "graph":
+        raise CorruptFileError(path, "not a tdbg-h5 graph file")
+    if int(a.get("version", 0)) > VERSION:
+        raise CorruptFileError(path, f"tdbg-h5 version {a.get('version')} is newer than this tdbg reads ({VERSION})")
+    cols: dict[str, list[Any]] = {n: strings(read_table_column(f, f"nodes/{n}", path)) for n in _STR_FIELDS}
+    n_nodes = len(cols["name"])
+    for n in _STR_FIELDS + _BOOL_FIELDS:
+        if n not in cols:
+            cols[n] = [bool(x) for x in read_table_column(f, f"nodes/{n}", path, n_nodes)]
+        elif len(cols[n]) != n_nodes:
+            raise CorruptFileError(path, f"nodes/{n} has {len(cols[n])} rows, expected {n_nodes}")
+    inputs = _read_ragged(f, "inputs", path, n_nodes, ["source"], ["edge"])
+    outputs = _read_ragged(f, "outputs", path, n_nodes, ["dtype"], ["ndim"])
+    dims = [int(d) for d in read_table_column(f, "outputs/dims", path)]
+    roles = _read_ragged(f, "input_roles", path, n_nodes, ["role"], [])
+    values = _read_ragged(f, "value_inputs", path, n_nodes, ["node"], [])
+    nodes = []
+    pos = 0
+    for i in range(n_nodes):
+        outs = []
+        for dtype, ndim in outputs[i]:
+            shape = None if ndim < 0 else tuple(dims[pos:pos + ndim])
+            pos += max(ndim, 0)
+            outs.append(OutputType(dtype or None, shape))
+        nodes.append(NodeRecord(
+            **{k: cols[k][i] for k in _STR_FIELDS if k != "param"}, param=cols["param"][i] or None,
+            **{k: cols[k][i] for k in _BOOL_FIELDS},
+            inputs=[(s, _code(EDGE_CODES, e, path)) for s, e in inputs[i]], outputs=outs,
+            input_roles=tuple(r for (r,) in roles[i]), value_inputs=tuple(v for (v,) in values[i])))
+    if pos != len(dims):
+        raise CorruptFileError(path, "outputs/dims does not match outputs/ndim")
+    record = GraphRecord(int(a["graph_id"]), str(a.get("name", "")), nodes,
+                         strings(read_table_column(f, "graph_outputs", path)), str(a.get("source_file", "")),
+                         strings(read_table_column(f, "execution_order", path)))
+    history = [int(i) for i in read_table_column(f, "run_history", path)]
+    return record, history, str(a.get("key", ""))
+
+
+def _read_ragged(f: Any, name: str, path: str, n_nodes: int, str_cols: list[str],
+                 int_cols: list[str]) -> list[list[tuple[Any, ...]]]:
+    counts = read_table_column(f, f"{name}/count", path, n_nodes).astype(np.int64)
+    if (counts < 0).any():
+        raise CorruptFileError(path, f"{name}/count is negative")
+    total = int(counts.sum())
+    cols = [strings(read_table_column(f, f"{name}/{c}", path, total)) for c in str_cols]
+    cols += [[int(x) for x in read_table_column(f, f"{name}/{c}", path, total)] for c in int_cols]
+    flat = list(zip(*cols)) if cols else [()] * total
+    out, pos = [], 0
+    for c in counts:
+        out.append(flat[pos:pos + int(c)])
+        pos += int(c)
+    return out
+
+
+def _code(names: tuple[str, ...], i: int, path: str) -> str:
+    if not 0 <= i < len(names):
+        raise CorruptFileError(path, f"unknown code {i} (expected 0..{len(names) - 1})")
+    return names[i]

@@ -1,0 +1,299 @@
+"""Reading tdbg-h5 dumps: recognise a root, list each rank once, hand out records and H5Tensors."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...errors import CorruptFileError, DumpError, NotADumpError
+from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
+from ..records import GraphRecord
+from . import layout as L
+from .graphfile import read_graph
+from .handles import open_checked, open_h5
+from .tensor import H5Tensor, graph_table
+
+_MAX_JSON = 1 << 20   # rank.json and the marker are small; a bigger one is not ours
+
+
+def _read_json(path: str) -> Any:
+    """A small JSON file (DumpError naming it when unreadable, too large or not a regular file)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise DumpError(path, "not a regular file")
+        if st.st_size > _MAX_JSON:
+            raise DumpError(path, f"{st.st_size} bytes; refused (metadata files are small)")
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise DumpError(path, f"cannot read: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise CorruptFileError(path, f"not valid JSON ({exc})") from exc
+
+
+def _marker_problem(root: str) -> str | None:
+    """Why ``root`` holds no usable tdbg-h5 marker, None when it does."""
+    path = os.path.join(root, L.MARKER)
+    if not os.path.isfile(path):
+        return f"no {L.MARKER}"
+    try:
+        m = _read_json(path)
+    except DumpError as exc:
+        return exc.problem
+    if not isinstance(m, dict) or m.get("format") != L.FORMAT_NAME:
+        return f"{L.MARKER} does not say format {L.FORMAT_NAME!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class _File:
+    """A data file as listed: its path, size and mtime (the identity every cache keys on)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class _IterationInfo:
+    file: _File
+    graphs: frozenset[int]
+    ran: frozenset[int]
+    count: int
+
+
+class H5RankReader(RankReader):
+    """One ``rank_R`` folder; lists it once, opens iteration files only when asked."""
+
+    def __init__(self, rank: int, path: str) -> None:
+        self.rank = rank
+        self.path = path
+        self.warnings: list[str] = []
+        self._graph_files: dict[int, _File] | None = None
+        self._iteration_files: dict[int, _File] = {}
+        self._iters: dict[int, _IterationInfo] | None = None
+        self._graphs: dict[int, tuple[GraphRecord, list[int], str] | None] = {}
+        self._info: RankInfo | None = None
+
+    def _warn(self, text: str) -> None:
+        if text not in self.warnings:
+            self.warnings.append(text)
+
+    def _list(self) -> dict[int, _File]:
+        """One scandir of the rank folder: graph and iteration files, warnings for the rest."""
+        if self._graph_files is not None:
+            return self._graph_files
+        self._graph_files = {}
+        try:
+            entries = sorted(os.scandir(self.path), key=lambda e: e.name)
+        except OSError as exc:
+            self._warn(f"{self.path}: cannot list: {exc.strerror or exc}")
+            return self._graph_files
+        for e in entries:
+            if L.TEMP_RE.match(e.name):
+                self._warn(f"{e.path}: incomplete file left by a writer (still running, or died); ignored")
+                continue
+            g, it = L.GRAPH_RE.match(e.name), L.ITERATION_RE.match(e.name)
+            if not (g or it):
+                continue
+            try:
+                st = os.stat(e.path)
+            except OSError as exc:
+                self._warn(f"{e.path}: cannot read: {exc.strerror or exc}; skipped")
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                self._warn(f"{e.path}: not a regular file; skipped")
+                continue
+            f = _File(e.path, st.st_size, st.st_mtime_ns)
+            if g:
+                self._graph_files[int(g.group(1))] = f
+            else:
+                self._iteration_files[int(it.group(1))] = f  # type: ignore[union-attr]
+        return self._graph_files
+
+    def _iterations(self) -> dict[int, _IterationInfo]:
+        """The attributes of every iteration file (opened once; an unreadable one is a warning)."""
+        if self._iters is not None:
+            return self._iters
+        self._list()
+        self._iters = {}
+        for it, f in sorted(self._iteration_files.items()):
+            try:
+                h = open_h5(f.path, f.size, f.mtime_ns)
+                a = h.attrs
+                if a.get("format") != L.FORMAT_NAME or a.get("kind") != "iteration":
+                    raise CorruptFileError(f.path, "not a tdbg-h5 iteration file")
+                if int(a.get("version", 0)) > L.VERSION:
+                    raise CorruptFileError(f.path, f"version {a.get('version')} is newer than this tdbg reads")
+                graphs = frozenset(int(x) for x in np.asarray(a.get("graphs", [])).reshape(-1))
+                ran = frozenset(int(x) for x in np.asarray(a.get("ran", [])).reshape(-1))
+                self._iters[it] = _IterationInfo(f, graphs, ran, int(a.get("count", 0)))
+            except DumpError as exc:
+                self._warn(f"{exc}; skipped")
+            except (OSError, KeyError, ValueError, RuntimeError, TypeError) as exc:
+                self._warn(f"{f.path}: unreadable ({exc}); skipped")
+        return self._iters
+
+    def info(self) -> RankInfo:
+        """What ``rank.json`` says."""
+        if self._info is None:
+            path = os.path.join(self.path, L.RANK_JSON)
+            try:
+                raw = _read_json(path)
+                if not isinstance(raw, dict):
+                    raise CorruptFileError(path, "not a JSON object")
+            except DumpError as exc:
+                self._warn(str(exc))
+                raw = {}
+            self._info = RankInfo(raw.get("framework"), raw.get("framework_version"), raw.get("device_target"),
+                                  raw.get("saved"), raw.get("net"), raw)
+        return self._info
+
+    def graph_ids(self) -> list[int]:
+        """Graphs with a graph file or tensors."""
+        ids = set(self._list())
+        for info in self._iterations().values():
+            ids |= info.graphs
+        return sorted(ids)
+
+    def _graph(self, graph_id: int) -> tuple[GraphRecord, list[int], str] | None:
+        if graph_id not in self._graphs:
+            f = self._list().get(graph_id)
+            got = None
+            if f is not None:
+                try:
+                    h = open_checked(f.path, f.size, f.mtime_ns)
+                    try:
+                        got = read_graph(h, f.path)
+                    finally:
+                        h.close()
+                except DumpError as exc:
+                    self._warn(f"{exc}; graph {graph_id} skipped")
+                except (OSError, KeyError, ValueError, RuntimeError, TypeError) as exc:
+                    self._warn(f"{f.path}: unreadable graph ({exc}); skipped")
+            self._graphs[graph_id] = got
+        return self._graphs[graph_id]
+
+    def graph_key(self, graph_id: int) -> str | None:
+        """The content digest the writer stored."""
+        g = self._graph(graph_id)
+        return None if g is None else g[2] or None
+
+    def read_graph(self, graph_id: int) -> GraphRecord | None:
+        """The GraphRecord as written."""
+        g = self._graph(graph_id)
+        return None if g is None else g[0]
+
+    def iterations(self, graph_id: int) -> list[int]:
+        """Iterations whose file holds tensors of the graph."""
+        return sorted(it for it, info in self._iterations().items() if graph_id in info.graphs)
+
+    def run_history(self, graph_id: int) -> list[int]:
+        """The graph file's run history plus every iteration file that says the graph ran."""
+        g = self._graph(graph_id)
+        runs = set(g[1]) if g else set()
+        runs |= {it for it, info in self._iterations().items() if graph_id in info.ran}
+        return sorted(runs)
+
+    def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
+        """One TensorRecord per index row; ``matched`` when the node is in ``graph``."""
+        info = self._iterations().get(iteration)
+        if info is None or graph_id not in info.graphs:
+            return []
+        f = info.file
+        try:
+            t = graph_table(f.path, f.size, f.mtime_ns, graph_id)
+        except DumpError as exc:
+            self._warn(f"{exc}; skipped")
+            return []
+        if t is None:
+            return []
+        names = {n.name for n in graph.nodes} if graph is not None else set()
+        out = []
+        for i, node in enumerate(t.nodes):
+            src = H5Tensor(f.path, f.size, f.mtime_ns, graph_id, i, t.values[i], t.nbytes[i])
+            out.append(TensorRecord(node, t.op_types[i], t.io[i], t.slots[i], src, t.dtype_names[i],
+                                    node in names))
+        return out
+
+    def tensor_file_count(self) -> int:
+        """Tensors listed in the readable iteration files."""
+        return sum(info.count for info in self._iterations().values())
+
+    def tensor_bytes(self) -> int:
+        """Bytes of the iteration files."""
+        self._list()
+        return sum(f.size for f in self._iteration_files.values())
+
+    def fingerprint(self) -> str:
+        """blake2b of every entry's name, size and mtime (the writer's lock file aside)."""
+        h = hashlib.blake2b(digest_size=16)
+        try:
+            entries = sorted(os.scandir(self.path), key=lambda e: e.name)
+        except OSError:
+            entries = []
+        for e in entries:
+            if e.name == L.LOCK_FILE:
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        return h.hexdigest()
+
+
+class TdbgH5Format(Format):
+    """tdbg's own HDF5 dump: ``tdbg_dump.json`` and ``rank_R/{rank.json, graph_G.h5, iteration_I.h5}``."""
+
+    name = L.FORMAT_NAME
+    description = "tdbg's own HDF5 dump (docs/tdbg-h5-format.md)"
+
+    def root_of(self, path: str) -> str | None:
+        """``path`` when it holds the marker, its parent when it is a ``rank_R`` folder of such a root."""
+        p = os.path.abspath(path)
+        if not os.path.isdir(p):
+            return None
+        if _marker_problem(p) is None:
+            return p
+        parent = os.path.dirname(p.rstrip(os.sep))
+        if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))) and _marker_problem(parent) is None:
+            return parent
+        return None
+
+    def why_not(self, path: str) -> str:
+        """The missing or wrong marker, in a few words."""
+        p = os.path.abspath(path)
+        if not os.path.isdir(p):
+            return "not a directory"
+        problem = _marker_problem(p)
+        if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))):
+            problem = _marker_problem(os.path.dirname(p.rstrip(os.sep))) or problem
+        return f"{problem} (a tdbg-h5 dump root holds {L.MARKER})" if problem else "is a tdbg-h5 dump"
+
+    def open(self, root: str, path: str) -> DumpSource:
+        """Readers for every ``rank_R`` of ``root``, or only the one ``path`` names."""
+        root = os.path.abspath(root)
+        marker = _read_json(os.path.join(root, L.MARKER))
+        if not isinstance(marker, dict) or marker.get("format") != L.FORMAT_NAME:
+            raise NotADumpError(root, f"not a tdbg-h5 dump ({self.why_not(root)})")
+        version = marker.get("version")
+        if not isinstance(version, int) or version > L.VERSION:
+            raise DumpError(os.path.join(root, L.MARKER),
+                            f"tdbg-h5 version {version!r}; this tdbg reads up to {L.VERSION}")
+        p = os.path.abspath(path)
+        m = L.RANK_RE.match(os.path.basename(p.rstrip(os.sep)))
+        if p != root and m and os.path.dirname(p.rstrip(os.sep)) == root:
+            ranks = [(int(m.group(1)), p)]
+        else:
+            ranks = sorted((int(mm.group(1)), e.path) for e in os.scandir(root)
+                           if (mm := L.RANK_RE.match(e.name)) and e.is_dir(follow_symlinks=False))
+        if not ranks:
+            raise NotADumpError(root, "tdbg-h5 dump without any rank_R folder")
+        return DumpSource(root, L.FORMAT_NAME, [H5RankReader(r, d) for r, d in ranks])

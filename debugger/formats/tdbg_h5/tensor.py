@@ -1,0 +1,248 @@
+"""One tensor of an iteration file: index tables parsed once per process, values read in bounded memory."""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from ...errors import CorruptFileError, DumpError
+from ...stats import STAT_NAMES
+from ..base import TensorHeader, TensorSource
+from . import layout as L
+from .columns import checked, read_table_column, strings
+from .handles import open_h5
+
+_INT_STATS = frozenset({"count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "negatives"})
+
+
+@dataclass(frozen=True)
+class GraphTable:
+    """The index (and statistics) of one graph in one iteration file, decoded."""
+
+    nodes: list[str]
+    op_types: list[str]
+    io: list[str]
+    slots: list[int]
+    dtypes: list[np.dtype]
+    dtype_names: list[str]
+    shapes: list[tuple[int, ...]]
+    nbytes: list[int]
+    values: list[str]
+    offsets: list[int]           # byte offset of contiguous values in the file, -1: read through HDF5
+    digests: list[str]
+    stats: np.ndarray | None     # (rows, len(STAT_NAMES)) in STAT_NAMES order
+
+
+@lru_cache(maxsize=256)
+def graph_table(path: str, size: int, mtime_ns: int, graph_id: int) -> GraphTable | None:
+    """The table of ``graph_id`` in an iteration file (None when the file holds none of its tensors)."""
+    f = open_h5(path, size, mtime_ns)
+    group = L.GRAPH_GROUP.format(graph_id)
+    try:
+        if group not in f:
+            return None
+        return _decode(f, path, size, group)
+    except DumpError:
+        raise
+    except (OSError, KeyError, ValueError, RuntimeError, TypeError) as exc:
+        raise CorruptFileError(path, f"unreadable {group}/index ({exc})") from exc
+
+
+def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
+    rows = read_table_column(f, f"{group}/index", path)
+    want = L.index_dtype().names
+    if rows.dtype.names is None or any(n not in rows.dtype.names for n in want):
+        raise CorruptFileError(path, f"{group}/index lacks columns of tdbg-h5 version {L.VERSION}")
+    n = len(rows)
+    dtypes, shapes, offsets, sizes = [], [], [], []
+    prefix = f"{group}/values/"
+    values = strings(rows["values"])
+    for i in range(n):
+        try:
+            dt = np.dtype(rows["dtype"][i].decode("ascii"))
+        except (TypeError, ValueError, UnicodeDecodeError) as exc:
+            raise CorruptFileError(path, f"{group}/index row {i}: bad dtype") from exc
+        shape = tuple(int(d) for d in rows["shape"][i])
+        nbytes = math.prod(shape) * dt.itemsize
+        if dt.kind not in L.ALLOWED_KINDS or any(d < 0 for d in shape) or int(rows["nbytes"][i]) != nbytes:
+            raise CorruptFileError(path, f"{group}/index row {i}: dtype, shape and size disagree")
+        if values[i] and not values[i].startswith(prefix):
+            raise CorruptFileError(path, f"{group}/index row {i}: values outside {prefix}")
+        off = int(rows["offset"][i])
+        if off >= 0 and off + nbytes > size:
+            raise CorruptFileError(path, f"{group}/index row {i}: values past the end of the file")
+        dtypes.append(dt)
+        shapes.append(shape)
+        sizes.append(nbytes)
+        offsets.append(off if values[i] else -1)
+    if rows["io"].size and int(rows["io"].max()) > 1:
+        raise CorruptFileError(path, f"{group}/index: io code out of range")
+    _verify_offsets(f, path, values, offsets)
+    stats = None
+    if f"{group}/stats" in f:
+        raw = read_table_column(f, f"{group}/stats", path, n)
+        names = [s.decode("ascii") for s in f.attrs.get("stat_names", np.asarray(STAT_NAMES, "S16"))]
+        if raw.ndim != 2 or raw.shape[1] != len(names) or set(STAT_NAMES) - set(names):
+            raise CorruptFileError(path, f"{group}/stats does not have the columns {', '.join(STAT_NAMES)}")
+        stats = np.asarray(raw[:, [names.index(s) for s in STAT_NAMES]], np.float64)
+    return GraphTable(strings(rows["node"]), strings(rows["op_type"]), [L.IO_CODES[int(x)] for x in rows["io"]],
+                      [int(x) for x in rows["slot"]], dtypes, [d.name for d in dtypes], shapes, sizes, values, offsets,
+                      [d.decode("ascii") for d in rows["digest"]], stats)
+
+
+def _verify_offsets(f: Any, path: str, values: list[str], offsets: list[int]) -> None:
+    """Trust the stored byte offsets only if one of them still matches HDF5's (a repack moves data)."""
+    for i, off in enumerate(offsets):
+        if off >= 0:
+            ds = checked(f, values[i], path)
+            if ds.id.get_offset() != off or ds.compression or ds.chunks:
+                offsets[:] = [-1] * len(offsets)
+            return
+
+
+@dataclass(frozen=True)
+class H5Tensor(TensorSource):
+    """One tensor of a tdbg-h5 iteration file: row ``row`` of graph ``graph_id``'s index.
+
+    Plain paths and numbers only, so it pickles; identity is the file's path, size and mtime
+    plus the dataset. ``dataset`` is "" for a statistics-only tensor.
+    """
+
+    path: str
+    size: int
+    mtime_ns: int
+    graph_id: int
+    row: int
+    dataset: str = ""
+    nbytes: int = 0
+
+    @property
+    def identity(self) -> str:
+        """``path|size|mtime_ns|dataset`` (the index row when no values are stored)."""
+        where = self.dataset or f"{L.GRAPH_GROUP.format(self.graph_id)}/index[{self.row}]"
+        return f"{self.path}|{self.size}|{self.mtime_ns}|{where}"
+
+    @property
+    def location(self) -> str:
+        """``file.h5:/dataset``."""
+        return f"{self.path}:/{self.dataset or L.GRAPH_GROUP.format(self.graph_id) + f'/index[{self.row}]'}"
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the stored values (0 for statistics only)."""
+        return self.nbytes if self.dataset else 0
+
+    @property
+    def has_values(self) -> bool:
+        """False for statistics-only tensors."""
+        return bool(self.dataset)
+
+    def _table(self) -> GraphTable:
+        t = graph_table(self.path, self.size, self.mtime_ns, self.graph_id)
+        if t is None or self.row >= len(t.nodes):
+            raise CorruptFileError(self.path, f"no row {self.row} in {L.GRAPH_GROUP.format(self.graph_id)}/index")
+        return t
+
+    def header(self) -> TensorHeader:
+        """dtype and shape from the index table."""
+        t = self._table()
+        return TensorHeader(t.dtypes[self.row], t.shapes[self.row])
+
+    def stored_stats(self) -> Mapping[str, float] | None:
+        """The row of the statistics table (counts as ints, None where no finite value), None when absent."""
+        t = self._table()
+        if t.stats is None:
+            return None
+        out: dict[str, Any] = {}
+        for name, v in zip(STAT_NAMES, t.stats[self.row].tolist()):
+            out[name] = int(v) if name in _INT_STATS else (None if math.isnan(v) else v)
+        return out
+
+    def digest(self) -> str | None:
+        """blake2b-128 of dtype, shape and C-order bytes (see ``layout.Digest``)."""
+        return self._table().digests[self.row] or None
+
+    def array(self, mmap: bool = True) -> np.ndarray:
+        """All values, read into memory (HDF5 data is not memory-mapped)."""
+        if not self.has_values:
+            raise self._no_values()
+        t = self._table()
+        dt, shape, off = t.dtypes[self.row], t.shapes[self.row], t.offsets[self.row]
+        out = np.empty(shape, dt.newbyteorder("<") if dt.byteorder != "|" else dt)
+        if out.size == 0:
+            return out
+        try:
+            if off >= 0:
+                with self._open_raw() as fh:
+                    _pread_exact(fh, memoryview(out.reshape(-1).view(np.uint8)), off, self.path)
+            else:
+                ds = self._dataset()
+                ds.read_direct(out)
+        except (OSError, ValueError, RuntimeError, TypeError) as exc:
+            raise CorruptFileError(self.location, f"unreadable values ({exc})") from exc
+        return out
+
+    def _open_raw(self) -> Any:
+        """The file for plain reads at an offset, checked to be the one the index was read from."""
+        fh = open(self.path, "rb", buffering=0)
+        st = os.fstat(fh.fileno())
+        if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
+            fh.close()
+            raise CorruptFileError(self.path, "changed since the dump was listed (re-open the dump)")
+        return fh
+
+    def _dataset(self) -> Any:
+        f = open_h5(self.path, self.size, self.mtime_ns)
+        ds = checked(f, self.dataset, self.path)
+        t = self._table()
+        if ds.shape != t.shapes[self.row] or ds.dtype.kind != t.dtypes[self.row].kind:
+            raise CorruptFileError(self.location, "dataset shape or dtype disagrees with the index")
+        return ds
+
+    def chunks(self, n: int) -> Iterator[np.ndarray]:
+        """Elements in C order, at most ``n`` at a time, through one reused buffer."""
+        if not self.has_values:
+            raise self._no_values()
+        t = self._table()
+        dt, shape, off = t.dtypes[self.row], t.shapes[self.row], t.offsets[self.row]
+        total = math.prod(shape)
+        if total == 0:
+            return
+        n = max(1, int(n))
+        buf = np.empty(min(total, n), dt.newbyteorder("<") if dt.byteorder != "|" else dt)
+        try:
+            if off >= 0:
+                with self._open_raw() as fh:
+                    raw = memoryview(buf.view(np.uint8))
+                    done = 0
+                    while done < total:
+                        k = min(n, total - done)
+                        _pread_exact(fh, raw[:k * dt.itemsize], off + done * dt.itemsize, self.path)
+                        done += k
+                        yield buf[:k]
+                return
+            ds = self._dataset()   # holds the file open even if the handle cache drops it meanwhile
+            for index, bshape in L.shape_blocks(shape, n):
+                k = math.prod(bshape)
+                if k == 0:
+                    continue
+                piece = buf[:k]
+                ds.read_direct(piece.reshape(bshape), source_sel=index)
+                yield piece
+        except (OSError, ValueError, RuntimeError, TypeError) as exc:
+            raise CorruptFileError(self.location, f"unreadable values ({exc})") from exc
+
+
+def _pread_exact(fh: Any, raw: memoryview, offset: int, path: str) -> None:
+    """Fill ``raw`` from byte ``offset`` of ``fh`` (CorruptFileError when the file ends first)."""
+    fh.seek(offset)
+    got = 0
+    while got < len(raw):
+        k = fh.readinto(raw[got:])
+        if not k:
+            raise CorruptFileError(path, "values end past the end of the file (truncated?)")
+        got += k

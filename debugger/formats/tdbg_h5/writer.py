@@ -1,0 +1,383 @@
+"""The one writer of tdbg-h5 dumps: every recorder (and every converter) writes through it.
+
+One :class:`DumpWriter` per rank and process. Each file is written under a hidden temporary name
+and renamed when complete, so a reader (or a crash) never leaves half a file under a real name.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from types import TracebackType
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ...errors import DumpError
+from ...stats import CHUNK, STAT_NAMES, Stats, stats_of_chunks
+from ..base import BOTH, STATISTICS, VALUES
+from ..records import GraphRecord
+from . import layout as L
+from .graphfile import write_graph
+
+_SAVED = (VALUES, STATISTICS, BOTH)
+_COMPRESSION = (None, "gzip", "lzf")
+_HEX = set("0123456789abcdef")
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_json_atomic(path: str, obj: Any, durable: bool) -> None:
+    """Write ``obj`` as JSON under a temporary name, then rename it over ``path``."""
+    tmp = L.temp_name(path)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1, sort_keys=True)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _ensure_marker(root: str) -> None:
+    """Create ``tdbg_dump.json`` if absent (first writer wins: link() fails when it exists)."""
+    path = os.path.join(root, L.MARKER)
+    want = {"format": L.FORMAT_NAME, "version": L.VERSION}
+    if not os.path.exists(path):
+        tmp = L.temp_name(path)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(want, f)
+        try:
+            os.link(tmp, path)           # atomic and never replaces another writer's marker
+        except FileExistsError:
+            pass
+        except OSError:                  # file systems without hard links: same content, so replace
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    try:
+        with open(path, encoding="utf-8") as f:
+            have = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise DumpError(path, f"unreadable dump marker ({exc})") from exc
+    if not isinstance(have, dict) or have.get("format") != L.FORMAT_NAME:
+        raise DumpError(path, f"not a {L.FORMAT_NAME} dump marker; refusing to write into it")
+    if have.get("version") != L.VERSION:
+        raise DumpError(path, f"dump is version {have.get('version')}, this writer writes {L.VERSION}")
+
+
+class DumpWriter:
+    """Writes one rank of a tdbg-h5 dump: rank metadata, graphs, one file per iteration.
+
+    ``saved`` says what each tensor keeps: ``"values"`` (values and digest),
+    ``"statistics"`` (statistics and digest, ~100x smaller) or ``"values+statistics"``.
+    Large tensors are chunked and, with ``compression`` ("gzip" or "lzf"), compressed.
+    ``durable`` fsyncs every file before its rename (survives power loss, not only a crash).
+    """
+
+    def __init__(self, root: str | os.PathLike[str], rank: int, saved: str = VALUES, *,
+                 framework: str | None = None, framework_version: str | None = None,
+                 device_target: str | None = None, net: str | None = None,
+                 metadata: Mapping[str, Any] | None = None, compression: str | None = None,
+                 compression_opts: int | None = None, durable: bool = False) -> None:
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+            raise ValueError(f"rank must be an int >= 0, got {rank!r}")
+        if saved not in _SAVED:
+            raise ValueError(f"saved must be one of {', '.join(_SAVED)}, got {saved!r}")
+        if compression not in _COMPRESSION:
+            raise ValueError(f"compression must be None, 'gzip' or 'lzf', got {compression!r}")
+        if compression_opts is not None and compression != "gzip":
+            raise ValueError("compression_opts (a gzip level 0-9) needs compression='gzip'")
+        try:
+            json.dumps(dict(metadata or {}))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"metadata must be JSON-serialisable: {exc}") from exc
+        self.root = os.path.abspath(os.fspath(root))
+        self.rank = rank
+        self.saved = saved
+        self.compression = compression
+        self.compression_opts = compression_opts
+        self.durable = durable
+        self.rank_dir = os.path.join(self.root, L.rank_dir_name(rank))
+        os.makedirs(self.rank_dir, exist_ok=True)
+        _ensure_marker(self.root)
+        self._lock_fd: int | None = self._lock()
+        _write_json_atomic(os.path.join(self.rank_dir, L.RANK_JSON), {
+            "format": L.FORMAT_NAME, "version": L.VERSION, "rank": rank, "saved": saved,
+            "framework": framework, "framework_version": framework_version,
+            "device_target": device_target, "net": net, "metadata": dict(metadata or {})}, durable)
+        self._open_iteration: IterationWriter | None = None
+
+    def _lock(self) -> int | None:
+        """Hold an exclusive lock on the rank, so two live writers cannot interleave its files."""
+        path = os.path.join(self.rank_dir, L.LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            import fcntl
+        except ImportError:              # no flock (Windows): one writer per rank is then the user's rule
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            raise DumpError(self.rank_dir, "another process is writing this rank") from exc
+        return fd
+
+    def _check_open(self) -> None:
+        if self._lock_fd is None:
+            raise ValueError(f"{self.rank_dir}: the writer is closed")
+
+    def write_graph(self, record: GraphRecord, run_history: Sequence[int] = ()) -> str:
+        """Write (or replace) ``graph_{G}.h5`` from a GraphRecord; returns its path."""
+        import h5py
+
+        self._check_open()
+        if not isinstance(record, GraphRecord):
+            raise ValueError(f"write_graph needs a GraphRecord, got {type(record).__name__}")
+        if not isinstance(record.graph_id, int) or record.graph_id < 0:
+            raise ValueError(f"graph_id must be an int >= 0, got {record.graph_id!r}")
+        for n in record.nodes:
+            for _, edge in n.inputs:
+                if edge not in L.EDGE_CODES:
+                    raise ValueError(f"node {n.name}: input edge kind must be 'data' or 'control', got {edge!r}")
+        path = os.path.join(self.rank_dir, L.graph_file_name(record.graph_id))
+        tmp = L.temp_name(path)
+        try:
+            with h5py.File(tmp, "w", libver=L.LIBVER) as f:
+                write_graph(f, record, [int(i) for i in run_history])
+            self._publish(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return path
+
+    def iteration(self, iteration: int, replace: bool = False) -> "IterationWriter":
+        """A context manager collecting one iteration's tensors; the file appears on a clean exit."""
+        self._check_open()
+        if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+            raise ValueError(f"iteration must be an int >= 0, got {iteration!r}")
+        if self._open_iteration is not None:
+            raise ValueError(f"iteration {self._open_iteration.iteration} is still open")
+        path = os.path.join(self.rank_dir, L.iteration_file_name(iteration))
+        if os.path.exists(path) and not replace:
+            raise ValueError(f"{path} exists (pass replace=True to write the iteration again)")
+        return IterationWriter(self, iteration, path)
+
+    def _publish(self, tmp: str, path: str) -> None:
+        if self.durable:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        os.replace(tmp, path)
+        if self.durable:
+            _fsync_dir(self.rank_dir)
+
+    def close(self) -> None:
+        """Release the rank (idempotent); files already renamed stay as they are."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> "DumpWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class IterationWriter:
+    """Tensors of one rank and iteration, written into a temporary file renamed on a clean exit."""
+
+    def __init__(self, writer: DumpWriter, iteration: int, path: str) -> None:
+        self.writer = writer
+        self.iteration = iteration
+        self.path = path
+        self._tmp = L.temp_name(path)
+        self._file: Any = None
+        self._rows: dict[int, list[tuple[Any, ...]]] = {}
+        self._stats: dict[int, list[list[float]]] = {}
+        self._seen: set[tuple[int, str, str, int]] = set()
+        self._ran: set[int] = set()
+        self._datasets: dict[str, Any] = {}
+        self._groups: dict[int, Any] = {}
+        self._nbytes = 0
+
+    def __enter__(self) -> "IterationWriter":
+        import h5py
+
+        self._file = h5py.File(self._tmp, "w", libver=L.LIBVER)
+        self.writer._open_iteration = self
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.writer._open_iteration = None
+        try:
+            if exc_type is None:
+                self._finish()
+            self._file.close()
+            if exc_type is None:
+                self.writer._publish(self._tmp, self.path)
+        finally:
+            if os.path.exists(self._tmp):
+                os.unlink(self._tmp)
+
+    def ran(self, graph_id: int) -> None:
+        """Record that a graph ran in this iteration although none of its tensors was dumped."""
+        self._ran.add(_check_id(graph_id, "graph_id"))
+
+    def add(self, graph_id: int, node: str, op_type: str, io: str, slot: int,
+            values: np.ndarray | None = None, *, stats: Stats | Mapping[str, float | None] | None = None,
+            digest: str | None = None, dtype: str | np.dtype | None = None,
+            shape: Sequence[int] | None = None) -> None:
+        """Add one tensor: its ``values`` (the writer derives what ``saved`` asks), or, in a
+        statistics-only dump, its ``stats``, ``digest``, ``dtype`` and ``shape`` computed elsewhere."""
+        if self._file is None:
+            raise ValueError("add() outside 'with writer.iteration(...)'")
+        graph_id = _check_id(graph_id, "graph_id")
+        slot = _check_id(slot, "slot")
+        if not isinstance(node, str) or not node:
+            raise ValueError(f"node must be a non-empty str, got {node!r}")
+        if not isinstance(op_type, str):
+            raise ValueError(f"op_type must be a str, got {op_type!r}")
+        if io not in L.IO_CODES:
+            raise ValueError(f"io must be 'input' or 'output', got {io!r}")
+        key = (graph_id, node, io, slot)
+        if key in self._seen:
+            raise ValueError(f"{node} {io} {slot} of graph {graph_id} was already added in iteration {self.iteration}")
+        saved = self.writer.saved
+        want_stats = saved in (STATISTICS, BOTH)
+        row = len(self._rows.get(graph_id, []))
+        if values is None and saved != STATISTICS:
+            raise ValueError(f"saved={saved!r} needs values for {node}")
+        given = _stat_row(stats, node) if stats is not None else None   # validated before anything is written
+        if values is not None:
+            if digest is not None:
+                raise ValueError("digest is computed from values; pass one only without values")
+            a = L.little_endian(np.asarray(values))
+            if a.dtype.kind not in L.ALLOWED_KINDS:
+                raise ValueError(f"{node}: dtype {a.dtype} is not a tensor dtype (bool, int, uint, float, complex)")
+            if dtype is not None and np.dtype(dtype) != a.dtype or shape is not None and tuple(shape) != a.shape:
+                raise ValueError(f"{node}: dtype/shape arguments disagree with the values")
+            store = saved in (VALUES, BOTH)
+            name = f"{L.GRAPH_GROUP.format(graph_id)}/values/{row}" if store else ""
+            computed, digest = self._consume(a, name, graph_id, row, want_stats and given is None)
+            if given is None and computed is not None:
+                given = _stat_row(computed, node)
+            a_dtype, a_shape = a.dtype, tuple(a.shape)
+            if store:
+                self._nbytes += a.nbytes
+        else:
+            if stats is None or digest is None or dtype is None or shape is None:
+                raise ValueError(f"{node}: without values, pass stats, digest, dtype and shape")
+            if not isinstance(digest, str) or len(digest) != 2 * L.DIGEST_SIZE or set(digest) - _HEX:
+                raise ValueError(f"{node}: digest must be {2 * L.DIGEST_SIZE} lowercase hex characters "
+                                 "(see tdbg_h5.layout.Digest)")
+            a_dtype = np.dtype(dtype)
+            if a_dtype.kind not in L.ALLOWED_KINDS:
+                raise ValueError(f"{node}: dtype {a_dtype} is not a tensor dtype")
+            a_shape = tuple(int(d) for d in shape)
+            if any(d < 0 for d in a_shape):
+                raise ValueError(f"{node}: negative dimension in shape {a_shape}")
+            name = ""
+        if want_stats and given is None:
+            raise ValueError(f"{node}: saved={saved!r} needs statistics")
+        self._seen.add(key)
+        self._rows.setdefault(graph_id, []).append(
+            (node, op_type, L.IO_CODES.index(io), slot, a_dtype.name, np.asarray(a_shape, np.int64),
+             name, -1, math.prod(a_shape) * a_dtype.itemsize, digest.encode("ascii")))
+        if want_stats:
+            self._stats.setdefault(graph_id, []).append(given)  # type: ignore[arg-type]
+
+    def _consume(self, a: np.ndarray, name: str, graph_id: int, row: int,
+                 want_stats: bool) -> tuple[Stats | None, str]:
+        """One pass over ``a`` in C-order blocks: store (when ``name``), digest, statistics."""
+        d = L.Digest(a.dtype, tuple(a.shape))
+        ds = None
+        if name:
+            w = self.writer
+            group = self._groups.get(graph_id)
+            if group is None:   # created once: a full path per dataset costs a lookup per level
+                group = self._groups[graph_id] = self._file.require_group(f"{L.GRAPH_GROUP.format(graph_id)}/values")
+            if a.nbytes < L.CHUNKED_MIN_BYTES:
+                # not ascontiguousarray: it turns a 0-d array into shape (1,)
+                ds = group.create_dataset(str(row), data=a if a.flags.c_contiguous else a.copy(order="C"))
+                self._datasets[name] = ds
+            else:
+                ds = group.create_dataset(str(row), shape=a.shape, dtype=a.dtype, chunks=_chunk_shape(a),
+                                               compression=w.compression, compression_opts=w.compression_opts)
+
+        def pieces() -> Iterator[np.ndarray]:
+            for index, block in L.c_blocks(a, CHUNK):
+                if ds is not None and a.nbytes >= L.CHUNKED_MIN_BYTES and block.size:
+                    ds.write_direct(block, dest_sel=index)
+                flat = block.reshape(-1)
+                d.update(flat)
+                yield flat
+
+        if want_stats:
+            st = stats_of_chunks(pieces())[0]
+        else:
+            st = None
+            for _ in pieces():
+                pass
+        return st, d.hexdigest()
+
+    def _finish(self) -> None:
+        """Write the per-graph index and statistics tables and the file's attributes."""
+        f = self._file
+        dt = L.index_dtype()
+        for gid, rows in self._rows.items():
+            g = f.require_group(L.GRAPH_GROUP.format(gid))
+            table = np.empty(len(rows), dt)
+            for i, r in enumerate(rows):
+                table[i] = r
+                name = r[6]
+                if name in self._datasets:
+                    off = self._datasets[name].id.get_offset()
+                    table[i]["offset"] = -1 if off is None else off   # contiguous: one plain read
+            g.create_dataset("index", data=table)
+            if gid in self._stats:
+                g.create_dataset("stats", data=np.asarray(self._stats[gid], np.float64).reshape(-1, len(STAT_NAMES)))
+        f.attrs.update({
+            "format": L.FORMAT_NAME, "version": L.VERSION, "kind": "iteration", "rank": self.writer.rank,
+            "iteration": self.iteration, "saved": self.writer.saved,
+            "graphs": np.asarray(sorted(self._rows), np.int64),
+            "ran": np.asarray(sorted(self._ran | set(self._rows)), np.int64),
+            "count": sum(len(r) for r in self._rows.values()), "nbytes": self._nbytes,
+            "stat_names": np.asarray(STAT_NAMES, dtype="S16")})
+
+
+def _check_id(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{what} must be an int >= 0, got {v!r}")
+    return int(v)
+
+
+def _stat_row(stats: Stats | Mapping[str, float | None], node: str) -> list[float]:
+    """One row of the statistics table in STAT_NAMES order; None (no finite value) is NaN."""
+    if not isinstance(stats, (Stats, Mapping)):
+        raise ValueError(f"{node}: stats must be a debugger.stats.Stats or a mapping, got {type(stats).__name__}")
+    d = stats.to_dict() if isinstance(stats, Stats) else dict(stats)
+    missing = [n for n in STAT_NAMES if n not in d]
+    if missing:
+        raise ValueError(f"{node}: stats lacks {', '.join(missing)} (keys are debugger.stats.STAT_NAMES)")
+    return [math.nan if d[n] is None else float(d[n]) for n in STAT_NAMES]  # type: ignore[arg-type]
+
+
+def _chunk_shape(a: np.ndarray) -> tuple[int, ...] | bool:
+    """Whole rows along the first axis, about CHUNK_BYTES per chunk (reads go row block by row block)."""
+    row_bytes = a.itemsize * math.prod(a.shape[1:])
+    if a.ndim == 0 or row_bytes == 0:
+        return True
+    if row_bytes <= L.CHUNK_BYTES:
+        return (max(1, min(a.shape[0], L.CHUNK_BYTES // row_bytes)),) + tuple(a.shape[1:])
+    return True

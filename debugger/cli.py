@@ -77,6 +77,10 @@ def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
         raise QueryError(rank.path, f"no node {args.name!r} (give a full name, a file-name spelling "
                          "or a name suffix such as fc1-Dense/MatMul-op0)")
     nodes = [node_dict(rank.graph(g).node(n), rank) for g, n in found]
+    roots = source_roots(args, [dump.root])
+    for d in nodes:
+        for f in d["stack"]:
+            f["found"] = roots.describe(f["file"])["found"]
     if args.json:
         _print_json({"nodes": nodes}, out)
         return Exit.OK
@@ -98,7 +102,10 @@ def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
             for f in d["stack"]:
                 tag = "framework" if f["is_framework"] else "user"
                 fwd = " (forward candidate)" if f["forward_candidate"] else ""
-                out.write(f"    {f['file']}:{f['line']}  [{tag}]{fwd}\n        {f['code']}\n")
+                out.write(f"    {f['file']}:{f['line']}  [{tag}]{fwd}\n")
+                if f["found"] and f["found"] != f["file"]:
+                    out.write(f"        (found at {f['found']})\n")
+                out.write(f"        {f['code']}\n")
         out.write("\n")
     return Exit.OK
 
@@ -113,8 +120,10 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     file, line = parse_location(args.location)
     nodes = [n for n in dump.nodes_at(file, line) if args.rank is None or n["rank"] == args.rank]
     files = sorted({n.pop("file") for n in nodes})
+    roots = source_roots(args, [dump.root])
+    found = {f: roots.describe(f)["found"] for f in files}
     if args.json:
-        _print_json({"location": args.location, "files": files, "nodes": nodes}, out)
+        _print_json({"location": args.location, "files": files, "found": found, "nodes": nodes}, out)
         return Exit.OK
     if not nodes:
         out.write(f"No node was created by {args.location}.\n")
@@ -124,6 +133,9 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
         return Exit.OK
     code = dump.source_index.code(files[0], line) if files else ""
     out.write(f"{args.location}  {code}\n")
+    for f in files:
+        if found[f] and found[f] != f:
+            out.write(f"  {f}\n    found at {found[f]}\n")
     for direction in ("forward", "backward"):
         rows = [[n["rank"], n["graph"], n["op_type"], n["kind"], n["node"]] for n in nodes if n["direction"] == direction]
         if rows:
@@ -338,11 +350,29 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from .model import find_dump_roots
 
     find_dump_roots(path)  # fail early, with the path, when there is nothing to serve
-    app = create_app(path)
+    from .sourceroots import parse_entries
+
+    parse_entries(args.source_root or [])   # a malformed OLD=NEW fails here, as usage
+    app = create_app(path, {"SOURCE_ROOTS": list(args.source_root or []), "ALLOWED_HOSTS": list(args.allow_host or [])})
     out.write(f"tdbg serving {path} on http://{args.host}:{args.port}/\n")
     out.flush()
     app.run(host=args.host, port=args.port, threaded=True)
     return Exit.OK
+
+
+# -- source roots -----------------------------------------------------------------------------------
+def source_roots(args: argparse.Namespace, dump_paths: Sequence[str]) -> Any:
+    """The folders source files are looked up in: the dump, ``--source-root``, ``$TDBG_SOURCE_ROOTS``."""
+    from .sourceroots import SourceRoots
+
+    return SourceRoots(list(dump_paths), list(getattr(args, "source_root", None) or []))
+
+
+def _add_source_root(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--source-root", action="append", metavar="DIR|OLD=NEW",
+                   help="where the recorded source files are on this machine (repeatable; also "
+                        "$TDBG_SOURCE_ROOTS, os.pathsep-separated): DIR is searched for the longest "
+                        "trailing part of a recorded path, OLD=NEW rewrites a recorded prefix")
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -362,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rank", type=int, help="rank (default: the first)")
     s.add_argument("--graph", type=int, help="graph id (default: every graph with that node)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_source_root(s)
     s.set_defaults(func=cmd_node)
 
     s = sub.add_parser("code", help="the nodes a source line created")
@@ -369,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("location", help="FILE:LINE; FILE matches by path suffix (train.py:14)")
     s.add_argument("--rank", type=int, help="only this rank")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_source_root(s)
     s.set_defaults(func=cmd_code)
 
     s = sub.add_parser("scan", help="run watchpoints; exit 1 on hits")
@@ -420,6 +452,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("dump", nargs="?", help="dump or folder of dumps (default: dumps_sample/)")
     s.add_argument("--host", default="127.0.0.1", help="interface (default: loopback only)")
     s.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    s.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="also answer requests for this host name (repeatable; default: only the bound "
+                        "host, and localhost, 127.0.0.1, [::1] when bound to loopback)")
+    _add_source_root(s)
     s.set_defaults(func=cmd_serve)
     return p
 

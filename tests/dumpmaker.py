@@ -320,13 +320,15 @@ def make_dump(root: str, *, ranks: int = 1, iterations: int = 3,
               dumped_iterations: Optional[Sequence[int]] = None, net: str = "Net", graph_id: int = 0, seed: int = 0,
               metadata_on_all_ranks: bool = True, duplicate_timestamps: bool = False, long_names: bool = False,
               renumber_files: bool = False, param_dots: bool = False, user_file: Optional[str] = None,
-              mean_gradients: bool = True) -> str:
+              mean_gradients: bool = True, stack_paths: Optional[Sequence[str]] = None) -> str:
     """Write the dump of an MLP trained for a few iterations at ``root``; return ``root``."""
     # values(rank, iteration, node, io, slot, default) -> array | None is called for each kernel output of
     # every run iteration (a replacement flows into its consumers' input files and, for gradients, into the
     # weight update) and for each input and Parameter file written. long_names renames files over 255
     # characters (pair it with a long layer name); param_dots keeps the dots of Parameter names in file names;
-    # mean_gradients=False leaves out the Mul by 1/ranks after each AllReduce.
+    # mean_gradients=False leaves out the Mul by 1/ranks after each AllReduce. stack_paths: the user frames
+    # of the graphs name these paths instead of the written script, node by node in turn (hostile dumps:
+    # "/etc/passwd", "../../x"); nothing is written at those paths.
     root = os.path.abspath(root)
     short, dt_field, ms_version = _style(version)
     short = short if name_style is None else name_style == "short"
@@ -340,6 +342,9 @@ def make_dump(root: str, *, ranks: int = 1, iterations: int = 3,
     g, act_grads = _build(layers, batch, optimizer == "Adam", dp, mean_gradients, ranks, short, user, at, span)
     for n in g.nodes:
         n.file_name = n.full.rsplit("/", 1)[-1] if short else n.full.replace("/", "_")
+    for k, n in enumerate(n for n in g.nodes if stack_paths and any(f"In file {user}:" in f for f in n.frames)):
+        n.frames = tuple(f.replace(f"In file {user}:", f"In file {stack_paths[k % len(stack_paths)]}:")
+                         for f in n.frames)
     if renumber_files:   # the .pb and execution order say -op1 where the files keep -op0 (seen in real dumps)
         g.node(act_grads[0]).full = g.node(act_grads[0]).full[:-1] + "1"
     kernels = [n for n in g.nodes if n.op not in FRAMEWORK_OPS]

@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from debugger import DumpError, QueryError
 from debugger.views import InvalidQueryError
 
+from .guard import MAX_BODY, install as install_guard
 from .session import Workspace
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
@@ -33,6 +34,9 @@ DEFAULT_CONFIG: Mapping[str, Any] = MappingProxyType({
     "CACHE_DIR": None,        # where that cache lives (None: $TDBG_CACHE_DIR or ~/.cache/tdbg)
     "HOST": "127.0.0.1",      # app.run() binds loopback unless told otherwise
     "PORT": 5005,
+    "ALLOWED_HOSTS": (),      # host names answered besides the bound one (`tdbg serve --allow-host`)
+    "SOURCE_ROOTS": (),       # folders (or OLD=NEW prefixes) source may be shown from (`--source-root`)
+    "MAX_CONTENT_LENGTH": MAX_BODY,   # bytes of a request body at most (413 beyond)
 })
 
 
@@ -80,7 +84,9 @@ class TdbgFlask(Flask):
 
     def run(self, host: str | None = None, port: int | None = None, debug: bool | None = None,
             load_dotenv: bool = True, **options: Any) -> None:
-        super().run(host or self.config["HOST"], port or self.config["PORT"], debug, load_dotenv, **options)
+        # The host check answers the name the server is bound for: remember it.
+        self.config["HOST"] = host or self.config["HOST"]
+        super().run(self.config["HOST"], port or self.config["PORT"], debug, load_dotenv, **options)
 
 
 def create_app(dump_path: str, config: dict | None = None) -> Flask:
@@ -89,7 +95,9 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
     app.config.update(DEFAULT_CONFIG)
     app.config.update(config or {})
     app.extensions["tdbg"] = Workspace(dump_path, cache_dir=app.config["CACHE_DIR"],
-                                       use_cache=app.config["STATS_CACHE"])
+                                       use_cache=app.config["STATS_CACHE"],
+                                       source_roots=list(app.config["SOURCE_ROOTS"] or ()))
+    install_guard(app)
 
     from .api import bp
 
@@ -120,6 +128,15 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
         resp = jsonify({"error": exc.description, "type": type(exc).__name__, "status": exc.code})
         resp.status_code = exc.code or 500
         return resp
+
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception) -> tuple[Response, int]:
+        # A bug must not hand a traceback (paths, values) to the client: log it, answer plain JSON.
+        if app.testing or app.debug:
+            raise exc
+        app.logger.exception("unhandled error on %s", request.path)
+        return jsonify({"error": "internal error (see the server's log)", "type": "InternalServerError",
+                        "status": 500}), 500
 
     return app
 

@@ -11,9 +11,10 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import Graph, QueryError, Rank, TensorRef, serialize, views
+from debugger import Graph, QueryError, Rank, TensorRef, serialize, sourceroots, validate, views
 from debugger.views import InvalidQueryError
 
+from . import guard
 from .session import Workspace, watch_available
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -34,10 +35,7 @@ def _int(name: str, default: int | None = None) -> int | None:
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise InvalidQueryError(f"bad {name} {raw!r}: expected an integer") from None
+    return validate.int_text(name, raw)
 
 
 def _need(name: str) -> str:
@@ -95,9 +93,10 @@ def _cap() -> int:
 
 
 def _body() -> dict[str, Any]:
-    data = request.get_json(silent=True)
-    if not isinstance(data, dict):
-        raise InvalidQueryError("expected a JSON object body")
+    # Parsed by the guard: size- and depth-checked, no NaN/Infinity, an object.
+    data = guard.body()
+    if data is None:
+        raise InvalidQueryError("bad body: expected a JSON object (Content-Type: application/json)")
     return data
 
 
@@ -236,7 +235,8 @@ def tensor_values(rank: int, graph_id: int) -> dict[str, Any]:
 def tensor_diff(rank: int, graph_id: int) -> dict[str, Any]:
     """Current, previous-iteration and difference values of a slice, with their statistics."""
     r, ref = _tensor(rank, graph_id)
-    return views.tensor_diff(r, ref, request.args.get("slice"), _cap())
+    # The cap is split over current, previous and difference: each gets at least one value.
+    return views.tensor_diff(r, ref, request.args.get("slice"), max(_cap(), 3))
 
 
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/npy")
@@ -254,22 +254,23 @@ def code_files(rank: int) -> dict[str, Any]:
     """Source files whose lines created nodes (framework files with ``framework=1``)."""
     r = _rank(rank)
     files = views.source_files(_ws().dump(_dump_id()), r, _flag("framework"), request.args.get("q"))
-    return _page(files, rank=rank)
+    return _page(sourceroots.mark_found(files, _ws().sources), rank=rank)
 
 
 @bp.get("/ranks/<int:rank>/code/lines")
 def code_lines(rank: int) -> dict[str, Any]:
     """The lines of one file that created nodes, with forward/backward node counts."""
     d = views.source_lines(_ws().dump(_dump_id()), _rank(rank), _need("file"))
+    d.update(_ws().sources.describe(d["file"]))
     lines = d.pop("lines")
     return _page(lines, **d)
 
 
 @bp.get("/ranks/<int:rank>/code/source")
 def code_source(rank: int) -> dict[str, Any]:
-    """The text of a source file named by the stacks, when it exists on this machine."""
+    """The text of a source file named by the stacks, when it maps to a file under the source roots."""
     _rank(rank)
-    return views.source_text(_ws().dump(_dump_id()), _need("file"))
+    return sourceroots.source_text(_ws().dump(_dump_id()), _ws().sources, _need("file"))
 
 
 @bp.get("/ranks/<int:rank>/code/nodes")
@@ -320,7 +321,7 @@ def watchpoints() -> dict[str, Any]:
 def add_watchpoint() -> tuple[dict[str, Any], int]:
     """Add one (``{"name", "params", "node", "scope"}`` or ``{"spec": "name:k=v"}``) or a preset."""
     _need_watch()
-    created = _ws().watch(_dump_id()).add(_body())
+    created = _ws().watch(_dump_id()).add(validate.watchpoint_request(_body()))
     return {"created": created, "watchpoints": _ws().watch(_dump_id()).items()}, 201
 
 
@@ -381,10 +382,9 @@ def next_hit() -> dict[str, Any]:
     w = _ws().watch(dump_id)
     if not len(w):
         raise InvalidQueryError("no watchpoint is set: add one first")
-    try:
-        rank, after = int(body.get("rank", 0)), int(body.get("iteration", -1))
-    except (TypeError, ValueError):
-        raise InvalidQueryError("rank and iteration must be integers") from None
+    rank = validate.int_field(body, "rank") or 0
+    after = validate.int_field(body, "iteration")
+    after = -1 if after is None else after
     r = d.rank(rank)
     it, scanned = w.next_hit(rank, after, r.iterations())
     found = w.hits(rank, it) if it is not None else []

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable
 from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump
 from debugger import watch as _watch
 from debugger.errors import QueryError
+from debugger.sourceroots import SourceRoots
 from debugger.stats import Stats
 from debugger.views import InvalidQueryError
 from debugger.watch.results import hit_order
@@ -143,13 +144,16 @@ class WatchSet:
 class Workspace:
     """The dumps at one path, opened on first use, with their caches and watchpoints."""
 
-    def __init__(self, path: str, cache_dir: str | None = None, use_cache: bool = True) -> None:
+    def __init__(self, path: str, cache_dir: str | None = None, use_cache: bool = True,
+                 source_roots: list[str] | None = None) -> None:
         self.path = os.path.abspath(path)
         roots = find_dump_roots(self.path)
         self.ids: dict[str, str] = {}
         for root in roots:
             name = os.path.relpath(root, self.path) if root != self.path else os.path.basename(root)
             self.ids[name.replace(os.sep, "/")] = root
+        # Source is shown only from the served tree, --source-root and $TDBG_SOURCE_ROOTS.
+        self.sources = SourceRoots([self.path, *roots], source_roots or ())
         self.cache_dir = cache_dir
         self.use_cache = use_cache
         self._dumps: dict[str, Dump] = {}

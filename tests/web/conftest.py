@@ -103,7 +103,9 @@ def live_sample(tmp_path_factory: Any) -> Iterator[LiveServer]:
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
     """A fresh page; fails the test on any JavaScript error."""
-    ctx = browser.new_context(viewport={"width": 1500, "height": 920}, accept_downloads=True)
+    # bypass_csp: Playwright evaluates its wait predicates with eval(), which the page's CSP forbids
+    # (test_security.py loads the page under the CSP without it).
+    ctx = browser.new_context(viewport={"width": 1500, "height": 920}, accept_downloads=True, bypass_csp=True)
     pg = ctx.new_page()
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))

@@ -328,17 +328,25 @@ def test_code_source_serves_only_files_named_by_the_stacks(sample_client: Any) -
     assert "no source file" in err(sample_client.get("/api/ranks/0/code/source?dump=single&file=/etc/passwd"), 404)
 
 
-def test_code_source_of_a_missing_file_says_so(client: Any, mlp_script: str) -> None:
+def test_code_source_of_a_missing_file_says_so(make_app: Any, mlp_dump: str, mlp_script: str) -> None:
+    # the script lies beside the dump, not in it: shown only from an allowed --source-root
+    client = make_app(mlp_dump, SOURCE_ROOTS=[os.path.dirname(mlp_script)]).test_client()
     script, line = mlp_script, line_of(mlp_script, "x = self.fc1(x)")
     there = ok(client.get(f"/api/ranks/0/code/source?file={script}"))
     assert there["exists"] is True and there["text"].splitlines()[line - 1].strip() == "x = self.fc1(x)"
     os.remove(script)   # the stacks still name it: known to the dump, gone from this machine
     src = ok(client.get(f"/api/ranks/0/code/source?file={script}"))
     assert (src["file"], src["exists"], src["text"]) == (script, False, None)
-    # a framework file of the stacks (the site-packages of the machine that made the dump)
+    # a framework file of the stacks (the site-packages of the machine that made the dump): outside the
+    # served dump and every --source-root, so never read, whether or not it exists here
     fw = ok(client.get(f"/api/ranks/0/code/source?file={dumpmaker.SITE}/nn/layer/basic.py"))
-    assert fw["file"] == f"{dumpmaker.SITE}/nn/layer/basic.py" and fw["exists"] is os.path.isfile(fw["file"])
-    assert (fw["text"] is not None) is fw["exists"]
+    assert fw["file"] == f"{dumpmaker.SITE}/nn/layer/basic.py"
+    assert fw["exists"] is False and fw["text"] is None and fw["found"] is None
+
+
+def test_code_source_outside_the_roots_is_never_read(client: Any, mlp_script: str) -> None:
+    src = ok(client.get(f"/api/ranks/0/code/source?file={mlp_script}"))
+    assert src["exists"] is False and src["text"] is None and src["found"] is None
 
 
 def test_nodes_of_a_line_forward_first(sample_client: Any) -> None:

@@ -144,16 +144,12 @@ class Rank:
         return sorted({it for gid in self.graph_ids for it in self.reader.iterations(gid)})
 
     def run_history(self, graph_id: int) -> list[int]:
-        """Iterations in which a graph ran, [] when unknown."""
-        return self.reader.run_history(graph_id)
+        """Iterations in which a graph ran: those the format recorded, and every dumped one."""
+        return sorted(set(self.reader.run_history(graph_id)) | set(self.reader.iterations(graph_id)))
 
     def previous_iteration(self, graph_id: int, iteration: int) -> int | None:
-        """The nearest earlier run of the graph, from the run history, else the previous dump."""
-        runs = [i for i in self.run_history(graph_id) if i < iteration]
-        if runs:
-            return max(runs)
-        dumped = [i for i in self.iterations(graph_id) if i < iteration]
-        return max(dumped) if dumped else None
+        """The nearest earlier run of the graph (the run history holds every dumped iteration too)."""
+        return max((i for i in self.run_history(graph_id) if i < iteration), default=None)
 
     # -- tensors ------------------------------------------------------------------------------
     @property

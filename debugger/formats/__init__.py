@@ -10,9 +10,13 @@ import os
 from ..errors import NotADumpError
 from .base import DumpSource, Format
 from .mindspore.reader import FORMAT as MINDSPORE
+from .tdbg_h5 import FORMAT as TDBG_H5
+from .tdbg_h5 import DumpWriter
 
 # Tried in order: a format with a marker file of its own comes before one recognised by layout.
-FORMATS: tuple[Format, ...] = (MINDSPORE,)
+FORMATS: tuple[Format, ...] = (TDBG_H5, MINDSPORE)
+
+__all__ = ["FORMATS", "DumpWriter", "find_dump_roots", "format_names", "open_source"]
 
 _MAX_DEPTH = 3
 

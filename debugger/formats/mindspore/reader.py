@@ -110,8 +110,8 @@ class MindSporeRank(RankReader):
     def _run_histories(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
         for gid, path in self.listing.run_history.items():
-            try:
-                out[gid] = eo.read_run_history(path)
+            try:   # data-parallel runs list each iteration once per device: keep each once
+                out[gid] = sorted(set(eo.read_run_history(path)))
             except DumpError as exc:
                 self.warnings.append(str(exc))
         return out

@@ -275,7 +275,7 @@ class TdbgH5Format(Format):
         problem = _marker_problem(p)
         if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))):
             problem = _marker_problem(os.path.dirname(p.rstrip(os.sep))) or problem
-        return f"{problem} (a tdbg-h5 dump root holds {L.MARKER})" if problem else "is a tdbg-h5 dump"
+        return problem or "is a tdbg-h5 dump"
 
     def open(self, root: str, path: str) -> DumpSource:
         """Readers for every ``rank_R`` of ``root``, or only the one ``path`` names."""

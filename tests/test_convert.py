@@ -206,3 +206,16 @@ def test_convert_subsets_and_refusals(converted: dict, tmp_path: Any) -> None:
     again = run_cli("convert", src, part)
     assert again.code == 2 and "not an empty folder" in again.err
     assert re.search(r"tdbg: error: .*part", again.err)
+
+
+def test_a_first_scan_of_a_converted_dump_reads_stored_statistics_not_values(converted: dict) -> None:
+    from debugger.cache import StatsCache
+    from debugger.watch import scan
+    from debugger.watch.registry import Watchpoint
+
+    src, vals, _ = converted["single"]
+    wps = [Watchpoint.parse(w) for w in ("overflow", "gradient_vanishing:abs_mean_lt=1e-4", "tensor_all_zero")]
+    a = scan(open_dump(src), wps, jobs=1, cache=StatsCache(enabled=False))
+    b = scan(open_dump(vals), wps, jobs=1, cache=StatsCache(enabled=False))
+    assert a.files_checked > 500 and b.files_checked == 0
+    assert a.hits and [h.to_dict() for h in a.hits] == [h.to_dict() for h in b.hits]

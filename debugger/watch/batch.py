@@ -9,7 +9,8 @@ from typing import Iterable, Optional, Sequence
 from ..cache import StatsCache
 from ..errors import DumpError
 from ..model import TensorRef
-from ..stats import STAT_NAMES, Stats
+from ..formats.base import TensorSource
+from ..stats import COUNT_NAMES, STAT_NAMES, Stats
 from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_file_task, run_pair_task
 
 # A running batch: (task kind, tasks, their future or None when computed here on finish).
@@ -28,6 +29,20 @@ def run_chunk(kind: str, tasks: list) -> list:
     """Worker entry point: compute a list of file or pair tasks."""
     fn = run_file_task if kind == "file" else run_pair_task
     return [fn(t) for t in tasks]
+
+
+def _stored_beside_values(source: TensorSource) -> Stats | None:
+    """Every statistic, when the dump stores them beside the values (a converted dump): no read needed.
+
+    The writer computed them with the same chunked pass a scan would (``debugger.stats``).
+    """
+    try:
+        stored = source.stored_stats()
+    except DumpError:
+        return None   # reading the values reports the problem
+    if not stored or any(stored.get(n) is None for n in COUNT_NAMES):
+        return None
+    return Stats.from_stored(stored) if all(n in stored for n in STAT_NAMES) else None
 
 
 class Batch:
@@ -126,24 +141,27 @@ class Batch:
 
     def _from_cache(self) -> tuple[list[FileTask], list[PairTask]]:
         if not self.cache.enabled:
-            self.file_results.update((p, FileResult()) for p in self.files)
             self.pair_results = {k: PairResult() for k in self.pairs}
-            return list(self.files.values()), list(self.pairs.values())
-        return self._files_from_cache(), self._pairs_from_cache()
+            return self._files_todo(), list(self.pairs.values())
+        return self._files_todo(), self._pairs_from_cache()
 
-    def _files_from_cache(self) -> list[FileTask]:
+    def _files_todo(self) -> list[FileTask]:
+        """What each tensor still needs read: statistics stored beside the values or cached are not."""
+        use_cache = self.cache.enabled
         todo: list[FileTask] = []
         for ident, t in self.files.items():
-            res = FileResult(stats=self.cache.get(ident))
+            res = FileResult(stats=_stored_beside_values(t.source))
+            if res.stats is None and use_cache:
+                res.stats = self.cache.get(ident)
             missing = FileTask(t.source, base=res.stats is None)
             for r in t.ranges:
-                count = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}")
+                count = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}") if use_cache else None
                 if count is None:
                     missing.ranges.add(r)
                 else:
                     res.ranges[r] = int(count)
             for u in t.units:
-                pct = self.cache.get_extra(f"{ident}|units|{u!r}")
+                pct = self.cache.get_extra(f"{ident}|units|{u!r}") if use_cache else None
                 if pct is None:
                     missing.units.add(u)
                 else:

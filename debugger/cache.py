@@ -164,11 +164,15 @@ class StatsCache:
             _warnings.warn(f"{path}: result not cached ({exc})", RuntimeWarning, 2)
 
     def stats(self, ref: Any) -> Stats:
-        """Statistics of a TensorRef: from the cache, else computed (and cached)."""
-        s = self.get(ref.identity)
+        """Statistics of a TensorRef: as its dump stores them, else from the cache, else computed (and cached)."""
+        stored = ref.source.stored_stats()
+        if stored:
+            return Stats.from_stored(stored)
+        s = self.get(ref.identity) if self.enabled else None
         if s is None:
             s = tensor_stats(ref.value())
-            self.put(ref.identity, s)
+            if self.enabled:
+                self.put(ref.identity, s)
         return s
 
     # -- persistence --------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence, TextIO
 
 from .errors import DumpError
 from .exits import Exit
+from .query.scopes import FOLD
 from .report import Progress, fmt_num, human_bytes, ranges_text, table
 
 
@@ -342,10 +343,8 @@ def default_sample() -> str:
 
 def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     """Start the web UI."""
-    try:
-        from tdbg_web import create_app
-    except ImportError as exc:
-        raise DumpError(None, f"the web UI is not installed ({exc})") from None
+    from tdbg_web import create_app
+
     path = args.dump or default_sample()
     from .model import find_dump_roots
 
@@ -442,8 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scope or folded group, as the graph view names it (default: the root)")
     s.add_argument("--format", choices=["dot", "svg", "png"],
                    help="dot (text), svg or png (these two need Graphviz); default: from -o, else dot")
-    s.add_argument("--fold", type=int, default=5, metavar="N",
-                   help="fold N or more same-type siblings into one node (0: never; default 5)")
+    s.add_argument("--fold", type=int, default=FOLD, metavar="N",
+                   help=f"fold N or more same-type siblings into one node (0: never; default {FOLD})")
     s.add_argument("--framework", action="store_true", help="show routing nodes (those that only pass values on)")
     s.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout; PNG needs a file)")
     s.set_defaults(func=cmd_graph)

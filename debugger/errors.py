@@ -23,3 +23,10 @@ class CorruptFileError(DumpError):
 
 class QueryError(DumpError):
     """A query (node name, FILE:LINE, range, watchpoint) is malformed or matches nothing."""
+
+
+class InvalidQueryError(QueryError):
+    """A malformed argument (range, slice, location, watchpoint): the caller's mistake, not a miss."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(None, problem)

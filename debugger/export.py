@@ -1,6 +1,6 @@
 """Export one scope level of a graph, as the graph view shows it, with pydot: DOT text, SVG or PNG.
 
-:func:`scope_dot` builds a :class:`pydot.Dot` from :func:`debugger.views.scope_view` (child scopes,
+:func:`scope_dot` builds a :class:`pydot.Dot` from :func:`debugger.query.scope_view` (child scopes,
 folded groups such as ``Adam[7]``, nodes, edges aggregated with their counts);
 :func:`render` turns it into bytes. DOT needs nothing else; SVG and PNG need Graphviz's ``dot``
 executable, found on ``PATH`` (:func:`graphviz_available`).
@@ -18,7 +18,8 @@ import pydot
 
 from .errors import DumpError
 from .graph import Graph
-from .views import FOLD, MAX_PAGE, InvalidQueryError, scope_view
+from .errors import InvalidQueryError
+from .query import FOLD, MAX_PAGE, scope_view
 
 FORMATS = ("dot", "svg", "png")
 NEEDS_GRAPHVIZ = frozenset({"svg", "png"})

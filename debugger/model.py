@@ -96,6 +96,7 @@ class Rank:
         self._graphs: dict[int, Graph] | None = None
         self._index: dict[tuple[int, int], list[TensorRef]] | None = None
         self._maps: dict[tuple[int, int], dict[tuple[str, str, int], TensorRef]] = {}
+        self._node_its: dict[int, dict[str, list[int]]] = {}
         self._info: RankInfo | None = None
 
     def __repr__(self) -> str:
@@ -169,6 +170,21 @@ class Rank:
             if (graph_id is None or g == graph_id) and (iteration is None or it == iteration):
                 out.extend(refs)
         return out
+
+    def node_iterations(self, graph_id: int, node: str) -> list[int]:
+        """Iterations in which any tensor of ``node`` was dumped."""
+        with self._lock:
+            by_node = self._node_its.get(graph_id)
+        if by_node is None:
+            by_node = {}
+            for it in self.iterations(graph_id):
+                for t in self.index.get((graph_id, it), ()):
+                    its = by_node.setdefault(t.node, [])
+                    if not its or its[-1] != it:
+                        its.append(it)
+            with self._lock:
+                self._node_its[graph_id] = by_node
+        return list(by_node.get(node, ()))
 
     def tensor(self, graph_id: int, iteration: int, node: str, io: str = "output", slot: int = 0) -> TensorRef:
         """One tensor (QueryError when absent)."""

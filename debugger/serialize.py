@@ -39,7 +39,7 @@ def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:
     }
     if rank is not None:
         out["rank"] = rank.rank
-        out["iterations"] = sorted({t.iteration for t in rank.tensors(g.graph_id) if t.node == n.name})
+        out["iterations"] = rank.node_iterations(g.graph_id, n.name)
     return out
 
 

@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import DumpError
+from .errors import DumpError, InvalidQueryError, QueryError
 
 ENV_VAR = "TDBG_SOURCE_ROOTS"
 MAX_SOURCE_BYTES = 2 << 20     # a source file larger than this is refused (a log or data file, not code)
@@ -186,8 +186,6 @@ def known_file(index: Any, path: str) -> str:
     """The recorded path a request names: exactly, or the one recorded path it is a suffix of.
 
     Only paths the dump's stacks recorded can be asked for; the request is never a file name."""
-    from .views import InvalidQueryError
-
     if len(path) > MAX_PATH_CHARS or "\0" in path:
         raise InvalidQueryError(f"bad file: {len(path)} characters or a NUL byte")
     if path in index.all_files():
@@ -196,8 +194,6 @@ def known_file(index: Any, path: str) -> str:
     if len(cand) == 1:
         return cand[0]
     if not cand:
-        from .errors import QueryError
-
         raise QueryError(None, f"no source file {path!r} created nodes of this dump")
     raise InvalidQueryError(f"{path!r} matches {len(cand)} files: {', '.join(cand[:5])}")
 

@@ -1,6 +1,6 @@
 """Checks of request values from outside (the web API's JSON bodies and query strings).
 
-Each raises :class:`~debugger.views.InvalidQueryError` naming the field, so a malformed request is
+Each raises :class:`~debugger.errors.InvalidQueryError` naming the field, so a malformed request is
 a 400 that says what to fix and never reaches code that would fail on a wrong type later (a
 watchpoint with ``node: 5`` used to be stored and then break every scan).
 """
@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from .views import InvalidQueryError
+from .errors import InvalidQueryError
 
 MAX_TEXT = 1000          # characters of a name, glob, scope or spec at most
 MAX_PARAMS = 64          # parameters of one watchpoint at most

@@ -11,7 +11,7 @@ import pydot
 import pytest
 
 from clirun import run_cli
-from debugger import open_dump, views
+from debugger import open_dump, query
 from debugger.export import export_scope, scope_dot
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
@@ -45,8 +45,8 @@ def parse(text: str) -> tuple[dict[str, dict[str, str]], dict[tuple[str, str], i
 
 def expected(graph: Any, path: str, **opts: Any) -> tuple[set[str], dict[tuple[str, str], int]]:
     """Children and edges of the graph view (scope_view) of one scope level."""
-    total = views.scope_view(graph, path, end=0, **opts)["children"]["total"]
-    v = views.scope_view(graph, path, end=total, **opts)
+    total = query.scope_view(graph, path, end=0, **opts)["children"]["total"]
+    v = query.scope_view(graph, path, end=total, **opts)
     return ({c["id"] for c in v["children"]["items"]},
             {(e["source"], e["target"]): e["count"] for e in v["edges"]})
 
@@ -69,7 +69,7 @@ def test_dot_has_the_children_and_edges_of_the_view(sample_graph: Any, path: str
 
 def test_labels_say_name_op_type_kind_and_scope_sizes(sample_graph: Any) -> None:
     root, _ = parse(scope_dot(sample_graph, "").to_string())
-    view = {c["id"]: c for c in views.scope_view(sample_graph, "")["children"]["items"]}
+    view = {c["id"]: c for c in query.scope_view(sample_graph, "")["children"]["items"]}
     assert root["Default"]["label"] == f"Default/\\n{view['Default']['count']} nodes"
     assert root["Parameter[20]"]["label"] == "Parameter[20]\\n20 × Parameter"
     assert root["Parameter[20]"]["peripheries"] == "2"                      # drawn as a stack, like the view
@@ -153,10 +153,10 @@ def test_svg_is_valid_xml_with_the_node_labels(sample_graph: Any, tmp_path: Any)
     root = ET.parse(out).getroot()
     assert root.tag == f"{SVG_NS}svg"
     texts = {t.text for t in root.iter(f"{SVG_NS}text")}
-    for c in views.scope_view(sample_graph, BACKBONE)["children"]["items"]:
+    for c in query.scope_view(sample_graph, BACKBONE)["children"]["items"]:
         assert f"{c['name']}/" in texts and f"{c['count']} node{'s' if c['count'] > 1 else ''}" in texts
     assert len([g for g in root.iter(f"{SVG_NS}g") if g.get("class") == "edge"]) == \
-        len(views.scope_view(sample_graph, BACKBONE)["edges"])
+        len(query.scope_view(sample_graph, BACKBONE)["edges"])
     assert run_cli("graph", SINGLE, "--scope", BACKBONE, "-o", str(tmp_path / "x.svg")).code == 0   # format from -o
     ET.parse(tmp_path / "x.svg")
 

@@ -3,7 +3,7 @@
 ``create_app(path)`` serves the single page from ``static/`` and the JSON API of :mod:`.api`
 under ``/api/``. ``path`` is a dump root, one rank of it, or a folder holding several dumps (the
 page lets the user choose one). Nothing here opens dump files: every question goes to
-:mod:`debugger` or :mod:`debugger.views`.
+:mod:`debugger` or :mod:`debugger.query`.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from flask import Flask, Response, jsonify, request, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 from werkzeug.exceptions import HTTPException
 
-from debugger import DumpError, QueryError
-from debugger.views import InvalidQueryError
+from debugger import DumpError, QueryError, query
+from debugger.errors import InvalidQueryError
 
 from .guard import MAX_BODY, install as install_guard
 from .session import Workspace
@@ -27,9 +27,9 @@ STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
 #: Settings of an app; ``create_app(path, config)`` overrides any of them.
 DEFAULT_CONFIG: Mapping[str, Any] = MappingProxyType({
-    "FOLD": 5,                # same-type siblings folded into one graph node from this many on
+    "FOLD": query.FOLD,       # same-type siblings folded into one graph node from this many on
     "VALUE_CAP": 100_000,     # tensor values per response at most
-    "PAGE_SIZE": 500,         # items of a list page when the request gives no end
+    "PAGE_SIZE": query.DEFAULT_PAGE,   # items of a list page when the request gives no end
     "STATS_CACHE": True,      # keep tensor statistics in the HDF5 cache (debugger.cache)
     "CACHE_DIR": None,        # where that cache lives (None: $TDBG_CACHE_DIR or ~/.cache/tdbg)
     "HOST": "127.0.0.1",      # app.run() binds loopback unless told otherwise

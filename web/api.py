@@ -11,11 +11,11 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import Graph, QueryError, Rank, TensorRef, serialize, sourceroots, validate, views
-from debugger.views import InvalidQueryError
+from debugger import Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
+from debugger.errors import InvalidQueryError
 
 from . import guard
-from .session import Workspace, watch_available
+from .session import Workspace
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -52,7 +52,7 @@ def _flag(name: str, default: bool = False) -> bool:
 
 def _page(items: list[Any], **extra: Any) -> dict[str, Any]:
     begin = _int("begin", 0) or 0
-    return views.page(items, begin, _int("end"), current_app.config["PAGE_SIZE"]).to_dict(**extra)
+    return query.page(items, begin, _int("end"), current_app.config["PAGE_SIZE"]).to_dict(**extra)
 
 
 def _rank(rank: int) -> Rank:
@@ -76,7 +76,7 @@ def _iteration(r: Rank, graph_id: int) -> int:
 
 def _tensor(rank: int, graph_id: int) -> tuple[Rank, TensorRef]:
     r = _rank(rank)
-    return r, views.find_tensor(r, graph_id, _iteration(r, graph_id), _need("node"),
+    return r, query.find_tensor(r, graph_id, _iteration(r, graph_id), _need("node"),
                                 request.args.get("io", "output"), _int("slot", 0) or 0)
 
 
@@ -106,7 +106,7 @@ def dumps() -> dict[str, Any]:
     """The dumps found at the app's path."""
     ws = _ws()
     items = [{"id": k, "path": v, "ranks": ws.dump(k).rank_ids} for k, v in ws.ids.items()]
-    return _page(items, path=ws.path, watch_available=watch_available)
+    return _page(items, path=ws.path)
 
 
 @bp.get("/info")
@@ -116,7 +116,6 @@ def info() -> dict[str, Any]:
     out = serialize.dump_info(_ws().dump(dump_id))
     out["id"] = dump_id
     out["watch"] = _watch_summary(dump_id)
-    out["watch_available"] = watch_available
     return out
 
 
@@ -145,15 +144,15 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
     marks: dict[str, set[str]] = {}
     it = _int("iteration")
     dump_id = _dump_id()
-    if it is not None and watch_available:
+    if it is not None:
         w = _ws().watch(dump_id)
         if len(w):
             w.check(rank, [it])
             marks["hit"] = {h["node"] for h in w.hits(rank, it) if h["graph"] == graph_id}
     line = request.args.get("line")
     if line:
-        marks.update(views.marks_for_line(_ws().dump(dump_id), r, graph_id, line))
-    return views.scope_view(g, request.args.get("path", ""), begin=_int("begin", 0) or 0, end=_int("end"),
+        marks.update(query.marks_for_line(_ws().dump(dump_id), r, graph_id, line))
+    return query.scope_view(g, request.args.get("path", ""), begin=_int("begin", 0) or 0, end=_int("end"),
                             marks=marks, **_view_opts())
 
 
@@ -161,7 +160,7 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
 def search(rank: int, graph_id: int) -> dict[str, Any]:
     """Nodes whose name contains ``q``, each with the scope path to open."""
     _, g = _graph(rank, graph_id)
-    return _page(views.search_nodes(g, _need("q"), **_view_opts()), q=request.args.get("q"))
+    return _page(query.search_nodes(g, _need("q"), **_view_opts()), q=request.args.get("q"))
 
 
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/node")
@@ -170,9 +169,9 @@ def node(rank: int, graph_id: int) -> dict[str, Any]:
     r, g = _graph(rank, graph_id)
     it = _int("iteration")
     name = _need("node")
-    out = views.node_detail(r, g, name, it, **_view_opts())
+    out = query.node_detail(r, g, name, it, **_view_opts())
     out["hits"] = []
-    if it is not None and watch_available:
+    if it is not None:
         w = _ws().watch(_dump_id())
         if len(w):
             w.check(rank, [it])
@@ -210,7 +209,7 @@ def tensor(rank: int, graph_id: int) -> dict[str, Any]:
     bins = _int("bins")
     if bins is not None and not 1 <= bins <= 512:
         raise InvalidQueryError(f"bad bins {bins}: expected 1 to 512")
-    out = _ws().stats_of(_dump_id(), lambda c: views.tensor_summary(ref, c, bins))
+    out = _ws().stats_of(_dump_id(), lambda c: query.tensor_summary(ref, c, bins))
     out["previous_iteration"] = r.previous_iteration(graph_id, ref.iteration)
     return out
 
@@ -220,7 +219,7 @@ def tensor_history(rank: int, graph_id: int) -> dict[str, Any]:
     """Statistics of the tensor in every dumped iteration (a page of iterations)."""
     r, ref = _tensor(rank, graph_id)
     begin, end = _int("begin", 0) or 0, _int("end")
-    pg = _ws().stats_of(_dump_id(), lambda c: views.tensor_history(r, ref, c, begin, end))
+    pg = _ws().stats_of(_dump_id(), lambda c: query.tensor_history(r, ref, c, begin, end))
     return pg.to_dict(node=ref.node, io=ref.io, slot=ref.slot)
 
 
@@ -228,22 +227,21 @@ def tensor_history(rank: int, graph_id: int) -> dict[str, Any]:
 def tensor_values(rank: int, graph_id: int) -> dict[str, Any]:
     """Values of a slice (``slice=[0, :, :]``), at most ``cap`` of them."""
     _, ref = _tensor(rank, graph_id)
-    return views.tensor_values(ref, request.args.get("slice"), _cap())
+    return query.tensor_values(ref, request.args.get("slice"), _cap())
 
 
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/diff")
 def tensor_diff(rank: int, graph_id: int) -> dict[str, Any]:
     """Current, previous-iteration and difference values of a slice, with their statistics."""
     r, ref = _tensor(rank, graph_id)
-    # The cap is split over current, previous and difference: each gets at least one value.
-    return views.tensor_diff(r, ref, request.args.get("slice"), max(_cap(), 3))
+    return query.tensor_diff(r, ref, request.args.get("slice"), _cap())
 
 
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/npy")
 def tensor_npy(rank: int, graph_id: int) -> Response:
     """The tensor as an .npy download."""
     _, ref = _tensor(rank, graph_id)
-    name, data = views.tensor_npy(ref)
+    name, data = query.tensor_npy(ref)
     return Response(data, mimetype="application/octet-stream",
                     headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
@@ -253,14 +251,14 @@ def tensor_npy(rank: int, graph_id: int) -> Response:
 def code_files(rank: int) -> dict[str, Any]:
     """Source files whose lines created nodes (framework files with ``framework=1``)."""
     r = _rank(rank)
-    files = views.source_files(_ws().dump(_dump_id()), r, _flag("framework"), request.args.get("q"))
+    files = query.source_files(_ws().dump(_dump_id()), r, _flag("framework"), request.args.get("q"))
     return _page(sourceroots.mark_found(files, _ws().sources), rank=rank)
 
 
 @bp.get("/ranks/<int:rank>/code/lines")
 def code_lines(rank: int) -> dict[str, Any]:
     """The lines of one file that created nodes, with forward/backward node counts."""
-    d = views.source_lines(_ws().dump(_dump_id()), _rank(rank), _need("file"))
+    d = query.source_lines(_ws().dump(_dump_id()), _rank(rank), _need("file"))
     d.update(_ws().sources.describe(d["file"]))
     lines = d.pop("lines")
     return _page(lines, **d)
@@ -277,15 +275,13 @@ def code_source(rank: int) -> dict[str, Any]:
 def code_nodes(rank: int) -> dict[str, Any]:
     """Nodes made by ``location=FILE:LINE`` (or ``file`` and ``line``), forward first."""
     loc = request.args.get("location") or f"{_need('file')}:{_need('line')}"
-    d = views.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc)
+    d = query.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc)
     nodes = d.pop("nodes")
     return _page(nodes, **d)
 
 
 # -- watchpoints -------------------------------------------------------------------------------------
 def _watch_summary(dump_id: str) -> dict[str, Any]:
-    if not watch_available:
-        return {"watchpoints": 0, "hits": 0, "checked": [], "by_watchpoint": []}
     w = _ws().watch(dump_id)
     hits = w.hits()
     by: dict[int, int] = {}
@@ -296,15 +292,9 @@ def _watch_summary(dump_id: str) -> dict[str, Any]:
             "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0)} for i in items]}
 
 
-def _need_watch() -> None:
-    if not watch_available:
-        raise InvalidQueryError("watchpoints are not available (debugger.watch is not installed)")
-
-
 @bp.get("/conditions")
 def conditions() -> dict[str, Any]:
     """The condition registry (forms are generated from it) and the presets."""
-    _need_watch()
     from debugger import watch
 
     return _page(watch.describe_conditions(), presets=watch.PRESETS)
@@ -313,14 +303,12 @@ def conditions() -> dict[str, Any]:
 @bp.get("/watchpoints")
 def watchpoints() -> dict[str, Any]:
     """Watchpoints set on the dump."""
-    _need_watch()
     return _page(_ws().watch(_dump_id()).items())
 
 
 @bp.post("/watchpoints")
 def add_watchpoint() -> tuple[dict[str, Any], int]:
     """Add one (``{"name", "params", "node", "scope"}`` or ``{"spec": "name:k=v"}``) or a preset."""
-    _need_watch()
     created = _ws().watch(_dump_id()).add(validate.watchpoint_request(_body()))
     return {"created": created, "watchpoints": _ws().watch(_dump_id()).items()}, 201
 
@@ -328,7 +316,6 @@ def add_watchpoint() -> tuple[dict[str, Any], int]:
 @bp.delete("/watchpoints/<int:wid>")
 def delete_watchpoint(wid: int) -> dict[str, Any]:
     """Remove one watchpoint (its hits go with it)."""
-    _need_watch()
     _ws().watch(_dump_id()).remove(wid)
     return {"deleted": wid, "watchpoints": _ws().watch(_dump_id()).items()}
 
@@ -336,7 +323,6 @@ def delete_watchpoint(wid: int) -> dict[str, Any]:
 @bp.delete("/watchpoints")
 def clear_watchpoints() -> dict[str, Any]:
     """Remove every watchpoint."""
-    _need_watch()
     _ws().watch(_dump_id()).clear()
     return {"deleted": "all", "watchpoints": []}
 
@@ -345,7 +331,6 @@ def clear_watchpoints() -> dict[str, Any]:
 def hits() -> dict[str, Any]:
     """Hits, first occurrence first: of ``iteration`` (checked now if needed), or with ``all=1`` of
     every iteration; ``rank`` and ``watchpoint`` filter. ``groups`` counts them per watchpoint."""
-    _need_watch()
     dump_id = _dump_id()
     d = _ws().dump(dump_id)
     w = _ws().watch(dump_id)
@@ -375,7 +360,6 @@ def hits() -> dict[str, Any]:
 @bp.post("/replay/next_hit")
 def next_hit() -> dict[str, Any]:
     """Check the iterations after ``iteration`` one by one and stop at the first with a hit."""
-    _need_watch()
     body = _body()
     dump_id = _dump_id()
     d = _ws().dump(dump_id)
@@ -389,7 +373,7 @@ def next_hit() -> dict[str, Any]:
     it, scanned = w.next_hit(rank, after, r.iterations())
     found = w.hits(rank, it) if it is not None else []
     return {"rank": rank, "after": after, "iteration": it, "checked": scanned,
-            "hits": views.page(found, 0, None, 200).to_dict()}
+            "hits": query.page(found, 0, None, 200).to_dict()}
 
 
 # -- ranks compare ------------------------------------------------------------------------------------

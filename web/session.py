@@ -11,7 +11,7 @@ from debugger import watch as _watch
 from debugger.errors import QueryError
 from debugger.sourceroots import SourceRoots
 from debugger.stats import Stats
-from debugger.views import InvalidQueryError
+from debugger.errors import InvalidQueryError
 from debugger.watch.results import hit_order
 
 
@@ -224,14 +224,5 @@ class Workspace:
 
     def stats(self, dump_id: str | None, ref: TensorRef) -> Stats:
         """Statistics of one tensor, through the cache."""
-        return self.stats_of(dump_id, lambda c: c.stats(ref) if c is not None else None) or _plain_stats(ref)
+        return self.stats_of(dump_id, lambda c: (c or StatsCache(enabled=False)).stats(ref))
 
-
-def _plain_stats(ref: TensorRef) -> Stats:
-    from debugger.stats import tensor_stats
-
-    return tensor_stats(ref.value())
-
-
-# The watchpoint engine is part of the library; web/api.py still asks.
-watch_available = True

@@ -18,15 +18,15 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from ..errors import DumpError
+from ..errors import QueryError
 from .records import GraphRecord
 
 # What a dump holds per tensor.
 VALUES, STATISTICS, BOTH = "values", "statistics", "values+statistics"
 
 
-class ValuesUnavailableError(DumpError):
-    """A tensor's values were asked for, but the dump stores only its statistics."""
+class ValuesUnavailableError(QueryError):
+    """A tensor's values were asked for, but the dump stores only its statistics (a miss, not a fault)."""
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def test_bad_ranges_are_400_with_the_checker_message(client: Any, query: str, me
 
 
 def test_page_checker_is_one_function() -> None:
-    from debugger.views import InvalidQueryError, check_range, page
+    from debugger.query import InvalidQueryError, check_range, page
 
     assert check_range(0, None, 3) == (0, 3)
     assert check_range(1, -1, 3) == (1, 3)
@@ -497,7 +497,7 @@ OPTIMIZER = "Default/optimizer-Momentum"
 def test_export_dot_is_an_attachment_of_the_scope_level(sample_client: Any, sample_root: str) -> None:
     import pydot
 
-    from debugger import views
+    from debugger import query
 
     resp = sample_client.get(f"/api/ranks/0/graphs/0/export?dump=single&scope={OPTIMIZER}&format=dot")
     assert resp.status_code == 200, resp.get_data(as_text=True)
@@ -506,7 +506,7 @@ def test_export_dot_is_an_attachment_of_the_scope_level(sample_client: Any, samp
     (g,) = pydot.graph_from_dot_data(resp.get_data(as_text=True))
     names = {n.get_name().strip('"') for n in g.get_nodes()} - {"node", "edge", "graph"}
     graph = open_dump(os.path.join(sample_root, "single")).rank(0).graph(0)
-    assert names == {c["id"] for c in views.scope_view(graph, OPTIMIZER)["children"]["items"]}
+    assert names == {c["id"] for c in query.scope_view(graph, OPTIMIZER)["children"]["items"]}
     assert f"{OPTIMIZER}/ApplyMomentum[7]" in names
     # fold and framework are the scope route's: unfolded, the seven kernels are there one by one
     unfolded = sample_client.get(f"/api/ranks/0/graphs/0/export?dump=single&scope={OPTIMIZER}&fold=0&framework=1")

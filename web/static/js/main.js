@@ -28,7 +28,6 @@ function mountView() {
 // Only cheap requests before the first view: the dump list (with rank ids) and the watchpoints;
 // the overview asks for the full info (which lists every tensor file) itself.
 async function loadWatchCount() {
-  if (!ctx.watchAvailable) { ctx.watchCount = 0; return; }
   try { ctx.watchCount = (await api.watchpoints(state.dump)).total; } catch { ctx.watchCount = 0; }
 }
 
@@ -186,8 +185,6 @@ async function boot() {
     clear(main).append(h('div', { class: 'boot' }, h('div', { class: 'boot-spinner' }), 'Opening the dump…'));
     const d = await api.dumps();
     ctx.dumps = d.items;
-    ctx.watchAvailable = d.watch_available;
-    if (!d.watch_available) document.querySelector('#tabs a[data-view="watch"]').title = 'debugger.watch is not installed';
     const sel = $('dump-select');
     put(sel, ...d.items.map((x) => h('option', { value: x.id }, x.id)));
     $('dump-picker').hidden = d.items.length < 2;

@@ -95,7 +95,6 @@ export const ctx = {
   graphs: [],
   iterations: [],
   watchCount: 0,
-  watchAvailable: false,
   hitCount: 0,
 };
 

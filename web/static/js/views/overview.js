@@ -55,8 +55,7 @@ export function mount(root) {
     const w = info.watch;
     const watchCard = h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Watchpoints'),
       h('span', { class: 'spacer' }), h('button', { class: 'btn btn-small', onclick: () => set({ view: 'watch' }) }, 'Manage')),
-    h('div', { class: 'card-body' }, !info.watch_available ? h('div', { class: 'note' }, 'The watchpoint engine is not installed.')
-      : w.watchpoints === 0 ? h('div', { class: 'muted' }, 'No watchpoint set. The “recommended” preset checks NaN/Inf origins, vanishing gradients, frozen weights, saturated and dead activations.')
+    h('div', { class: 'card-body' }, w.watchpoints === 0 ? h('div', { class: 'muted' }, 'No watchpoint set. The “recommended” preset checks NaN/Inf origins, vanishing gradients, frozen weights, saturated and dead activations.')
         : h('div', { class: 'stack' },
           h('div', {}, h('b', { class: 'big' }, fmt(w.hits)), ` hit${w.hits === 1 ? '' : 's'} in ${w.checked.length} checked iteration${w.checked.length === 1 ? '' : 's'}`),
           h('ul', { class: 'wp-summary' }, w.by_watchpoint.map((x) => h('li', {}, h('span', { class: `chip ${x.hits ? 'hit' : ''}` }, x.hits), h('code', {}, x.text)))))));

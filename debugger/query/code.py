@@ -1,0 +1,91 @@
+"""Code to graph for a view: the files and lines that created nodes, and the nodes of a line."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..errors import InvalidQueryError, QueryError
+from ..model import Dump, Rank
+from ..source import parse_location
+from ..sourceroots import known_file
+from .scopes import node_digest, place_of, scope_tree
+
+
+def _rank_hits(dump: Dump, rank: Rank, file: str, line: int) -> list[tuple[str, Any]]:
+    graphs = rank.graphs
+    return [(p, h) for p, h in dump.source_index.nodes_at(file, line)
+            if h.graph_id in graphs and h.node in graphs[h.graph_id]]
+
+
+def source_files(dump: Dump, rank: Rank, framework: bool = False, query: str | None = None) -> list[dict[str, Any]]:
+    """Source files whose lines created nodes: user code first, framework files only when asked."""
+    idx = dump.source_index
+    q = (query or "").strip().lower()
+    out = []
+    for path in idx.all_files():
+        fw = idx.is_framework(path)
+        if (fw and not framework) or (q and q not in path.lower()):
+            continue
+        nodes: set[tuple[int, str]] = set()
+        lines = idx.lines(path)
+        for ln in lines:
+            nodes.update((h.graph_id, h.node) for _, h in _rank_hits(dump, rank, path, ln))
+        if not nodes:
+            continue
+        # whether the file can be shown is the source roots' answer (debugger.sourceroots), not a guess here
+        out.append({"file": path, "name": os.path.basename(path), "is_framework": fw, "lines": len(lines),
+                    "nodes": len(nodes)})
+    out.sort(key=lambda f: (f["is_framework"], f["file"]))
+    return out
+
+
+def source_lines(dump: Dump, rank: Rank, path: str) -> dict[str, Any]:
+    """The lines of one source file that created nodes, with the code the stacks recorded and
+    how many forward and backward nodes each made."""
+    path = known_file(dump.source_index, path)
+    idx = dump.source_index
+    lines = []
+    for ln in idx.lines(path):
+        hits = _rank_hits(dump, rank, path, ln)
+        fwd = {(h.graph_id, h.node) for _, h in hits if h.direction == "forward"}
+        bwd = {(h.graph_id, h.node) for _, h in hits if h.direction == "backward"}
+        if fwd or bwd:
+            lines.append({"line": ln, "code": idx.code(path, ln), "forward": len(fwd), "backward": len(bwd)})
+    return {"file": path, "is_framework": idx.is_framework(path), "lines": lines}
+
+
+def nodes_at_line(dump: Dump, rank: Rank, file: str, line: int) -> list[dict[str, Any]]:
+    """Nodes a source line created in one rank, forward first, each with its graph place."""
+    seen: set[tuple[int, str]] = set()
+    out = []
+    for path, h in _rank_hits(dump, rank, file, line):
+        if (h.graph_id, h.node) in seen:
+            continue
+        seen.add((h.graph_id, h.node))
+        g = rank.graphs[h.graph_id]
+        out.append(node_digest(g, h.node) | {"direction": h.direction, "file": path, "line": line,
+                                            "place": place_of(g, h.node)})
+    tree_pos = {gid: scope_tree(g).pos for gid, g in rank.graphs.items()}
+    out.sort(key=lambda d: (d["direction"] != "forward", d["graph"], tree_pos[d["graph"]].get(d["node"], 0)))
+    return out
+
+
+def nodes_at_location(dump: Dump, rank: Rank, location: str) -> dict[str, Any]:
+    """``FILE:LINE`` -> the files it matched and the nodes those lines created."""
+    try:
+        file, line = parse_location(location)
+    except QueryError as exc:
+        raise InvalidQueryError(exc.problem) from None
+    files = dump.source_index.files(file)
+    nodes = nodes_at_line(dump, rank, file, line)
+    return {"location": location, "file": file, "line": line, "files": files, "nodes": nodes}
+
+
+def marks_for_line(dump: Dump, rank: Rank, graph_id: int, location: str) -> dict[str, set[str]]:
+    """{"forward": nodes, "backward": nodes} of one graph made by ``FILE:LINE``."""
+    found = nodes_at_location(dump, rank, location)["nodes"]
+    out: dict[str, set[str]] = {"forward": set(), "backward": set()}
+    for d in found:
+        if d["graph"] == graph_id:
+            out[d["direction"]].add(d["node"])
+    return out

@@ -1,0 +1,337 @@
+"""One scope level of a graph as the graph view shows it: child scopes, same-type siblings folded
+(``Adam[7]``), routing nodes hidden, and the edges between the children aggregated."""
+from __future__ import annotations
+
+import re
+import threading
+import weakref
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from ..errors import InvalidQueryError, QueryError
+from ..graph import Graph
+from .pages import Page, page
+
+FOLD = 5                # same-type siblings folded into one node from this many on
+
+_GROUP_RE = re.compile(r"^(?:(?P<scope>.*)/)?(?P<op>[^/\[\]]+)\[(?P<n>\d+)\]$")
+
+
+@dataclass
+class _Scope:
+    path: str
+    parent: "_Scope | None"
+    scopes: dict[str, "_Scope"] = field(default_factory=dict)
+    nodes: list[str] = field(default_factory=list)
+    count: int = 0          # nodes in the subtree
+    visible: int = 0        # nodes in the subtree that are not hidden routing ops
+    kinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    vkinds: dict[str, int] = field(default_factory=lambda: defaultdict(int))   # of visible nodes
+    first: int = 1 << 62    # smallest execution position in the subtree
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class ScopeTree:
+    """The scopes of one graph, built once: each scope's child scopes, direct nodes and counts."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.root = _Scope("", None)
+        self.scopes: dict[str, _Scope] = {"": self.root}
+        self._views: dict[tuple[str, int, bool], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        g = graph.nx
+        self.attrs: dict[str, dict[str, Any]] = dict(g.nodes(data=True))
+        self.succ: dict[str, list[str]] = {n: list(nbrs) for n, nbrs in g.adjacency()}
+        # routing nodes are hidden from the graph view unless asked for; edges are drawn through them
+        self.hidden_set = {n for n, a in self.attrs.items() if a.get("is_routing")}
+        # Execution position; a node that does not run (parameter, constant, Load...) sorts with its
+        # first consumer that does.
+        order = graph.execution_index
+        end = len(order)
+        self.pos: dict[str, int] = {}
+        for n in self.attrs:
+            p = order.get(n)
+            if p is None:
+                p = min((order.get(w, end) for w in self.succ[n]), default=end)
+                if p == end:   # one more hop: Parameter -> Load -> kernel
+                    p = min((order.get(x, end) for w in self.succ[n] for x in self.succ.get(w, ())), default=end)
+            self.pos[n] = p
+        for n, a in self.attrs.items():
+            sc = self._ensure(a.get("scope") or "")
+            sc.nodes.append(n)
+            p = self.pos[n]
+            kind = a.get("kind", "other")
+            shown = n not in self.hidden_set
+            s: _Scope | None = sc
+            while s is not None:
+                s.count += 1
+                s.visible += shown
+                s.kinds[kind] += 1
+                if shown:
+                    s.vkinds[kind] += 1
+                if p < s.first:
+                    s.first = p
+                s = s.parent
+        for s in self.scopes.values():
+            s.nodes.sort(key=lambda x: (self.pos[x], x))
+
+    def _ensure(self, path: str) -> _Scope:
+        s = self.scopes.get(path)
+        if s is None:
+            parent = self._ensure(path.rsplit("/", 1)[0] if "/" in path else "")
+            s = self.scopes[path] = _Scope(path, parent)
+            parent.scopes[s.name] = s
+        return s
+
+    def hidden(self, name: str) -> bool:
+        """Whether a node is a routing op (Load, Depend, UpdateState...)."""
+        return name in self.hidden_set
+
+    def subtree(self, s: _Scope) -> Iterable[str]:
+        """Every node under a scope."""
+        stack = [s]
+        while stack:
+            x = stack.pop()
+            yield from x.nodes
+            stack.extend(x.scopes.values())
+
+    def place(self, name: str, fold: int = FOLD, framework: bool = False) -> str:
+        """The scope path to open to see ``name`` as a node: its scope, or its folded group."""
+        a = self.attrs[name]
+        scope = a.get("scope") or ""
+        sc = self.scopes[scope]
+        op = a.get("op_type", "")
+        if fold > 0:
+            same = [n for n in sc.nodes if self.attrs[n].get("op_type") == op
+                    and (framework or n not in self.hidden_set)]
+            if len(same) >= fold:
+                return _join(scope, f"{op}[{len(same)}]")
+        return scope
+
+
+_TREES: "weakref.WeakKeyDictionary[Graph, ScopeTree]" = weakref.WeakKeyDictionary()
+_TREES_LOCK = threading.Lock()
+
+
+def scope_tree(graph: Graph) -> ScopeTree:
+    """The graph's scope tree (built on first use, then kept with the graph)."""
+    with _TREES_LOCK:
+        t = _TREES.get(graph)
+    if t is None:
+        t = ScopeTree(graph)
+        with _TREES_LOCK:
+            t = _TREES.setdefault(graph, t)
+    return t
+
+
+def _join(scope: str, name: str) -> str:
+    return f"{scope}/{name}" if scope else name
+
+
+def short_name(name: str, scope: str) -> str:
+    """A node's name within its scope."""
+    return name[len(scope) + 1:] if scope and name.startswith(scope + "/") else name
+
+
+def node_digest(graph: Graph, name: str) -> dict[str, Any]:
+    """A light summary of a node for lists: name, short name, op type, kind, scope."""
+    a = graph.nx.nodes[name]
+    scope = a.get("scope") or ""
+    return {"graph": graph.graph_id, "node": name, "name": short_name(name, scope), "op_type": a.get("op_type", ""),
+            "kind": a.get("kind", "other"), "param": a.get("param"), "scope": scope,
+            "is_backward": bool(a.get("is_backward")),
+            "execution_index": graph.execution_index.get(name)}
+
+
+def _sources(tree: ScopeTree, v: str, framework: bool) -> list[str]:
+    """Producers of ``v``; with routing ops hidden, followed through them along the data they pass."""
+    attrs, hidden = tree.attrs, tree.hidden_set
+    preds = [i for i, _ in attrs[v].get("inputs", ()) if i and i in attrs]
+    if framework:
+        return preds
+    if not any(u in hidden for u in preds):
+        return preds
+    out: list[str] = []
+    seen: set[str] = set()
+    stack = preds[::-1]
+    while stack:
+        u = stack.pop()
+        if u in seen:
+            continue
+        seen.add(u)
+        if u not in hidden:
+            out.append(u)
+            continue
+        a = attrs[u]
+        op = a.get("op_type")
+        ins = [i for i, _ in a.get("inputs", ()) if i and i in attrs]
+        if op == "UpdateState":
+            continue                      # a state token, not data
+        stack.extend((ins if op == "MakeTuple" else ins[:1])[::-1])
+    return out
+
+
+def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[str, Any]:
+    """Children and aggregated edges of a scope or a folded group (cached per tree)."""
+    key = (path, fold, framework)
+    with tree._lock:
+        hit = tree._views.get(key)
+    if hit is not None:
+        return hit
+    attrs = tree.attrs
+    group_op = None
+    sc = tree.scopes.get(path)
+    if sc is None:
+        m = _GROUP_RE.match(path)
+        sc = tree.scopes.get(m.group("scope") or "") if m else None
+        if m is None or sc is None:
+            raise QueryError(None, f"no scope {path!r} in graph {tree.graph.graph_id}")
+        group_op = m.group("op")
+    children: list[dict[str, Any]] = []
+    member: dict[str, str] = {}           # node -> child id, for nodes shown directly or in a group
+    if group_op is None:
+        for s in sc.scopes.values():
+            if not framework and s.visible == 0:
+                continue
+            children.append({"type": "scope", "id": s.path, "name": s.name, "path": s.path,
+                             "count": s.count if framework else s.visible,
+                             "kinds": dict(s.kinds if framework else s.vkinds),
+                             "first": s.first})
+    direct = [n for n in sc.nodes if (framework or not tree.hidden(n))
+              and (group_op is None or attrs[n].get("op_type") == group_op)]
+    if group_op is not None and not direct:
+        raise QueryError(None, f"no scope {path!r} in graph {tree.graph.graph_id}")
+    by_op: dict[str, list[str]] = defaultdict(list)
+    for n in direct:
+        by_op[attrs[n].get("op_type", "")].append(n)
+    for op, names in by_op.items():
+        if group_op is None and fold > 0 and len(names) >= fold:
+            gid = _join(sc.path, f"{op}[{len(names)}]")
+            kinds: dict[str, int] = defaultdict(int)
+            for n in names:
+                kinds[attrs[n].get("kind", "other")] += 1
+                member[n] = gid
+            children.append({"type": "group", "id": gid, "name": f"{op}[{len(names)}]", "path": gid,
+                             "op_type": op, "count": len(names), "kinds": dict(kinds),
+                             "first": min(tree.pos[n] for n in names)})
+        else:
+            for n in names:
+                member[n] = n
+                d = node_digest(tree.graph, n)
+                children.append({"type": "node", "id": n, **d, "first": tree.pos[n]})
+    children.sort(key=lambda c: (c["first"], c["name"]))
+
+    prefix = sc.path + "/" if sc.path else ""
+
+    memo: dict[str, str | None] = {}
+
+    def child_of(n: str) -> str | None:
+        c = member.get(n)
+        if c is not None or group_op is not None:
+            return c
+        if n in memo:
+            return memo[n]
+        s = attrs[n].get("scope") or ""
+        if s == sc.path or (prefix and not s.startswith(prefix)):
+            c = None
+        else:
+            rest = s[len(prefix):]
+            c = prefix + rest.split("/", 1)[0] if rest else None
+        memo[n] = c
+        return c
+
+    edges: dict[tuple[str, str], int] = defaultdict(int)
+    ext_in: dict[str, int] = defaultdict(int)
+    ext_out: dict[str, int] = defaultdict(int)
+    nodes = (n for n in tree.subtree(sc)) if group_op is None else iter(direct)
+    for v in nodes:
+        if not framework and tree.hidden(v):
+            continue
+        cv = child_of(v)
+        if cv is None:
+            continue
+        for u in _sources(tree, v, framework):
+            cu = child_of(u)
+            if cu is None:
+                ext_in[cv] += 1
+                continue
+            if cu != cv:
+                edges[(cu, cv)] += 1
+        # consumers outside this scope (or group)
+        for w in tree.succ[v]:
+            if (framework or not tree.hidden(w)) and child_of(w) is None:
+                ext_out[cv] += 1
+    for c in children:
+        c["external_in"] = ext_in.get(c["id"], 0)
+        c["external_out"] = ext_out.get(c["id"], 0)
+    parents = [{"name": "root", "path": ""}]
+    acc = ""
+    parts = sc.path.split("/") if sc.path else []
+    for p in parts:
+        acc = _join(acc, p)
+        parents.append({"name": p, "path": acc})
+    if group_op is not None:
+        parents.append({"name": path.rsplit("/", 1)[-1], "path": path})
+    out = {"path": path, "type": "group" if group_op else "scope", "parents": parents,
+           "children": children, "child_of": child_of,
+           "edges": [{"source": s, "target": t, "count": c} for (s, t), c in edges.items()]}
+    with tree._lock:
+        if len(tree._views) > 256:
+            tree._views.clear()
+        tree._views[key] = out
+    return out
+
+
+def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: bool = False, begin: int = 0,
+               end: int | None = None, marks: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
+    """The children of ``path`` (a scope, or a folded group such as ``optimizer/Adam[7]``).
+
+    Children are scopes, folded groups of ``fold`` or more same-type sibling nodes, and nodes,
+    in execution order. ``edges`` aggregate the graph's edges between the children of the page
+    (routing ops hidden unless ``framework``). ``marks`` maps a mark name ("hit", "forward"...) to node
+    names; each child gets ``marks: {name: how many of its nodes carry it}``.
+    """
+    tree = scope_tree(graph)
+    st = _structure(tree, path, fold, framework)
+    pg = page(st["children"], begin, end)
+    ids = {c["id"] for c in pg.items}
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    if marks:
+        child_of = st["child_of"]
+        for mark, names in marks.items():
+            for n in names:
+                c = child_of(n) if n in graph.nx else None
+                if c is not None and c in ids:
+                    counts[c][mark] += 1
+    items = [{k: v for k, v in c.items() if k != "first"} | {"marks": dict(counts.get(c["id"], {}))}
+             for c in pg.items]
+    edges = [e for e in st["edges"] if e["source"] in ids and e["target"] in ids]
+    return {"graph": graph.graph_id, "path": st["path"], "type": st["type"], "parents": st["parents"],
+            "children": Page(pg.begin, pg.end, pg.total, items).to_dict(), "edges": edges}
+
+
+def search_nodes(graph: Graph, query: str, *, fold: int = FOLD, framework: bool = False) -> list[dict[str, Any]]:
+    """Nodes whose full name contains ``query`` (case-insensitive), in execution order, with the
+    scope path (``place``) to open to see each."""
+    q = query.strip().lower()
+    if not q:
+        raise InvalidQueryError("empty search")
+    tree = scope_tree(graph)
+    names = [n for n in graph.nx.nodes if q in n.lower()]
+    names.sort(key=lambda n: (tree.pos[n], n))
+    return [node_digest(graph, n) | {"place": tree.place(n, fold, framework or tree.hidden(n))} for n in names]
+
+
+def place_of(graph: Graph, name: str, *, fold: int = FOLD, framework: bool = False) -> str:
+    """The scope path under which the graph view shows ``name``."""
+    if name not in graph.nx:
+        raise QueryError(None, f"no node {name!r} in graph {graph.graph_id}")
+    tree = scope_tree(graph)
+    return tree.place(name, fold, framework or tree.hidden(name))
+
+

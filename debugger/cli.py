@@ -187,7 +187,8 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     """Run watchpoints over a dump."""
     from .cache import StatsCache
     from .model import open_dump
-    from .watch.engine import parse_iterations, scan
+    from .selection import parse_iterations, parse_ranks
+    from .watch.engine import scan
     from .watch.registry import describe_conditions
 
     if args.list_conditions:
@@ -205,7 +206,7 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     try:
         wps = build_watchpoints(args)
         its = parse_iterations(args.iterations)
-        ranks = _parse_ranks(args.ranks)
+        ranks = parse_ranks(args.ranks)
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
     dump = open_dump(args.dump)
@@ -223,11 +224,11 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     """Convert a dump into tdbg's HDF5 format."""
     from .convert import convert
     from .model import open_dump
-    from .watch.engine import parse_iterations
+    from .selection import parse_iterations, parse_ranks
 
     try:
         its = parse_iterations(args.iterations)
-        ranks = _parse_ranks(args.ranks)
+        ranks = parse_ranks(args.ranks)
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
     dump = open_dump(args.dump)
@@ -242,15 +243,6 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     for w in result.warnings[:20]:
         out.write(f"  warning: {w}\n")
     return Exit.OK
-
-
-def _parse_ranks(text: str | None) -> list[int] | None:
-    from .watch.engine import parse_iterations
-
-    if text is None:
-        return None
-    got = parse_iterations(text)
-    return None if got is None else sorted(got)
 
 
 def _print_scan(result: Any, out: TextIO) -> None:

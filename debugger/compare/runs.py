@@ -196,7 +196,7 @@ def iteration_set(iterations: "Iterable[int] | str | None") -> set[int] | None:
     if iterations is None:
         return None
     if isinstance(iterations, str):
-        from ..watch.engine import parse_iterations
+        from ..selection import parse_iterations
 
         try:
             return parse_iterations(iterations)

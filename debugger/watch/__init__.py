@@ -4,7 +4,7 @@ from __future__ import annotations
 from .engine import scan
 from .registry import CONDITIONS, PRESETS, Condition, Param, Watchpoint, describe_conditions, preset
 from .results import ErrorRecord, Hit, ScanResult
-from .select import parse_iterations
+from ..selection import parse_iterations
 
 __all__ = ["CONDITIONS", "PRESETS", "Condition", "ErrorRecord", "Hit", "Param", "ScanResult", "Watchpoint",
            "describe_conditions", "parse_iterations", "preset", "scan"]

@@ -14,7 +14,8 @@ from .batch import Batch, Parts, open_pool
 from .conditions import Step, family_of
 from .registry import Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
-from .select import is_float, parse_iterations, where_nodes
+from ..selection import parse_iterations
+from .select import is_float, where_nodes
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan"]
 

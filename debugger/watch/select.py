@@ -1,4 +1,4 @@
-"""Which tensors a scan looks at: iteration ranges, ``--where FILE:LINE`` and watchpoint targets."""
+"""Which tensors a scan looks at: ``--where FILE:LINE`` and watchpoint targets."""
 from __future__ import annotations
 
 import fnmatch
@@ -11,27 +11,6 @@ from ..source import parse_location
 from .registry import Watchpoint
 
 _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
-
-
-def parse_iterations(text: str | None) -> set[int] | None:
-    """``0-5,8`` -> {0..5, 8}; None for all."""
-    if text is None or str(text).strip() in ("", "all"):
-        return None
-    out: set[int] = set()
-    for part in str(text).split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                lo, hi = int(a), int(b)
-                if lo > hi:
-                    raise ValueError
-                out.update(range(lo, hi + 1))
-            elif part:
-                out.add(int(part))
-        except ValueError:
-            raise ValueError(f"bad iteration range {text!r}: expected e.g. 0-5,8") from None
-    return out
 
 
 def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:

@@ -1,0 +1,25 @@
+"""Iteration and rank selections: strict ASCII numbers, bounded, errors that say which selection."""
+from __future__ import annotations
+
+import pytest
+from clirun import run_cli
+
+from debugger.selection import MAX_SELECTED, parse_iterations, parse_ranks
+
+
+def test_ranges_and_lists() -> None:
+    assert parse_iterations("0-3,8, 10") == {0, 1, 2, 3, 8, 10}
+    assert parse_iterations(None) is parse_iterations("all") is parse_iterations(" ") is None
+    assert parse_ranks("3,0-1") == [0, 1, 3]
+
+
+@pytest.mark.parametrize("text", ["5-2", "a", "1-", "-1", "²", "٣", "1.5", "0-1-2", f"0-{MAX_SELECTED}"])
+def test_bad_selections_are_value_errors(text: str) -> None:
+    with pytest.raises(ValueError, match="bad iteration range"):
+        parse_iterations(text)
+
+
+def test_a_bad_rank_list_says_rank(make_dump) -> None:
+    root = make_dump(iterations=1)
+    r = run_cli("scan", root, "--ranks", "x")
+    assert r.code == 2 and "bad rank range 'x'" in r.err

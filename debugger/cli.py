@@ -10,7 +10,8 @@ from typing import Any, Callable, Sequence, TextIO
 from .errors import DumpError
 from .exits import Exit
 from .query.scopes import FOLD
-from .report import Progress, fmt_num, human_bytes, ranges_text, table
+from .report import Progress, fmt_num, human_bytes, table
+from .selection import ranges_text
 
 
 def _print_json(obj: Any, out: TextIO) -> None:

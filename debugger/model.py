@@ -15,6 +15,7 @@ from .formats import find_dump_roots as _find_roots
 from .formats import open_source
 from .formats.base import DumpSource, RankInfo, RankReader, TensorHeader, TensorSource
 from .graph import Graph
+from .selection import ranges_text
 from .source import SourceIndex
 
 
@@ -190,6 +191,9 @@ class Rank:
         """One tensor (QueryError when absent)."""
         t = self.tensor_map(graph_id, iteration).get((node, io, slot))
         if t is None:
+            if iteration not in self.iterations(graph_id):
+                raise QueryError(self.path, f"no iteration {iteration} in graph {graph_id} "
+                                 f"(iterations: {ranges_text(self.iterations(graph_id))})")
             raise QueryError(self.path, f"no tensor {node} {io} {slot} in graph {graph_id} iteration {iteration}")
         return t
 

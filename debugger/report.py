@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterable, Sequence, TextIO
+from typing import Sequence, TextIO
 
 
 def human_bytes(n: int) -> str:
@@ -14,22 +14,6 @@ def human_bytes(n: int) -> str:
             return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
         v /= 1024
     return f"{n} B"
-
-
-def ranges_text(values: Iterable[int]) -> str:
-    """[0,1,2,5,7,8] -> '0-2,5,7-8'."""
-    vals = sorted(set(values))
-    if not vals:
-        return "none"
-    out, start, prev = [], vals[0], vals[0]
-    for v in vals[1:] + [None]:  # type: ignore[list-item]
-        if v is not None and v == prev + 1:
-            prev = v
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if v is not None:
-            start = prev = v
-    return ",".join(out)
 
 
 def table(rows: Sequence[Sequence[object]], header: Sequence[str] | None = None, indent: str = "  ") -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 _PART = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
 MAX_SELECTED = 10_000_000   # a selection naming more numbers than this is a typo, not a request
@@ -34,3 +35,19 @@ def parse_ranks(text: str | None) -> list[int] | None:
     """A rank selection such as ``0-3,7``, sorted (None: all)."""
     got = parse_numbers(text, "rank")
     return None if got is None else sorted(got)
+
+
+def ranges_text(values: Iterable[int]) -> str:
+    """[0,1,2,5,7,8] -> '0-2,5,7-8': the inverse of :func:`parse_numbers`."""
+    vals = sorted(set(values))
+    if not vals:
+        return "none"
+    out, start, prev = [], vals[0], vals[0]
+    for v in vals[1:] + [None]:  # type: ignore[list-item]
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ",".join(out)

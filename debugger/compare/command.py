@@ -7,7 +7,8 @@ from typing import Any, TextIO
 
 from ..errors import DumpError
 from ..exits import Exit
-from ..report import fmt_num, ranges_text, table
+from ..report import fmt_num, table
+from ..selection import ranges_text
 from .metrics import ERROR, PASS, WARNING, Thresholds
 from .runs import CompareResult, Pair
 

@@ -464,7 +464,7 @@ def finish(result: CompareResult, iterations: set[int], jobs: int | None, cache:
 
 
 def _fmt(its: Iterable[int]) -> str:
-    from ..report import ranges_text
+    from ..selection import ranges_text
 
     return ranges_text(its)
 

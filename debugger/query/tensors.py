@@ -11,7 +11,6 @@ import numpy as np
 from ..errors import InvalidQueryError, QueryError
 from ..graph import Graph
 from ..model import Rank, TensorRef
-from ..report import ranges_text
 from ..serialize import node_dict, tensor_dict
 from ..slices import parse_slice
 from ..cache import StatsCache
@@ -35,13 +34,7 @@ def find_tensor(rank: Rank, graph_id: int, iteration: int, node: str, io: str = 
     """One dumped tensor (QueryError naming what is missing)."""
     if io not in ("input", "output"):
         raise InvalidQueryError(f"bad io {io!r}: expected input or output")
-    ref = rank.tensor_map(graph_id, iteration).get((node, io, slot))
-    if ref is None:
-        if iteration not in rank.iterations(graph_id):
-            raise QueryError(rank.path, f"no iteration {iteration} in graph {graph_id} "
-                             f"(iterations: {ranges_text(rank.iterations(graph_id))})")
-        raise QueryError(rank.path, f"no tensor {node} {io} {slot} in graph {graph_id} iteration {iteration}")
-    return ref
+    return rank.tensor(graph_id, iteration, node, io, slot)
 
 
 def node_detail(rank: Rank, graph: Graph, name: str, iteration: int | None = None, *, fold: int = FOLD,

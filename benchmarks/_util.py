@@ -22,8 +22,10 @@ def drop_page_cache() -> bool:
         return False
 
 
-def run_python(code: str, cold: bool = False) -> dict:
-    """Run ``code`` in a fresh interpreter; it must print one JSON object. Adds wall time and peak RSS."""
+def run_python(code: str, cold: bool = False, **names: object) -> dict:
+    """Run ``code`` in a fresh interpreter, ``names`` set as globals; it fills the dict ``out``, printed as
+    JSON with the wall time and peak RSS added."""
+    code = "".join(f"{k} = {v!r}\n" for k, v in names.items()) + code
     if cold:
         drop_page_cache()
     wrapper = (

@@ -113,8 +113,7 @@ def main() -> None:
                  "cold_cache_possible": can_drop}
 
     def py(code: str, cold: bool, **names: object) -> dict:
-        head = "".join(f"{k} = {v!r}\n" for k, v in names.items())
-        res = run_python(head + code, cold=cold)
+        res = run_python(code, cold=cold, **names)
         if res.get("pair_bytes"):
             res["gb_per_s"] = res["pair_bytes"] / 1e9 / res["seconds"]
             if res.get("compare_seconds"):

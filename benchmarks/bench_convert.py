@@ -10,13 +10,12 @@ first (needs root). Prints a JSON report.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 
 from _util import drop_page_cache, run_python, tree_size
-from bigdump import ensure_big_dump
+from bigdump import bench_dump_from_args
 
 SCAN = """
 from debugger import open_dump
@@ -43,30 +42,21 @@ out.update(pairs=len(r.pairs), bytes=r.bytes_compared)
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", default="/work/bench_data/scan")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--files", type=int, default=50_000)
-    a = p.parse_args()
-    dump = ensure_big_dump(a.root, files=a.files, layers=120, width=208, ranks=1)
+    a, dump = bench_dump_from_args(__doc__)
     h5, stats = os.path.join(a.root, "converted-h5"), os.path.join(a.root, "converted-stats")
     for d in (h5, stats):
         shutil.rmtree(d, ignore_errors=True)
     rep: dict = {"dump": dump, "jobs": a.jobs, "cold_cache_possible": drop_page_cache()}
 
-    def py(code: str, cold: bool, **names: object) -> dict:
-        head = "".join(f"{k} = {v!r}\n" for k, v in names.items())
-        return run_python(head + code, cold=cold)
-
-    rep["convert_values"] = py(CONVERT, True, DUMP=dump, OUT=h5, STATS=False)
-    rep["convert_statistics"] = py(CONVERT, True, DUMP=dump, OUT=stats, STATS=True)
+    rep["convert_values"] = run_python(CONVERT, True, DUMP=dump, OUT=h5, STATS=False)
+    rep["convert_statistics"] = run_python(CONVERT, True, DUMP=dump, OUT=stats, STATS=True)
     for name, path in (("original", dump), ("converted", h5), ("statistics", stats)):
         files, size = tree_size(path)
         rep[f"size_{name}"] = {"files": files, "bytes": size}
-        rep[f"scan_{name}_cold"] = py(SCAN, True, DUMP=path, JOBS=a.jobs)
-        rep[f"scan_{name}_warm"] = py(SCAN, False, DUMP=path, JOBS=a.jobs)
+        rep[f"scan_{name}_cold"] = run_python(SCAN, True, DUMP=path, JOBS=a.jobs)
+        rep[f"scan_{name}_warm"] = run_python(SCAN, False, DUMP=path, JOBS=a.jobs)
     for name, path in (("original", dump), ("converted", h5)):
-        rep[f"compare_{name}_warm"] = py(COMPARE, False, DUMP=path, JOBS=a.jobs)
+        rep[f"compare_{name}_warm"] = run_python(COMPARE, False, DUMP=path, JOBS=a.jobs)
     s = {k: v["seconds"] for k, v in rep.items() if isinstance(v, dict) and "seconds" in v}
     rep["speedup_first_scan_cold"] = s["scan_original_cold"] / s["scan_converted_cold"]
     rep["speedup_first_scan_warm"] = s["scan_original_warm"] / s["scan_converted_warm"]

@@ -9,14 +9,12 @@ JSON report; peak RSS includes the scan's worker processes.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import tempfile
 
 from _util import drop_page_cache, run_python, time_command, tree_size
-from bigdump import ensure_big_dump
+from bigdump import bench_dump_from_args
 
 NUMPY_LOOP = """
 import os, numpy as np
@@ -49,12 +47,7 @@ out['tensor_files'] = sum(r['tensor_files'] for i in info for r in i['ranks'])
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--root", default="/work/bench_data/scan")
-    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--files", type=int, default=50_000)
-    a = p.parse_args()
-    dump = ensure_big_dump(a.root, files=a.files, layers=120, width=208, ranks=1)
+    a, dump = bench_dump_from_args(__doc__)
     n, size = tree_size(dump)
     can_drop = drop_page_cache()
     rep: dict = {"dump": dump, "files": n, "bytes": size, "jobs": a.jobs, "cold_cache_possible": can_drop}
@@ -62,20 +55,16 @@ def main() -> None:
     rep["cat_cold_s"] = time_command(cat, cold=True)
     rep["cat_warm_s"] = time_command(cat)
 
-    def py(code: str, cold: bool, **names: object) -> dict:
-        head = "".join(f"{k} = {v!r}\n" for k, v in names.items())
-        return run_python(head + code, cold=cold)
-
-    rep["numpy_loop_cold"] = py(NUMPY_LOOP, True, DUMP=dump)
-    rep["numpy_loop_warm"] = py(NUMPY_LOOP, False, DUMP=dump)
-    rep["info_cold"] = py(INFO, True, DUMP=dump)
-    rep["info_warm"] = py(INFO, False, DUMP=dump)
+    rep["numpy_loop_cold"] = run_python(NUMPY_LOOP, True, DUMP=dump)
+    rep["numpy_loop_warm"] = run_python(NUMPY_LOOP, False, DUMP=dump)
+    rep["info_cold"] = run_python(INFO, True, DUMP=dump)
+    rep["info_warm"] = run_python(INFO, False, DUMP=dump)
     cache = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
     try:
-        rep["scan_first_cold"] = py(SCAN, True, DUMP=dump, JOBS=a.jobs, CACHE=cache)
-        rep["scan_cached"] = py(SCAN, False, DUMP=dump, JOBS=a.jobs, CACHE=cache)
-        rep["scan_first_warm_nocache"] = py(SCAN, False, DUMP=dump, JOBS=a.jobs, CACHE=None)
-        rep["scan_first_warm_1job"] = py(SCAN, False, DUMP=dump, JOBS=1, CACHE=None)
+        rep["scan_first_cold"] = run_python(SCAN, True, DUMP=dump, JOBS=a.jobs, CACHE=cache)
+        rep["scan_cached"] = run_python(SCAN, False, DUMP=dump, JOBS=a.jobs, CACHE=cache)
+        rep["scan_first_warm_nocache"] = run_python(SCAN, False, DUMP=dump, JOBS=a.jobs, CACHE=None)
+        rep["scan_first_warm_1job"] = run_python(SCAN, False, DUMP=dump, JOBS=1, CACHE=None)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     rep["ratio_first_scan_vs_cat_cold"] = rep["scan_first_cold"]["seconds"] / rep["cat_cold_s"]

@@ -39,6 +39,16 @@ def ensure_big_dump(root: str, **kw: int) -> str:
     return os.path.join(root, "dump")
 
 
+def bench_dump_from_args(doc: str) -> tuple[argparse.Namespace, str]:
+    """The options every scan benchmark takes (--root, --jobs, --files) and its benchmark dump."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--root", default="/work/bench_data/scan")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--files", type=int, default=50_000)
+    a = p.parse_args()
+    return a, ensure_big_dump(a.root, files=a.files, layers=120, width=208, ranks=1)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("root")

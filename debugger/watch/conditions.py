@@ -208,22 +208,29 @@ class PerTensor(Family):
         """Evaluate one planned check that found what it needed."""
 
     @staticmethod
-    def usable(chk: Check, ref: TensorRef, batch: Batch, out: ScanResult, needs: Needs,
+    def checked(ref: TensorRef, batch: Batch, needs: Needs, prefix: str = "") -> tuple[Stats | None, str | None]:
+        """A tensor's statistics, or why a check cannot use them: unreadable, not supplied by its dump,
+        or not finite (the reason starts with ``prefix``)."""
+        stats, err = batch.stats(ref)
+        if err or stats is None:
+            return None, err or prefix + "no statistics"
+        lack = unsupplied(batch, ref, needs.statistics, needs.values)
+        if lack:
+            return None, prefix + lack
+        if stats.has_nonfinite:
+            return None, prefix + nonfinite_text(stats)
+        return stats, None
+
+    @classmethod
+    def usable(cls, chk: Check, ref: TensorRef, batch: Batch, out: ScanResult, needs: Needs,
                prefix: str = "") -> Stats | None:
         """Statistics of a finite, non-empty tensor; else None, with an error record when it is not finite,
         not readable, or its dump cannot supply what the check needs."""
-        stats, err = batch.stats(ref)
-        if err or stats is None:
-            add_error(out, chk.wp, chk.step, chk.ref.node, err or "no statistics")
+        stats, problem = cls.checked(ref, batch, needs, prefix)
+        if problem:
+            add_error(out, chk.wp, chk.step, chk.ref.node, problem)
             return None
-        lack = unsupplied(batch, ref, needs.statistics, needs.values)
-        if lack:
-            add_error(out, chk.wp, chk.step, chk.ref.node, prefix + lack)
-            return None
-        if stats.has_nonfinite:
-            add_error(out, chk.wp, chk.step, chk.ref.node, prefix + nonfinite_text(stats))
-            return None
-        if stats.finite == 0:
+        if stats is None or stats.finite == 0:
             return None
         return stats
 
@@ -382,16 +389,9 @@ class _Chain(PerTensor):
         if stats is None:
             return None
         for older in chk.extra:
-            s, err = batch.stats(older)
-            if err or s is None:
-                add_error(out, chk.wp, chk.step, chk.ref.node, err or "no statistics of the previous value")
-                return None
-            lack = unsupplied(batch, older, needs.statistics, needs.values)
-            if lack:
-                add_error(out, chk.wp, chk.step, chk.ref.node, "previous value: " + lack)
-                return None
-            if s.has_nonfinite:
-                add_error(out, chk.wp, chk.step, chk.ref.node, "previous value: " + nonfinite_text(s))
+            _, problem = self.checked(older, batch, needs, "previous value: ")
+            if problem:
+                add_error(out, chk.wp, chk.step, chk.ref.node, problem)
                 return None
         return stats
 

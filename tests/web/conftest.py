@@ -2,14 +2,13 @@
 test client, and for the browser tests a live server and headless Chromium."""
 from __future__ import annotations
 
-import logging
 import os
-import threading
 from typing import Any, Callable, Iterator
 
 import pytest
 
 import dumpmaker
+from liveserver import LiveServer
 from tdbg_web import create_app
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
@@ -58,24 +57,6 @@ def sample_client(make_app: Callable[..., Any], sample_root: str) -> Any:
 
 
 # -- browser -------------------------------------------------------------------------------------------
-class LiveServer:
-    """The app served by werkzeug on 127.0.0.1 in a thread."""
-
-    def __init__(self, app: Any) -> None:
-        from werkzeug.serving import make_server
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Headless Chromium from the system (Playwright never downloads a browser here)."""

@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
+from liveserver import LiveServer
 from tdbg_web import create_app
 from tdbg_web.guard import allowed_hosts, json_depth, split_host
 
@@ -134,26 +135,6 @@ def test_source_root_maps_a_training_machine_path(make_dump: Any, make_app: Any,
 
 
 # -- hosts ------------------------------------------------------------------------------------------------
-class LiveServer:
-    """The app served by werkzeug on a real socket on 127.0.0.1, in a thread."""
-
-    def __init__(self, app: Any) -> None:
-        import logging
-        import threading
-
-        from werkzeug.serving import make_server
-
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
-
-
 @pytest.fixture
 def live(make_dump: Any, tmp_path: Any) -> Iterator[LiveServer]:
     app = create_app(make_dump(iterations=2), {"CACHE_DIR": str(tmp_path / "cache"), "ALLOWED_HOSTS": ["tdbg.lan"]})

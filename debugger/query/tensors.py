@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import InvalidQueryError, QueryError
 from ..graph import Graph
+from ..history import Previous, previous_value
 from ..model import Rank, TensorRef
 from ..serialize import node_dict, tensor_dict
 from ..slices import parse_slice
@@ -174,21 +175,20 @@ def tensor_values(ref: TensorRef, slice_text: str | None = None, cap: int = VALU
     return {"tensor": tensor_digest(ref), "slice": text, "cap": cap, **_selection(arr, text, cap)}
 
 
-def previous_tensor(rank: Rank, ref: TensorRef) -> TensorRef:
-    """The same tensor in the previous run of its graph (QueryError when there is none)."""
-    prev = rank.previous_iteration(ref.graph_id, ref.iteration)
+def previous_tensor(rank: Rank, ref: TensorRef) -> Previous:
+    """The previous value of a tensor, as the watchpoints use it (QueryError saying why there is none)."""
+    prev, why = previous_value(rank, ref)
     if prev is None:
-        raise QueryError(rank.path, f"{ref.node} {ref.io} {ref.slot}: no iteration before {ref.iteration}")
-    p = rank.tensor_map(ref.graph_id, prev).get(ref.key)
-    if p is None:
-        raise QueryError(rank.path, f"no tensor {ref.node} {ref.io} {ref.slot} in iteration {prev}")
-    return p
+        raise QueryError(rank.path, f"{ref.node} {ref.io} {ref.slot} in iteration {ref.iteration}: {why}")
+    return prev
 
 
 def tensor_diff(rank: Rank, ref: TensorRef, slice_text: str | None = None, cap: int = VALUE_CAP) -> dict[str, Any]:
-    """Current, previous-iteration and difference (current - previous) values of a slice, with
-    statistics of the three whole tensors."""
-    prev = previous_tensor(rank, ref)
+    """Current, previous and difference (current - previous) values of a slice, with statistics of the
+    three whole tensors; ``previous_is`` says whether the previous value is the tensor in an earlier
+    run or (a weight in its first dumped iteration) the value before that iteration's update."""
+    found = previous_tensor(rank, ref)
+    prev = found.ref
     if tuple(prev.shape) != tuple(ref.shape):
         raise QueryError(rank.path, f"{ref.node} {ref.io} {ref.slot}: shape {list(ref.shape)} in iteration "
                          f"{ref.iteration} but {list(prev.shape)} in {prev.iteration}")
@@ -199,7 +199,7 @@ def tensor_diff(rank: Rank, ref: TensorRef, slice_text: str | None = None, cap: 
     cur, pre, dif = (np.asarray(a[idx]) for a in (cur_all, prev_all, diff_all))
     each = max(1, cap // 3)   # the cap is split over current, previous and difference
     return {"tensor": tensor_digest(ref), "previous_tensor": tensor_digest(prev), "slice": text, "cap": cap,
-            "iteration": ref.iteration, "previous_iteration": prev.iteration,
+            "iteration": ref.iteration, "previous_iteration": prev.iteration, "previous_is": found.how,
             "current": _selection(cur, text, each), "previous": _selection(pre, text, each),
             "difference": _selection(dif, text, each),
             "stats": {"current": tensor_stats(cur_all).to_dict(), "previous": tensor_stats(prev_all).to_dict(),

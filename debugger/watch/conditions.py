@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 from ..errors import DumpError
+from .. import history
 from ..graph import Graph
-from ..locate import position, readers, user_location
+from ..locate import position, user_location
 from ..model import Rank, TensorRef
 from ..stats import STAT_NAMES, Stats
 from .batch import Batch
@@ -641,15 +642,8 @@ def compare(out: ScanResult, chk: Check, values: dict[str, float | None]) -> Non
 
 
 def value_before_update(chk: Check) -> TensorRef | None:
-    """A weight's value before this iteration's update: what its first forward reader read."""
-    graph = chk.step.graph
-    if graph is None or chk.ref.kind != "weight":
-        return None
-    for kernel, slot in readers(graph).get(chk.ref.node, []):
-        cand = chk.step.tmap.get((kernel, "input", slot))
-        if cand is not None:
-            return cand
-    return None
+    """A weight's value before this iteration's update (:func:`debugger.history.value_before_update`)."""
+    return history.value_before_update(chk.step.rank, chk.ref)
 
 
 def _has_param(cond: Condition, name: str) -> bool:

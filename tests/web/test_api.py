@@ -271,8 +271,19 @@ def test_diff_is_current_minus_previous(sample_client: Any, sample_root: str) ->
     # the frozen layer: no difference at all
     frozen = ok(sample_client.get("/api/ranks/0/graphs/0/tensor/diff?dump=single&node=fc2.weight&iteration=3"))
     assert frozen["stats"]["difference"]["zeros"] == frozen["stats"]["difference"]["count"]
-    assert "no iteration before 0" in err(sample_client.get(
-        "/api/ranks/0/graphs/0/tensor/diff?dump=single&node=fc2.weight&iteration=0"), 404)
+    # iteration 0 of a weight: the previous value is the one before that iteration's update, which its
+    # forward kernel read -- the value weight_not_changed compares it with (the frozen fc2: the same)
+    first = ok(sample_client.get("/api/ranks/0/graphs/0/tensor/diff?dump=single&node=fc2.weight&iteration=0"))
+    assert first["previous_is"] == "before_update" and first["previous_iteration"] == 0
+    assert first["previous_tensor"]["io"] == "input" and first["previous_tensor"]["op_type"] == "MatMul"
+    assert first["stats"]["difference"]["zeros"] == first["stats"]["difference"]["count"]
+    moving = ok(sample_client.get("/api/ranks/0/graphs/0/tensor/diff?dump=single&node=conv1.weight&iteration=0"))
+    assert moving["previous_is"] == "before_update" and moving["stats"]["difference"]["zeros"] < \
+        moving["stats"]["difference"]["count"]
+    assert d["previous_is"] == "earlier_run"
+    # an activation has no value before an update: the message says why
+    assert "no previous iteration" in err(sample_client.get(
+        f"/api/ranks/0/graphs/0/tensor/diff?dump=single&node={FC1_MATMUL}&iteration=0"), 404)
 
 
 def test_npy_download_round_trips(client: Any, mlp_dump: str) -> None:

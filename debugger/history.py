@@ -1,0 +1,50 @@
+"""One notion of "the previous value" of a tensor, for the watchpoints and the views alike.
+
+The previous value is the same tensor in the nearest earlier run of its graph. A weight has one
+more: in the first dumped iteration, where no earlier run exists, it is the value the weight had
+before that iteration's update, which its first forward reader read (MindSpore dumps a weight
+after the optimizer's in-place update; the forward kernels of iteration i read the value of i-1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .locate import readers
+from .model import Rank, TensorRef
+
+BEFORE_UPDATE, EARLIER_RUN = "before_update", "earlier_run"
+
+
+@dataclass(frozen=True)
+class Previous:
+    """The previous value of a tensor and where it came from."""
+
+    ref: TensorRef
+    how: str            # EARLIER_RUN | BEFORE_UPDATE
+
+
+def value_before_update(rank: Rank, ref: TensorRef) -> TensorRef | None:
+    """A weight's value before its iteration's update: what its first forward reader read."""
+    graph = rank.graphs.get(ref.graph_id)
+    if graph is None or ref.kind != "weight":
+        return None
+    tmap = rank.tensor_map(ref.graph_id, ref.iteration)
+    for kernel, slot in readers(graph).get(ref.node, []):
+        cand = tmap.get((kernel, "input", slot))
+        if cand is not None:
+            return cand
+    return None
+
+
+def previous_value(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
+    """(the previous value, "") or (None, why there is none)."""
+    prev_it = rank.previous_iteration(ref.graph_id, ref.iteration)
+    if prev_it is None:
+        before = value_before_update(rank, ref)
+        if before is not None:
+            return Previous(before, BEFORE_UPDATE), ""
+        return None, "no previous iteration"
+    prev = rank.tensor_map(ref.graph_id, prev_it).get(ref.key)
+    if prev is None:
+        return None, f"no previous value: iteration {prev_it} has no dump of this tensor"
+    return Previous(prev, EARLIER_RUN), ""

@@ -120,9 +120,9 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
 
     dump = open_dump(args.dump)
     file, line = parse_location(args.location)
-    nodes = [n for n in dump.nodes_at(file, line) if args.rank is None or n["rank"] == args.rank]
-    files = sorted({n.pop("file") for n in nodes})
     roots = source_roots(args, [dump.root])
+    nodes = [n for n in dump.nodes_at(file, line, roots.statement_lines) if args.rank is None or n["rank"] == args.rank]
+    files = sorted({n.pop("file") for n in nodes})
     found = {f: roots.describe(f)["found"] for f in files}
     if args.json:
         _print_json({"location": args.location, "files": files, "found": found, "nodes": nodes}, out)

@@ -6,7 +6,7 @@ import os
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -393,9 +393,11 @@ class Dump:
                 self._source = idx
             return self._source
 
-    def nodes_at(self, file_suffix: str, line: int) -> list[dict]:
-        """Every (rank, graph, node) created by ``file_suffix:line``, forward and backward."""
-        hits = self.source_index.nodes_at(file_suffix, line)
+    def nodes_at(self, file_suffix: str, line: int,
+                 statement: "Callable[[str, int], Sequence[int]] | None" = None) -> list[dict]:
+        """Every (rank, graph, node) created by ``file_suffix:line``, forward and backward (``statement``:
+        see :meth:`debugger.source.SourceIndex.nodes_at`)."""
+        hits = self.source_index.nodes_at(file_suffix, line, statement)
         out = []
         for r in self.ranks:
             graphs = r.graphs

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 # One frame, in any of the forms MindSpore has written:
 #   "In file /p/train.py:14, 22~31/code/"   "In file /p/train.py:13~17, 4~26/code/"
@@ -133,11 +133,26 @@ class SourceIndex:
         candidates = self._by_basename.get(_basename(suffix), set())
         return sorted(p for p in candidates if _path_endswith(p, suffix))
 
-    def nodes_at(self, file_suffix: str, line: int) -> list[tuple[str, CodeHit]]:
-        """Every (file, hit) created by ``file_suffix:line``."""
+    def nodes_at(self, file_suffix: str, line: int,
+                 statement: "Callable[[str, int], Sequence[int]] | None" = None) -> list[tuple[str, CodeHit]]:
+        """Every (file, hit) created by ``file_suffix:line``.
+
+        ``statement(path, line)`` gives the lines of the statement that holds ``line`` (from the
+        source file, when it can be read): a line inside a multi-line statement then finds the nodes
+        the stacks recorded at any of the statement's lines.
+        """
         out: list[tuple[str, CodeHit]] = []
         for path in self.files(file_suffix):
-            out.extend((path, h) for h in self._by_file_line.get((path, line), ()))
+            hits = self._by_file_line.get((path, line), ())
+            if not hits and statement is not None:
+                seen: set[tuple[int, str]] = set()
+                for ln in statement(path, line):
+                    for h in self._by_file_line.get((path, ln), ()):
+                        if (h.graph_id, h.node) not in seen:
+                            seen.add((h.graph_id, h.node))
+                            out.append((path, h))
+                continue
+            out.extend((path, h) for h in hits)
         return out
 
     def all_files(self) -> list[str]:
@@ -155,6 +170,28 @@ class SourceIndex:
     def is_framework(self, path: str) -> bool:
         """Whether an indexed file is framework code."""
         return self._framework.get(path, is_framework_path(path))
+
+
+def statement_lines(text: str, line: int) -> list[int]:
+    """The lines of the innermost simple statement of Python ``text`` that holds ``line`` (the header
+    lines of a compound statement); [] when ``line`` is in none or the text does not parse."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    best: tuple[int, int] | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        first, last = node.lineno, node.end_lineno or node.lineno
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+            last = max(first, body[0].lineno - 1)    # a compound statement: its header only
+        if first <= line <= last and (best is None or last - first < best[1] - best[0]):
+            best = (first, last)
+    return list(range(best[0], best[1] + 1)) if best else []
 
 
 def parse_location(text: str) -> tuple[str, int]:

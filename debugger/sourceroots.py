@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import DumpError, InvalidQueryError, QueryError
+from .source import statement_lines
 
 ENV_VAR = "TDBG_SOURCE_ROOTS"
 MAX_SOURCE_BYTES = 2 << 20     # a source file larger than this is refused (a log or data file, not code)
@@ -175,6 +176,11 @@ class SourceRoots:
             return out
         out.update(exists=True, found=hit.path, text=data.decode("utf-8", "replace"))
         return out
+
+    def statement_lines(self, recorded: str, line: int) -> list[int]:
+        """Lines of the Python statement holding ``line`` in the file ``recorded`` maps to ([] when unreadable)."""
+        text = self.read(recorded)["text"]
+        return statement_lines(text, line) if text else []
 
     def describe(self, recorded: str) -> dict[str, Any]:
         """``{"exists", "found"}`` of a recorded path: whether :meth:`read` would show it."""

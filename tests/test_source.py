@@ -4,11 +4,11 @@ from __future__ import annotations
 import os
 
 import pytest
+from clirun import run_cli
 
 from debugger.errors import QueryError
 from debugger import open_dump
-from debugger.source import (CodeHit, SourceIndex, is_framework_path, parse_frame, parse_location, parse_stack,
-                             user_first)
+from debugger.source import (CodeHit, SourceIndex, is_framework_path, parse_frame, parse_location, parse_stack, statement_lines, user_first)
 
 SP = "/opt/env/lib/python3.11/site-packages/mindspore"
 # The .pb text of a forward node (MindSpore 2.10): innermost frame first.
@@ -175,3 +175,35 @@ def test_source_real_sample_code_lookup(sample_root: str) -> None:
     path = users[0]
     directions = {h["direction"] for ln in dump.source_index.lines(path) for h in dump.nodes_at(path, ln)}
     assert directions == {"forward", "backward"}
+
+
+@pytest.mark.parametrize("text,line,expected", [
+    ("x = f(\n    a,\n    b)\ny = 1\n", 2, [1, 2, 3]),
+    ("x = f(\n    a,\n    b)\ny = 1\n", 4, [4]),
+    ("for i in range(\n        3):\n    x = i\n", 2, [1, 2]),     # a compound statement: its header
+    ("def f(a,\n      b):\n    return a\n", 3, [3]),
+    ("x = (\n", 1, []),                                            # does not parse
+    ("x = 1\n", 9, []),
+])
+def test_statement_lines(text: str, line: int, expected: list[int]) -> None:
+    assert statement_lines(text, line) == expected
+
+
+def test_source_a_line_inside_a_multi_line_statement_finds_the_statement(make_dump, tmp_path) -> None:
+    """The stacks name a statement's first line; asking for its second line finds the same nodes,
+    through the statement's span read from the file (only under the allowed source roots)."""
+    root = make_dump(iterations=1)
+    lines = _user_lines(root)
+    first = lines["x = self.fc2(x)"]      # followed by "return x", which made no node
+    script = os.path.join(os.path.dirname(root), "train_user.py")
+    with open(script, encoding="utf-8") as f:
+        text = f.read().splitlines()
+    text[first - 1:first] = ["        x = self.fc2(", "            x)"]
+    with open(script, "w", encoding="utf-8") as f:
+        f.write("\n".join(text) + "\n")
+    want = run_cli("code", root, f"train_user.py:{first}", "--json").json["nodes"]
+    assert want
+    inside = run_cli("code", root, f"train_user.py:{first + 1}", "--json", "--source-root", os.path.dirname(root))
+    assert inside.code == 0 and inside.json["nodes"] == want
+    # without a root that holds the file, the statement cannot be read: nothing is guessed
+    assert run_cli("code", root, f"train_user.py:{first + 1}", "--json").json["nodes"] == []

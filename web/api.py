@@ -151,7 +151,7 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
             marks["hit"] = {h["node"] for h in w.hits(rank, it) if h["graph"] == graph_id}
     line = request.args.get("line")
     if line:
-        marks.update(query.marks_for_line(_ws().dump(dump_id), r, graph_id, line))
+        marks.update(query.marks_for_line(_ws().dump(dump_id), r, graph_id, line, _ws().sources.statement_lines))
     return query.scope_view(g, request.args.get("path", ""), begin=_int("begin", 0) or 0, end=_int("end"),
                             marks=marks, **_view_opts())
 
@@ -275,7 +275,7 @@ def code_source(rank: int) -> dict[str, Any]:
 def code_nodes(rank: int) -> dict[str, Any]:
     """Nodes made by ``location=FILE:LINE`` (or ``file`` and ``line``), forward first."""
     loc = request.args.get("location") or f"{_need('file')}:{_need('line')}"
-    d = query.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc)
+    d = query.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc, _ws().sources.statement_lines)
     nodes = d.pop("nodes")
     return _page(nodes, **d)
 

@@ -223,9 +223,25 @@ def make_pair(it: int, side_a: Side, side_b: Side, gid: int, ra: TensorRef | Non
     graph = ga if ra is not None else gb
     pos, group = graph_place(graph, ref.node, ref.io)
     node_b = rb.node if rb is not None and ra is not None and rb.node != ra.node else None
-    return Pair(it, side_a, side_b, ref.node, ref.param if ref.param is not None else (rb.param if rb else None),
-                ref.kind, ref.io, ref.slot, gid, ref.op_type, node_b, method, counted, pos, group,
-                ref_a=ra, ref_b=rb, graph_obj=graph)
+    param = ref.param if ref.param is not None else (rb.param if rb else None)
+    kind = ref.kind
+    if ref.io == "input" and param is None:
+        # an input slot carries another node's value: a weight (its gradient, its state) is named as such
+        kind, param = _arriving(graph, ref.node, ref.slot, kind)
+    return Pair(it, side_a, side_b, ref.node, param, kind, ref.io, ref.slot, gid, ref.op_type, node_b, method,
+                counted, pos, group, ref_a=ra, ref_b=rb, graph_obj=graph)
+
+
+def _arriving(graph: Graph | None, node: str, slot: int, kind: str) -> tuple[str, str | None]:
+    """(kind, param) of the value that arrives at input ``slot`` of ``node``, when it belongs to a weight."""
+    if graph is None or node not in graph.nx:
+        return kind, None
+    vi = graph.value_inputs(node)
+    src = vi[slot] if slot < len(vi) else ""
+    a = graph.nx.nodes.get(src) if src else None
+    if a is None or a.get("param") is None or a.get("kind") not in ("weight", "gradient", "optimizer_state"):
+        return kind, None
+    return a["kind"], a["param"]
 
 
 # -- computing ----------------------------------------------------------------------------------

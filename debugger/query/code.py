@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from ..errors import InvalidQueryError, QueryError
 from ..model import Dump, Rank
@@ -10,10 +10,14 @@ from ..source import parse_location
 from ..sourceroots import known_file
 from .scopes import node_digest, place_of, scope_tree
 
+# (recorded file, line) -> the lines of the statement holding it (SourceRoots.statement_lines)
+Statement = Callable[[str, int], Sequence[int]]
 
-def _rank_hits(dump: Dump, rank: Rank, file: str, line: int) -> list[tuple[str, Any]]:
+
+def _rank_hits(dump: Dump, rank: Rank, file: str, line: int, statement: Statement | None = None
+               ) -> list[tuple[str, Any]]:
     graphs = rank.graphs
-    return [(p, h) for p, h in dump.source_index.nodes_at(file, line)
+    return [(p, h) for p, h in dump.source_index.nodes_at(file, line, statement)
             if h.graph_id in graphs and h.node in graphs[h.graph_id]]
 
 
@@ -54,11 +58,12 @@ def source_lines(dump: Dump, rank: Rank, path: str) -> dict[str, Any]:
     return {"file": path, "is_framework": idx.is_framework(path), "lines": lines}
 
 
-def nodes_at_line(dump: Dump, rank: Rank, file: str, line: int) -> list[dict[str, Any]]:
+def nodes_at_line(dump: Dump, rank: Rank, file: str, line: int, statement: Statement | None = None
+                  ) -> list[dict[str, Any]]:
     """Nodes a source line created in one rank, forward first, each with its graph place."""
     seen: set[tuple[int, str]] = set()
     out = []
-    for path, h in _rank_hits(dump, rank, file, line):
+    for path, h in _rank_hits(dump, rank, file, line, statement):
         if (h.graph_id, h.node) in seen:
             continue
         seen.add((h.graph_id, h.node))
@@ -70,20 +75,21 @@ def nodes_at_line(dump: Dump, rank: Rank, file: str, line: int) -> list[dict[str
     return out
 
 
-def nodes_at_location(dump: Dump, rank: Rank, location: str) -> dict[str, Any]:
+def nodes_at_location(dump: Dump, rank: Rank, location: str, statement: Statement | None = None) -> dict[str, Any]:
     """``FILE:LINE`` -> the files it matched and the nodes those lines created."""
     try:
         file, line = parse_location(location)
     except QueryError as exc:
         raise InvalidQueryError(exc.problem) from None
     files = dump.source_index.files(file)
-    nodes = nodes_at_line(dump, rank, file, line)
+    nodes = nodes_at_line(dump, rank, file, line, statement)
     return {"location": location, "file": file, "line": line, "files": files, "nodes": nodes}
 
 
-def marks_for_line(dump: Dump, rank: Rank, graph_id: int, location: str) -> dict[str, set[str]]:
+def marks_for_line(dump: Dump, rank: Rank, graph_id: int, location: str, statement: Statement | None = None
+                   ) -> dict[str, set[str]]:
     """{"forward": nodes, "backward": nodes} of one graph made by ``FILE:LINE``."""
-    found = nodes_at_location(dump, rank, location)["nodes"]
+    found = nodes_at_location(dump, rank, location, statement)["nodes"]
     out: dict[str, set[str]] = {"forward": set(), "backward": set()}
     for d in found:
         if d["graph"] == graph_id:

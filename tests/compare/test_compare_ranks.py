@@ -21,8 +21,11 @@ def test_unaltered_sample_every_invariant_agrees(sample_copy):
     assert res.exit_code == 0 and res.first_divergence is None
     assert res.iterations == [0, 1, 2] and res.ranks == [1] and res.base == 0
     assert all(p.grade == "pass" and p.reason == "identical" and p.counted for p in res.pairs)
-    weights = {(p.iteration, p.node) for p in res.pairs if p.kind == "weight"}
+    weights = {(p.iteration, p.node) for p in res.pairs if p.kind == "weight" and p.node == p.param}
     assert weights == {(it, w) for it in range(3) for w in WEIGHTS}
+    # a kernel input that carries a weight's value is named after the weight
+    reads = {p.param for p in res.pairs if p.io == "input" and p.kind == "weight"}
+    assert reads and reads <= set(WEIGHTS)
     states = {p.node for p in res.pairs if p.kind == "optimizer_state"}
     assert {f"moments.{w}" for w in WEIGHTS} | {"learning_rate", "momentum"} <= states
     ops = {p.op_type for p in res.pairs if p.io == "output"}

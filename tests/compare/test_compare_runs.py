@@ -175,3 +175,20 @@ def test_thresholds_move_the_grades(sample_copy):
     strict = compare_runs(a, b, thresholds={"abs_fail": 1e-4})
     assert [p.node for p in strict.errors] == ["fc3.bias"]
     assert run_cli("compare", a, b, "--thresholds", "abs_fail=1e-4").code == 1
+
+
+def test_a_weight_that_differs_from_the_start_is_named(tmp_path):
+    """Two 2-rank runs that differ only in fc2's initial weights on rank 1: the first divergence is
+    iteration 0, rank 1, the forward MatMul's weight input, and it says which weight that is."""
+    kw = dict(ranks=2, iterations=3, layers=(("fc1", 4, 3, "Sigmoid"), ("fc2", 3, 2, None)))
+    a = dumpmaker.make_dump(str(tmp_path / "a"), **kw)
+    b = dumpmaker.make_dump(str(tmp_path / "b"), **kw)
+    mm = kernel(b, "MatMul", scope="fc2-Dense/MatMul")
+    g = graph(b)
+    slot = next(i for i, src in enumerate(g.value_inputs(mm)) if src == "fc2.weight")
+    for it in range(3):
+        alter(find(b, 1, it, "fc2.weight"), lambda x: x * 1.5 + 0.25)
+        alter(find(b, 1, it, mm, "input", slot), lambda x: x * 1.5 + 0.25)
+    fd = run_cli("compare", b, a, "--json").json["first_divergence"]
+    assert (fd["iteration"], fd["a"]["rank"], fd["node"], fd["io"], fd["slot"]) == (0, 1, mm, "input", slot)
+    assert (fd["param"], fd["kind"]) == ("fc2.weight", "weight")

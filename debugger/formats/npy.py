@@ -17,11 +17,14 @@ import numpy as np
 
 from ..errors import CorruptFileError
 from .base import TensorHeader, TensorSource
+from .files import open_regular
 
 _MAGIC = b"\x93NUMPY"
 _HEADER_RE = re.compile(
     r"^\{'descr': '(?P<descr>[<>|=]?[a-zA-Z]\d*)', 'fortran_order': (?P<fortran>True|False), "
-    r"'shape': \((?P<shape>[\d, ]*)\), \}\s*$")
+    r"'shape': \((?P<shape>[\d, ]*)\), \}\s*$", re.ASCII)
+# A header longer than this is no tensor's (numpy needs version 2 headers only for huge shapes or records).
+_MAX_HEADER = 1 << 20
 
 
 @lru_cache(maxsize=64)
@@ -51,7 +54,7 @@ READ_LIMIT = 8 << 20
 def read_npy_header(path: str) -> NpyHeader:
     """Read and check the header of an .npy file without reading its data."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return _header_from(f, path)
     except OSError as exc:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
@@ -74,6 +77,8 @@ def _header_from(f: Any, path: str) -> NpyHeader:
         start = 12
     else:
         raise CorruptFileError(path, f"unsupported .npy version {major}")
+    if hlen > _MAX_HEADER:
+        raise CorruptFileError(path, f"corrupt .npy header ({hlen} bytes long)")
     text = f.read(hlen)
     if len(text) < hlen:
         raise CorruptFileError(path, "truncated .npy header")
@@ -87,10 +92,17 @@ def _header_from(f: Any, path: str) -> NpyHeader:
         else:
             meta = ast.literal_eval(header_text)
             dtype = np.dtype(meta["descr"])
-            shape = tuple(int(d) for d in meta["shape"])
-            fortran = bool(meta["fortran_order"])
+            shape = meta["shape"]
+            fortran = meta["fortran_order"]
+            # numpy writes ints and a bool: anything else (1.5, True as a dimension) is a lying header
+            if not isinstance(shape, tuple) or not all(type(d) is int for d in shape) or type(fortran) is not bool:
+                raise CorruptFileError(path, f"corrupt .npy header (shape {shape!r}, fortran_order {fortran!r})")
+    except CorruptFileError:
+        raise
     except Exception as exc:  # any malformed header is the same user-facing problem
         raise CorruptFileError(path, f"corrupt .npy header ({exc.__class__.__name__})") from exc
+    if any(d < 0 for d in shape):
+        raise CorruptFileError(path, f"corrupt .npy header (negative dimension in shape {shape})")
     if dtype.hasobject:
         raise CorruptFileError(path, "object arrays are not tensors")
     return NpyHeader(dtype, shape, fortran, start + hlen)
@@ -99,7 +111,7 @@ def _header_from(f: Any, path: str) -> NpyHeader:
 def read_npy(path: str) -> np.ndarray:
     """Values of an .npy file with one open: read when small, memory-mapped when large."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             header = _header_from(f, path)
             if header.nbytes > READ_LIMIT or header.nbytes == 0:
                 return load_npy(path, header)
@@ -151,7 +163,7 @@ def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> n
     if mmap:
         return np.memmap(path, dtype=header.dtype, mode="r", offset=header.data_offset,
                          shape=header.shape, order=order)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         f.seek(header.data_offset)
         buf = f.read(header.nbytes)
     return np.frombuffer(buf, dtype=header.dtype).reshape(header.shape, order=order)
@@ -164,7 +176,7 @@ def _read_pieces(path: str, header: NpyHeader, n: int) -> Iterator[np.ndarray]:
     total = math.prod(header.shape)
     buf = np.empty(min(total, n), header.dtype)
     raw = buf.view(np.uint8).data
-    with open(path, "rb", buffering=0) as f:
+    with open_regular(path, buffering=0) as f:
         if total * header.dtype.itemsize > (8 << 20) and hasattr(os, "posix_fadvise"):
             os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)   # a larger read-ahead when cold
         f.seek(header.data_offset)
@@ -201,12 +213,16 @@ class NpyTensor(TensorSource):
 
     def header(self) -> TensorHeader:
         """dtype and shape from the .npy header (read once per process and file identity)."""
-        h = _npy_header(self.path, self.size, self.mtime_ns)
+        h = self.npy_header()
         return TensorHeader(h.dtype, h.shape)
 
     def npy_header(self) -> NpyHeader:
-        """The parsed .npy header, data offset and order included."""
-        return _npy_header(self.path, self.size, self.mtime_ns)
+        """The parsed .npy header, data offset and order included (numeric tensors only)."""
+        h = _npy_header(self.path, self.size, self.mtime_ns)
+        if h.dtype.kind not in "biufc" or h.dtype.fields is not None:
+            # strings, dates, raw bytes and records are listed, but they are no tensors to check or compare
+            raise CorruptFileError(self.path, f"dtype {h.dtype.str} is not a numeric tensor; skipped")
+        return h
 
     def array(self, mmap: bool = True) -> np.ndarray:
         """The values, memory-mapped by default (small files are read whole)."""

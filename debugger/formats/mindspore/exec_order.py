@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...errors import CorruptFileError
+from ..files import is_number, read_text
 
 
 def read_execution_order(path: str) -> list[str]:
@@ -20,18 +21,13 @@ def read_run_history(path: str) -> list[int]:
     for i, line in enumerate(_lines(path)):
         if not line:
             continue
-        try:
-            out.append(int(line.split(",")[0]))
-        except ValueError:
-            if i == 0:  # a header line
-                continue
-            raise CorruptFileError(path, f"line {i + 1}: {line[:40]!r} is not an iteration number") from None
+        first = line.split(",")[0].strip()
+        if is_number(first):
+            out.append(int(first))
+        elif i != 0:  # the first line may be a header
+            raise CorruptFileError(path, f"line {i + 1}: {line[:40]!r} is not an iteration number")
     return out
 
 
 def _lines(path: str) -> list[str]:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return [ln.strip() for ln in f]
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    return [ln.strip() for ln in read_text(path, "csv").splitlines()]

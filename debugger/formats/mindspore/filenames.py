@@ -6,6 +6,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..files import is_number
+
 # {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy
 # op_name may itself contain dots, so every field but op_type is taken from the right.
 _IO = {"input", "output"}
@@ -60,7 +62,7 @@ def parse_tensor_file_name(name: str) -> TensorFileName | None:
         return None
     fmt, slot, io = parts[-1], parts[-2], parts[-3]
     ts, stream, task = parts[-4], parts[-5], parts[-6]
-    if not (slot.isdigit() and ts.isdigit() and stream.isdigit() and task.isdigit()):
+    if not (is_number(slot) and is_number(ts) and is_number(stream) and is_number(task)):
         return None
     if fmt not in _KNOWN_FORMATS and not _FORMAT_RE.match(fmt):
         return None

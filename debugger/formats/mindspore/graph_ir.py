@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 from ...errors import CorruptFileError
+from ..files import read_text
 from ..records import GraphRecord, NodeRecord, OutputType
 
 _PARAM_RE = re.compile(r"^%para\d+_(?P<name>[^:\s]+)\s*:\s*<(?P<type>[^>]*)>(?P<rest>.*)$")
@@ -53,11 +54,7 @@ def _arg_ref(arg: str) -> str:
 
 def read_graph_ir(path: str, graph_id: int) -> GraphRecord:
     """Read one graph .ir file."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    lines = read_text(path, "graph").splitlines()
     params: dict[str, str] = {}       # "%para4_fc1.weight" -> "fc1.weight"
     nodes: list[NodeRecord] = []
     id_to_name: dict[str, str] = {}

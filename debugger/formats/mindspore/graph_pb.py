@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...errors import CorruptFileError
+from ..files import read_bytes
 from ..records import GraphRecord, NodeRecord, OutputType
 
 _DTYPE_NAMES = {
@@ -31,17 +32,13 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
     from ...proto import debug_graph_pb2  # generated code is loaded only when a .pb is opened
     from google.protobuf.message import DecodeError
 
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    data = read_bytes(path, "graph")
     if not data:
         raise CorruptFileError(path, "empty graph file")
     model = debug_graph_pb2.ModelProto()  # type: ignore[attr-defined]
     try:
         model.ParseFromString(data)
-    except DecodeError as exc:
+    except (DecodeError, RecursionError) as exc:   # deeply nested messages exhaust the parser's stack
         raise CorruptFileError(path, f"not a MindSpore ModelProto ({exc})") from exc
     if not model.HasField("graph") or not model.graph.node:
         raise CorruptFileError(path, "not a MindSpore ModelProto (no graph nodes)")

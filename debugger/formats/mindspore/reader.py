@@ -8,6 +8,7 @@ from typing import Any
 
 from ...errors import CorruptFileError, DumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
+from ..files import read_bytes
 from ..npy import NpyTensor
 from ..records import GraphRecord
 from . import exec_order as eo
@@ -50,7 +51,7 @@ class MindSporeRank(RankReader):
         return RankInfo(
             framework="MindSpore", framework_version=self.config.get("ms_version"),
             device_target=self.config.get("device_target"),
-            saved=_SAVED.get(settings.get("saved_data")) if isinstance(settings, dict) else None,
+            saved=_SAVED.get(str(settings.get("saved_data"))) if isinstance(settings, dict) else None,
             net=nets[0] if len(nets) == 1 else nets,
             raw={"config": self.config, "dump_config": self.dump_config})
 
@@ -76,9 +77,8 @@ class MindSporeRank(RankReader):
             if not path:
                 continue
             try:
-                with open(path, "rb") as f:
-                    digest = hashlib.blake2b(f.read(), digest_size=16).hexdigest()
-            except OSError:
+                digest = hashlib.blake2b(read_bytes(path, "graph"), digest_size=16).hexdigest()
+            except CorruptFileError:
                 continue   # read_graph reports it
             return f"{path.endswith('.pb')}|{digest}|{hashlib.blake2b(order.encode(), digest_size=16).hexdigest()}"
         return None

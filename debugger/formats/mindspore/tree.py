@@ -2,19 +2,22 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 
 from ...errors import CorruptFileError
+from ..files import is_number, read_text
 from .filenames import TensorFileName, parse_tensor_file_name
 
-RANK_RE = re.compile(r"^rank_(\d+)$")
-GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.pb$")
-GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.ir$")
-EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d+)\.csv$")
-RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d+)\.csv$")
+RANK_RE = re.compile(r"^rank_(\d+)$", re.ASCII)
+GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.pb$", re.ASCII)
+GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.ir$", re.ASCII)
+EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d+)\.csv$", re.ASCII)
+RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d+)\.csv$", re.ASCII)
 _NOT_NETS = {"graphs", "execution_order"}
 
 
@@ -67,15 +70,33 @@ def rank_dirs(root: str) -> list[tuple[int, str]]:
 
 
 def _read_json(path: str, warnings: list[str]) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return {}
-    except (OSError, ValueError) as exc:
+    try:
+        data = json.loads(read_text(path, "json"))
+        return data if isinstance(data, dict) else {}
+    except CorruptFileError as exc:
+        warnings.append(f"{exc}; metadata ignored")
+        return {}
+    except (ValueError, RecursionError) as exc:   # RecursionError: '[' * 200000 nests past the parser's depth
         warnings.append(f"{path}: unreadable metadata ({exc.__class__.__name__}); ignored")
         return {}
+
+
+def _is_dir(e: os.DirEntry) -> bool:
+    try:
+        return e.is_dir()
+    except OSError:
+        return False
+
+
+def _listed(path: str, warnings: list[str]) -> list[os.DirEntry]:
+    """The entries of a directory; [] with a warning when it cannot be listed (permissions)."""
+    try:
+        return sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as exc:
+        warnings.append(f"{path}: cannot list ({exc.strerror or exc}); skipped")
+        return []
 
 
 def _scan_dir(path: str, pattern: re.Pattern[str]) -> dict[int, str]:
@@ -94,12 +115,13 @@ def _read_mapping(path: str, warnings: list[str]) -> dict[str, str]:
     """mapping.csv: numbers that stand for file names over 255 characters."""
     out: dict[str, str] = {}
     try:
-        with open(path, encoding="utf-8", newline="") as f:
-            for row in csv.reader(f):
-                if len(row) >= 2 and row[0].strip() and not row[0].lower().startswith(("file", "number")):
-                    out[row[0].strip()] = row[1].strip()
-    except OSError as exc:
-        warnings.append(f"{path}: unreadable ({exc.strerror}); long file names stay unresolved")
+        for row in csv.reader(io.StringIO(read_text(path, "csv"), newline="")):
+            if len(row) >= 2 and row[0].strip() and not row[0].lower().startswith(("file", "number")):
+                out[row[0].strip()] = row[1].strip()
+    except CorruptFileError as exc:
+        warnings.append(f"{exc}; long file names stay unresolved")
+    except csv.Error as exc:
+        warnings.append(f"{path}: unreadable csv ({exc}); long file names stay unresolved")
     return out
 
 
@@ -128,6 +150,7 @@ def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
     mapping = _read_mapping(os.path.join(path, "mapping.csv"), warnings) if "mapping.csv" in names else {}
     out: list[TensorFile] = []
     bad: list[str] = []
+    special: list[str] = []
     for e in entries:
         if not e.name.endswith(".npy"):
             continue
@@ -139,7 +162,13 @@ def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
             st = e.stat()
         except OSError:
             continue  # vanished between listing and stat
+        if not stat.S_ISREG(st.st_mode):
+            special.append(e.name)    # a FIFO or device would block or never end: never read
+            continue
         out.append(TensorFile(e.path, parsed, st.st_size, st.st_mtime_ns))
+    if special:
+        warnings.append(f"{path}: {len(special)} tensor file(s) are not regular files (FIFO, device, socket), "
+                        f"skipped: {', '.join(sorted(special)[:3])}{' ...' if len(special) > 3 else ''}")
     if bad:
         shown = ", ".join(sorted(bad)[:3])
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
@@ -171,22 +200,22 @@ def list_rank(rank: int, path: str) -> RankListing:
     except OSError as exc:
         raise CorruptFileError(path, f"cannot list rank dir ({exc.strerror})") from exc
     for net in children:
-        if not net.is_dir() or net.name.startswith(".") or net.name in _NOT_NETS:
+        if not _is_dir(net) or net.name.startswith(".") or net.name in _NOT_NETS:
             continue
         lst.nets.append(net.name)
-        for gdir in os.scandir(net.path):
-            if not gdir.is_dir():
+        for gdir in _listed(net.path, lst.warnings):
+            if not _is_dir(gdir):
                 continue
-            if not gdir.name.isdigit():
+            if not is_number(gdir.name):
                 lst.warnings.append(f"{gdir.path}: not a graph id directory; skipped")
                 continue
             gid = int(gdir.name)
-            for idir in os.scandir(gdir.path):
-                if not idir.is_dir():
+            for idir in _listed(gdir.path, lst.warnings):
+                if not _is_dir(idir):
                     continue
                 if idir.name == "constants":
                     lst.constants[gid] = list_tensor_dir(idir.path, lst.warnings)
-                elif idir.name.isdigit():
+                elif is_number(idir.name):
                     key = (gid, int(idir.name))
                     lst.tensors.setdefault(key, []).extend(list_tensor_dir(idir.path, lst.warnings))
                 else:

@@ -1,0 +1,78 @@
+"""Reading the small files of a dump safely: regular files only, never blocking, bounded in size.
+
+A dump can hold anything: a FIFO where a graph file should be (a read would wait forever), a link
+to ``/dev/zero`` (a read would never end), a multi-gigabyte "config". Every reader of a metadata,
+graph or csv file goes through :func:`read_bytes`, which refuses such files with a message that
+names them, before reading a byte.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from typing import BinaryIO
+
+from ..errors import CorruptFileError
+
+MiB = 1 << 20
+# What a sane file of each kind can weigh: a 50,000-node graph is ~40 MiB of .pb and ~100 MiB of .ir.
+LIMITS = {"json": 16 * MiB, "csv": 256 * MiB, "graph": 1024 * MiB}
+_DIGITS = re.compile(r"^[0-9]+$")
+
+
+def is_number(text: str) -> bool:
+    """ASCII digits only: ``int()`` also takes '²' and '٣', which are not iteration numbers."""
+    return _DIGITS.match(text) is not None
+
+
+def regular_size(path: str) -> int:
+    """The size of a regular file (CorruptFileError for a FIFO, device, socket or directory)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(st.st_mode):
+        raise CorruptFileError(path, f"not a regular file ({_kind(st.st_mode)}); skipped")
+    return st.st_size
+
+
+def open_regular(path: str, buffering: int = -1) -> BinaryIO:
+    """A regular file opened for reading, without blocking (CorruptFileError for anything else)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)   # O_NONBLOCK: opening a FIFO must not wait for a writer
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    f = os.fdopen(fd, "rb", buffering=buffering)
+    mode = os.fstat(fd).st_mode     # the file opened, not the name checked earlier
+    if not stat.S_ISREG(mode):
+        f.close()
+        raise CorruptFileError(path, f"not a regular file ({_kind(mode)}); skipped")
+    return f
+
+
+def read_bytes(path: str, kind: str) -> bytes:
+    """The whole of a small file of ``kind`` ("json", "csv", "graph"), refused when absurd."""
+    limit = LIMITS[kind]
+    with open_regular(path) as f:
+        st = os.fstat(f.fileno())
+        if st.st_size > limit:
+            raise CorruptFileError(path, f"{st.st_size} bytes: more than a {kind} file of a dump can hold "
+                                   f"({limit // MiB} MiB); skipped")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise CorruptFileError(path, f"more than {limit // MiB} MiB: skipped")
+    return data
+
+
+def read_text(path: str, kind: str) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
+    return read_bytes(path, kind).decode("utf-8", "replace")
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return word
+    return "not a file"

@@ -1,12 +1,14 @@
 """HDF5 statistics cache, keyed by tensor-file identity and kept outside the dump directory."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import threading
+import time
 import warnings as _warnings
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -72,7 +74,7 @@ class StatsCache:
         if not self.path or not os.path.exists(self.path):
             return
         try:
-            with h5py.File(self.path, "r") as f:
+            with _file_lock(self.path, exclusive=False), h5py.File(self.path, "r") as f:
                 if f.attrs.get("version") != _FORMAT_VERSION:
                     return
                 if "stats" in f:
@@ -187,33 +189,38 @@ class StatsCache:
             new_extra, self._new_extra = self._new_extra, {}
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            try:
-                f = h5py.File(self.path, "a")
-            except OSError:
-                if not self._corrupt:
-                    raise
-                f = h5py.File(self.path, "w")  # our own file, found unreadable: start it again
-            with f:
-                if f.attrs.get("version") != _FORMAT_VERSION:
-                    for k in list(f.keys()):
-                        del f[k]
-                    f.attrs["version"] = _FORMAT_VERSION
-                if new_stats:
-                    g = f.require_group("stats")
-                    keys = np.array(list(new_stats), dtype=_KEY)
-                    _append(g, "key", keys)
-                    for n in STAT_NAMES:
-                        _append(g, n, np.array([_to_col(getattr(s, n)) for s in new_stats.values()],
-                                               dtype=np.float64))
-                if new_extra:
-                    g = f.require_group("extra")
-                    _append(g, "key", np.array(list(new_extra), dtype=_KEY))
-                    _append(g, "value", np.array(list(new_extra.values()), dtype=np.float64))
+            with _file_lock(self.path, exclusive=True):
+                self._append_entries(h5py, new_stats, new_extra)
         except OSError as exc:
             _warnings.warn(f"{self.path}: statistics cache not written ({exc})", RuntimeWarning, 2)
             return
         self._stats.update(new_stats)
         self._extra.update(new_extra)
+
+    def _append_entries(self, h5py: Any, new_stats: dict[bytes, Stats], new_extra: dict[bytes, float]) -> None:
+        """Append entries to the file (the caller holds the lock)."""
+        try:
+            f = h5py.File(self.path, "a")
+        except OSError:
+            if not self._corrupt:
+                raise
+            f = h5py.File(self.path, "w")  # our own file, found unreadable: start it again
+        with f:
+            if f.attrs.get("version") != _FORMAT_VERSION:
+                for k in list(f.keys()):
+                    del f[k]
+                f.attrs["version"] = _FORMAT_VERSION
+            if new_stats:
+                g = f.require_group("stats")
+                keys = np.array(list(new_stats), dtype=_KEY)
+                _append(g, "key", keys)
+                for n in STAT_NAMES:
+                    _append(g, n, np.array([_to_col(getattr(s, n)) for s in new_stats.values()],
+                                           dtype=np.float64))
+            if new_extra:
+                g = f.require_group("extra")
+                _append(g, "key", np.array(list(new_extra), dtype=_KEY))
+                _append(g, "value", np.array(list(new_extra.values()), dtype=np.float64))
 
 
 def _append(group: Any, name: str, data: np.ndarray) -> None:
@@ -234,3 +241,32 @@ def _from_col(name: str, v: float) -> float | int | None:
     if name in COUNT_NAMES:
         return int(v)
     return None if np.isnan(v) else float(v)
+
+
+@contextlib.contextmanager
+def _file_lock(path: str, exclusive: bool, timeout: float = 60.0) -> Iterator[None]:
+    """Hold a lock on ``path`` + ".lock": concurrent scans wait for each other's writes instead of failing.
+
+    HDF5's own lock refuses a second opener at once ("unable to lock file"); this one is waited for.
+    Without ``fcntl`` (Windows) it is a no-op and HDF5's lock is all there is.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise OSError(f"another tdbg held the cache lock for {timeout:.0f} s") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)

@@ -1,5 +1,6 @@
 import os
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -70,3 +71,32 @@ def test_cache_file_is_named_after_the_dump_root(tmp_path):
     a = StatsCache.for_dump("/some/dump", str(tmp_path))
     b = StatsCache.for_dump("/other/dump", str(tmp_path))
     assert a.path != b.path and a.path.startswith(str(tmp_path))
+
+
+def _write_many(directory: str, start: int, rounds: int, q: Any) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for r in range(rounds):
+            c = StatsCache(directory, "shared")
+            for i in range(50):
+                c.put(f"k{start}-{r}-{i}", tensor_stats(np.arange(i + 1, dtype=np.float32)))
+            c.flush()
+    q.put([str(w.message) for w in caught])
+
+
+def test_concurrent_writers_wait_for_each_other(tmp_path: Any) -> None:
+    """Two processes flushing into one cache: both write everything; neither skips ("unable to lock")."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_write_many, args=(str(tmp_path), s, 8, q)) for s in (0, 1)]
+    for p in procs:
+        p.start()
+    messages = [q.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert messages == [[], []], messages
+    c = StatsCache(str(tmp_path), "shared")
+    assert all(c.get(f"k{s}-{r}-{i}") is not None for s in (0, 1) for r in range(8) for i in range(50))

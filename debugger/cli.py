@@ -5,6 +5,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from typing import Any, Callable, Sequence, TextIO
 
 from .errors import DumpError
@@ -76,8 +77,12 @@ def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
     rank = dump.rank(args.rank if args.rank is not None else dump.rank_ids[0])
     found = [(g, n) for g, n in rank.find_node(args.name) if args.graph is None or g == args.graph]
     if not found:
+        missing = [gid for gid in rank.graph_ids if gid not in rank.graphs]
+        why = (f"; graph(s) {', '.join(map(str, missing))} could not be read: {'; '.join(rank.warnings[:3])}"
+               if missing else "")
         raise QueryError(rank.path, f"no node {args.name!r} (give a full name, a file-name spelling "
-                         "or a name suffix such as fc1-Dense/MatMul-op0)")
+                         f"or a name suffix such as fc1-Dense/MatMul-op0){why}")
+    report_warnings(args, dump.all_warnings())
     nodes = [node_dict(rank.graph(g).node(n), rank) for g, n in found]
     roots = source_roots(args, [dump.root])
     for d in nodes:
@@ -123,6 +128,7 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     roots = source_roots(args, [dump.root])
     nodes = [n for n in dump.nodes_at(file, line, roots.statement_lines) if args.rank is None or n["rank"] == args.rank]
     files = sorted({n.pop("file") for n in nodes})
+    report_warnings(args, dump.all_warnings())
     found = {f: roots.describe(f)["found"] for f in files}
     if args.json:
         _print_json({"location": args.location, "files": files, "found": found, "nodes": nodes}, out)
@@ -214,9 +220,11 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
     result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
                   progress=Progress("scanning"))
+    warnings = dump.all_warnings()
     if args.json:
-        _print_json(result.to_dict(), out)
+        _print_json({**result.to_dict(), "warnings": warnings}, out)
     else:
+        report_warnings(args, warnings)
         _print_scan(result, out)
     return Exit.FOUND if result.hits else Exit.OK
 
@@ -309,6 +317,7 @@ def cmd_graph(args: argparse.Namespace, out: TextIO) -> int:
     dump = open_dump(args.dump)
     rank = dump.rank(args.rank if args.rank is not None else dump.rank_ids[0])
     gid = args.graph if args.graph is not None else (rank.graph_ids or [0])[0]
+    report_warnings(args, rank.warnings)
     exp = export_scope(rank.graph(gid), args.scope, fmt, fold=args.fold, framework=args.framework,
                        rank=rank.rank)
     if not args.output:
@@ -371,6 +380,8 @@ def _add_source_root(s: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     p = argparse.ArgumentParser(prog="tdbg", description="Offline debugger for training dumps.")
+    p.add_argument("--debug", action="store_true",
+                   help="print the traceback of an internal error (exit status 3), e.g. tdbg --debug scan DUMP")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("info", help="what a dump holds")
@@ -461,6 +472,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return int(exc.code or 0) and Exit.USAGE
+    args.err = err
     func: Callable[[argparse.Namespace, TextIO], int] = args.func
     try:
         return int(func(args, out))
@@ -472,6 +484,38 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
         return Exit.INTERRUPTED
     except BrokenPipeError:
         return Exit.OK
+    except Exception as exc:  # a bug, not the user's: its own status, one line, the file it was reading
+        where = _path_being_read(exc)
+        err.write(f"tdbg: internal error{' while reading ' + where if where else ''}: "
+                  f"{type(exc).__name__}: {exc}"
+                  f"{'' if args.debug else ' (run with --debug for the traceback)'}\n")
+        if args.debug:
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+        return Exit.INTERNAL
+
+
+def _path_being_read(exc: BaseException) -> str | None:
+    """The innermost ``path`` a frame of the traceback was working on (str locals named path/location)."""
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):
+        for name in ("path", "location", "root"):
+            v = frame.f_locals.get(name)
+            if isinstance(v, str) and v:
+                return v
+    return None
+
+
+def report_warnings(args: argparse.Namespace, warnings: Sequence[str], limit: int = 20) -> None:
+    """A dump's load problems on stderr (every command shows them; ``--json`` carries them too)."""
+    err: TextIO = getattr(args, "err", sys.stderr)
+    for w in warnings[:limit]:
+        err.write(f"tdbg: warning: {w}\n")
+    if len(warnings) > limit:
+        err.write(f"tdbg: warning: ... {len(warnings) - limit} more\n")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,4 +10,5 @@ class Exit(IntEnum):
     OK = 0
     FOUND = 1          # scan: hits; compare: pairs graded error
     USAGE = 2          # bad usage or unreadable dump
+    INTERNAL = 3       # a bug in tdbg: one line on stderr (the traceback with --debug)
     INTERRUPTED = 130

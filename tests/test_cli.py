@@ -188,3 +188,50 @@ def test_progress_bar_draws_only_on_a_terminal():
         bar(10, 10)
     assert "scanning [" in tty.getvalue() and "10/10" in tty.getvalue() and tty.getvalue().endswith("\n")
     assert pipe.getvalue() == ""
+
+
+def test_an_internal_error_has_its_own_status_and_names_the_file(tmp_path) -> None:
+    """A bug (an exception that is no DumpError) exits 3 with one line naming the file being read, the
+    traceback only with --debug. The failing command is injected: tdbg has no known bug to trigger."""
+    import subprocess
+    import sys
+
+    code = ("import sys, debugger.cli as c\n"
+            "def broken(args, out):\n"
+            "    path = '/data/job/rank_0/Net/0/3/x.npy'\n"
+            "    return {}['no such key']\n"
+            "c.cmd_info = broken\n"
+            "sys.exit(c.main(sys.argv[1:]))\n")
+    for extra, traced in (([], False), (["--debug"], True)):
+        r = subprocess.run([sys.executable, "-c", code, *extra, "info", str(tmp_path)], capture_output=True, text=True)
+        assert r.returncode == 3, r.stderr
+        first = r.stderr.splitlines()[0]
+        assert first.startswith("tdbg: internal error while reading /data/job/rank_0/Net/0/3/x.npy: KeyError")
+        assert ("Traceback" in r.stderr) is traced and ("--debug" in first) is not traced
+
+
+def test_every_command_reports_the_dumps_load_problems(make_dump) -> None:
+    """A corrupt .pb (the graph then comes from the .ir): scan, node, code and compare say so, not only info."""
+    root = make_dump(iterations=2)
+    pb = os.path.join(root, "rank_0", "graphs", "ms_output_trace_code_graph_0.pb")
+    with open(pb, "wb") as f:
+        f.write(b"\x0a\xff\xff\xff")
+    for args in (("scan", root), ("node", root, "fc1.weight"), ("code", root, "train_user.py:14")):
+        r = run_cli(*args)
+        assert r.code in (0, 1), r.err
+        assert f"tdbg: warning: {pb}: not a MindSpore ModelProto" in r.err, (args, r.err)
+    assert f"{pb}: not a MindSpore ModelProto" in run_cli("compare", root, root).out   # in its report
+    j = run_cli("scan", root, "--json").json
+    assert any(w.startswith(pb) for w in j["warnings"])
+    assert any(w.startswith(pb) for w in run_cli("compare", root, root, "--json").json["warnings"])
+
+
+def test_node_names_the_graph_files_that_failed(make_dump) -> None:
+    root = make_dump(iterations=1)
+    graphs = os.path.join(root, "rank_0", "graphs")
+    for name in os.listdir(graphs):
+        with open(os.path.join(graphs, name), "wb") as f:
+            f.write(b"\x0a\xff\xff\xff")
+    r = run_cli("node", root, "fc1.weight")
+    assert r.code == 2 and "no node 'fc1.weight'" in r.err
+    assert "graph(s) 0 could not be read" in r.err and "ms_output_trace_code_graph_0.pb" in r.err

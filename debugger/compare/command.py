@@ -78,6 +78,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise DumpError(None, f"--thresholds: {exc}") from None
     dump = open_dump(args.dump)
+    loaded = dump.all_warnings()
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
     progress = Progress("comparing")
     if ranks_mode:
@@ -85,9 +86,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                                all_tensors=args.all_tensors, thresholds=thresholds, jobs=args.jobs, cache=cache,
                                progress=progress)
     else:
-        result = compare_runs(dump, open_dump(args.dump_b), ranks=args.rank, iterations=args.iterations,
+        dump_b = open_dump(args.dump_b)
+        result = compare_runs(dump, dump_b, ranks=args.rank, iterations=args.iterations,
                               mapping=args.mapping, thresholds=thresholds, jobs=args.jobs, cache=cache,
                               progress=progress)
+        loaded += dump_b.all_warnings()
+    # the dumps' load problems (an unreadable graph, unparsed file names) belong with the answer
+    result.warnings[:0] = [w for w in loaded if w not in result.warnings]
     if args.json:
         json.dump(result.to_dict(all_pairs=args.all), out, indent=2, default=str)
         out.write("\n")

@@ -170,11 +170,12 @@ class StatsCache:
         stored = ref.source.stored_stats()
         if stored:
             return Stats.from_stored(stored)
-        s = self.get(ref.identity) if self.enabled else None
+        ident = ref.source.current_identity()   # a view outlives the listing: key by the file as it is now
+        s = self.get(ident) if self.enabled else None
         if s is None:
             s = tensor_stats(ref.value())
             if self.enabled:
-                self.put(ref.identity, s)
+                self.put(ident, s)
         return s
 
     # -- persistence --------------------------------------------------------------------------

@@ -67,6 +67,9 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
                     except DumpError as exc:
                         result.warnings.append(f"{exc}; not converted")
                         continue
+                    except ValueError as exc:   # what the writer refuses (a name it cannot store, say)
+                        result.warnings.append(f"{ref.location}: {exc}; not converted")
+                        continue
                     result.tensors += 1
                     result.bytes_read += ref.size
                     if progress is not None and (done % 256 == 0 or done == total):
@@ -87,6 +90,9 @@ def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) ->
                    net=info.net if isinstance(info.net, str) else None,
                    metadata={"converted_from": rank.path, "nets": info.net, **info.raw})
     for gid, graph in sorted(rank.graphs.items()):
-        w.write_graph(graph.record, run_history=rank.run_history(gid))
+        try:
+            w.write_graph(graph.record, run_history=rank.run_history(gid))
+        except ValueError as exc:   # a hostile graph (NUL bytes in names ...): say which file, write nothing wrong
+            raise DumpError(graph.source_file, f"cannot be converted: {exc}") from None
         result.graphs += 1
     return w

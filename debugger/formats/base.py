@@ -59,6 +59,10 @@ class TensorSource(ABC):
     def identity(self) -> str:
         """A key that changes whenever the tensor's data does (caches are keyed by it)."""
 
+    def current_identity(self) -> str:
+        """:attr:`identity` as the data is now (a long-lived view asks this; a scan takes the listing's)."""
+        return self.identity
+
     @property
     @abstractmethod
     def location(self) -> str:

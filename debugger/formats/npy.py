@@ -201,6 +201,14 @@ class NpyTensor(TensorSource):
         """``path|size|mtime_ns``: changes whenever the file does."""
         return f"{self.path}|{self.size}|{self.mtime_ns}"
 
+    def current_identity(self) -> str:
+        """``path|size|mtime_ns`` from a fresh stat: a file replaced since the listing gets a new key."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return self.identity   # reading it reports the problem
+        return f"{self.path}|{st.st_size}|{st.st_mtime_ns}"
+
     @property
     def location(self) -> str:
         """The file's path."""
@@ -218,7 +226,11 @@ class NpyTensor(TensorSource):
 
     def npy_header(self) -> NpyHeader:
         """The parsed .npy header, data offset and order included (numeric tensors only)."""
-        h = _npy_header(self.path, self.size, self.mtime_ns)
+        try:   # keyed by the file as it is now: a replaced file is never read with a stale header
+            st = os.stat(self.path)
+            h = _npy_header(self.path, st.st_size, st.st_mtime_ns)
+        except OSError as exc:
+            raise CorruptFileError(self.path, f"cannot read: {exc.strerror or exc}") from exc
         if h.dtype.kind not in "biufc" or h.dtype.fields is not None:
             # strings, dates, raw bytes and records are listed, but they are no tensors to check or compare
             raise CorruptFileError(self.path, f"dtype {h.dtype.str} is not a numeric tensor; skipped")

@@ -548,3 +548,18 @@ def test_export_bad_format_unknown_scope_and_no_graphviz(sample_client: Any, mon
     msg = err(sample_client.get("/api/ranks/0/graphs/0/export?dump=single&format=svg"), 400)
     assert "Graphviz" in msg and "apt-get install graphviz" in msg
     assert sample_client.get("/api/ranks/0/graphs/0/export?dump=single&format=dot").status_code == 200
+
+
+def test_a_tensor_replaced_while_serving_is_read_anew(make_app: Any, mlp_dump: str) -> None:
+    """Statistics and headers are keyed by the file as it is now, not as it was listed."""
+    c = make_app(mlp_dump).test_client()
+    node = a_node(c, "weight")
+    url = f"/api/ranks/0/graphs/0/tensor?node={node}&iteration=1"
+    before = ok(c.get(url))["stats"]
+    path = open_dump(mlp_dump).rank(0).tensor(0, 1, node).location
+    old = np.load(path)
+    np.save(path, np.concatenate([old.ravel(), np.full(5, 7.0, old.dtype)]))   # another size: a new header too
+    after = ok(c.get(url))["stats"]
+    assert after["count"] == before["count"] + 5 and after["max"] == 7.0
+    hist = ok(c.get(f"/api/ranks/0/graphs/0/tensor/history?node={node}&iteration=1"))
+    assert [i["stats"]["count"] for i in hist["items"] if i["iteration"] == 1] == [after["count"]]

@@ -95,7 +95,12 @@ class MindSporeRank(RankReader):
                 fallback = "; using the .ir text instead" if reader is read_graph_pb and ir else ""
                 self.warnings.append(f"{exc}{fallback}")
                 continue
-            record.execution_order = list(self._orders.get(graph_id, []))
+            names = {n.name for n in record.nodes}
+            order = self._orders.get(graph_id, [])
+            record.execution_order = [k for k in order if k in names]
+            if len(record.execution_order) < len(order):
+                self.warnings.append(f"{self.listing.exec_order.get(graph_id)}: {len(order) - len(record.execution_order)} "
+                                     f"name(s) match no node of graph {graph_id}; ignored")
             return annotate(record)
         if any(g == graph_id for g, _ in self.listing.tensors):
             self.warnings.append(f"{self.path}/graphs: no readable graph for graph {graph_id}; its tensors are "

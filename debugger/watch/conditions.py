@@ -310,6 +310,37 @@ class Range(Thresholds):
         return {"range_percentage": None if count is None else 100.0 * count / stats.count}
 
 
+class Saturated(Thresholds):
+    """The share of a tanh/sigmoid layer's outputs within ``tolerance`` of an asymptote."""
+
+    ASYMPTOTES = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0)}
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """Counts of values near the asymptotes: the values themselves."""
+        return Needs(frozenset(COUNTED), values=True)
+
+    def ranges(self, chk: Check) -> list[tuple[float, float]]:
+        """The two closed ranges next to the asymptotes of the layer's function."""
+        lo, hi = self.ASYMPTOTES[chk.ref.op_type.lower()]
+        tol = chk.wp.setting("tolerance")
+        return [(lo, lo + tol), (hi - tol, hi)]
+
+    def plan_check(self, chk: Check, batch: Batch) -> bool:
+        """Ask for the two counts (a non tanh/sigmoid op of the activation kind does not apply)."""
+        if chk.ref.op_type.lower() not in self.ASYMPTOTES:
+            return False
+        batch.want_stats(chk.ref, ranges=self.ranges(chk))
+        return True
+
+    def more_values(self, chk: Check, batch: Batch, stats: Stats) -> dict[str, float | None]:
+        """saturated_percentage = 100 * (count near the lower + count near the upper asymptote) / N."""
+        got = batch.file_results[chk.ref.identity].ranges
+        counts = [got.get(r) for r in self.ranges(chk)]
+        if any(c is None for c in counts) or not stats.count:
+            return {"saturated_percentage": None}
+        return {"saturated_percentage": 100.0 * sum(counts) / stats.count}   # type: ignore[arg-type]
+
+
 class InitialWeights(Thresholds):
     """Thresholds on a weight's value before its first update, in the first iteration its graph ran."""
 
@@ -652,6 +683,7 @@ def _has_param(cond: Condition, name: str) -> bool:
 
 FAMILIES: dict[str, Family] = {
     "nonfinite": NonFinite(), "thresholds": Thresholds(), "range": Range(), "initial": InitialWeights(),
+    "saturated": Saturated(),
     "unchanged": Unchanged(), "update_ratio": UpdateRatio(), "units": UnitActivity(),
     "loss_history": LossHistory(), "overflow_origin": OverflowOrigin(),
 }

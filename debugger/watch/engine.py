@@ -109,8 +109,12 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
     where = None if selected is None else selected.get(gid, set())
     floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)]
     step = Step(rank, gid, graph, it, tmap, floats)
+    in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph.nx
+                and graph.node(n).input_roles}
     for r in floats:
-        if r.io == "output":
+        # an optimizer kernel updates its inputs in place: its outputs are aliases or, on some devices,
+        # all-zero placeholders, never the values to check (the updated parameters are, as their own tensors)
+        if r.io == "output" and r.node not in in_place:
             step.outputs.setdefault(r.kind, []).append(r)
     for order, wp in enumerate(wps):
         family_of(wp.condition).plan(wp, order, step, batch)

@@ -23,6 +23,9 @@ TARGET_KINDS = {
     "activation": ("activation",),
     "loss": ("loss",),
     "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other"),
+    # everything but optimizer state, which is legitimately all zero (moments before the first step,
+    # the momentum buffer of plain SGD)
+    "computed": ("weight", "gradient", "activation", "loss", "input", "other"),
 }
 
 
@@ -163,7 +166,7 @@ _CONDITIONS = [
               (cmp("abs_mean_lt", 1e-9, "mean of |g| below"),) + _TOO_SMALL[1:],
               advice="Saturated activations or a too deep net without normalisation kill gradients."),
     Condition("tensor_too_small", "any", "Tensor statistics below thresholds.", _TOO_SMALL),
-    Condition("tensor_all_zero", "any", "Tensor (nearly) all zero.",
+    Condition("tensor_all_zero", "computed", "Tensor (nearly) all zero (optimizer state is not checked).",
               (cmp("zero_percentage_ge", 100.0, "percent of zeros at least", min=0, max=100),)),
     Condition("weight_not_changed", "weight",
               "Weight unchanged since the previous iteration: every |cur - prev| <= atol + rtol * |prev|.",
@@ -192,6 +195,20 @@ _CONDITIONS = [
               "fires when more than threshold_layer % of units are.",
               _UNITS, UNITS, ("relu", "relu6", "reluv2"), "Lower the learning rate or use LeakyReLU.", "sagemaker",
               rule="units"),
+    # tdbg: the same two faults judged on the whole layer's outputs, which does not depend on the batch size.
+    Condition("activation_saturated_layer", "activation",
+              "Saturated tanh/sigmoid layer: the share of its outputs within tolerance of an asymptote (tanh: "
+              "-1 or 1, sigmoid: 0 or 1) is above saturated_percentage_gt.",
+              (setting("tolerance", 1e-3, "an output this close to an asymptote is saturated", min=0, max=0.5),
+               cmp("saturated_percentage_gt", 50.0, "percent of saturated outputs above", min=0, max=100)),
+              RANGE, ("tanh", "sigmoid"), "Re-initialise the layer before it with smaller weights, normalise "
+              "its input or lower the learning rate.", "tdbg", rule="saturated"),
+    Condition("activation_dead_layer", "activation",
+              "Dead ReLU layer: the share of its outputs that are exactly zero is above zero_percentage_gt "
+              "(a healthy ReLU layer outputs zero for about half of its inputs).",
+              (cmp("zero_percentage_gt", 90.0, "percent of zero outputs above", min=0, max=100),),
+              STATS, ("relu", "relu6", "reluv2"), "Lower the learning rate, check the bias initialisation or "
+              "use LeakyReLU.", "tdbg", rule="thresholds"),
     Condition("tensor_unchanged", "any",
               "Tensor unchanged (allclose) over the last num_steps dumped iterations.",
               (setting("num_steps", 3, "number of dumped iterations compared (this one included)", type="int", min=2),
@@ -228,8 +245,8 @@ PRESETS: dict[str, list[str]] = {
         "weight_change_too_large:abs_mean_update_ratio_gt=10",
         "weight_not_changed:rtol=1e-5,atol=1e-8",
         "tensor_all_zero:zero_percentage_ge=100",
-        "activation_saturation:threshold_inactivity=1,threshold_layer=50",
-        "activation_dead_relu:threshold_inactivity=1,threshold_layer=50",
+        "activation_saturated_layer:tolerance=1e-3,saturated_percentage_gt=50",
+        "activation_dead_layer:zero_percentage_gt=90",
     ],
 }
 

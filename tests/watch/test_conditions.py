@@ -437,8 +437,9 @@ def test_overflow_conditions(tmp_path, layout):
     assert hits(run(root, "tensor_exploding:only_nan=1")) == [(1, act, nf, {})]
     assert hits(run(root, "gradient_exploding")) == [(2, g, {"nan": 0.0, "pos_inf": 1.0, "neg_inf": 0.0}, {})]
     assert hits(run(root, "weight_overflow")) == [(2, "fc1.weight", {"nan": 0.0, "pos_inf": 0.0, "neg_inf": 1.0}, {})]
-    downstream = {(1, act), (2, g), (2, "fc1.weight"), (2, lay.optimizer("fc1.weight"))} | {
-        (2, s) for s in lay.state("fc1.weight")}
+    # the optimizer kernel's own output is not checked (an in-place update's outputs are aliases or
+    # placeholders); the weight it updated is, as its own tensor
+    downstream = {(1, act), (2, g), (2, "fc1.weight")} | {(2, s) for s in lay.state("fc1.weight")}
     for name in ("tensor_overflow", "tensor_exploding"):
         res = run(root, name)
         assert set(hit_keys(res)) == downstream and len(res.hits) == len(downstream), name

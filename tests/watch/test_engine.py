@@ -35,8 +35,9 @@ def test_hits_are_sorted_by_iteration_rank_and_execution_order(tmp_path, layout)
     res = run(dump, EVERY)
     keys = [(h.iteration, h.rank, h.position) for h in res.hits]
     assert keys == sorted(keys) and res.first is res.hits[0]
+    # every floating output but those of in-place optimizer updates (aliases or placeholders)
     floats = [(r.rank, t.iteration, t.node) for r in dump.ranks for t in r.tensors()
-              if t.io == "output" and t.dtype.kind == "f"]
+              if t.io == "output" and t.dtype.kind == "f" and not r.graph(0).node(t.node).input_roles]
     assert sorted((h.rank, h.iteration, h.node) for h in res.hits) == sorted(floats)
     pos = {h.node: h.position for h in res.hits}
     for k in lay.order:
@@ -218,7 +219,7 @@ def test_config_files_through_the_cli(tmp_path, cli_dump, fmt):
     r = run_cli("scan", root, "--config", str(cfg), "--json", "--jobs", "1", "--no-cache")
     assert r.code == 1, r.err
     want = run(root, *[Watchpoint.from_dict(d) for d in CONFIG]).to_dict()
-    assert r.json == json.loads(json.dumps(want))
+    assert r.json == json.loads(json.dumps({**want, "warnings": []}))
     assert [(h["watchpoint"], h["iteration"], h["node"]) for h in r.json["hits"]] == [
         ("gradient_vanishing", 1, lay.gradient("fc1.weight")), ("tensor_all_zero", 2, lay.activation())]
 
@@ -229,7 +230,7 @@ def test_scan_json_shape(cli_dump):
                 "--watch", "weight_not_changed", "--json", "--jobs", "1")
     assert r.code == 1, r.err
     out = r.json
-    assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "first"}
+    assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "first", "warnings"}
     assert out["dump"] == root and out["ranks"] == [0] and out["iterations"] == [0, 1, 2]
     assert out["watchpoints"] == [{"name": "gradient_vanishing", "params": {"abs_mean_lt": 2.0 ** -29}},
                                   {"name": "weight_not_changed", "params": {"rtol": 1e-5, "atol": 1e-8}}]
@@ -285,8 +286,9 @@ def test_a_corrupt_tensor_file_is_an_error_record_and_the_scan_goes_on(tmp_path,
     with open(path, "wb") as f:
         f.write(data[: len(data) // 2] if damage == "truncate" else b"\x00garbage" * (len(data) // 8))
     res = run(root, "gradient_vanishing", "tensor_all_zero", "overflow")
-    # a zero gradient from the start: its momentum buffer stays zero too
-    assert sorted(set(hit_keys(res))) == sorted((i, n) for i in range(3) for n in [g2, *lay.state("fc2.weight")])
+    # a zero gradient from the start (its momentum buffer stays zero too, but optimizer state is not
+    # checked by tensor_all_zero: it is legitimately zero in healthy runs)
+    assert sorted(set(hit_keys(res))) == sorted((i, g2) for i in range(3))
     bad = [(e.watchpoint, e.iteration, e.node) for e in res.errors]
     assert sorted(bad) == sorted([("gradient_vanishing", 1, g1), ("tensor_all_zero", 1, g1), ("overflow", 1, g1)])
     assert all(e.error.startswith(path + ": ") for e in res.errors)
@@ -306,7 +308,7 @@ _MEASURE = textwrap.dedent("""
 
     wps = preset("recommended") + [Watchpoint.parse(w) for w in (
         "weight_too_large:max_gt=1e30", "tensor_range:range_start_inclusive=0,range_percentage_gt=99",
-        "weight_update_ratio", "tensor_overflow")]
+        "weight_update_ratio", "tensor_overflow", "activation_saturation", "activation_dead_relu")]
     scan(open_dump(sys.argv[1]), wps, jobs=1)          # warm up every code path on a small dump
     big = open_dump(sys.argv[2])
     big.rank(0).index

@@ -126,7 +126,8 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     dump = open_dump(args.dump)
     file, line = parse_location(args.location)
     roots = source_roots(args, [dump.root])
-    nodes = [n for n in dump.nodes_at(file, line, roots.statement_lines) if args.rank is None or n["rank"] == args.rank]
+    nodes = [n for n in dump.nodes_at(file, line, roots.statement_lines, roots.assigned_attribute)
+             if args.rank is None or n["rank"] == args.rank]
     files = sorted({n.pop("file") for n in nodes})
     report_warnings(args, dump.all_warnings())
     found = {f: roots.describe(f)["found"] for f in files}
@@ -144,7 +145,7 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     for f in files:
         if found[f] and found[f] != f:
             out.write(f"  {f}\n    found at {found[f]}\n")
-    for direction in ("forward", "backward"):
+    for direction in ("forward", "backward", "definition"):
         rows = [[n["rank"], n["graph"], n["op_type"], n["kind"], n["node"]] for n in nodes if n["direction"] == direction]
         if rows:
             out.write(f"  {direction} ({len(rows)}):\n" + table(rows, indent="    ") + "\n")
@@ -363,10 +364,11 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 # -- source roots -----------------------------------------------------------------------------------
 def source_roots(args: argparse.Namespace, dump_paths: Sequence[str]) -> Any:
-    """The folders source files are looked up in: the dump, ``--source-root``, ``$TDBG_SOURCE_ROOTS``."""
+    """The folders source files are looked up in: ``--source-root``, ``$TDBG_SOURCE_ROOTS``, the dump, and (the
+    command line reads for its own user) the recorded path itself."""
     from .sourceroots import SourceRoots
 
-    return SourceRoots(list(dump_paths), list(getattr(args, "source_root", None) or []))
+    return SourceRoots(list(dump_paths), list(getattr(args, "source_root", None) or []), trust_recorded=True)
 
 
 def _add_source_root(s: argparse.ArgumentParser) -> None:

@@ -394,10 +394,15 @@ class Dump:
             return self._source
 
     def nodes_at(self, file_suffix: str, line: int,
-                 statement: "Callable[[str, int], Sequence[int]] | None" = None) -> list[dict]:
+                 statement: "Callable[[str, int], Sequence[int]] | None" = None,
+                 attribute: "Callable[[str, int], str | None] | None" = None) -> list[dict]:
         """Every (rank, graph, node) created by ``file_suffix:line``, forward and backward (``statement``:
-        see :meth:`debugger.source.SourceIndex.nodes_at`)."""
+        see :meth:`debugger.source.SourceIndex.nodes_at`). ``attribute(path, line)`` names the layer a
+        line defines (``self.fc3 = nn.Dense(...)``): with no recorded node, that layer's nodes are
+        returned, marked ``"direction": "definition"``."""
         hits = self.source_index.nodes_at(file_suffix, line, statement)
+        if not hits and attribute is not None:
+            return self._defined_by(file_suffix, line, attribute)
         out = []
         for r in self.ranks:
             graphs = r.graphs
@@ -409,6 +414,38 @@ class Dump:
                 out.append({"rank": r.rank, "graph": h.graph_id, "node": h.node, "op_type": n.op_type,
                             "kind": n.kind, "direction": h.direction, "file": path})
         return out
+
+
+    def _defined_by(self, file_suffix: str, line: int, attribute: "Callable[[str, int], str | None]") -> list[dict]:
+        """The nodes of the layer assigned at ``file_suffix:line``: scope component ``<name>-<Class>``, or
+        parameters ``<name>.*`` (a layer's definition makes no node of its own, its calls do)."""
+        out = []
+        for path in self.source_index.files(file_suffix):
+            name = attribute(path, line)
+            if not name:
+                continue
+            for r in self.ranks:
+                for gid, g in r.graphs.items():
+                    for n in _layer_nodes(g, name):
+                        a = g.nx.nodes[n]
+                        out.append({"rank": r.rank, "graph": gid, "node": n, "op_type": a.get("op_type", ""),
+                                    "kind": a.get("kind", "other"), "direction": "definition", "file": path})
+        return out
+
+
+def _layer_nodes(g: Graph, name: str) -> list[str]:
+    """A layer's nodes: its parameters (``name.*``), the forward kernels in its scope (``.../name-Class``),
+    and the gradients and optimizer state of its parameters, by graph evidence (backward kernels can
+    carry another layer's scope, so their scope says nothing)."""
+    params = {n for n, a in g.nx.nodes(data=True) if a.get("is_parameter") and n.startswith(name + ".")}
+    out = []
+    for n, a in g.nx.nodes(data=True):
+        if a.get("is_routing"):
+            continue
+        in_scope = any(part.startswith(name + "-") for part in (a.get("scope") or "").split("/"))
+        if n in params or (in_scope and not a.get("is_backward")) or a.get("param") in params:
+            out.append(n)
+    return out
 
 
 def find_dump_roots(path: str) -> list[str]:

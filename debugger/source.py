@@ -194,6 +194,30 @@ def statement_lines(text: str, line: int) -> list[int]:
     return list(range(best[0], best[1] + 1)) if best else []
 
 
+def assigned_attribute(text: str, line: int) -> str | None:
+    """``fc3`` when ``line`` is in a statement ``self.fc3 = ...`` of an ``__init__`` method: the line
+    that defines a layer, whose nodes carry its attribute name in their scope (``fc3-Dense``)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef) or fn.name != "__init__":
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            if not node.lineno <= line <= (node.end_lineno or node.lineno):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    return t.attr
+    return None
+
+
 def parse_location(text: str) -> tuple[str, int]:
     """Split ``FILE:LINE`` into its parts."""
     from .errors import QueryError

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import DumpError, InvalidQueryError, QueryError
-from .source import statement_lines
+from .source import assigned_attribute, statement_lines
 
 ENV_VAR = "TDBG_SOURCE_ROOTS"
 MAX_SOURCE_BYTES = 2 << 20     # a source file larger than this is refused (a log or data file, not code)
@@ -83,9 +83,13 @@ class SourceRoots:
     """The folders source may be served from, and the recorded-path mapping onto them."""
 
     def __init__(self, dump_paths: Sequence[str] = (), entries: Sequence[str] = (),
-                 environ: Mapping[str, str] | None = None, max_bytes: int = MAX_SOURCE_BYTES) -> None:
+                 environ: Mapping[str, str] | None = None, max_bytes: int = MAX_SOURCE_BYTES,
+                 trust_recorded: bool = False) -> None:
         dirs, pairs = parse_entries([*entries, *env_entries(environ)])
         self.max_bytes = max_bytes
+        # The command line reads for its own user, who can read any file anyway: there a recorded path
+        # that exists as it is is used too. The server never does (it would serve what a dump names).
+        self.trust_recorded = trust_recorded
         # The user's roots come first: when two roots hold the same trailing path, the one asked
         # for explicitly wins over the dump's own tree.
         roots: list[str] = []
@@ -137,6 +141,10 @@ class SourceRoots:
             real = self._check(cand, root)
             if real is not None:
                 return Found(recorded, real, root)
+        if self.trust_recorded and os.path.isabs(recorded):
+            real = self._check(recorded, os.path.dirname(os.path.realpath(recorded)))
+            if real is not None:
+                return Found(recorded, real, os.path.dirname(real))
         return None
 
     # -- reading ------------------------------------------------------------------------------------
@@ -181,6 +189,11 @@ class SourceRoots:
         """Lines of the Python statement holding ``line`` in the file ``recorded`` maps to ([] when unreadable)."""
         text = self.read(recorded)["text"]
         return statement_lines(text, line) if text else []
+
+    def assigned_attribute(self, recorded: str, line: int) -> str | None:
+        """The ``self.X`` a line of ``__init__`` assigns in the file ``recorded`` maps to (None when unreadable)."""
+        text = self.read(recorded)["text"]
+        return assigned_attribute(text, line) if text else None
 
     def describe(self, recorded: str) -> dict[str, Any]:
         """``{"exists", "found"}`` of a recorded path: whether :meth:`read` would show it."""

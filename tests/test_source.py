@@ -205,5 +205,22 @@ def test_source_a_line_inside_a_multi_line_statement_finds_the_statement(make_du
     assert want
     inside = run_cli("code", root, f"train_user.py:{first + 1}", "--json", "--source-root", os.path.dirname(root))
     assert inside.code == 0 and inside.json["nodes"] == want
-    # without a root that holds the file, the statement cannot be read: nothing is guessed
-    assert run_cli("code", root, f"train_user.py:{first + 1}", "--json").json["nodes"] == []
+    # the command line also reads the recorded path as it is (for its own user); the server does not
+    assert run_cli("code", root, f"train_user.py:{first + 1}", "--json").json["nodes"] == want
+    from debugger.sourceroots import SourceRoots
+    assert SourceRoots([root]).statement_lines(script, first + 1) == []
+    assert SourceRoots([root], trust_recorded=True).statement_lines(script, first + 1) == [first, first + 1]
+
+
+def test_source_a_layer_definition_line_finds_the_layer(sample_root: str) -> None:
+    """The README's example: make_sample.py:195 is inside ``self.fc3 = nn.Dense(...)`` in __init__, a line
+    that makes no node itself; it finds fc3's parameters, its forward kernels and, by graph evidence,
+    their gradients and optimizer state (not the other layers' gradients that share fc3's scope)."""
+    r = run_cli("code", os.path.join(sample_root, "single"), "make_sample.py:195", "--json")
+    assert r.code == 0 and r.json["nodes"], r.err
+    assert {n["direction"] for n in r.json["nodes"]} == {"definition"}
+    names = {n["node"] for n in r.json["nodes"]}
+    assert {"fc3.weight", "fc3.bias", "moments.fc3.weight"} <= names
+    g = open_dump(os.path.join(sample_root, "single")).rank(0).graph(0)
+    assert all(g.node(n).param in (None, "fc3.weight", "fc3.bias") for n in names)
+    assert any(g.node(n).kind == "gradient" for n in names)

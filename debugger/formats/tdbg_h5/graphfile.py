@@ -110,7 +110,7 @@ def _read_ragged(f: Any, name: str, path: str, n_nodes: int, str_cols: list[str]
     if (counts < 0).any():
         raise CorruptFileError(path, f"{name}/count is negative")
     total = int(counts.sum())
-    cols = [strings(read_table_column(f, f"{name}/{c}", path, total)) for c in str_cols]
+    cols: list[list[Any]] = [strings(read_table_column(f, f"{name}/{c}", path, total)) for c in str_cols]
     cols += [[int(x) for x in read_table_column(f, f"{name}/{c}", path, total)] for c in int_cols]
     flat = list(zip(*cols)) if cols else [()] * total
     out, pos = [], 0

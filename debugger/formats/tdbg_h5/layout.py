@@ -94,7 +94,7 @@ class Digest:
 
     def update(self, chunk: np.ndarray) -> None:
         """Add the next C-order piece (little-endian, as stored)."""
-        self._h.update(memoryview(np.ascontiguousarray(chunk)).cast("B"))
+        self._h.update(memoryview(np.ascontiguousarray(chunk)).cast("B"))  # type: ignore[arg-type]
 
     def hexdigest(self) -> str:
         """32 hex characters."""

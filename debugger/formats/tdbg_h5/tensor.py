@@ -54,7 +54,7 @@ def graph_table(path: str, size: int, mtime_ns: int, graph_id: int) -> GraphTabl
 
 def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
     rows = read_table_column(f, f"{group}/index", path)
-    want = L.index_dtype().names
+    want = L.index_dtype().names or ()
     if rows.dtype.names is None or any(n not in rows.dtype.names for n in want):
         raise CorruptFileError(path, f"{group}/index lacks columns of tdbg-h5 version {L.VERSION}")
     n = len(rows)
@@ -178,7 +178,7 @@ class H5Tensor(TensorSource):
         try:
             if off >= 0:
                 with self._open_raw() as fh:
-                    _pread_exact(fh, memoryview(out.reshape(-1).view(np.uint8)), off, self.path)
+                    _pread_exact(fh, memoryview(out.reshape(-1).view(np.uint8)), off, self.path)  # type: ignore[arg-type]
             else:
                 ds = self._dataset()
                 ds.read_direct(out)
@@ -217,7 +217,7 @@ class H5Tensor(TensorSource):
         try:
             if off >= 0:
                 with self._open_raw() as fh:
-                    raw = memoryview(buf.view(np.uint8))
+                    raw = memoryview(buf.view(np.uint8))  # type: ignore[arg-type]
                     done = 0
                     while done < total:
                         k = min(n, total - done)

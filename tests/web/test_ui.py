@@ -379,6 +379,7 @@ def test_single_child_scopes_open_in_one_click_and_default_comes_first(page: Any
     assert k >= 0.8
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})
+        page.wait_for_timeout(300)      # the level refits after a resize
         shot(page, f"graph-{w}x{h}")
 
 
@@ -391,3 +392,5 @@ def test_every_view_at_both_sizes(page: Any, live_sample: Any) -> None:
             open_view(page, live_sample, "#/" + v)
             page.wait_for_timeout(600)
             shot(page, f"view-{v.split('?')[0]}-{w}x{h}")
+            if v.startswith("code") and w == 1024:   # long source lines scroll sideways, not cut
+                assert page.evaluate("(b => b.scrollWidth > b.clientWidth)(document.querySelector('.src-body'))")

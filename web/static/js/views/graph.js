@@ -166,6 +166,7 @@ export function mount(root) {
   function zoomBy(f, cx, cy) {
     const r = svg.getBoundingClientRect();
     cx = cx ?? r.width / 2; cy = cy ?? r.height / 2;
+    userMoved = true;
     const k2 = Math.min(3, Math.max(0.05, tf.k * f));
     tf.x = cx - (cx - tf.x) * (k2 / tf.k);
     tf.y = cy - (cy - tf.y) * (k2 / tf.k);
@@ -193,7 +194,7 @@ export function mount(root) {
     if (!drag) return;
     const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
     if (!drag.moved && Math.hypot(dx, dy) < 4) return;
-    if (!drag.moved) { drag.moved = true; svg.classList.add('panning'); }
+    if (!drag.moved) { drag.moved = true; userMoved = true; svg.classList.add('panning'); }
     tf.x = drag.tx + dx; tf.y = drag.ty + dy;
     apply();
   });
@@ -202,6 +203,11 @@ export function mount(root) {
     drag = null;
   });
   let suppressClick = false;
+  // A resized window refits the level, unless the user has panned or zoomed since it was drawn.
+  let userMoved = false;
+  svg.addEventListener('wheel', () => { userMoved = true; }, { passive: true });
+  const onResize = debounce(() => { if (!userMoved) fitView(); }, 120);
+  window.addEventListener('resize', onResize);
 
   // -- data --------------------------------------------------------------------------------
   let data = null;           // last scope answer
@@ -252,7 +258,7 @@ export function mount(root) {
       const same = structKey && structKey.split('|')[0] === d.path;
       structKey = key;
       draw();
-      if (!same) fitView(); else apply();
+      if (!same) { userMoved = false; fitView(); } else apply();
     } else {
       draw();
     }
@@ -538,7 +544,7 @@ export function mount(root) {
       }
       inspector.update(changed);
     },
-    destroy() { inspector.destroy(); },
+    destroy() { inspector.destroy(); window.removeEventListener('resize', onResize); },
   };
 }
 

@@ -352,6 +352,64 @@ def api_latencies(client: Any, repeat: int, q: Callable[[str], str] = lambda u: 
     return out
 
 
+def browser_timings(root: str, cache_dir: str, repeat: int = 40,
+                    chromium: str = "/usr/bin/chromium") -> dict[str, Any]:
+    """In headless Chromium against the real `tdbg serve` (waitress, in a subprocess): the first graph
+    view after the server is up, and p95 of scope/node requests as the page's fetch() sees them."""
+    import socket
+
+    from playwright.sync_api import sync_playwright
+
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    env = {**os.environ, "TDBG_CACHE_DIR": cache_dir}
+    proc = subprocess.Popen([sys.executable, "-m", "debugger.cli", "serve", root, "--port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError(f"tdbg serve did not start: {proc.stderr.read().decode()[-500:]}")
+                time.sleep(0.02)
+        t_up = time.perf_counter()
+        url = f"http://127.0.0.1:{port}/"
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            t_browser = time.perf_counter() - t_up
+            page = b.new_page(viewport={"width": 1440, "height": 900})
+            t0 = time.perf_counter()
+            page.goto(url + "#/graph")
+            page.wait_for_selector(".gnode", timeout=60_000)
+            page.wait_for_function("document.querySelector('.graph-overlay').hidden", timeout=60_000)
+            first = (time.perf_counter() - t0) * 1000
+            # the page's own clock: navigation start to the graph drawn
+            nav = page.evaluate("performance.now()")
+            api_ms = page.evaluate("""performance.getEntriesByType('resource').filter(e => e.name.includes('/api/'))
+              .map(e => [e.name.split('/api/')[1].slice(0, 60), Math.round(e.startTime), Math.round(e.duration)])""")
+            search = page.evaluate("fetch('/api/ranks/0/graphs/0/search?q=MatMul').then(r => r.json())")
+            nodes = [x for x in search["items"] if not x["is_backward"]][:repeat]
+            scopes = sorted({x["place"] for x in search["items"]})[:repeat]
+            timing = page.evaluate("""async ([scopes, nodes]) => {
+              const t = async (u) => { const a = performance.now(); const r = await fetch(u); await r.json(); return performance.now() - a; };
+              const s = [], n = [];
+              for (const p of scopes) s.push(await t('/api/ranks/0/graphs/0/scope?path=' + encodeURIComponent(p)));
+              for (const x of nodes) n.push(await t('/api/ranks/0/graphs/0/node?iteration=0&node=' + encodeURIComponent(x.node)));
+              return { s, n };
+            }""", [scopes, nodes])
+            b.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return {"browser_launch_ms": t_browser * 1000, "first_graph_view_ms": first, "page_clock_ms": nav, "api": api_ms,
+            "scope": {"n": len(timing["s"]), "median_ms": statistics.median(timing["s"]), "p95_ms": _pct(timing["s"], 0.95)},
+            "node": {"n": len(timing["n"]), "median_ms": statistics.median(timing["n"]), "p95_ms": _pct(timing["n"], 0.95)}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "tdbg-bench-web"))
@@ -359,7 +417,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dumped-blocks", type=int, default=10, help="blocks whose kernels all have tensor files")
     ap.add_argument("--repeat", type=int, default=25)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--browser", action="store_true",
+                    help="only the Chromium measurement against `tdbg serve` (first graph view, scope/node p95)")
     a = ap.parse_args(argv)
+    if a.browser:
+        info = ensure_dump(a.root, a.blocks, a.dumped_blocks)
+        cache_dir = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
+        try:
+            r = browser_timings(info["root"], cache_dir, a.repeat)
+        finally:
+            shutil.rmtree(cache_dir, ignore_errors=True)
+        print(f"{info['nodes']:,} nodes; Chromium against tdbg serve: first graph view {r['first_graph_view_ms']:.0f} ms "
+              f"after the server is up; scope p95 {r['scope']['p95_ms']:.1f} ms (median {r['scope']['median_ms']:.1f}, "
+              f"n={r['scope']['n']}); node p95 {r['node']['p95_ms']:.1f} ms (median {r['node']['median_ms']:.1f}, n={r['node']['n']})")
+        for name, at, ms in r["api"]:
+            print(f"  /api/{name:60s} at {at:5d} ms, took {ms:4d} ms")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(r, f, indent=2)
+        return 0
 
     from tdbg_web import create_app
 

@@ -148,7 +148,7 @@ def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     for direction in ("forward", "backward", "definition"):
         rows = [[n["rank"], n["graph"], n["op_type"], n["kind"], n["node"]] for n in nodes if n["direction"] == direction]
         if rows:
-            out.write(f"  {direction} ({len(rows)}):\n" + table(rows, indent="    ") + "\n")
+            out.write(f"  {direction} ({len(rows)}):\n" + table(rows, ["rank", "graph", "op", "kind", "node"], indent="    ") + "\n")
     return Exit.OK
 
 
@@ -296,8 +296,9 @@ def _tensor_label(h: Any) -> str:
     return _short(h.node)
 
 
-def _short(node: str, width: int = 60) -> str:
-    return node if len(node) <= width else "..." + node[-(width - 3):]
+def _short(node: str) -> str:
+    # The whole name: a name cut from the left loses the scope that tells MatMul-op0s apart.
+    return node
 
 
 # -- graph --------------------------------------------------------------------------------------
@@ -355,10 +356,14 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from .sourceroots import parse_entries
 
     parse_entries(args.source_root or [])   # a malformed OLD=NEW fails here, as usage
-    app = create_app(path, {"SOURCE_ROOTS": list(args.source_root or []), "ALLOWED_HOSTS": list(args.allow_host or [])})
-    out.write(f"tdbg serving {path} on http://{args.host}:{args.port}/\n")
+    from tdbg_web.server import serve
+
+    app = create_app(path, {"SOURCE_ROOTS": list(args.source_root or []), "ALLOWED_HOSTS": list(args.allow_host or []),
+                            "CACHE_DIR": args.cache_dir, "STATS_CACHE": not args.no_cache})
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    out.write(f"tdbg serving {path} on http://{host}:{args.port}/\n")
     out.flush()
-    app.run(host=args.host, port=args.port, threaded=True)
+    serve(app, args.host, args.port, threads=args.threads, access_log=args.access_log)
     return Exit.OK
 
 
@@ -376,6 +381,11 @@ def _add_source_root(s: argparse.ArgumentParser) -> None:
                    help="where the recorded source files are on this machine (repeatable; also "
                         "$TDBG_SOURCE_ROOTS, os.pathsep-separated): DIR is searched for the longest "
                         "trailing part of a recorded path, OLD=NEW rewrites a recorded prefix")
+
+
+def _add_cache(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--no-cache", action="store_true", help="neither read nor write the statistics cache")
+    s.add_argument("--cache-dir", help="statistics cache folder (default: $TDBG_CACHE_DIR or ~/.cache/tdbg)")
 
 
 # -- parser -------------------------------------------------------------------------------------
@@ -420,8 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scope", help="only nodes under this scope prefix")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
-    s.add_argument("--no-cache", action="store_true", help="neither read nor write the statistics cache")
-    s.add_argument("--cache-dir", help="statistics cache folder (default: $TDBG_CACHE_DIR or ~/.cache/tdbg)")
+    _add_cache(s)
     s.add_argument("--list-conditions", action="store_true", help="list the conditions and exit")
     s.set_defaults(func=cmd_scan)
 
@@ -460,7 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-host", action="append", metavar="NAME",
                    help="also answer requests for this host name (repeatable; default: only the bound "
                         "host, and localhost, 127.0.0.1, [::1] when bound to loopback)")
+    s.add_argument("--threads", type=int, default=8, help="request threads (default 8)")
+    s.add_argument("--access-log", action="store_true", help="log every request on stderr (default: quiet)")
     _add_source_root(s)
+    _add_cache(s)
     s.set_defaults(func=cmd_serve)
     return p
 

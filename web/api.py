@@ -105,8 +105,18 @@ def _body() -> dict[str, Any]:
 def dumps() -> dict[str, Any]:
     """The dumps found at the app's path."""
     ws = _ws()
-    items = [{"id": k, "path": v, "ranks": ws.dump(k).rank_ids} for k, v in ws.ids.items()]
+    items = []
+    for k, v in ws.ids.items():
+        t = ws.peek_triage(k)     # health only when known: the chooser asks /triage for the others
+        items.append({"id": k, "path": v, "ranks": ws.dump(k).rank_ids, "health": t["health"] if t else None})
     return _page(items, path=ws.path)
+
+
+@bp.get("/triage")
+def triage() -> dict[str, Any]:
+    """What is wrong with the dump: ``{"state": "running", "progress"}`` while the background job
+    works (poll again), then ``{"state": "done", "result"}`` (:func:`debugger.triage.triage`)."""
+    return _ws().triage(_dump_id())
 
 
 @bp.get("/info")
@@ -148,7 +158,7 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
         w = _ws().watch(dump_id)
         if len(w):
             w.check(rank, [it])
-            marks["hit"] = {h["node"] for h in w.hits(rank, it) if h["graph"] == graph_id}
+            marks["hit"] = query.hit_nodes(g, [h for h in w.hits(rank, it) if h["graph"] == graph_id])
     line = request.args.get("line")
     if line:
         marks.update(query.marks_for_line(_ws().dump(dump_id), r, graph_id, line, _ws().sources.statement_lines))

@@ -2,23 +2,27 @@
 caches, and per dump the watchpoints the user set and the iterations already checked."""
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from typing import Any, Callable, Iterable
 
 from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump
+from debugger import triage as _triage
 from debugger import watch as _watch
 from debugger.errors import QueryError
 from debugger.sourceroots import SourceRoots
 from debugger.stats import Stats
 from debugger.errors import InvalidQueryError
+from debugger import watchstore
 from debugger.watch.results import hit_order
-
 
 class WatchSet:
     """The watchpoints of one dump and the hits found so far, per (rank, iteration) checked."""
 
-    def __init__(self, dump: Dump, cache: StatsCache | None, lock: threading.RLock) -> None:
+    def __init__(self, dump: Dump, cache: StatsCache | None, lock: threading.RLock,
+                 store: str | None = None) -> None:
         self.dump = dump
         self.cache = cache
         self._lock = lock
@@ -26,6 +30,39 @@ class WatchSet:
         self._next = 1
         self._hits: dict[tuple[int, int], list[dict[str, Any]]] = {}
         self._errors: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        self.store = store
+        self._fingerprint: str | None = None
+        self._load()
+
+    # -- persistence ------------------------------------------------------------------------------
+    def _fp(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = self.dump.fingerprint()
+        return self._fingerprint
+
+    def _load(self) -> None:
+        """Read the stored watchpoints; their hits only when the dump's files are unchanged."""
+        data = watchstore.load(self.store) if self.store else None
+        if data is None:
+            return
+        try:
+            items = {int(w["id"]): _watch.Watchpoint.from_dict(w["spec"]) for w in data["watchpoints"]}
+            checked = [(int(r), int(it), list(hs), list(es)) for r, it, hs, es in data.get("checked", [])]
+        except (ValueError, KeyError, TypeError):
+            return      # an unusable store is as good as none: the user's next change rewrites it
+        self._items = items
+        self._next = max([int(data.get("next", 1)), *[i + 1 for i in items]])
+        if data.get("fingerprint") == self._fp():
+            for r, it, hs, es in checked:
+                self._hits[(r, it)] = hs
+                self._errors[(r, it)] = es
+
+    def _save(self) -> None:
+        if self.store:   # a read-only cache folder: the watchpoints live as long as the server
+            watchstore.save(self.store, {
+                "dump": self.dump.root, "fingerprint": self._fp(), "next": self._next,
+                "watchpoints": [{"id": i, "spec": w.to_dict()} for i, w in self._items.items()],
+                "checked": [[r, it, hs, self._errors.get((r, it), [])] for (r, it), hs in sorted(self._hits.items())]})
 
     # -- watchpoints ------------------------------------------------------------------------------
     def add(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
@@ -41,12 +78,19 @@ class WatchSet:
             raise InvalidQueryError(str(exc)) from None
         out = []
         with self._lock:
+            have = {json.dumps(w.to_dict(), sort_keys=True) for w in self._items.values()}
             for wp in wps:
+                key = json.dumps(wp.to_dict(), sort_keys=True)
+                if key in have:     # a preset added twice does not double its watchpoints
+                    continue
+                have.add(key)
                 wid = self._next
                 self._next += 1
                 self._items[wid] = wp
                 out.append(self._describe(wid, wp))
-            self._reset()
+            if out:
+                self._reset()
+                self._save()
         return out
 
     def remove(self, wid: int) -> None:
@@ -56,12 +100,14 @@ class WatchSet:
                 raise QueryError(None, f"no watchpoint {wid}")
             del self._items[wid]
             self._reset()
+            self._save()
 
     def clear(self) -> None:
         """Delete every watchpoint."""
         with self._lock:
             self._items.clear()
             self._reset()
+            self._save()
 
     def _reset(self) -> None:
         self._hits.clear()
@@ -107,6 +153,7 @@ class WatchSet:
                 self._hits.setdefault((h.rank, h.iteration), []).append(h.to_dict() | {"watchpoint_id": wid})
             for e in res.errors:
                 self._errors.setdefault((e.rank, e.iteration), []).append(e.to_dict())
+            self._save()
             return todo
 
     def checked(self, rank: int | None = None) -> list[int]:
@@ -160,6 +207,7 @@ class Workspace:
         self._caches: dict[str, StatsCache | None] = {}
         self._watch: dict[str, WatchSet] = {}
         self._compared: dict[tuple[str, int], Any] = {}
+        self._triage: dict[str, dict[str, Any]] = {}
         self._locks: dict[str, threading.RLock] = {r: threading.RLock() for r in self.ids}
         self._lock = threading.Lock()
 
@@ -199,8 +247,64 @@ class Workspace:
         with self._lock:
             w = self._watch.get(key)
             if w is None:
-                w = self._watch[key] = WatchSet(d, c, self._locks[key])
+                store = watchstore.store_path(self.ids[key], self.cache_dir) if self.use_cache else None
+                w = self._watch[key] = WatchSet(d, c, self._locks[key], store)
             return w
+
+    def warm(self, dump_id: str | None = None) -> None:
+        """Open a dump now: every rank's graphs, tensor index and root scope level (what the first
+        graph view asks for), so that the first page does not wait for them."""
+        from debugger import query
+
+        d = self.dump(dump_id)
+        for r in d.ranks:
+            r.index  # noqa: B018 - building the index reads every graph too
+            for gid in r.graph_ids:
+                g = r.graphs.get(gid)
+                if g is not None:
+                    query.scope_view(g, "")
+
+    def peek_triage(self, dump_id: str | None) -> dict[str, Any] | None:
+        """The triage of a dump if this server already knows it (no file is touched)."""
+        with self._lock:
+            job = self._triage.get(self.resolve(dump_id))
+            return job["result"] if job and job["state"] == "done" else None
+
+    def triage(self, dump_id: str | None, start: bool = True) -> dict[str, Any]:
+        """The triage of a dump: ``{"state": "done", "result"}`` when known (from the cache when warm),
+        else ``{"state": "running", "progress"}`` while a background thread computes it."""
+        key = self.resolve(dump_id)
+        with self._lock:
+            job = self._triage.get(key)
+            if job is not None and (job["state"] != "error" or not start):
+                return dict(job)
+        d, cache = self.dump(key), self.cache(key)
+        stored = _triage.cached(d, cache)
+        with self._lock:
+            if stored is not None:
+                self._triage[key] = {"state": "done", "result": stored}
+            elif not start:
+                return {"state": "idle"}
+            elif key not in self._triage or self._triage[key]["state"] == "error":
+                self._triage[key] = {"state": "running", "progress": {"stage": "start", "done": 0, "total": 1},
+                                     "started": time.time()}
+                threading.Thread(target=self._run_triage, args=(key,), daemon=True, name=f"triage-{key}").start()
+            return dict(self._triage[key])
+
+    def _run_triage(self, key: str) -> None:
+        def say(stage: str, done: int, total: int) -> None:
+            with self._lock:
+                self._triage[key]["progress"] = {"stage": stage, "done": done, "total": total}
+        try:
+            d, cache = self.dump(key), self.cache(key)
+            # The dump's lock: the statistics cache is one file, written by one thread at a time.
+            with self.lock(key):
+                res = _triage.triage(d, cache, say)
+            with self._lock:
+                self._triage[key] = {"state": "done", "result": res}
+        except Exception as exc:   # shown on the page; the next request tries again
+            with self._lock:
+                self._triage[key] = {"state": "error", "error": str(exc) or type(exc).__name__}
 
     def compared(self, dump_id: str | None, base: int, fn: Callable[[Dump, Any], Any]) -> Any:
         """``fn(dump, cache)`` once per (dump, base rank): the comparison of the dump's ranks."""

@@ -176,6 +176,60 @@ def _sources(tree: ScopeTree, v: str, framework: bool) -> list[str]:
     return out
 
 
+def _chain(tree: ScopeTree, s: _Scope, framework: bool) -> tuple[str, str | None]:
+    """(scope to open, node to select) for a click on ``s``: a chain of scopes that each hold a
+    single child opens in one click, down to the scope with a choice (or to its only node)."""
+    while True:
+        subs = [x for x in s.scopes.values() if framework or x.visible]
+        direct = [n for n in s.nodes if framework or not tree.hidden(n)]
+        if len(subs) == 1 and not direct:
+            s = subs[0]
+            continue
+        return s.path, (direct[0] if len(direct) == 1 and not subs else None)
+
+
+_ROLL_UP_KINDS = frozenset({"weight", "gradient", "optimizer_state"})
+
+
+def weight_users(graph: Graph, param: str) -> list[str]:
+    """The forward nodes that read the weight ``param`` (through routing ops): the layer using it,
+    not its gradient or its optimizer update."""
+    if param not in graph.nx:
+        return []
+    out, seen, todo = [], {param}, list(graph.nx.successors(param))
+    attrs = graph.nx.nodes
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        a = attrs[n]
+        if a.get("is_routing"):
+            todo.extend(graph.nx.successors(n))
+            continue
+        if graph.node(n).is_backward or param not in graph.value_inputs(n):
+            continue
+        # the optimizer's kernel reads the weight together with its gradient or state
+        if any(attrs[u].get("kind") in ("gradient", "optimizer_state") for u in graph.value_inputs(n) if u in attrs):
+            continue
+        out.append(n)
+    return sorted(out)
+
+
+def hit_nodes(graph: Graph, hits: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The nodes a set of hits marks: each hit's node and, for a hit on a weight, its gradient or
+    its optimizer state, the nodes of the layer that uses the weight (so its scope carries the badge)."""
+    out: set[str] = set()
+    params: set[str] = set()
+    for h in hits:
+        out.add(h["node"])
+        if h.get("kind") in _ROLL_UP_KINDS and h.get("param"):
+            params.add(h["param"])
+    for p in params:
+        out.update(weight_users(graph, p))
+    return out
+
+
 def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[str, Any]:
     """Children and aggregated edges of a scope or a folded group (cached per tree)."""
     key = (path, fold, framework)
@@ -198,10 +252,11 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
         for s in sc.scopes.values():
             if not framework and s.visible == 0:
                 continue
+            opens, select = _chain(tree, s, framework)
             children.append({"type": "scope", "id": s.path, "name": s.name, "path": s.path,
                              "count": s.count if framework else s.visible,
                              "kinds": dict(s.kinds if framework else s.vkinds),
-                             "first": s.first})
+                             "first": s.first, "open": opens, "select": select})
     direct = [n for n in sc.nodes if (framework or not tree.hidden(n))
               and (group_op is None or attrs[n].get("op_type") == group_op)]
     if group_op is not None and not direct:

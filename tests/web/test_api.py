@@ -563,3 +563,47 @@ def test_a_tensor_replaced_while_serving_is_read_anew(make_app: Any, mlp_dump: s
     assert after["count"] == before["count"] + 5 and after["max"] == 7.0
     hist = ok(c.get(f"/api/ranks/0/graphs/0/tensor/history?node={node}&iteration=1"))
     assert [i["stats"]["count"] for i in hist["items"] if i["iteration"] == 1] == [after["count"]]
+
+
+# -- issue 10: triage, persistence, idempotent presets, roll-up -------------------------------------
+def test_triage_runs_in_the_background_then_answers_from_the_cache(make_app: Any, sample_root: str) -> None:
+    import time as _t
+
+    c = make_app(sample_root).test_client()
+    r = c.get("/api/triage?dump=single").get_json()
+    assert r["state"] in ("running", "done")
+    deadline = _t.time() + 60
+    while r["state"] == "running" and _t.time() < deadline:
+        _t.sleep(0.1)
+        r = c.get("/api/triage?dump=single").get_json()
+    t = r["result"]
+    names = [f["watchpoint"]["name"] for f in t["findings"]]
+    assert {"weight_not_changed", "activation_saturated_layer"} <= set(names)
+    frozen = t["findings"][names.index("weight_not_changed")]["first"]
+    assert frozen["param"].startswith("fc2.") and frozen["source"].endswith("make_sample.py:201")
+    assert t["loss"][0]["rank"] == 0 and len(t["loss"][0]["points"]) == 8 and t["agreement"] is None
+    assert t["health"]["status"] == "problems"
+    # a new server on the same cache: done at once, and the chooser knows the health
+    c2 = make_app(sample_root).test_client()
+    assert c2.get("/api/triage?dump=single").get_json()["state"] == "done"
+    health = {d["id"]: d["health"] for d in c2.get("/api/dumps").get_json()["items"]}
+    assert health["single"]["problems"] == len(names)
+
+
+def test_watchpoints_persist_per_dump_and_a_preset_twice_adds_nothing(make_app: Any, sample_root: str) -> None:
+    c = make_app(sample_root).test_client()
+    first = c.post("/api/watchpoints?dump=single", json={"preset": "recommended"}).get_json()
+    again = c.post("/api/watchpoints?dump=single", json={"preset": "recommended"}).get_json()
+    assert len(first["created"]) == 7 and again["created"] == [] and len(again["watchpoints"]) == 7
+    hits = c.get("/api/hits?dump=single&rank=0&iteration=2").get_json()
+    assert hits["total"] == len({(h["watchpoint"], h["node"], h["io"], h["slot"]) for h in hits["items"]})
+    c2 = make_app(sample_root).test_client()          # a restarted server, same cache folder
+    assert [w["text"] for w in c2.get("/api/watchpoints?dump=single").get_json()["items"]] == \
+        [w["text"] for w in first["watchpoints"]]
+    assert c2.get("/api/watchpoints?dump=dp2").get_json()["total"] == 0       # per dump
+    assert c2.get("/api/hits?dump=single&rank=0&iteration=2").get_json()["items"] == hits["items"]
+    # hits on fc2's weight and bias mark the layer that uses them
+    scope = c2.get("/api/ranks/0/graphs/0/scope?dump=single&iteration=2"
+                   "&path=Default/network-WithLossCell/_backbone-Net").get_json()
+    marks = {x["name"]: x["marks"] for x in scope["children"]["items"]}
+    assert marks["fc2-Dense"].get("hit")

@@ -158,7 +158,7 @@ def raw(port: int, method: str, path: str, headers: dict[str, str], body: bytes 
 
 
 def test_dns_rebinding_is_refused_on_a_real_socket(live: LiveServer) -> None:
-    port = live.server.server_port
+    port = live.port
     for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}", f"localhost.evil.example:{port}",
                  f"127.0.0.1.nip.io:{port}", "", f"{port}", "[::1", f"user@127.0.0.1:{port}"):
         for path in ("/", "/api/dumps", "/static/js/main.js"):
@@ -206,7 +206,7 @@ def test_foreign_origins_cannot_change_state(hclient: Any) -> None:
     error_of(hclient.delete("/api/watchpoints", headers={"Origin": "http://evil.example"}), 403)
     error_of(hclient.delete("/api/watchpoints/1", headers={"Origin": "http://evil.example"}), 403)
     error_of(hclient.post("/api/replay/next_hit", data="{}", headers={**JSON, "Origin": "http://evil.example"}), 403)
-    assert hclient.get("/api/watchpoints").get_json()["total"] == 2
+    assert hclient.get("/api/watchpoints").get_json()["total"] == 1   # the same watchpoint added twice is kept once
 
 
 def test_form_posts_are_refused(hclient: Any) -> None:
@@ -260,7 +260,7 @@ def test_a_500_mb_body_is_413_without_being_read(hclient: Any) -> None:
 
 
 def test_oversized_and_chunked_bodies_on_a_real_socket(live: LiveServer) -> None:
-    port = live.server.server_port
+    port = live.port
     host = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json"}
     conn = socket.create_connection(("127.0.0.1", port), timeout=10)
     try:   # the headers announce 500 MB; the server answers before any of it is sent
@@ -438,3 +438,38 @@ def test_the_page_works_under_its_csp(browser: Any, live_sample: Any) -> None:
     finally:
         ctx.close()
     assert not errors, errors
+
+
+def test_tdbg_serve_runs_waitress_quietly_and_refuses_foreign_hosts(tmp_path: Any) -> None:
+    """The real `tdbg serve` process: a production server, no development-server warning, the host check."""
+    import subprocess
+    import sys
+    import time
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        port = so.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "debugger.cli", "serve", os.path.join(root, "dumps_sample"),
+                             "--port", str(port), "--cache-dir", str(tmp_path / "c")], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.time() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.05)
+        status, _ = raw(port, "GET", "/api/dumps", {"Host": f"127.0.0.1:{port}"})
+        assert status == 200
+        for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}"):
+            status, body = raw(port, "GET", "/api/dumps", {"Host": host})
+            assert status == 400 and json.loads(body)["status"] == 400, host
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=10)
+    assert b"development server" not in err and b"WARNING" not in err, err
+    assert err.strip() == b""        # quiet: no access log without --access-log
+    assert b"tdbg serving" in out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Any
 
 import pytest
@@ -231,3 +232,165 @@ def test_export_downloads_the_scope_level(page: Any, live_sample: Any) -> None:
             page.locator(".export-btn").click()
         assert dl.value.suggested_filename == "rank0_graph0_optimizer-Momentum.svg"
         assert "<svg" in open(dl.value.path(), encoding="utf-8").read()
+
+
+# -- triage, chooser, persistence, roll-up, replay (issue 10) ---------------------------------------------
+BACKBONE = "Default/network-WithLossCell/_backbone-Net"
+SIZES = ((1440, 900), (1024, 768))
+
+
+def _serve(path: str, cache: str) -> Any:
+    from liveserver import LiveServer
+    from tdbg_web import create_app
+
+    return LiveServer(create_app(path, {"CACHE_DIR": cache}))
+
+
+def _timed_triage(page: Any, url: str) -> float:
+    """Seconds from navigation to the triage page showing its findings."""
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
+    return time.perf_counter() - t0
+
+
+def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> None:
+    from conftest import SAMPLE
+
+    cache = str(tmp_path / "cache")
+    srv = _serve(SAMPLE, cache)
+    try:
+        cold = _timed_triage(page, srv.url + "#/triage?dump=single")
+    finally:
+        srv.stop()
+    srv = _serve(SAMPLE, cache)     # a new server on the same cache: the stored triage
+    try:
+        warm = _timed_triage(page, srv.url + "#/?dump=single")
+        assert page.locator("#tabs a.active").inner_text() == "Triage"
+        found = page.eval_on_selector_all(".finding", "els => els.map(e => e.dataset.watchpoint)")
+        # both planted problems: the frozen fc2 layer and the saturated sigmoid
+        assert {"weight_not_changed", "activation_saturation"} <= set(found)
+        frozen = page.locator(".finding[data-watchpoint='weight_not_changed']").inner_text()
+        assert "fc2" in frozen and "make_sample.py:201" in frozen and "not updated" in frozen
+        assert "make_sample.py:200" in page.locator(".finding[data-watchpoint='activation_saturation']").inner_text()
+        assert page.locator(".loss-card svg.chart path").count() >= 1
+        assert "One rank" in page.locator(".agreement-card").inner_text()
+        assert "None" in page.locator(".warnings-card").inner_text()
+        for w, h in SIZES:
+            page.set_viewport_size({"width": w, "height": h})
+            shot(page, f"triage-{w}x{h}")
+        # the first occurrence opens its node in the graph
+        page.locator(".finding[data-watchpoint='weight_not_changed'] .f-node").click()
+        page.wait_for_function("location.hash.startsWith('#/graph') && location.hash.includes('node=fc2.bias')")
+        # a multi-rank dump: the ranks' agreement and one loss line per rank
+        page.goto(srv.url + "#/triage?dump=dp2")
+        page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
+        assert "agree" in page.locator(".agreement-card").inner_text()
+        assert page.locator(".loss-card .legend span").count() == 2
+        shot(page, "triage-dp2")
+    finally:
+        srv.stop()
+    print(f"\ntriage of dumps_sample/single in Chromium: cold {cold * 1000:.0f} ms, warm {warm * 1000:.0f} ms")
+    assert warm < 10
+
+
+def test_several_dumps_open_on_a_chooser_with_their_health(page: Any, live_sample: Any) -> None:
+    page.goto(live_sample.url)
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.evaluate("location.hash").startswith("#/dumps")
+    assert page.locator(".dump-item").count() == 2
+    page.wait_for_function("[...document.querySelectorAll('.dump-item .dump-health')].every(e => !e.textContent.includes('checking'))",
+                           timeout=60_000)
+    assert "problem" in page.locator(".dump-item[data-dump='single']").inner_text()
+    for w, h in SIZES:
+        page.set_viewport_size({"width": w, "height": h})
+        shot(page, f"chooser-{w}x{h}")
+    page.locator(".dump-item[data-dump='single']").click()
+    page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
+
+
+def test_watchpoints_survive_a_restart_and_a_preset_added_twice_is_not_doubled(page: Any, tmp_path: Any) -> None:
+    from conftest import SAMPLE
+
+    cache = str(tmp_path / "cache")
+    srv = _serve(SAMPLE, cache)
+    try:
+        open_view(page, srv, "#/watch?dump=single&it=2")
+        for _ in range(2):
+            page.locator("[data-preset='recommended']").click()
+            page.wait_for_selector(".wp-list li")
+            page.wait_for_timeout(300)
+            page.wait_for_function("/^\\d+ hits? in iteration 2/.test((document.querySelector('.hits-summary') || {}).textContent || '')")
+        assert page.locator(".wp-list li").count() == 7
+        before = page.locator(".hits-summary").inner_text()
+        badge = page.locator("#hit-badge").inner_text()
+        assert before.startswith(f"{badge} hit")        # the tab's badge counts what the panel lists
+        assert page.locator(".hit-group[open]").count() == page.locator(".hit-group").count()
+    finally:
+        srv.stop()
+    srv = _serve(SAMPLE, cache)
+    try:
+        open_view(page, srv, "#/watch?dump=single&it=2")
+        page.wait_for_selector(".wp-list li")
+        assert page.locator(".wp-list li").count() == 7
+        page.wait_for_function("/^\\d+ hits? in iteration 2/.test((document.querySelector('.hits-summary') || {}).textContent || '')")
+        assert page.locator(".hits-summary").inner_text() == before
+        for w, h in SIZES:
+            page.set_viewport_size({"width": w, "height": h})
+            shot(page, f"watch-{w}x{h}")
+        # hits roll up: the frozen fc2 layer's scope carries the badge
+        open_view(page, srv, f"#/graph?dump=single&it=2&scope={BACKBONE}")
+        wait_graph(page)
+        page.wait_for_selector(f".gnode.has-hit[data-id='{BACKBONE}/fc2-Dense']")
+        for w, h in SIZES:
+            page.set_viewport_size({"width": w, "height": h})
+            shot(page, f"graph-rollup-{w}x{h}")
+        # run to next hit: from iteration 0 (which has hits) to the next iteration with a hit
+        open_view(page, srv, "#/graph?dump=single&it=0")
+        wait_graph(page)
+        page.click("#run-next-hit")
+        page.wait_for_function("document.getElementById('it-value').textContent === '1'")
+        page.wait_for_selector(".toast")
+        assert page.locator("#run-next-hit svg").count() == 1          # the icon survives
+        page.wait_for_function("!document.getElementById('run-next-hit').disabled")
+        page.click("#run-next-hit")
+        page.wait_for_function("document.getElementById('it-value').textContent === '2'")
+        assert page.locator("#run-next-hit svg").count() == 1
+        page.locator("#it-slider").fill("5")
+        page.wait_for_function("document.getElementById('it-value').textContent === '5'")
+        page.wait_for_function("!document.querySelector('.toast')")   # its message goes with the move
+    finally:
+        srv.stop()
+
+
+def test_single_child_scopes_open_in_one_click_and_default_comes_first(page: Any, live_sample: Any) -> None:
+    open_view(page, live_sample, "#/graph?dump=single&it=2")
+    wait_graph(page)
+    ys = page.eval_on_selector_all(".gnode[data-type='scope']", "els => Object.fromEntries(els.map(e => [e.dataset.id, e.getBoundingClientRect().top]))")
+    assert ys["Default"] < ys["Gradients"]
+    page.locator(".gnode[data-id='Gradients']").click()      # Gradients holds Default holds network: one click
+    page.wait_for_function("location.hash.includes('scope=Gradients/Default/network-WithLossCell')")
+    open_view(page, live_sample, f"#/graph?dump=single&it=2&scope={BACKBONE}")
+    wait_graph(page)
+    page.locator(f".gnode[data-id='{BACKBONE}/sigmoid-Sigmoid']").click()   # a scope of one node: the node
+    page.wait_for_function("document.querySelector('.insp-name') && document.querySelector('.insp-name').textContent === 'Sigmoid-op0'")
+    assert "scope=" + BACKBONE + "/sigmoid-Sigmoid" in page.evaluate("location.hash")
+    k = page.evaluate("document.querySelector('.viewport').transform.baseVal[1].matrix.a")   # scale
+    assert k >= 0.8
+    for w, h in SIZES:
+        page.set_viewport_size({"width": w, "height": h})
+        page.wait_for_timeout(300)      # the level refits after a resize
+        shot(page, f"graph-{w}x{h}")
+
+
+def test_every_view_at_both_sizes(page: Any, live_sample: Any) -> None:
+    views = ["overview?dump=single", f"code?dump=single&it=2&line=make_sample.py:200",
+             "tensor?dump=single&it=3&node=conv1.weight", "ranks?dump=dp2", "watch?dump=dp2&it=0"]
+    for w, h in SIZES:
+        page.set_viewport_size({"width": w, "height": h})
+        for v in views:
+            open_view(page, live_sample, "#/" + v)
+            page.wait_for_timeout(600)
+            shot(page, f"view-{v.split('?')[0]}-{w}x{h}")
+            if v.startswith("code") and w == 1024:   # long source lines scroll sideways, not cut
+                assert page.evaluate("(b => b.scrollWidth > b.clientWidth)(document.querySelector('.src-body'))")

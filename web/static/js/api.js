@@ -89,6 +89,7 @@ const T = (rank, graph) => `/ranks/${rank}/graphs/${graph}`;
 export const api = {
   dumps: () => get('/dumps', {}),
   info: (dump) => get('/info', { dump }, { reuse: false }),
+  triage: (dump) => get('/triage', { dump }, { reuse: false }),
   ranks: (dump) => get('/ranks', { dump }),
   graphs: (dump, rank) => get(`/ranks/${rank}/graphs`, { dump }),
   scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end }) =>

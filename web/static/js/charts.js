@@ -137,12 +137,14 @@ export function heatmap(values, { min, max, maxWidth = 900, maxHeight = 520, onH
   const g = canvas.getContext('2d');
   const lo = min ?? 0, hi = max ?? 1;
   const diverging = lo < 0 && hi > 0;
+  const flat = !(hi > lo);     // one value everywhere (an all-zero difference): neutral, not a colour
   const m = Math.max(Math.abs(lo), Math.abs(hi)) || 1;
   for (let i = 0; i < R; i++) {
     for (let j = 0; j < C; j++) {
       const v = rows[i][j];
       let rgb;
       if (typeof v === 'string') rgb = v === 'NaN' ? [255, 0, 200] : [0, 0, 0];
+      else if (flat) rgb = DIV[2];
       else if (diverging) rgb = ramp(DIV, (v / m + 1) / 2);
       else rgb = ramp(SEQ, hi > lo ? (v - lo) / (hi - lo) : 0.5);
       g.fillStyle = `rgb(${rgb[0]},${rgb[1]},${rgb[2]})`;

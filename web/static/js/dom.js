@@ -99,6 +99,7 @@ export function toast(message, type = '') {
   const el = h('div', { class: `toast ${type}` }, message);
   box.append(el);
   setTimeout(() => el.remove(), type === 'error' ? 7000 : 3500);
+  return el;
 }
 
 export function errorBox(e) {

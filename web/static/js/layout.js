@@ -31,6 +31,9 @@ export function layout(nodes, edges, opts = {}) {
   // 1. Break cycles: edges closing a DFS cycle are reversed.
   const outs = Array.from({ length: N }, () => []);
   for (const e of E) outs[e.a].push(e);
+  // Earlier children (execution order) first: the edge that closes a cycle is the one pointing
+  // back in time (Gradients -> Default's optimizer), so Default is drawn before Gradients.
+  for (const o of outs) o.sort((x, y) => x.b - y.b);
   const mark = new Uint8Array(N);
   for (let r = 0; r < N; r++) {
     if (mark[r]) continue;

@@ -2,14 +2,16 @@
 import { api, onBusy, invalidate } from './api.js';
 import { state, set, start, subscribe, ctx, touch } from './state.js';
 import { put, h, clear, toast, errorBox } from './dom.js';
+import { tensorLabel } from './inspector.js';
 import * as overview from './views/overview.js';
+import * as triage from './views/triage.js';
 import * as graph from './views/graph.js';
 import * as code from './views/code.js';
 import * as tensor from './views/tensor.js';
 import * as watch from './views/watch.js';
 import * as ranks from './views/ranks.js';
 
-const VIEWS = { overview, graph, code, tensor, watch, ranks };
+const VIEWS = { triage, dumps: { mount: triage.mountChooser }, overview, graph, code, tensor, watch, ranks };
 const $ = (id) => document.getElementById(id);
 const main = $('main');
 let current = null;          // {name, handle}
@@ -19,9 +21,10 @@ function mountView() {
   if (current && current.handle && current.handle.destroy) current.handle.destroy();
   clear(main);
   main.className = `main view-${state.view}`;
-  const mod = VIEWS[state.view] || overview;
+  const mod = VIEWS[state.view] || triage;
   current = { name: state.view, handle: mod.mount(main, { onWatchChange: watchChanged }) };
   for (const a of document.querySelectorAll('#tabs a')) a.classList.toggle('active', a.dataset.view === state.view);
+  document.body.dataset.view = state.view;
 }
 
 // -- dump, rank, graph --------------------------------------------------------------------
@@ -95,7 +98,7 @@ async function refreshHitBadge() {
     ctx.hitCount = r.total;
     badge.hidden = !r.total;
     badge.textContent = r.total;
-    badge.title = `${r.total} hit(s) in iteration ${state.iteration}`;
+    badge.title = `${r.total} hit${r.total === 1 ? '' : 's'} in iteration ${state.iteration} of rank ${state.rank} (the Watchpoints tab lists them)`;
   } catch { badge.hidden = true; }
 }
 
@@ -106,26 +109,34 @@ async function watchChanged() {
   touch('watch');
 }
 
+let replayToast = null;     // the last "Stopped at ..." message: it goes when the iteration moves
+let replayAt = null;        // the iteration the replay stopped at
+function dropReplayToast() { if (replayToast) { replayToast.remove(); replayToast = null; } }
+
+// Run to next hit: the first iteration after the current one with a hit (the current one's hits
+// are already on screen), checked one iteration at a time on the server.
 async function runToNextHit() {
   const btn = $('run-next-hit');
+  const label = btn.querySelector('.btn-label');
   btn.disabled = true;
-  const old = btn.textContent;
-  btn.textContent = 'Checking…';
+  label.textContent = 'Checking…';     // only the label: the icon stays
+  dropReplayToast();
   try {
     const r = await api.nextHit(state.dump, state.rank, state.iteration ?? -1);
     if (r.iteration === null) {
-      toast(`No hit after iteration ${state.iteration} (${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked).`);
+      replayToast = toast(`No hit after iteration ${state.iteration} (${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked).`);
     } else {
       const first = r.hits.items[0];
-      toast(`Stopped at iteration ${r.iteration}: ${r.hits.total} hit${r.hits.total === 1 ? '' : 's'}, first ${first.watchpoint} on ${first.node.split('/').pop()}`);
       const patch = { iteration: r.iteration };
-      if (state.view === 'graph' || state.view === 'overview') Object.assign(patch, { view: 'graph', node: first.node, graph: first.graph, io: first.io, slot: first.slot });
+      if (state.view === 'graph' || state.view === 'overview' || state.view === 'triage') Object.assign(patch, { view: 'graph', node: first.node, graph: first.graph, io: first.io, slot: first.slot });
+      replayAt = r.iteration;
       set(patch);
+      replayToast = toast(`Stopped at iteration ${r.iteration}: ${r.hits.total} hit${r.hits.total === 1 ? '' : 's'}, first ${first.watchpoint} on ${tensorLabel(first)}`);
     }
   } catch (e) {
     toast(e.message, 'error');
   } finally {
-    btn.textContent = old;
+    label.textContent = 'Run to next hit';
     btn.disabled = !ctx.watchCount;
   }
 }
@@ -170,6 +181,7 @@ subscribe(async (changed) => {
       syncIterations();
     }
     if (changed.has('iteration')) {
+      if (state.iteration !== replayAt) dropReplayToast();
       if (ctx.iterations.length && !ctx.iterations.includes(state.iteration)) syncIterations();
       else renderIteration();
     }
@@ -188,7 +200,11 @@ async function boot() {
     const sel = $('dump-select');
     put(sel, ...d.items.map((x) => h('option', { value: x.id }, x.id)));
     $('dump-picker').hidden = d.items.length < 2;
-    if (!state.dump || !d.items.some((x) => x.id === state.dump)) state.dump = d.items[0].id;
+    if (!state.dump || !d.items.some((x) => x.id === state.dump)) {
+      // Several dumps and none named: the landing page is the chooser, with their health.
+      if (d.items.length > 1 && state.view === 'triage') state.view = 'dumps';
+      state.dump = d.items[0].id;
+    }
     sel.value = state.dump;
     await loadDump();
     await loadRank();

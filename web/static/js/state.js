@@ -16,9 +16,9 @@ const KEYS = {
   slice: ['slice', null, 'str'],
   framework: ['fw', false, 'bool'],
 };
-const VIEWS = ['overview', 'graph', 'code', 'tensor', 'watch', 'ranks'];
+const VIEWS = ['triage', 'dumps', 'overview', 'graph', 'code', 'tensor', 'watch', 'ranks'];
 
-export const state = { view: 'overview' };
+export const state = { view: 'triage' };
 for (const [k, [, d]] of Object.entries(KEYS)) state[k] = d;
 
 const listeners = new Set();
@@ -29,7 +29,7 @@ export function subscribe(fn) { listeners.add(fn); return () => listeners.delete
 function parse(hash) {
   const out = {};
   const [path, query = ''] = hash.replace(/^#\/?/, '').split('?');
-  out.view = VIEWS.includes(path) ? path : 'overview';
+  out.view = VIEWS.includes(path) ? path : 'triage';
   const q = new URLSearchParams(query);
   for (const [k, [p, d, type]] of Object.entries(KEYS)) {
     if (!q.has(p)) { out[k] = d; continue; }

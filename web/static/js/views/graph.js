@@ -146,7 +146,8 @@ export function mount(root) {
   let lay = null;
   const apply = () => viewport.setAttribute('transform', `translate(${tf.x},${tf.y}) scale(${tf.k})`);
   // Fit the page of children; a layout too tall or too wide to read when fitted keeps a readable
-  // scale (0.55) and starts at its top (the first nodes in execution order), to be panned.
+  // scale (0.8: 12 px labels stay about 10 px) and starts at its top (the first nodes in execution
+  // order), to be panned.
   function fitView() {
     if (!lay) return;
     const r = svg.getBoundingClientRect();
@@ -155,7 +156,9 @@ export function mount(root) {
     const top = 44, bottom = legendH + 24;
     const H = Math.max(r.height - top - bottom, 120);
     const k = Math.min(1.25, (W - 80) / Math.max(lay.width, 1), H / Math.max(lay.height, 1));
-    tf.k = Math.max(0.55, k);
+    tf.k = Math.max(0.8, k);
+    // A level too big to fit at a readable scale: the legend folds away so it covers no node.
+    if (lay.height * tf.k > H && !legendBox.classList.contains('collapsed')) { legendBox.classList.add('collapsed'); fitView(); return; }
     tf.x = lay.width * tf.k <= W - 40 ? (W - lay.width * tf.k) / 2 : 40;
     tf.y = top + Math.max(0, (H - lay.height * tf.k) / 2);
     apply();
@@ -163,6 +166,7 @@ export function mount(root) {
   function zoomBy(f, cx, cy) {
     const r = svg.getBoundingClientRect();
     cx = cx ?? r.width / 2; cy = cy ?? r.height / 2;
+    userMoved = true;
     const k2 = Math.min(3, Math.max(0.05, tf.k * f));
     tf.x = cx - (cx - tf.x) * (k2 / tf.k);
     tf.y = cy - (cy - tf.y) * (k2 / tf.k);
@@ -190,7 +194,7 @@ export function mount(root) {
     if (!drag) return;
     const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
     if (!drag.moved && Math.hypot(dx, dy) < 4) return;
-    if (!drag.moved) { drag.moved = true; svg.classList.add('panning'); }
+    if (!drag.moved) { drag.moved = true; userMoved = true; svg.classList.add('panning'); }
     tf.x = drag.tx + dx; tf.y = drag.ty + dy;
     apply();
   });
@@ -199,6 +203,11 @@ export function mount(root) {
     drag = null;
   });
   let suppressClick = false;
+  // A resized window refits the level, unless the user has panned or zoomed since it was drawn.
+  let userMoved = false;
+  svg.addEventListener('wheel', () => { userMoved = true; }, { passive: true });
+  const onResize = debounce(() => { if (!userMoved) fitView(); }, 120);
+  window.addEventListener('resize', onResize);
 
   // -- data --------------------------------------------------------------------------------
   let data = null;           // last scope answer
@@ -249,7 +258,7 @@ export function mount(root) {
       const same = structKey && structKey.split('|')[0] === d.path;
       structKey = key;
       draw();
-      if (!same) fitView(); else apply();
+      if (!same) { userMoved = false; fitView(); } else apply();
     } else {
       draw();
     }
@@ -325,6 +334,7 @@ export function mount(root) {
       put(viewport, s('text', { x: 0, y: 0, class: 'chart-empty' }, 'This scope has no visible children (try “Routing ops”).'));
     }
     const eg = s('g', { class: 'edges' });
+    const lg = s('g', { class: 'edge-labels' });   // drawn after the nodes: a count never hides under one
     for (const e of lay.edges) {
       const wdt = Math.min(5, 1.2 + Math.log2(e.count) * 0.7);
       const p = s('path', { d: edgePath(e.points), class: 'edge', 'stroke-width': wdt, 'marker-end': 'url(#arrow)' });
@@ -333,7 +343,7 @@ export function mount(root) {
       if (e.count > 1) {
         const mid = e.points[Math.floor(e.points.length / 2)];
         const a = e.points.length === 2 ? [(e.points[0][0] + e.points[1][0]) / 2, (e.points[0][1] + e.points[1][1]) / 2] : mid;
-        put(eg, s('text', { x: a[0] + 4, y: a[1] + 3, class: 'edge-count' }, String(e.count)));
+        put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: 'edge-count' }, String(e.count)));
       }
     }
     put(viewport, eg);
@@ -342,7 +352,7 @@ export function mount(root) {
       const c = byId.get(n.id);
       if (c) put(ng, drawNode(c, n));
     }
-    put(viewport, ng);
+    put(viewport, ng, lg);
   }
 
   function label(c) { return c ? (c.type === 'scope' ? c.name + '/' : c.name) : '?'; }
@@ -412,7 +422,13 @@ export function mount(root) {
       e.stopPropagation();
       if (suppressClick) return;
       if (c.type === 'node') set({ node: c.id });
-      else { begin = 0; set({ scope: c.path }); }
+      else {
+        // A chain of single-child scopes opens in one click (to its only node, selected).
+        begin = 0;
+        const patch = { scope: c.open || c.path };
+        if (c.select) patch.node = c.select;
+        set(patch);
+      }
     });
     g.addEventListener('keydown', (e) => { if (e.key === 'Enter') g.dispatchEvent(new MouseEvent('click')); });
     return g;
@@ -528,7 +544,7 @@ export function mount(root) {
       }
       inspector.update(changed);
     },
-    destroy() { inspector.destroy(); },
+    destroy() { inspector.destroy(); window.removeEventListener('resize', onResize); },
   };
 }
 

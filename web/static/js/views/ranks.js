@@ -1,9 +1,9 @@
 // Ranks pane: every rank of the dump with its iterations and sizes, a selector, and Compare: the
-// results of debugger.compare.compare_ranks (via /api/compare) against a base rank, or a "not
-// available" note when that module is not installed.
+// results of debugger.compare.compare_ranks (via /api/compare) against a base rank.
 import { api } from '../api.js';
 import { state, set } from '../state.js';
 import { put, h, clear, fmt, fmtBytes, errorBox, KINDS, KIND_COLORS, KIND_LABELS } from '../dom.js';
+import { tensorLabel } from '../inspector.js';
 
 export function mount(root) {
   const page = h('div', { class: 'page' });
@@ -21,7 +21,7 @@ export function mount(root) {
       h('tbody', {}, r.items.map((x) => h('tr', { class: `clickable${x.rank === state.rank ? ' sel' : ''}`, onclick: () => set({ rank: x.rank }) },
         h('td', {}, h('b', {}, `rank ${x.rank}`), h('div', { class: 'mono faint small' }, x.path)),
         h('td', {}, itRange(x.iterations)),
-        h('td', {}, x.graphs.join(', ') || '—'),
+        h('td', {}, x.graphs.length ? `graph${x.graphs.length === 1 ? '' : 's'} ${x.graphs.join(', ')}` : 'none'),
         h('td', { class: 'num' }, fmt(x.tensor_files)),
         h('td', { class: 'num' }, fmtBytes(x.tensor_bytes)),
         h('td', {}, kindBar(x.nodes_by_kind)),
@@ -39,8 +39,7 @@ export function mount(root) {
         compareBody));
     put(compareBody, h('div', { class: 'note' }, r.total < 2
       ? 'This dump has one rank: there is nothing to compare.'
-      : 'Compares every rank with the base rank under data-parallel invariants (parameters equal, all-reduce outputs equal). '
-        + 'This view shows the results of debugger.compare.compare_ranks when that module is installed.'));
+      : 'Compares every rank with the base rank under data-parallel invariants: parameters equal, all-reduce outputs equal.'));
   }
 
   async function runCompare(body, base, all) {
@@ -78,7 +77,7 @@ function compareView(r, all) {
   const pairRow = (p) => h('tr', { class: 'clickable', title: `${p.node}\nclick: show rank ${p.a.rank} at iteration ${p.iteration} in the graph`,
     onclick: () => set({ view: 'graph', rank: p.a.rank, graph: p.graph, iteration: p.iteration, node: p.node, io: p.io, slot: p.slot }) },
   h('td', { class: 'num' }, p.iteration), h('td', {}, `rank ${p.a.rank}`),
-  h('td', {}, h('i', { class: 'kdot', style: { background: KIND_COLORS[p.kind] || KIND_COLORS.other } }), ' ', h('span', { class: 'mono' }, p.node.split('/').pop())),
+  h('td', {}, h('i', { class: 'kdot', style: { background: KIND_COLORS[p.kind] || KIND_COLORS.other } }), ' ', h('span', { class: 'mono' }, tensorLabel({ ...p, io: null }))),
   h('td', { class: 'mono' }, `${p.io}:${p.slot}`),
   h('td', {}, h('span', { class: `chip ${GRADE[p.grade] || ''}` }, p.grade), p.counted ? '' : h('span', { class: 'faint' }, ' (may differ)')),
   h('td', { class: 'num' }, p.metrics ? fmt(p.metrics.cosine, 6) : '—'),
@@ -90,14 +89,14 @@ function compareView(r, all) {
       metric('warning', sm.warning, sm.warning ? 'warn' : ''), metric('error', sm.error, sm.error ? 'bad' : ''),
       metric('counted errors', sm.counted_errors, sm.counted_errors ? 'bad' : ''), metric('missing', sm.missing)),
     h('div', { class: fd ? 'error-box' : 'note' }, fd
-      ? [h('b', {}, 'First divergence: '), `iteration ${fd.iteration}, rank ${fd.a.rank} vs ${fd.b.rank}: `, h('code', {}, fd.node), ` ${fd.io}:${fd.slot} (${fd.reason || fd.grade})`]
+      ? [h('b', {}, 'First divergence: '), `iteration ${fd.iteration}, rank ${fd.a.rank} vs ${fd.b.rank}: `, h('code', {}, tensorLabel(fd)), ` (${fd.reason || fd.grade})`]
       : `No divergence: every invariant tensor of rank${res.ranks.length > 1 ? 's' : ''} ${res.ranks.join(', ')} agrees with base rank ${res.base} in iterations ${res.iterations.join(', ')}.`),
     h('table', { class: 'tbl' }, h('thead', {}, h('tr', {}, ['iteration', 'pairs', 'pass', 'warning', 'error', 'counted errors'].map((c, i) => h('th', { class: i ? 'num' : '' }, c)))),
       h('tbody', {}, sm.iterations.map((x) => h('tr', {}, h('td', {}, x.iteration), h('td', { class: 'num' }, x.pairs), h('td', { class: 'num' }, x.pass),
         h('td', { class: 'num' }, x.warning), h('td', { class: 'num' }, x.error), h('td', { class: 'num' }, x.counted_errors))))),
     h('h3', {}, all ? `Pairs (${r.pairs.total})` : `Warning and error pairs, worst first (${r.pairs.total})`),
     r.pairs.total ? h('div', { class: 'values-wrap' }, h('table', { class: 'tbl' },
-      h('thead', {}, h('tr', {}, ['iter', 'rank', 'node', 'io', 'grade', 'cosine', 'max abs err', 'reason'].map((c) => h('th', {}, c)))),
+      h('thead', {}, h('tr', {}, ['iter', 'rank', 'tensor', 'io', 'grade', 'cosine', 'max abs err', 'reason'].map((c) => h('th', {}, c)))),
       h('tbody', {}, r.pairs.items.map(pairRow))))
       : h('div', { class: 'muted' }, 'None. Tick “every pair” to list the passing ones too.'),
     r.pairs.total > r.pairs.items.length ? h('div', { class: 'muted small' }, `showing ${r.pairs.items.length} of ${r.pairs.total}`) : null,

@@ -3,7 +3,7 @@
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
 import { put, h, clear, fmt, errorBox, empty, toast, shortName, basename, KIND_COLORS } from '../dom.js';
-import { hitText } from '../inspector.js';
+import { hitText, tensorLabel } from '../inspector.js';
 
 const FAMILY = { mindinsight: 'MindInsight conditions', sagemaker: 'Rules over several iterations or units', tdbg: 'tdbg' };
 
@@ -16,7 +16,7 @@ export function mount(root, { onWatchChange }) {
   put(page, h('div', { class: 'watch-grid' }, h('div', { class: 'stack watch-left' }, formCard, listCard), hitsCard));
   let conditions = null, presets = {};
   let scope = 'iteration';     // iteration | all
-  let open = new Set();
+  const closed = new Set();   // groups the user closed; every other group is open
   let seq = 0;
 
   async function init() {
@@ -90,7 +90,12 @@ export function mount(root, { onWatchChange }) {
       h('div', { class: 'card-body presets' }, Object.entries(presets).map(([name, specs]) => h('div', { class: 'preset' },
         h('div', { class: 'row' }, h('b', {}, name), h('span', { class: 'spacer' }),
           h('button', { class: 'btn btn-small', 'data-preset': name, onclick: async () => {
-            try { await api.addWatchpoint(state.dump, { preset: name }); toast(`Preset ${name} added (${specs.length} watchpoints)`); await changed(); }
+            try {
+              const r = await api.addWatchpoint(state.dump, { preset: name });
+              toast(r.created.length === specs.length ? `Preset ${name} added (${specs.length} watchpoints)`
+                : r.created.length ? `Preset ${name}: ${r.created.length} added, ${specs.length - r.created.length} already set` : `Preset ${name} is already set`);
+              await changed();
+            }
             catch (err) { toast(err.message, 'error'); }
           } }, `Add ${specs.length}`)),
         h('div', { class: 'preset-specs' }, specs.map((sp) => h('code', {}, sp)))))));
@@ -138,8 +143,10 @@ export function mount(root, { onWatchChange }) {
     } catch (e) { if (my === seq) put(clear(body), errorBox(e)); return; }
     if (my !== seq) return;
     clear(body);
-    head.querySelector('.hits-summary').textContent =
-      `${r.total} hit${r.total === 1 ? '' : 's'} · rank ${state.rank} · ${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked`;
+    // The same count as the tab's badge in iteration mode: hits of this rank in this iteration.
+    head.querySelector('.hits-summary').textContent = scope === 'iteration'
+      ? `${r.total} hit${r.total === 1 ? '' : 's'} in iteration ${state.iteration} · rank ${state.rank}`
+      : `${r.total} hit${r.total === 1 ? '' : 's'} · rank ${state.rank} · ${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked`;
     if (r.error_count) put(body, h('div', { class: 'note' }, `${r.error_count} check(s) could not run: ${r.errors[0].error}`));
     const hits = r.items;
     if (!hits.length) {
@@ -149,15 +156,14 @@ export function mount(root, { onWatchChange }) {
     for (const g of r.groups) {
       const mine = hits.filter((x) => x.watchpoint_id === g.id);
       if (!mine.length) continue;
-      const isOpen = open.has(g.id) || r.groups.length <= 3 || open.size === 0;
-      const det = h('details', { class: 'hit-group', open: isOpen, ontoggle: (e) => { if (e.target.open) open.add(g.id); else open.delete(g.id); } },
+      const det = h('details', { class: 'hit-group', open: !closed.has(g.id), ontoggle: (e) => { if (e.target.open) closed.delete(g.id); else closed.add(g.id); } },
         h('summary', {}, h('span', { class: 'chip hit' }, mine.length), h('span', { class: 'mono hg-text' }, g.text)),
         h('table', { class: 'tbl hit-table' },
-          h('thead', {}, h('tr', {}, h('th', { class: 'num' }, 'iter'), h('th', {}, 'node'), h('th', {}, 'io'), h('th', {}, 'actual vs threshold'), h('th', {}, 'source'))),
+          h('thead', {}, h('tr', {}, h('th', { class: 'num' }, 'iter'), h('th', {}, 'tensor'), h('th', {}, 'io'), h('th', {}, 'what fired'), h('th', {}, 'source'))),
           h('tbody', {}, mine.slice(0, 300).map((x) => h('tr', { class: 'clickable', title: `${x.node}\nclick: show in the graph at iteration ${x.iteration}`,
             onclick: () => set({ view: 'graph', rank: x.rank, graph: x.graph, iteration: x.iteration, node: x.node, io: x.io, slot: x.slot }) },
           h('td', { class: 'num' }, x.iteration),
-          h('td', {}, h('i', { class: 'kdot', style: { background: KIND_COLORS[x.kind] } }), h('span', { class: 'mono' }, x.param && x.kind !== 'other' && x.param !== x.node ? `${shortName(x.node)} (${x.param})` : shortName(x.node))),
+          h('td', {}, h('i', { class: 'kdot', style: { background: KIND_COLORS[x.kind] } }), h('span', { class: 'mono' }, tensorLabel({ ...x, io: null }))),
           h('td', { class: 'mono' }, `${x.io}:${x.slot}`),
           h('td', { class: 'small' }, hitText(x)),
           h('td', { class: 'mono small muted' }, x.source ? basename(x.source) : '—'))))));

@@ -1,0 +1,120 @@
+"""What is wrong with a dump, before anyone asks: the loss curve of every rank, the recommended
+scan's findings grouped by watchpoint (first occurrence and its code line), the ranks' agreement
+and the load warnings. The web UI's landing page; the result is kept in the scan-result cache."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any, Callable
+
+from . import __version__
+from .cache import StatsCache
+from .errors import DumpError
+from .model import Dump
+from .watch import preset, scan
+from .watch.results import hit_order
+
+PRESET = "recommended"
+_FORMAT = 1    # bump when the triage object changes: stored triages of older shape are recomputed
+Progress = Callable[[str, int, int], None]
+
+
+def _key(dump: Dump) -> str:
+    spec = json.dumps(["triage", _FORMAT, __version__, dump.fingerprint()])
+    return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()
+
+
+def cached(dump: Dump, cache: StatsCache | None) -> dict[str, Any] | None:
+    """The stored triage of an unchanged dump, else None (stat calls only)."""
+    if cache is None or not cache.enabled:
+        return None
+    return cache.get_result(_key(dump))
+
+
+def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
+    """Per rank, the mean of the loss node's first output in every dumped iteration."""
+    out = []
+    for r in dump.ranks:
+        for gid in r.graph_ids:
+            g = r.graphs.get(gid)
+            losses = [n.name for n in g.nodes("loss")] if g else []
+            if not losses:
+                continue
+            name = losses[-1]     # the last loss node in the graph is the one training minimises
+            points = []
+            for it in r.node_iterations(gid, name):
+                try:
+                    st = cache.stats(r.tensor(gid, it, name, "output", 0))
+                except DumpError:
+                    continue
+                v = st.mean
+                points.append([it, v if v is not None and math.isfinite(v) else None])
+            out.append({"rank": r.rank, "graph": gid, "node": name, "points": points})
+            break
+    return out
+
+
+def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Hits grouped by watchpoint, in the order of their first occurrence (the one hit order)."""
+    groups: dict[int, dict[str, Any]] = {}
+    for h in sorted(hits, key=hit_order):
+        i = h.get("watchpoint_index", 0)
+        g = groups.get(i)
+        if g is None:
+            wp = watchpoints[i] if 0 <= i < len(watchpoints) else {"name": h["watchpoint"]}
+            g = groups[i] = {"watchpoint": wp, "hits": 0, "ranks": set(), "iterations": set(), "first": h}
+        g["hits"] += 1
+        g["ranks"].add(h["rank"])
+        g["iterations"].add(h["iteration"])
+    return [{**g, "ranks": sorted(g["ranks"]), "iterations": sorted(g["iterations"])} for g in groups.values()]
+
+
+def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """The triage object of ``dump`` (from the cache when the dump is unchanged)."""
+    cache = cache or StatsCache(enabled=False)
+    stored = cached(dump, cache)
+    if stored is not None:
+        return stored
+    say = progress or (lambda stage, done, total: None)
+    say("loss", 0, 1)
+    warnings = dump.all_warnings()
+    curves = loss_curves(dump, cache)
+    wps = preset(PRESET)
+    res = scan(dump, wps, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t))
+    data = res.to_dict()
+    hits = data.get("hits", [])
+    wp_dicts = [w.to_dict() for w in wps]
+    for w, d in zip(wps, wp_dicts):
+        d["help"] = w.condition.help
+    agreement = None
+    if len(dump.rank_ids) > 1:
+        say("compare", 0, 1)
+        from .compare import compare_ranks
+
+        cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache).to_dict()
+        agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
+                     "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
+    out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": curves,
+           "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
+           "agreement": agreement, "warnings": warnings[:200], "warning_count": len(warnings),
+           "checked": res.iterations}
+    out["health"] = health(out)
+    if cache.enabled:
+        cache.put_result(_key(dump), out)
+        cache.flush()
+    say("done", 1, 1)
+    return out
+
+
+def health(t: dict[str, Any]) -> dict[str, Any]:
+    """At a glance: ``problems`` (findings, divergent ranks), ``warnings``, and a one-word ``status``."""
+    a = t.get("agreement")
+    diverged = bool(a and a["first_divergence"])
+    problems = len(t["findings"]) + (1 if diverged else 0)
+    status = "problems" if problems else ("warnings" if t["warning_count"] else "ok")
+    return {"status": status, "problems": problems, "hits": t["hits"], "warnings": t["warning_count"],
+            "diverged": diverged}
+
+
+__all__ = ["PRESET", "cached", "findings", "health", "loss_curves", "triage"]

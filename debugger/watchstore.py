@@ -1,0 +1,45 @@
+"""Where the web UI keeps a dump's watchpoints and their hits between server runs: one JSON file
+per dump in the cache folder (never inside the dump), written atomically."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from typing import Any
+
+from .cache import default_cache_dir
+
+FORMAT = 1   # bump when the stored file changes shape: older files are ignored
+
+
+def store_path(dump_root: str, cache_dir: str | None = None) -> str:
+    """The file of one dump root (named after its real path) under the cache folder."""
+    tag = hashlib.blake2b(os.path.realpath(dump_root).encode(), digest_size=8).hexdigest()
+    return os.path.join(cache_dir or default_cache_dir(), "watch", f"watch-{tag}.json")
+
+
+def load(path: str) -> dict[str, Any] | None:
+    """The stored object, or None when absent, unreadable or of another format."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def save(path: str, data: dict[str, Any]) -> bool:
+    """Write ``data`` (with the format) atomically; False when the folder is not writable."""
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({**data, "format": FORMAT}, f)
+        os.replace(tmp, path)
+    except OSError:
+        return False
+    return True
+
+
+__all__ = ["FORMAT", "load", "save", "store_path"]

@@ -1,0 +1,86 @@
+"""`tdbg serve`'s production server: the app on waitress (a pure-Python multi-threaded WSGI server),
+quiet unless asked for access logs."""
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any, Callable, Iterable, TextIO
+
+from .guard import MAX_BODY
+
+THREADS = 8     # a slow tensor or a scan ties up one thread; the page keeps the others
+
+
+class AccessLog:
+    """WSGI middleware writing one line per request: method, path, status, milliseconds."""
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], stream: TextIO | None = None) -> None:
+        self.app = app
+        self.stream = stream or sys.stderr
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        t0 = time.monotonic()
+        status: list[str] = ["-"]
+
+        def start(s: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            status[0] = s.split(" ", 1)[0]
+            return start_response(s, headers, exc_info) if exc_info else start_response(s, headers)
+
+        try:
+            return self.app(environ, start)
+        finally:
+            path = environ.get("PATH_INFO", "") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
+            self.stream.write(f'{environ.get("REMOTE_ADDR", "-")} "{environ.get("REQUEST_METHOD")} {path}" '
+                              f"{status[0]} {1000 * (time.monotonic() - t0):.0f} ms\n")
+            self.stream.flush()
+
+
+def make_server(app: Any, host: str, port: int, *, threads: int = THREADS, access_log: bool = False) -> Any:
+    """A waitress server for ``app`` bound to ``host:port`` (port 0: any free one), not yet running."""
+    from waitress.server import create_server
+
+    # The host check answers the name the server is bound for: remember it.
+    app.config["HOST"] = host
+    # waitress says "Serving on ..." and warns about queue depth at INFO/WARNING: quiet by default.
+    logging.getLogger("waitress").setLevel(logging.INFO if access_log else logging.ERROR)
+    wsgi = AccessLog(app) if access_log else app
+    # waitress reads a whole body before the app sees it: it must refuse an oversized one itself
+    # (413 as soon as the headers announce it), as the guard would.
+    return create_server(wsgi, host=host, port=port, threads=threads, ident="tdbg",
+                         clear_untrusted_proxy_headers=True, channel_timeout=120,
+                         max_request_body_size=app.config.get("MAX_CONTENT_LENGTH") or MAX_BODY)
+
+
+def stop(srv: Any) -> None:
+    """Stop a server running in another thread: finish the requests in flight, then let its loop
+    close every socket itself (closing them from here would pull them from under its select)."""
+    from waitress import wasyncore
+
+    srv.task_dispatcher.shutdown()
+    srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
+
+
+def warm(app: Any) -> None:
+    """Open the first dump before listening (its graphs and index: seconds on a 50,000-node graph)
+    and the others in the background, so that the first page is answered at once."""
+    import threading
+
+    ws = app.extensions["tdbg"]
+    ids = list(ws.ids)
+    ws.warm(ids[0])
+    if len(ids) > 1:
+        threading.Thread(target=lambda: [ws.warm(i) for i in ids[1:]], daemon=True, name="warm").start()
+
+
+def serve(app: Any, host: str, port: int, *, threads: int = THREADS, access_log: bool = False) -> None:
+    """Serve ``app`` until interrupted, its first dump opened before the socket listens."""
+    warm(app)
+    srv = make_server(app, host, port, threads=threads, access_log=access_log)
+    try:
+        srv.run()
+    finally:
+        srv.close()
+
+
+__all__ = ["THREADS", "AccessLog", "make_server", "serve", "stop", "warm"]

@@ -269,10 +269,10 @@ def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> 
         assert page.locator("#tabs a.active").inner_text() == "Triage"
         found = page.eval_on_selector_all(".finding", "els => els.map(e => e.dataset.watchpoint)")
         # both planted problems: the frozen fc2 layer and the saturated sigmoid
-        assert {"weight_not_changed", "activation_saturation"} <= set(found)
+        assert {"weight_not_changed", "activation_saturated_layer"} <= set(found)
         frozen = page.locator(".finding[data-watchpoint='weight_not_changed']").inner_text()
         assert "fc2" in frozen and "make_sample.py:201" in frozen and "not updated" in frozen
-        assert "make_sample.py:200" in page.locator(".finding[data-watchpoint='activation_saturation']").inner_text()
+        assert "make_sample.py:200" in page.locator(".finding[data-watchpoint='activation_saturated_layer']").inner_text()
         assert page.locator(".loss-card svg.chart path").count() >= 1
         assert "One rank" in page.locator(".agreement-card").inner_text()
         assert "None" in page.locator(".warnings-card").inner_text()

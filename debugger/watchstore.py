@@ -24,7 +24,7 @@ def load(path: str) -> dict[str, Any] | None:
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):   # our own file, damaged: start afresh
         return None
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 

@@ -262,6 +262,7 @@ def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> 
     try:
         cold = _timed_triage(page, srv.url + "#/triage?dump=single")
     finally:
+        page.goto("about:blank")   # the page polls: it must not talk to a server being stopped
         srv.stop()
     srv = _serve(SAMPLE, cache)     # a new server on the same cache: the stored triage
     try:
@@ -327,6 +328,7 @@ def test_watchpoints_survive_a_restart_and_a_preset_added_twice_is_not_doubled(p
         assert before.startswith(f"{badge} hit")        # the tab's badge counts what the panel lists
         assert page.locator(".hit-group[open]").count() == page.locator(".hit-group").count()
     finally:
+        page.goto("about:blank")   # the page polls: it must not talk to a server being stopped
         srv.stop()
     srv = _serve(SAMPLE, cache)
     try:

@@ -96,3 +96,14 @@ def test_no_framework_words_outside_the_formats():
             text = f.read()
         bad.extend(f"{os.path.relpath(path, ROOT)}: {w}" for w in words if w in text)
     assert not bad, "\n".join(bad)
+
+
+def test_every_package_is_installed():
+    """pyproject lists packages by name: a new sub-package left out installs broken (editable installs hide it)."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
+    found = {os.path.relpath(d, ROOT).replace(os.sep, ".") for d, _, names in os.walk(os.path.join(ROOT, "debugger"))
+             if "__init__.py" in names}
+    assert found <= listed, sorted(found - listed)

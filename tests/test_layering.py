@@ -100,8 +100,9 @@ def test_no_framework_words_outside_the_formats():
 
 def test_every_package_is_installed():
     """pyproject lists packages by name: a new sub-package left out installs broken (editable installs hide it)."""
-    import tomllib
+    import pytest
 
+    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
     found = {os.path.relpath(d, ROOT).replace(os.sep, ".") for d, _, names in os.walk(os.path.join(ROOT, "debugger"))

@@ -78,8 +78,10 @@ def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
     found = [(g, n) for g, n in rank.find_node(args.name) if args.graph is None or g == args.graph]
     if not found:
         missing = [gid for gid in rank.graph_ids if gid not in rank.graphs]
+        # the node may be in what could not be read: say what that was (a graph file, an unlistable folder)
         why = (f"; graph(s) {', '.join(map(str, missing))} could not be read: {'; '.join(rank.warnings[:3])}"
-               if missing else "")
+               if missing else f"; this rank was not read whole: {'; '.join(rank.warnings[:3])}"
+               if rank.warnings else "")
         raise QueryError(rank.path, f"no node {args.name!r} (give a full name, a file-name spelling "
                          f"or a name suffix such as fc1-Dense/MatMul-op0){why}")
     report_warnings(args, dump.all_warnings())
@@ -499,9 +501,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     except BrokenPipeError:
         return Exit.OK
     except Exception as exc:  # a bug, not the user's: its own status, one line, the file it was reading
-        where = _path_being_read(exc)
-        err.write(f"tdbg: internal error{' while reading ' + where if where else ''}: "
-                  f"{type(exc).__name__}: {exc}"
+        where = _path_being_read(exc) or _dump_argument(args)
+        err.write(f"tdbg: internal error{' while reading ' + _one_line(where) if where else ''}: "
+                  f"{type(exc).__name__}: {_one_line(str(exc))}"
                   f"{'' if args.debug else ' (run with --debug for the traceback)'}\n")
         if args.debug:
             traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
@@ -518,9 +520,23 @@ def _path_being_read(exc: BaseException) -> str | None:
     for frame in reversed(frames):
         for name in ("path", "location", "root"):
             v = frame.f_locals.get(name)
-            if isinstance(v, str) and v:
+            # only an absolute path: a local named path can also be a scope path inside a graph
+            if isinstance(v, str) and os.path.isabs(v):
                 return v
     return None
+
+
+def _dump_argument(args: argparse.Namespace) -> str | None:
+    """The dump the command was given, when no frame names a file (the message names at least that)."""
+    dump = getattr(args, "dump", None)
+    dump = dump[0] if isinstance(dump, list) and dump else dump
+    return os.path.abspath(dump) if isinstance(dump, str) else None
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    """``text`` on one line, clipped: the message of an internal error stays one readable line."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 3] + "..."
 
 
 def report_warnings(args: argparse.Namespace, warnings: Sequence[str], limit: int = 20) -> None:

@@ -128,7 +128,10 @@ class Rank:
         try:
             return self.graphs[graph_id]
         except KeyError:
-            raise QueryError(self.path, f"no graph {graph_id} (graphs: {sorted(self.graphs)})") from None
+            # a graph id the rank knows of (its tensors) whose file could not be read: say which and why
+            why = (f"; it could not be read: {'; '.join(self.warnings[:3])}"
+                   if graph_id in self.graph_ids and self.warnings else "")
+            raise QueryError(self.path, f"no graph {graph_id} (graphs: {sorted(self.graphs)}){why}") from None
 
     def _load_graphs(self) -> dict[int, Graph]:
         out: dict[int, Graph] = {}

@@ -236,3 +236,20 @@ def test_node_names_the_graph_files_that_failed(make_dump) -> None:
     r = run_cli("node", root, "fc1.weight")
     assert r.code == 2 and "no node 'fc1.weight'" in r.err
     assert "graph(s) 0 could not be read" in r.err and "ms_output_trace_code_graph_0.pb" in r.err
+
+
+def test_an_internal_error_names_a_file_not_a_scope_and_stays_on_one_line(tmp_path) -> None:
+    """A local ``path`` holding a graph scope is not a file: the message names the dump instead, on one line."""
+    import subprocess
+    import sys
+
+    code = ("import sys, debugger.cli as c\n"
+            "def broken(args, out):\n"
+            "    path = 'Default/' * 5000 + 'MatMul-op0'\n"
+            "    raise RuntimeError('two\\nlines ' + 'x' * 5000)\n"
+            "c.cmd_info = broken\n"
+            "sys.exit(c.main(sys.argv[1:]))\n")
+    r = subprocess.run([sys.executable, "-c", code, "info", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 3, r.stderr
+    assert r.stderr.count("\n") == 1 and len(r.stderr) < 1000, r.stderr
+    assert r.stderr.startswith(f"tdbg: internal error while reading {tmp_path}: RuntimeError: two lines xxx")

@@ -82,6 +82,19 @@ def _rename(path: str, name: str) -> str:
     return new
 
 
+def _replace_with_dir(path: str) -> str:
+    os.remove(path)
+    os.mkdir(path)
+    return path
+
+
+def _patch_all(path: str, old: bytes, new: bytes) -> str:
+    with open(path, "rb") as f:
+        data = f.read()
+    assert old in data, (path, old)
+    return _write(path, data.replace(old, new))
+
+
 def _write(path: str, data: bytes) -> str:
     with open(path, "wb") as f:
         f.write(data)
@@ -92,6 +105,7 @@ PB = "rank_0/graphs/ms_output_trace_code_graph_0.pb"
 IR = "rank_0/graphs/ms_output_trace_code_graph_0.ir"
 ORDER = "rank_0/execution_order/ms_execution_order_graph_0.csv"
 CONFIG = "rank_0/.dump_metadata/config.json"
+RUNS = "rank_0/execution_order/ms_global_execution_order_graph_0.csv"
 
 # name -> damage(root) -> the damaged path (what a refusal must name)
 MUTATIONS: dict[str, Callable[[str], str]] = {
@@ -126,6 +140,31 @@ MUTATIONS: dict[str, Callable[[str], str]] = {
     "npy_float_shape": lambda r: (_npy_with_header(_npy(r), "{'descr': '<f4', 'fortran_order': False, "
                                                              "'shape': (1.5, 2), }"), _npy(r))[1],
     "npy_header_not_a_dict": lambda r: (_npy_with_header(_npy(r), "__import__('os').system('false')"), _npy(r))[1],
+    # found by a wider fuzz of this issue's classes
+    "pb_is_directory": lambda r: _replace_with_dir(os.path.join(r, PB)),
+    "config_is_directory": lambda r: _replace_with_dir(os.path.join(r, CONFIG)),
+    "execution_order_dir_is_dev_zero": lambda r: (shutil.rmtree(os.path.dirname(os.path.join(r, ORDER))),
+                                                  os.symlink("/dev/zero", os.path.dirname(os.path.join(r, ORDER))),
+                                                  os.path.dirname(os.path.join(r, ORDER)))[2],
+    "pb_invalid_utf8_strings": lambda r: _patch_all(os.path.join(r, PB), b"In file", b"In fi\xffe"),
+    "iteration_dir_huge_number": lambda r: _rename(os.path.join(r, "rank_0", "Net", "0", "1"), "9" * 30),
+    "run_history_huge_number": lambda r: _write(os.path.join(r, RUNS), b"0\n" + b"9" * 30 + b"\n"),
+    "ir_deep_scope_pb_missing": lambda r: (os.remove(os.path.join(r, PB)), _patch_all(
+        os.path.join(r, IR), b"(Default/network-WithLossCell/", b"(" + b"d/" * 20_000))[1],
+    # the same classes on a tdbg-h5 dump (made by convert from the same base)
+    "h5_iteration_name_unicode_digit": lambda r: _rename(os.path.join(r, "rank_0", "iteration_00000001.h5"),
+                                                        "iteration_\u00b20000001.h5"),
+    "h5_graph_name_huge_number": lambda r: _rename(os.path.join(r, "rank_1", "graph_0.h5"), f"graph_{'9' * 30}.h5"),
+    "h5_marker_nested_json": lambda r: _write(os.path.join(r, "tdbg_dump.json"), b"[" * 200_000),
+    "h5_rank_json_nested_json": lambda r: _write(os.path.join(r, "rank_0", "rank.json"), b"[" * 200_000),
+    "h5_rank_json_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, "rank_0", "rank.json"), "/dev/zero"),
+    "h5_rank_json_is_fifo": lambda r: _replace_with_fifo(os.path.join(r, "rank_1", "rank.json")),
+    "h5_iteration_is_fifo": lambda r: _replace_with_fifo(os.path.join(r, "rank_0", "iteration_00000001.h5")),
+    "h5_graph_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, "rank_0", "graph_0.h5"), "/dev/zero"),
+    "h5_graph_truncated": lambda r: _write(os.path.join(r, "rank_1", "graph_0.h5"),
+                                           open(os.path.join(r, "rank_1", "graph_0.h5"), "rb").read()[:3000]),
+    "h5_iteration_garbage": lambda r: _write(os.path.join(r, "rank_1", "iteration_00000000.h5"),
+                                             b"\x89HDF\r\n\x1a\n" + os.urandom(4096)),
 }
 
 
@@ -142,10 +181,22 @@ def base_dump(tmp_path_factory: Any) -> str:
     return dumpmaker.make_dump(str(tmp_path_factory.mktemp("fuzz") / "base"), ranks=2, iterations=2)
 
 
+@pytest.fixture(scope="module")
+def h5_base_dump(base_dump: str, tmp_path_factory: Any) -> str:
+    """The same dump converted to tdbg-h5: the h5_ mutants start from it."""
+    from debugger.convert import convert
+    from debugger.model import open_dump
+
+    out = str(tmp_path_factory.mktemp("fuzz_h5") / "h5")
+    convert(open_dump(base_dump), out)
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(MUTATIONS))
-def test_every_command_survives_a_damaged_dump(base_dump: str, tmp_path: Any, name: str) -> None:
+def test_every_command_survives_a_damaged_dump(base_dump: str, h5_base_dump: str, tmp_path: Any,
+                                               name: str) -> None:
     dump = str(tmp_path / "dump")
-    shutil.copytree(base_dump, dump, symlinks=True)
+    shutil.copytree(h5_base_dump if name.startswith("h5_") else base_dump, dump, symlinks=True)
     damaged = MUTATIONS[name](dump)
     before = tree_digest(dump) if "fifo" not in name and "dev_zero" not in name else _listing(dump)
     env = {**os.environ, "TDBG_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": ROOT}

@@ -55,7 +55,11 @@ def find_dump_roots(path: str) -> list[tuple[str, Format]]:
 
     walk(path, 1)
     if not found:
-        if not any(True for _ in os.scandir(path)):
+        try:
+            empty = not any(True for _ in os.scandir(path))
+        except OSError as exc:   # an unlistable root says so, rather than "not a dump"
+            raise NotADumpError(path, f"cannot list: {exc.strerror or exc}") from exc
+        if empty:
             raise NotADumpError(path, "empty directory")
         tried = "; ".join(f"{f.name}: {f.why_not(path)}" for f in FORMATS)
         raise NotADumpError(path, f"not a dump of any known format ({tried})")

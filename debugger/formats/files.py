@@ -17,11 +17,13 @@ from ..errors import CorruptFileError
 MiB = 1 << 20
 # What a sane file of each kind can weigh: a 50,000-node graph is ~40 MiB of .pb and ~100 MiB of .ir.
 LIMITS = {"json": 16 * MiB, "csv": 256 * MiB, "graph": 1024 * MiB}
-_DIGITS = re.compile(r"^[0-9]+$")
+# At most 18 digits: every such number fits the int64 columns that convert writes and numpy indexes.
+MAX_DIGITS = 18
+_DIGITS = re.compile(r"^[0-9]{1,%d}$" % MAX_DIGITS)
 
 
 def is_number(text: str) -> bool:
-    """ASCII digits only: ``int()`` also takes '²' and '٣', which are not iteration numbers."""
+    """ASCII digits only, at most 18: ``int()`` also takes '²' and '٣', which are not iteration numbers."""
     return _DIGITS.match(text) is not None
 
 
@@ -43,12 +45,16 @@ def open_regular(path: str, buffering: int = -1) -> BinaryIO:
         fd = os.open(path, flags)   # O_NONBLOCK: opening a FIFO must not wait for a writer
     except OSError as exc:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
-    f = os.fdopen(fd, "rb", buffering=buffering)
-    mode = os.fstat(fd).st_mode     # the file opened, not the name checked earlier
-    if not stat.S_ISREG(mode):
-        f.close()
-        raise CorruptFileError(path, f"not a regular file ({_kind(mode)}); skipped")
-    return f
+    # Check the file opened, not the name checked earlier, and before fdopen: fdopen itself refuses a
+    # directory with an error that names the descriptor, not the path.
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise CorruptFileError(path, f"not a regular file ({_kind(mode)}); skipped")
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_bytes(path: str, kind: str) -> bytes:

@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import CorruptFileError
+
+# Real scopes nest a few dozen levels; the scope tree, its views and exports walk them recursively, so a
+# graph whose names nest deeper than this is refused as damaged rather than exhausting Python's stack.
+MAX_SCOPE_DEPTH = 256
+
 
 @dataclass
 class OutputType:
@@ -50,3 +56,10 @@ class GraphRecord:
     outputs: list[str]
     source_file: str               # the file it was read from
     execution_order: list[str] = field(default_factory=list)   # kernels as they ran ([]: unknown)
+
+    def __post_init__(self) -> None:
+        for n in self.nodes:
+            depth = max(n.name.count("/"), n.scope.count("/"))
+            if depth > MAX_SCOPE_DEPTH:
+                raise CorruptFileError(self.source_file, f"node {n.name[:80]!r}...: its scope nests {depth} levels "
+                                       f"deep (a graph holds at most {MAX_SCOPE_DEPTH}); not a graph tdbg can show")

@@ -27,6 +27,11 @@ def _output_types(type_proto) -> list[OutputType]:  # type: ignore[no-untyped-de
     return []
 
 
+def _text(value: str | bytes) -> str:
+    """A proto2 string field as text: the parser hands back bytes when they are not valid UTF-8."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
     """Read one graph .pb file."""
     from ...proto import debug_graph_pb2  # generated code is loaded only when a .pb is opened
@@ -43,13 +48,14 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
     if not model.HasField("graph") or not model.graph.node:
         raise CorruptFileError(path, "not a MindSpore ModelProto (no graph nodes)")
     g = model.graph
-    consts = {c.key: (c.full_name or c.key) for c in g.const_vals}
-    params = {p.name for p in g.parameters}
+    consts = {_text(c.key): _text(c.full_name or c.key) for c in g.const_vals}
+    params = {_text(p.name) for p in g.parameters}
     seq_to_full: dict[str, str] = {}
     for n in g.node:
-        seq_to_full[n.name] = n.full_name or f"{n.op_type}-{n.name}"
+        seq_to_full[_text(n.name)] = _text(n.full_name) or f"{_text(n.op_type)}-{_text(n.name)}"
 
-    def resolve(ref: str) -> str:
+    def resolve(raw: str | bytes) -> str:
+        ref = _text(raw)
         if ref in consts:
             return consts[ref]
         if ref in params:
@@ -59,15 +65,15 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
     nodes: list[NodeRecord] = []
     for p in g.parameters:
         nodes.append(NodeRecord(
-            name=p.name, op_type="Parameter", scope="", outputs=_output_types(p.type),
+            name=_text(p.name), op_type="Parameter", scope="", outputs=_output_types(p.type),
             is_parameter=True, has_default=p.HasField("default_val")))
     for key, full in consts.items():
         nodes.append(NodeRecord(name=full, op_type="Constant", scope="", is_constant=True))
     for n in g.node:
         inputs = [(resolve(i.name), "control" if i.type == 1 else "data") for i in n.input]
         nodes.append(NodeRecord(
-            name=seq_to_full[n.name], op_type=n.op_type, scope=n.scope, inputs=inputs,
-            outputs=_output_types(n.output_type), source=n.source_address,
-            instance_name=n.instance_name))
+            name=seq_to_full[_text(n.name)], op_type=_text(n.op_type), scope=_text(n.scope), inputs=inputs,
+            outputs=_output_types(n.output_type), source=_text(n.source_address),
+            instance_name=_text(n.instance_name)))
     outputs = [resolve(o.name) for o in g.outputs]
-    return GraphRecord(graph_id, g.name or f"graph_{graph_id}", nodes, outputs, path)
+    return GraphRecord(graph_id, _text(g.name) or f"graph_{graph_id}", nodes, outputs, path)

@@ -13,11 +13,11 @@ from ...errors import CorruptFileError
 from ..files import is_number, read_text
 from .filenames import TensorFileName, parse_tensor_file_name
 
-RANK_RE = re.compile(r"^rank_(\d+)$", re.ASCII)
-GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.pb$", re.ASCII)
-GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d+)\.ir$", re.ASCII)
-EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d+)\.csv$", re.ASCII)
-RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d+)\.csv$", re.ASCII)
+RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)
+GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.pb$", re.ASCII)
+GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.ir$", re.ASCII)
+EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d{1,18})\.csv$", re.ASCII)
+RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d{1,18})\.csv$", re.ASCII)
 _NOT_NETS = {"graphs", "execution_order"}
 
 
@@ -99,15 +99,22 @@ def _listed(path: str, warnings: list[str]) -> list[os.DirEntry]:
         return []
 
 
-def _scan_dir(path: str, pattern: re.Pattern[str]) -> dict[int, str]:
-    out: dict[int, str] = {}
+def _scan_dir(path: str, patterns: tuple[re.Pattern[str], ...], warnings: list[str]) -> list[dict[int, str]]:
+    """For each pattern, {number: path} of the matching entries of ``path`` (one listing for all)."""
+    out: list[dict[int, str]] = [{} for _ in patterns]
     try:
-        for e in os.scandir(path):
+        entries = list(os.scandir(path))
+    except FileNotFoundError:
+        return out     # an absent graphs/ or execution_order/ folder is reported where it is missed
+    except OSError as exc:
+        # unlistable (permissions) or not a folder at all: say so, else its graphs silently go missing
+        warnings.append(f"{path}: cannot list ({exc.strerror or exc}); skipped")
+        return out
+    for e in entries:
+        for found, pattern in zip(out, patterns):
             m = pattern.match(e.name)
             if m:
-                out[int(m.group(1))] = e.path
-    except OSError:
-        pass
+                found[int(m.group(1))] = e.path
     return out
 
 
@@ -190,11 +197,9 @@ def list_rank(rank: int, path: str) -> RankListing:
     """List one rank dir: graphs, execution orders and tensor files (metadata: read_metadata)."""
     lst = RankListing(rank, path)
     graphs_dir = os.path.join(path, "graphs")
-    lst.graph_pb = _scan_dir(graphs_dir, GRAPH_PB_RE)
-    lst.graph_ir = _scan_dir(graphs_dir, GRAPH_IR_RE)
+    lst.graph_pb, lst.graph_ir = _scan_dir(graphs_dir, (GRAPH_PB_RE, GRAPH_IR_RE), lst.warnings)
     eo_dir = os.path.join(path, "execution_order")
-    lst.exec_order = _scan_dir(eo_dir, EXEC_ORDER_RE)
-    lst.run_history = _scan_dir(eo_dir, RUN_HISTORY_RE)
+    lst.exec_order, lst.run_history = _scan_dir(eo_dir, (EXEC_ORDER_RE, RUN_HISTORY_RE), lst.warnings)
     try:
         children = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError as exc:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
+from ..files import open_regular
 from ..records import GraphRecord
 from . import layout as L
 from .graphfile import read_graph
@@ -24,16 +25,21 @@ _MAX_JSON = 1 << 20   # rank.json and the marker are small; a bigger one is not 
 def _read_json(path: str) -> Any:
     """A small JSON file (DumpError naming it when unreadable, too large or not a regular file)."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            raise DumpError(path, "not a regular file")
-        if st.st_size > _MAX_JSON:
-            raise DumpError(path, f"{st.st_size} bytes; refused (metadata files are small)")
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        with open_regular(path) as f:    # never blocks on a FIFO; the size is that of the file opened
+            size = os.fstat(f.fileno()).st_size
+            if size > _MAX_JSON:
+                raise DumpError(path, f"{size} bytes; refused (metadata files are small)")
+            data = f.read(_MAX_JSON + 1)
+        if len(data) > _MAX_JSON:
+            raise DumpError(path, "grew past 1 MiB while read; refused (metadata files are small)")
+        return json.loads(data.decode("utf-8"))
+    except CorruptFileError as exc:
+        raise DumpError(path, exc.problem) from exc
     except OSError as exc:
         raise DumpError(path, f"cannot read: {exc.strerror or exc}") from exc
-    except ValueError as exc:
+    except RecursionError as exc:      # '[' * 200000: nesting deeper than the parser's stack
+        raise CorruptFileError(path, "not valid JSON (nested too deeply)") from exc
+    except ValueError as exc:          # also UnicodeDecodeError
         raise CorruptFileError(path, f"not valid JSON ({exc})") from exc
 
 
@@ -101,6 +107,8 @@ class H5RankReader(RankReader):
                 continue
             g, it = L.GRAPH_RE.match(e.name), L.ITERATION_RE.match(e.name)
             if not (g or it):
+                if e.name.endswith(".h5"):   # looks like ours but is not (iteration_²0.h5, graph_x.h5)
+                    self._warn(f"{e.path}: not a tdbg-h5 graph_G.h5 or iteration_N.h5 name; skipped")
                 continue
             try:
                 st = os.stat(e.path)
@@ -292,8 +300,11 @@ class TdbgH5Format(Format):
         if p != root and m and os.path.dirname(p.rstrip(os.sep)) == root:
             ranks = [(int(m.group(1)), p)]
         else:
-            ranks = sorted((int(mm.group(1)), e.path) for e in os.scandir(root)
-                           if (mm := L.RANK_RE.match(e.name)) and e.is_dir(follow_symlinks=False))
+            try:
+                ranks = sorted((int(mm.group(1)), e.path) for e in os.scandir(root)
+                               if (mm := L.RANK_RE.match(e.name)) and e.is_dir(follow_symlinks=False))
+            except OSError as exc:   # permissions: refused naming the folder, not an internal error
+                raise DumpError(root, f"cannot list: {exc.strerror or exc}") from exc
         if not ranks:
             raise NotADumpError(root, "tdbg-h5 dump without any rank_R folder")
         return DumpSource(root, L.FORMAT_NAME, [H5RankReader(r, d) for r, d in ranks])

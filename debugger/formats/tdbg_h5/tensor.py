@@ -13,6 +13,7 @@ from ...errors import CorruptFileError, DumpError
 from ...stats import STAT_NAMES
 from ..base import TensorHeader, TensorSource
 from . import layout as L
+from ..files import open_regular
 from .columns import checked, read_table_column, strings
 from .handles import open_h5
 
@@ -188,7 +189,7 @@ class H5Tensor(TensorSource):
 
     def _open_raw(self) -> Any:
         """The file for plain reads at an offset, checked to be the one the index was read from."""
-        fh = open(self.path, "rb", buffering=0)
+        fh = open_regular(self.path, buffering=0)   # a FIFO put in its place must not block
         st = os.fstat(fh.fileno())
         if st.st_size != self.size or st.st_mtime_ns != self.mtime_ns:
             fh.close()

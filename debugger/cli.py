@@ -9,6 +9,7 @@ import traceback
 from typing import Any, Callable, Sequence, TextIO
 
 from .errors import DumpError
+from .executors import add_scheduler, cluster_workers
 from .exits import Exit
 from .query.scopes import FOLD
 from .report import Progress, fmt_num, human_bytes, table
@@ -221,8 +222,9 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
         raise DumpError(None, str(exc)) from None
     dump = open_dump(args.dump)
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
-    result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
-                  progress=Progress("scanning"))
+    with cluster_workers(args) as workers:
+        result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
+                      progress=Progress("scanning"), workers=workers)
     warnings = dump.all_warnings()
     if args.json:
         _print_json({**result.to_dict(), "warnings": warnings}, out)
@@ -244,8 +246,9 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
     dump = open_dump(args.dump)
-    result = convert(dump, args.out, statistics=args.statistics, ranks=ranks, iterations=its,
-                     progress=Progress("converting"))
+    with cluster_workers(args) as workers:
+        result = convert(dump, args.out, statistics=args.statistics, ranks=ranks, iterations=its,
+                         progress=Progress("converting"), workers=workers)
     if args.json:
         _print_json(result.to_dict(), out)
         return Exit.OK
@@ -358,10 +361,12 @@ def cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from .sourceroots import parse_entries
 
     parse_entries(args.source_root or [])   # a malformed OLD=NEW fails here, as usage
+    cluster_workers(args)                     # and so does a malformed --scheduler (nothing connects yet)
     from tdbg_web.server import serve
 
     app = create_app(path, {"SOURCE_ROOTS": list(args.source_root or []), "ALLOWED_HOSTS": list(args.allow_host or []),
-                            "CACHE_DIR": args.cache_dir, "STATS_CACHE": not args.no_cache})
+                            "CACHE_DIR": args.cache_dir, "STATS_CACHE": not args.no_cache,
+                            "SCHEDULER": args.scheduler})
     host = f"[{args.host}]" if ":" in args.host else args.host
     out.write(f"tdbg serving {path} on http://{host}:{args.port}/\n")
     out.flush()
@@ -431,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--node", help="only nodes or parameters matching this glob")
     s.add_argument("--scope", help="only nodes under this scope prefix")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    add_scheduler(s)
     s.add_argument("--json", action="store_true", help="machine-readable output")
     _add_cache(s)
     s.add_argument("--list-conditions", action="store_true", help="list the conditions and exit")
@@ -448,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ranks", help="ranks, e.g. 0-3,7 (default: all)")
     s.add_argument("--iterations", help="iterations, e.g. 0-5,8 (default: all)")
     s.add_argument("--json", action="store_true", help="machine-readable output")
+    add_scheduler(s)
     s.set_defaults(func=cmd_convert)
 
     s = sub.add_parser("graph", help="export one scope level of a graph (DOT, SVG, PNG)")
@@ -473,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "host, and localhost, 127.0.0.1, [::1] when bound to loopback)")
     s.add_argument("--threads", type=int, default=8, help="request threads (default 8)")
     s.add_argument("--access-log", action="store_true", help="log every request on stderr (default: quiet)")
+    add_scheduler(s)
     _add_source_root(s)
     _add_cache(s)
     s.set_defaults(func=cmd_serve)

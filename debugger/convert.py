@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from .errors import DumpError, QueryError
+from .executors import Workers
 from .formats.base import BOTH, STATISTICS
 from .formats import DumpWriter
 from .model import Dump, Rank
@@ -42,18 +43,67 @@ def check_target(dump: Dump, target: str) -> str:
 
 
 def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterable[int] | None = None,
-            iterations: set[int] | None = None, progress: Callable[[int, int], None] | None = None) -> ConvertResult:
+            iterations: set[int] | None = None, progress: Callable[[int, int], None] | None = None,
+            workers: Workers | None = None) -> ConvertResult:
     """Write ``dump`` (the selected ranks and iterations) into ``target`` in tdbg's HDF5 format.
 
     Values and their statistics are kept (a first scan then reads statistics, not values); with
-    ``statistics`` only the statistics and an exact digest of each tensor.
+    ``statistics`` only the statistics and an exact digest of each tensor. ``workers`` on a Dask
+    cluster convert one rank per task and write it themselves (``target`` must be a folder they see).
     """
     target = check_target(dump, target)
     rank_objs = [dump.rank(r) for r in (sorted(ranks) if ranks is not None else dump.rank_ids)]
     result = ConvertResult(dump.root, target, [r.rank for r in rank_objs])
+    result.iterations = sorted({it for r in rank_objs for it in r.iterations()
+                                if iterations is None or it in iterations})
+    total = sum(len(r.tensors(iteration=it)) for r in rank_objs for it in r.iterations()
+                if iterations is None or it in iterations)
+    if workers is not None and workers.cluster:
+        _on_cluster(dump.root, [r.rank for r in rank_objs], target, statistics, iterations, result, total,
+                    progress, workers)
+    else:
+        _convert_ranks(rank_objs, target, statistics, iterations, result, total, progress)
+    if progress is not None:
+        progress(total, total)
+    result.warnings[:0] = dump.all_warnings()
+    return result
+
+
+def convert_rank(root: str, rank: int, target: str, statistics: bool, iterations: set[int] | None) -> ConvertResult:
+    """Worker entry point: convert one rank of the dump at ``root`` (opened here) into ``target``."""
+    from .model import open_dump
+
+    result = ConvertResult(root, target, [rank])
+    _convert_ranks([open_dump(root).rank(rank)], target, statistics, iterations, result, 0, None)
+    return result
+
+
+def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iterations: set[int] | None,
+                result: ConvertResult, total: int, progress: Callable[[int, int], None] | None,
+                workers: Workers) -> None:
+    """One task per rank; results merged in rank order, as a local conversion orders them. A rank Dask
+    converts again after losing its worker rewrites the same files (each is published by a rename)."""
+    from concurrent.futures import as_completed
+
+    futs = {workers.submit(convert_rank, root, r, target, statistics, iterations): r for r in ranks}
+    parts: dict[int, ConvertResult] = {}
+    done = 0
+    for fut in as_completed(futs):
+        part = parts[futs[fut]] = fut.result()
+        done += part.tensors + len(part.warnings)
+        if progress is not None:
+            progress(min(done, total), total)
+    for r in ranks:
+        part = parts[r]
+        result.graphs += part.graphs
+        result.tensors += part.tensors
+        result.bytes_read += part.bytes_read
+        result.warnings += part.warnings
+
+
+def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterations: set[int] | None,
+                   result: ConvertResult, total: int, progress: Callable[[int, int], None] | None) -> None:
     plan = [(r, it) for r in rank_objs for it in r.iterations() if iterations is None or it in iterations]
-    result.iterations = sorted({it for _, it in plan})
-    total = sum(len(r.tensors(iteration=it)) for r, it in plan)
     done = 0
     writers = {r.rank: _writer(r, target, statistics, result) for r in rank_objs}
     try:
@@ -77,10 +127,6 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
     finally:
         for wr in writers.values():
             wr.close()
-    if progress is not None:
-        progress(total, total)
-    result.warnings[:0] = dump.all_warnings()
-    return result
 
 
 def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) -> DumpWriter:

@@ -11,6 +11,7 @@ from typing import Any, Callable
 from . import __version__
 from .cache import StatsCache
 from .errors import DumpError
+from .executors import Workers
 from .model import Dump
 from .watch import preset, scan
 from .watch.results import hit_order
@@ -70,8 +71,10 @@ def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> l
     return [{**g, "ranks": sorted(g["ranks"]), "iterations": sorted(g["iterations"])} for g in groups.values()]
 
 
-def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """The triage object of ``dump`` (from the cache when the dump is unchanged)."""
+def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None,
+           workers: Workers | None = None) -> dict[str, Any]:
+    """The triage object of ``dump`` (from the cache when the dump is unchanged); ``workers`` (a Dask
+    cluster) runs its scan and comparison, else this process does."""
     cache = cache or StatsCache(enabled=False)
     stored = cached(dump, cache)
     if stored is not None:
@@ -81,7 +84,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     warnings = dump.all_warnings()
     curves = loss_curves(dump, cache)
     wps = preset(PRESET)
-    res = scan(dump, wps, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t))
+    res = scan(dump, wps, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t), workers=workers)
     data = res.to_dict()
     hits = data.get("hits", [])
     wp_dicts = [w.to_dict() for w in wps]
@@ -92,7 +95,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
         say("compare", 0, 1)
         from .compare import compare_ranks
 
-        cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache).to_dict()
+        cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers).to_dict()
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": curves,

@@ -31,6 +31,7 @@ DEFAULT_CONFIG: Mapping[str, Any] = MappingProxyType({
     "VALUE_CAP": 100_000,     # tensor values per response at most
     "PAGE_SIZE": query.DEFAULT_PAGE,   # items of a list page when the request gives no end
     "STATS_CACHE": True,      # keep tensor statistics in the HDF5 cache (debugger.cache)
+    "SCHEDULER": None,        # a Dask scheduler address or local[:N]: background scans run there (tdbg serve --scheduler)
     "CACHE_DIR": None,        # where that cache lives (None: $TDBG_CACHE_DIR or ~/.cache/tdbg)
     "HOST": "127.0.0.1",      # app.run() binds loopback unless told otherwise
     "PORT": 5005,
@@ -96,7 +97,8 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
     app.config.update(config or {})
     app.extensions["tdbg"] = Workspace(dump_path, cache_dir=app.config["CACHE_DIR"],
                                        use_cache=app.config["STATS_CACHE"],
-                                       source_roots=list(app.config["SOURCE_ROOTS"] or ()))
+                                       source_roots=list(app.config["SOURCE_ROOTS"] or ()),
+                                       scheduler=app.config.get("SCHEDULER"))
     install_guard(app)
 
     from .api import bp

@@ -12,6 +12,7 @@ from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump
 from debugger import triage as _triage
 from debugger import watch as _watch
 from debugger.errors import QueryError
+from debugger.executors import connect
 from debugger.sourceroots import SourceRoots
 from debugger.stats import Stats
 from debugger.errors import InvalidQueryError
@@ -192,7 +193,7 @@ class Workspace:
     """The dumps at one path, opened on first use, with their caches and watchpoints."""
 
     def __init__(self, path: str, cache_dir: str | None = None, use_cache: bool = True,
-                 source_roots: list[str] | None = None) -> None:
+                 source_roots: list[str] | None = None, scheduler: str | None = None) -> None:
         self.path = os.path.abspath(path)
         roots = find_dump_roots(self.path)
         self.ids: dict[str, str] = {}
@@ -210,6 +211,8 @@ class Workspace:
         self._triage: dict[str, dict[str, Any]] = {}
         self._locks: dict[str, threading.RLock] = {r: threading.RLock() for r in self.ids}
         self._lock = threading.Lock()
+        # `tdbg serve --scheduler`: background triage scans run on that Dask cluster (connected on first use)
+        self.workers = connect(scheduler) if scheduler else None
 
     def resolve(self, dump_id: str | None) -> str:
         """A dump id (None: the first one)."""
@@ -299,7 +302,7 @@ class Workspace:
             d, cache = self.dump(key), self.cache(key)
             # The dump's lock: the statistics cache is one file, written by one thread at a time.
             with self.lock(key):
-                res = _triage.triage(d, cache, say)
+                res = _triage.triage(d, cache, say, workers=self.workers)
             with self._lock:
                 self._triage[key] = {"state": "done", "result": res}
         except Exception as exc:   # shown on the page; the next request tries again

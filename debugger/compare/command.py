@@ -6,6 +6,7 @@ import json
 from typing import Any, TextIO
 
 from ..errors import DumpError
+from ..executors import add_scheduler, cluster_workers
 from ..exits import Exit
 from ..report import fmt_num, table
 from ..selection import ranges_text
@@ -46,6 +47,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--iterations", help="iterations, e.g. 0-5,8 (default: all)")
     s.add_argument("--mapping", metavar="FILE", help='two dumps: JSON {"a_name": "b_name"} of renamed nodes')
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    add_scheduler(s)
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument("--no-cache", action="store_true", help="neither read nor write the comparison cache")
     s.add_argument("--cache-dir", help="cache folder (default: $TDBG_CACHE_DIR or ~/.cache/tdbg)")
@@ -81,16 +83,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     loaded = dump.all_warnings()
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
     progress = Progress("comparing")
-    if ranks_mode:
-        result = compare_ranks(dump, base=args.base, ranks=args.rank, iterations=args.iterations,
-                               all_tensors=args.all_tensors, thresholds=thresholds, jobs=args.jobs, cache=cache,
-                               progress=progress)
-    else:
-        dump_b = open_dump(args.dump_b)
-        result = compare_runs(dump, dump_b, ranks=args.rank, iterations=args.iterations,
-                              mapping=args.mapping, thresholds=thresholds, jobs=args.jobs, cache=cache,
-                              progress=progress)
-        loaded += dump_b.all_warnings()
+    with cluster_workers(args) as workers:
+        if ranks_mode:
+            result = compare_ranks(dump, base=args.base, ranks=args.rank, iterations=args.iterations,
+                                   all_tensors=args.all_tensors, thresholds=thresholds, jobs=args.jobs, cache=cache,
+                                   progress=progress, workers=workers)
+        else:
+            dump_b = open_dump(args.dump_b)
+            result = compare_runs(dump, dump_b, ranks=args.rank, iterations=args.iterations,
+                                  mapping=args.mapping, thresholds=thresholds, jobs=args.jobs, cache=cache,
+                                  progress=progress, workers=workers)
+            loaded += dump_b.all_warnings()
     # the dumps' load problems (an unreadable graph, unparsed file names) belong with the answer
     result.warnings[:0] = [w for w in loaded if w not in result.warnings]
     if args.json:

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
+from ..executors import Workers
 from ..graph import Graph
 from ..model import Dump
 from .match import match_graphs, match_tensors
@@ -96,7 +97,7 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
                   iterations: "Iterable[int] | str | None" = None, all_tensors: bool = False,
                   thresholds: "Thresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
                   cache: StatsCache | None = None, *, fast: bool = True,
-                  progress: Progress | None = None) -> CompareResult:
+                  progress: Progress | None = None, workers: Workers | None = None) -> CompareResult:
     """Compare every selected rank of ``dump`` (side a) with the ``base`` rank (side b), iteration by
     iteration; ``all_tensors`` also lists the tensors that may differ (not counted)."""
     d = open_any(dump)
@@ -143,4 +144,4 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
                         result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb, counted))
     if sel is not None and not all_its:
         raise QueryError(d.root, f"no selected iteration ({_fmt(sel)}) was dumped")
-    return finish(result, all_its, jobs, cache, fast, progress)
+    return finish(result, all_its, jobs, cache, fast, progress, workers)

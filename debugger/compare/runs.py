@@ -6,14 +6,14 @@ no partner is "missing on b" (or "missing on a").
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
+from ..executors import Workers, local_workers
 from ..formats.base import TensorSource
 from ..graph import Graph
 from ..locate import optimizer_slots, position, user_location
@@ -250,14 +250,18 @@ def _pair_key(p: Pair) -> str:
     return f"{p.ref_a.identity}>{p.ref_b.identity}"
 
 
-def _run_chunk(tasks: list[tuple[TensorSource, TensorSource]], fast: bool) -> list[Outcome]:
+def compare_chunk(tasks: list[tuple[TensorSource, TensorSource]], fast: bool) -> list[Outcome]:
     """Worker entry point: compare a list of tensor pairs."""
     return [compare_sources(a, b, fast) for a, b in tasks]
 
 
 def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache | None = None, fast: bool = True,
-             progress: Progress | None = None) -> None:
-    """Compute (or fetch from the cache) every pair's outcome, grade it, find the first divergence."""
+             progress: Progress | None = None, workers: Workers | None = None) -> None:
+    """Compute (or fetch from the cache) every pair's outcome, grade it, find the first divergence.
+
+    ``workers`` (a Dask cluster, say) compares the pairs; default: a local pool of ``jobs`` processes
+    when there is enough to read.
+    """
     cache = cache or StatsCache(enabled=False)
     todo: list[Pair] = []
     for p in result.pairs:
@@ -276,14 +280,19 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
     if progress is not None:
         progress(0, len(todo))
     try:
-        if jobs == 1 or total < POOL_MIN_BYTES or len(todo) < 2:
+        if workers is not None and workers.cluster and todo:
+            done = _in_pool(todo, total, workers, fast, progress)
+        elif jobs == 1 or total < POOL_MIN_BYTES or len(todo) < 2 or (workers is not None and workers.executor is None):
             for p in todo:
                 p.outcome = compare_sources(p.ref_a.source, p.ref_b.source, fast)  # type: ignore[union-attr]
                 done += 1
                 if progress is not None:
                     progress(done, len(todo))
+        elif workers is not None:
+            done = _in_pool(todo, total, workers, fast, progress)
         else:
-            done = _in_pool(todo, total, jobs, fast, progress)
+            with local_workers(jobs) as pool:
+                done = _in_pool(todo, total, pool, fast, progress)
         for p in todo:
             assert p.outcome is not None
             result.bytes_compared += p.outcome.nbytes
@@ -306,9 +315,10 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
     result.first_divergence = first_divergence(result.pairs)
 
 
-def _in_pool(todo: list[Pair], total: int, jobs: int, fast: bool, progress: Progress | None) -> int:
-    """Compare pairs in a fork pool, a few chunks of similar size per worker."""
-    target = max(4 << 20, total // (jobs * 8))
+def _in_pool(todo: list[Pair], total: int, workers: Workers, fast: bool, progress: Progress | None) -> int:
+    """Compare pairs on the workers, a few chunks of similar size per worker (results keyed by pair, so a
+    chunk Dask runs again after losing a worker gives the same outcomes)."""
+    target = max(4 << 20, total // (workers.slots * 8))
     chunks: list[list[Pair]] = [[]]
     size = 0
     for p in todo:
@@ -318,16 +328,15 @@ def _in_pool(todo: list[Pair], total: int, jobs: int, fast: bool, progress: Prog
         chunks[-1].append(p)
         size += p.ref_a.size + p.ref_b.size  # type: ignore[union-attr]
     done = 0
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as pool:
-        futs = {pool.submit(_run_chunk, [(p.ref_a.source, p.ref_b.source) for p in c], fast): c  # type: ignore[union-attr]
-                for c in chunks}
-        for fut in as_completed(futs):
-            chunk = futs[fut]
-            for p, o in zip(chunk, fut.result()):
-                p.outcome = o
-            done += len(chunk)
-            if progress is not None:
-                progress(done, len(todo))
+    futs = {workers.submit(compare_chunk, [(p.ref_a.source, p.ref_b.source) for p in c], fast): c  # type: ignore[union-attr]
+            for c in chunks}
+    for fut in as_completed(futs):
+        chunk = futs[fut]
+        for p, o in zip(chunk, fut.result()):
+            p.outcome = o
+        done += len(chunk)
+        if progress is not None:
+            progress(done, len(todo))
     return done
 
 
@@ -431,7 +440,7 @@ def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int
                  iterations: "Iterable[int] | str | None" = None, mapping: "Mapping[str, str] | str | None" = None,
                  thresholds: "Thresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
                  cache: StatsCache | None = None, *, fast: bool = True,
-                 progress: Progress | None = None) -> CompareResult:
+                 progress: Progress | None = None, workers: Workers | None = None) -> CompareResult:
     """Compare run A (under test) with run B (baseline): the same rank and iteration on both sides.
 
     ``mapping`` is a dict or the path of a JSON file ``{"a_name": "b_name"}``; ``fast=False``
@@ -467,15 +476,15 @@ def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int
         _runs_rank(result, ra, rb, sel, names, all_its)
     if sel is not None and not all_its:
         raise QueryError(da.root, f"no selected iteration ({_fmt(sel)}) was dumped on both sides")
-    return finish(result, all_its, jobs, cache, fast, progress)
+    return finish(result, all_its, jobs, cache, fast, progress, workers)
 
 
 def finish(result: CompareResult, iterations: set[int], jobs: int | None, cache: StatsCache | None,
-           fast: bool, progress: Callable[[int, int], None] | None) -> CompareResult:
+           fast: bool, progress: Callable[[int, int], None] | None, workers: Workers | None = None) -> CompareResult:
     """Record the iterations, de-duplicate warnings and compute every pair's metrics."""
     result.iterations = sorted(iterations)
     result.warnings = list(dict.fromkeys(result.warnings))
-    evaluate(result, jobs, cache, fast, progress)
+    evaluate(result, jobs, cache, fast, progress, workers)
     return result
 
 

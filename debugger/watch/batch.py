@@ -2,12 +2,12 @@
 can be, the rest run in a few large chunks on a process pool."""
 from __future__ import annotations
 
-import multiprocessing as mp
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Iterable, Optional, Sequence
+from concurrent.futures import Future
+from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 from ..cache import StatsCache
 from ..errors import DumpError
+from ..executors import Workers
 from ..model import TensorRef
 from ..formats.base import TensorSource
 from ..stats import COUNT_NAMES, STAT_NAMES, Stats
@@ -17,12 +17,34 @@ from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_f
 Parts = list[tuple[str, list, Optional[Future]]]
 
 
-def open_pool(jobs: int) -> Executor | None:
-    """Worker processes when ``jobs`` > 1, else None (everything runs in this process)."""
-    if jobs <= 1:
-        return None
-    # fork: the workers start at once and inherit the imported modules
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
+# A task reads at most about this many bytes and files: a hand-off per chunk, not per tensor, a
+# bounded loss when a worker dies, and still a few chunks per worker for balance.
+TASK_BYTES = 64 << 20
+TASK_FILES = 1024
+# Fewer tasks than this are computed in this process (a local pool's hand-off costs more).
+_LOCAL_BELOW = 16
+T = TypeVar("T")
+
+
+def split_by_bytes(items: list[T], size: Callable[[T], int], slots: int) -> list[list[T]]:
+    """Consecutive runs of ``items`` (one rank and iteration stay together) of similar byte volume."""
+    total = sum(size(t) for t in items)
+    target = max(1, min(TASK_BYTES, total // (slots * 4)))
+    chunks: list[list[T]] = [[]]
+    got = 0
+    for t in items:
+        if chunks[-1] and (got >= target or len(chunks[-1]) >= TASK_FILES):
+            chunks.append([])
+            got = 0
+        chunks[-1].append(t)
+        got += size(t)
+    return chunks
+
+
+def _task_bytes(t: "FileTask | PairTask") -> int:
+    if isinstance(t, FileTask):
+        return t.source.stored_bytes
+    return t.cur.stored_bytes + t.prev.stored_bytes
 
 
 def run_chunk(kind: str, tasks: list) -> list:
@@ -112,22 +134,19 @@ class Batch:
         return res.stats, res.error
 
     # -- running ----------------------------------------------------------------------------------
-    def start(self, pool: Executor | None, jobs: int) -> Parts:
-        """Look up the cache and hand what it lacks to the pool in a few large chunks."""
+    def start(self, workers: Workers) -> Parts:
+        """Look up the cache and hand what it lacks to the workers in chunks of similar byte volume."""
         todo_f, todo_p = self._from_cache()
         self.reads = len(todo_f) + 2 * len(todo_p)
         parts: Parts = []
         for kind, todo in (("file", todo_f), ("pair", todo_p)):
             if not todo:
                 continue
-            if pool is None or len(todo) < 16:
+            if workers.executor is None or (len(todo) < _LOCAL_BELOW and not workers.cluster):
                 parts.append((kind, todo, None))
                 continue
-            # A few chunks per worker: IPC per chunk, not per tensor, and still balanced.
-            n = max(1, len(todo) // (jobs * 4))
-            for i in range(0, len(todo), n):
-                chunk = todo[i:i + n]
-                parts.append((kind, chunk, pool.submit(run_chunk, kind, chunk)))
+            for chunk in split_by_bytes(todo, _task_bytes, workers.slots):
+                parts.append((kind, chunk, workers.submit(run_chunk, kind, chunk)))
         return parts
 
     def finish(self, parts: Parts) -> int:

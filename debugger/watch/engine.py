@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import Callable, Iterable, Iterator
 
 from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
-from .batch import Batch, Parts, open_pool
+from ..executors import Workers, local_workers
+from .batch import Batch, Parts
 from .conditions import Step, family_of
 from .registry import Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
@@ -19,14 +19,18 @@ from .select import is_float, where_nodes
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan"]
 
-_BATCH_TASKS = 2048
+_BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
 _RESULT_FORMAT = 4   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
          iterations: set[int] | str | None = None, where: str | None = None, jobs: int | None = None,
-         cache: StatsCache | None = None, progress: Callable[[int, int], None] | None = None) -> ScanResult:
-    """Check ``watchpoints`` on every selected tensor of ``dump``; hits sorted first-occurrence first."""
+         cache: StatsCache | None = None, progress: Callable[[int, int], None] | None = None,
+         workers: Workers | None = None) -> ScanResult:
+    """Check ``watchpoints`` on every selected tensor of ``dump``; hits sorted first-occurrence first.
+
+    ``workers`` (a Dask cluster, say) runs the tensor work; default: a local pool of ``jobs`` processes.
+    """
     if isinstance(iterations, str):
         iterations = parse_iterations(iterations)
     rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
@@ -45,14 +49,14 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
                       if iterations is None or it in iterations})
     result = ScanResult(dump.root, rank_ids, all_its, list(watchpoints))
     steps = [(r, gid, it) for it in all_its for r, gid in units if it in set(r.iterations(gid))]
-    jobs = jobs or os.cpu_count() or 1
-    pool = open_pool(jobs)
+    own = workers is None
+    pool = local_workers(jobs) if workers is None else workers
     try:
         done = 0
         running: tuple[list[Step], Batch, Parts] | None = None
         # Pipelined: while the workers compute one batch, this process plans the next.
-        for batch_steps, batch in _batches(steps, watchpoints, selected, cache):
-            parts = batch.start(pool, jobs)
+        for batch_steps, batch in _batches(steps, watchpoints, selected, cache, _batch_tasks(pool)):
+            parts = batch.start(pool)
             if running is not None:
                 done += _finish(running, result)
                 if progress is not None:
@@ -63,8 +67,8 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
             if progress is not None:
                 progress(done, len(steps))
     finally:
-        if pool is not None:
-            pool.shutdown()
+        if own:
+            pool.close()
         cache.flush()
     result.sort()
     if key is not None:
@@ -89,13 +93,18 @@ def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int
     return len(steps)
 
 
+def _batch_tasks(workers: Workers) -> int:
+    """Tensors per batch: enough to keep every worker of a cluster busy, bounded for memory."""
+    return _BATCH_TASKS if not workers.cluster else max(_BATCH_TASKS, min(1 << 16, 256 * workers.slots))
+
+
 def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected: dict[int, set[str]] | None,
-             cache: StatsCache) -> Iterator[tuple[list[Step], Batch]]:
+             cache: StatsCache, size: int) -> Iterator[tuple[list[Step], Batch]]:
     batch = Batch(cache)
     pending: list[Step] = []
     for rank, gid, it in steps:
         pending.append(_plan_step(rank, gid, it, wps, selected, batch))
-        if batch.size() >= _BATCH_TASKS:
+        if batch.size() >= size:
             yield pending, batch
             batch, pending = Batch(cache), []
     if pending:

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence, TextIO
 from .errors import DumpError
 from .executors import add_scheduler, cluster_workers
 from .exits import Exit
+from .gcpause import paused_gc
 from .query.scopes import FOLD
 from .report import Progress, fmt_num, human_bytes, table
 from .selection import ranges_text
@@ -499,7 +500,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     args.err = err
     func: Callable[[argparse.Namespace, TextIO], int] = args.func
     try:
-        return int(func(args, out))
+        if func is cmd_serve:
+            return int(func(args, out))
+        with paused_gc():   # a command allocates many acyclic records, then exits: no collector passes over them
+            return int(func(args, out))
     except DumpError as exc:
         err.write(f"tdbg: error: {exc}\n")
         return Exit.USAGE

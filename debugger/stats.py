@@ -81,6 +81,7 @@ class _Acc:
         self.max = -math.inf
 
     def add(self, chunk: np.ndarray) -> None:
+        # Called under np.errstate(over="ignore", invalid="ignore") (stats_of_chunks).
         # Float chunks stay in their own precision (float16 is widened to float32): pairwise sums
         # and a centred dot product are accurate to ~1e-7 and several times faster than float64.
         self.count += chunk.size
@@ -91,8 +92,7 @@ class _Acc:
         if kind == "f":
             if chunk.dtype.itemsize < 4:
                 chunk = chunk.astype(np.float32)
-            with np.errstate(over="ignore", invalid="ignore"):   # Inf, NaN or an overflowing sum: handled below
-                s = float(np.add.reduce(chunk))
+            s = float(np.add.reduce(chunk))   # Inf, NaN or an overflowing sum: handled below
             if not math.isfinite(s):
                 finite = np.isfinite(chunk)
                 if not finite.all():
@@ -116,10 +116,9 @@ class _Acc:
         self.positives += pos
         self.negatives += n - zeros - pos
         m = s / n
-        with np.errstate(over="ignore"):
-            d = np.subtract(chunk, chunk.dtype.type(m))
-            m2 = float(np.dot(d, d))
-            abs_sum = float(np.add.reduce(np.abs(chunk, out=d)))
+        d = np.subtract(chunk, chunk.dtype.type(m))
+        m2 = float(np.dot(d, d))
+        abs_sum = float(np.add.reduce(np.abs(chunk, out=d)))
         if not (math.isfinite(m2) and math.isfinite(abs_sum)):
             # finite values near the float32 limit: their squares or sums overflow float32
             x = chunk.astype(np.float64)
@@ -161,11 +160,14 @@ def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, flo
     """:func:`compute_stats` over a tensor given as 1-D chunks (each used only until the next arrives)."""
     acc = _Acc()
     counts = {r: 0 for r in ranges}
-    for c in chunks:
-        acc.add(c)
-        if ranges and c.dtype.kind in "biuf":
-            for lo, hi in ranges:
-                counts[(lo, hi)] += int(np.count_nonzero((c >= lo) & (c <= hi)))
+    # One errstate for the whole tensor, not one per reduction: Inf, NaN and overflowing float32
+    # sums are handled by _Acc.add itself (a warning would say nothing more).
+    with np.errstate(over="ignore", invalid="ignore"):
+        for c in chunks:
+            acc.add(c)
+            if ranges and c.dtype.kind in "biuf":
+                for lo, hi in ranges:
+                    counts[(lo, hi)] += int(np.count_nonzero((c >= lo) & (c <= hi)))
     return acc.result(), counts
 
 

@@ -5,9 +5,11 @@ Shared by the formats that store one ``.npy`` file per tensor.
 from __future__ import annotations
 
 import ast
+import io
 import math
 import os
 import re
+import stat
 import struct
 from functools import lru_cache
 from dataclasses import dataclass
@@ -198,8 +200,16 @@ class NpyTensor(TensorSource):
 
     @property
     def identity(self) -> str:
-        """``path|size|mtime_ns``: changes whenever the file does."""
-        return f"{self.path}|{self.size}|{self.mtime_ns}"
+        """``path|size|mtime_ns``: changes whenever the file does (made once: a scan asks often)."""
+        d = self.__dict__
+        ident = d.get("_identity")
+        if ident is None:
+            ident = d["_identity"] = f"{self.path}|{self.size}|{self.mtime_ns}"
+        return ident
+
+    def __getstate__(self) -> dict[str, Any]:
+        # the fields only: the cached identity is rebuilt where needed, not shipped to workers
+        return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns}
 
     def current_identity(self) -> str:
         """``path|size|mtime_ns`` from a fresh stat: a file replaced since the listing gets a new key."""
@@ -231,9 +241,7 @@ class NpyTensor(TensorSource):
             h = _npy_header(self.path, st.st_size, st.st_mtime_ns)
         except OSError as exc:
             raise CorruptFileError(self.path, f"cannot read: {exc.strerror or exc}") from exc
-        if h.dtype.kind not in "biufc" or h.dtype.fields is not None:
-            # strings, dates, raw bytes and records are listed, but they are no tensors to check or compare
-            raise CorruptFileError(self.path, f"dtype {h.dtype.str} is not a numeric tensor; skipped")
+        _check_numeric(self.path, h)
         return h
 
     def array(self, mmap: bool = True) -> np.ndarray:
@@ -244,6 +252,13 @@ class NpyTensor(TensorSource):
 
     def chunks(self, n: int) -> Iterator[np.ndarray]:
         """Elements in C order, ``n`` at a time, read through one reused buffer."""
+        if 0 < self.size <= READ_LIMIT:
+            # the common case, a small file: one open, one fstat, one read (what a scan pays per file)
+            a = _read_small(self.path)
+            if a is not None:
+                for i in range(0, a.size, n):
+                    yield a[i:i + n]
+                return
         h = self.npy_header()
         check_complete(self.path, h)
         if h.nbytes == 0:
@@ -254,6 +269,41 @@ class NpyTensor(TensorSource):
                 yield np.ascontiguousarray(flat[i:i + n])
             return
         yield from _read_pieces(self.path, h, n)
+
+
+def _read_small(path: str) -> np.ndarray | None:
+    """The values of a file small enough to read whole, flat in C order, from one open, one fstat and
+    one read (header, checks and data from the same bytes); None when the file is not a small regular
+    file (the general path reads it, or says why not)."""
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > READ_LIMIT:
+            return None
+        buf = os.read(fd, st.st_size)
+    except OSError as exc:
+        raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    h = _header_from(io.BytesIO(buf), path)
+    _check_numeric(path, h)
+    _check_size(path, h, len(buf))   # what was read: a file that shrank meanwhile is truncated
+    a = np.frombuffer(buf, dtype=h.dtype, count=math.prod(h.shape), offset=h.data_offset)
+    if h.fortran_order and len(h.shape) > 1:
+        a = a.reshape(h.shape, order="F").reshape(-1, order="C")   # logical order
+    return a
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _check_numeric(path: str, h: NpyHeader) -> None:
+    if h.dtype.kind not in "biufc" or h.dtype.fields is not None:
+        # strings, dates, raw bytes and records are listed, but they are no tensors to check or compare
+        raise CorruptFileError(path, f"dtype {h.dtype.str} is not a numeric tensor; skipped")
 
 
 @lru_cache(maxsize=4096)

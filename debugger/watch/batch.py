@@ -2,12 +2,16 @@
 can be, the rest run in a few large chunks on a process pool."""
 from __future__ import annotations
 
+import operator
 from concurrent.futures import Future
 from typing import Callable, Iterable, Optional, Sequence, TypeVar
+
+import numpy as np
 
 from ..cache import StatsCache
 from ..errors import DumpError
 from ..executors import Workers
+from ..gcpause import paused_gc
 from ..model import TensorRef
 from ..formats.base import TensorSource
 from ..stats import COUNT_NAMES, STAT_NAMES, Stats
@@ -28,16 +32,16 @@ T = TypeVar("T")
 
 def split_by_bytes(items: list[T], size: Callable[[T], int], slots: int) -> list[list[T]]:
     """Consecutive runs of ``items`` (one rank and iteration stay together) of similar byte volume."""
-    total = sum(size(t) for t in items)
-    target = max(1, min(TASK_BYTES, total // (slots * 4)))
+    sizes = [size(t) for t in items]
+    target = max(1, min(TASK_BYTES, sum(sizes) // (slots * 4)))
     chunks: list[list[T]] = [[]]
     got = 0
-    for t in items:
+    for t, n in zip(items, sizes):
         if chunks[-1] and (got >= target or len(chunks[-1]) >= TASK_FILES):
             chunks.append([])
             got = 0
         chunks[-1].append(t)
-        got += size(t)
+        got += n
     return chunks
 
 
@@ -47,10 +51,56 @@ def _task_bytes(t: "FileTask | PairTask") -> int:
     return t.cur.stored_bytes + t.prev.stored_bytes
 
 
-def run_chunk(kind: str, tasks: list) -> list:
-    """Worker entry point: compute a list of file or pair tasks."""
-    fn = run_file_task if kind == "file" else run_pair_task
-    return [fn(t) for t in tasks]
+def run_chunk(kind: str, tasks: list) -> "list | PackedStats":
+    """Worker entry point: compute a list of file or pair tasks (file results come back packed)."""
+    with paused_gc():   # a forked worker would otherwise walk the whole inherited heap, page by page
+        if kind == "file":
+            return PackedStats.pack([run_file_task(t) for t in tasks])
+        return [run_pair_task(t) for t in tasks]
+
+
+class PackedStats:
+    """File results as two arrays (values, and which are None) plus the few results with more in them:
+    a hand-off of a few bytes per tensor instead of a pickled object each. Unpacks exactly."""
+
+    def __init__(self, values: np.ndarray, none: np.ndarray, rest: dict[int, FileResult]) -> None:
+        self.values = values
+        self.none = none
+        self.rest = rest
+
+    @classmethod
+    def pack(cls, results: list[FileResult]) -> "PackedStats":
+        """Pack computed results."""
+        rows = [_row(r.stats) if r.stats is not None else _NO_ROW for r in results]
+        arr = np.array(rows, dtype=object).reshape(len(results), len(STAT_NAMES))
+        none = np.equal(arr, None)
+        values = np.where(none, 0, arr).astype(np.float64)
+        rest = {i: FileResult(None, r.ranges, r.units, r.error) for i, r in enumerate(results)
+                if r.ranges or r.units or r.error or r.stats is None}
+        return cls(values, none, rest)
+
+    def unpack(self) -> list[FileResult]:
+        """The results, as computed."""
+        out: list[FileResult] = []
+        values = self.values.tolist()
+        counts = self.values[:, :_N_COUNTS].astype(np.int64).tolist()
+        partial = self.none.any(axis=1).tolist()
+        for i, (row, ints, odd) in enumerate(zip(values, counts, partial)):
+            r = self.rest.get(i)
+            if r is None:
+                r = FileResult()
+            if not odd:
+                r.stats = Stats(*ints, *row[_N_COUNTS:])
+            elif not self.none[i].all():
+                none = self.none[i].tolist()
+                r.stats = Stats(*ints, *(None if nz else v for v, nz in zip(row[_N_COUNTS:], none[_N_COUNTS:])))
+            out.append(r)
+        return out
+
+
+_NO_ROW = (None,) * len(STAT_NAMES)
+_row = operator.attrgetter(*STAT_NAMES)
+_N_COUNTS = len(COUNT_NAMES)
 
 
 def _stored_beside_values(source: TensorSource) -> Stats | None:
@@ -153,6 +203,8 @@ class Batch:
         """Merge the computed results; returns the number of tensor reads."""
         for kind, chunk, fut in parts:
             results = fut.result() if fut is not None else run_chunk(kind, chunk)
+            if isinstance(results, PackedStats):
+                results = results.unpack()
             merge = self._merge_file if kind == "file" else self._merge_pair
             for t, res in zip(chunk, results):
                 merge(t, res)  # type: ignore[arg-type]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import deque
 from typing import Callable, Iterable, Iterator
 
 from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
 from ..executors import Workers, local_workers
+from ..gcpause import paused_gc
 from .batch import Batch, Parts
 from .conditions import Step, family_of
 from .registry import Watchpoint
@@ -20,6 +22,7 @@ from .select import is_float, where_nodes
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan"]
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
+_AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
 _RESULT_FORMAT = 4   # bump when the engine's results change: stored results of older rules are not reused
 
 
@@ -31,6 +34,13 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
 
     ``workers`` (a Dask cluster, say) runs the tensor work; default: a local pool of ``jobs`` processes.
     """
+    with paused_gc():
+        return _scan(dump, watchpoints, ranks, iterations, where, jobs, cache, progress, workers)
+
+
+def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None, iterations: set[int] | str | None,
+          where: str | None, jobs: int | None, cache: StatsCache | None,
+          progress: Callable[[int, int], None] | None, workers: Workers | None) -> ScanResult:
     if isinstance(iterations, str):
         iterations = parse_iterations(iterations)
     rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
@@ -53,17 +63,17 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
     pool = local_workers(jobs) if workers is None else workers
     try:
         done = 0
-        running: tuple[list[Step], Batch, Parts] | None = None
-        # Pipelined: while the workers compute one batch, this process plans the next.
+        running: deque[tuple[list[Step], Batch, Parts]] = deque()
+        # Pipelined: while the workers compute the batches started, this process plans the next ones;
+        # batches finish in order, so hits and progress come as from a run without workers.
         for batch_steps, batch in _batches(steps, watchpoints, selected, cache, _batch_tasks(pool)):
-            parts = batch.start(pool)
-            if running is not None:
-                done += _finish(running, result)
+            running.append((batch_steps, batch, batch.start(pool)))
+            if len(running) > _AHEAD:
+                done += _finish(running.popleft(), result)
                 if progress is not None:
                     progress(done, len(steps))
-            running = (batch_steps, batch, parts)
-        if running is not None:
-            done += _finish(running, result)
+        while running:
+            done += _finish(running.popleft(), result)
             if progress is not None:
                 progress(done, len(steps))
     finally:

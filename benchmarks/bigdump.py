@@ -45,6 +45,7 @@ def bench_dump_from_args(doc: str) -> tuple[argparse.Namespace, str]:
     p.add_argument("--root", default="/work/bench_data/scan")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--files", type=int, default=50_000)
+    p.add_argument("--rounds", type=int, default=3, help="warm runs of each measurement (the best is kept)")
     a = p.parse_args()
     return a, ensure_big_dump(a.root, files=a.files, layers=120, width=208, ranks=1)
 

@@ -74,7 +74,9 @@ def convert_rank(root: str, rank: int, target: str, statistics: bool, iterations
     from .model import open_dump
 
     result = ConvertResult(root, target, [rank])
-    _convert_ranks([open_dump(root).rank(rank)], target, statistics, iterations, result, 0, None)
+    # replace: the client checked the target was new or empty, so an iteration file already there was
+    # written by an earlier try of this very task (Dask runs a task again when its worker died)
+    _convert_ranks([open_dump(root).rank(rank)], target, statistics, iterations, result, 0, None, replace=True)
     return result
 
 
@@ -82,7 +84,7 @@ def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iter
                 result: ConvertResult, total: int, progress: Callable[[int, int], None] | None,
                 workers: Workers) -> None:
     """One task per rank; results merged in rank order, as a local conversion orders them. A rank Dask
-    converts again after losing its worker rewrites the same files (each is published by a rename)."""
+    converts again after losing its worker writes the same files again (each is published by a rename)."""
     from concurrent.futures import as_completed
 
     futs = {workers.submit(convert_rank, root, r, target, statistics, iterations): r for r in ranks}
@@ -102,13 +104,14 @@ def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iter
 
 
 def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterations: set[int] | None,
-                   result: ConvertResult, total: int, progress: Callable[[int, int], None] | None) -> None:
+                   result: ConvertResult, total: int, progress: Callable[[int, int], None] | None,
+                   replace: bool = False) -> None:
     plan = [(r, it) for r in rank_objs for it in r.iterations() if iterations is None or it in iterations]
     done = 0
     writers = {r.rank: _writer(r, target, statistics, result) for r in rank_objs}
     try:
         for rank, it in plan:
-            with writers[rank.rank].iteration(it) as w:
+            with writers[rank.rank].iteration(it, replace=replace) as w:
                 for ref in rank.tensors(iteration=it):
                     done += 1
                     try:

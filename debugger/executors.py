@@ -22,8 +22,6 @@ from .errors import DumpError
 
 LOCAL = "local"
 _LOCAL_RE = re.compile(r"^local(?::(\d+))?$")
-# How long a client waits for a scheduler that does not answer.
-CONNECT_TIMEOUT_S = 20
 
 
 class Workers:
@@ -153,7 +151,7 @@ def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], 
         closers = (client.close, cluster.close)
     else:
         try:
-            client = Client(where, timeout=CONNECT_TIMEOUT_S)
+            client = Client(where)   # waits distributed.comm.timeouts.connect (Dask's config, 30 s)
         except (OSError, ValueError) as exc:
             raise DumpError(None, f"cannot reach the Dask scheduler at {where} ({exc})") from None
         closers = (client.close,)

@@ -136,16 +136,19 @@ class Batch:
     def want_stats(self, ref: TensorRef, ranges: Iterable[tuple[float, float]] = (),
                    units: Iterable[UnitSpec] = ()) -> None:
         """Ask for a tensor's statistics, and (values only) counts inside ranges and unit activity."""
-        ident = ref.identity
-        if not ref.source.has_values:
+        src = ref.source
+        ident = src.identity
+        if not src.has_values:
             if ident not in self.stored:
                 self._take_stored(ref)
             return
         t = self.files.get(ident)
         if t is None:
-            t = self.files[ident] = FileTask(ref.source)
-        t.ranges.update(ranges)
-        t.units.update(units)
+            t = self.files[ident] = FileTask(src)
+        if ranges:
+            t.ranges.update(ranges)
+        if units:
+            t.units.update(units)
 
     def _take_stored(self, ref: TensorRef) -> None:
         try:
@@ -222,6 +225,10 @@ class Batch:
         todo: list[FileTask] = []
         for ident, t in self.files.items():
             res = FileResult(stats=_stored_beside_values(t.source))
+            if res.stats is None and not use_cache:
+                self.file_results[ident] = res   # everything is to be read: the task as asked
+                todo.append(t)
+                continue
             if res.stats is None and use_cache:
                 res.stats = self.cache.get(ident)
             missing = FileTask(t.source, base=res.stats is None)

@@ -84,14 +84,15 @@ def test_convert_on_the_cluster_writes_what_a_local_convert_writes(local_cluster
     same_converted(str(tmp_path / "here"), str(tmp_path / "there"))
 
 
-class _KillFirstChunk(WorkerPlugin):
-    """Kills its worker process (SIGKILL) when the first scan chunk starts executing, once per cluster."""
+class _KillFirst(WorkerPlugin):
+    """Kills its worker process (SIGKILL) when the first task of ``prefix`` starts executing, once per cluster."""
 
-    def __init__(self, marker: str) -> None:
+    def __init__(self, marker: str, prefix: str) -> None:
         self.marker = marker
+        self.prefix = prefix
 
     def transition(self, key: Any, start: str, finish: str, **kw: Any) -> None:
-        if finish != "executing" or not str(key).startswith("run_chunk"):
+        if finish != "executing" or not str(key).startswith(self.prefix):
             return
         try:
             os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -100,20 +101,32 @@ class _KillFirstChunk(WorkerPlugin):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def test_a_worker_killed_mid_scan_loses_and_duplicates_nothing(local_cluster: Any, multi: str, tmp_path: Any) -> None:
+@pytest.mark.parametrize("work", ["scan", "convert"])
+def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(local_cluster: Any, multi: str, tmp_path: Any,
+                                                               work: str) -> None:
     import cloudpickle
 
     import test_local_cluster
 
-    cloudpickle.register_pickle_by_value(test_local_cluster)   # the workers cannot import this test module
+    d = open_dump(multi)
+    if work == "scan":
+        want = local_scan(multi)
+    else:
+        want = convert(d, str(tmp_path / "here")).to_dict()
     marker = str(tmp_path / "killed")
-    want = local_scan(multi)
-    local_cluster.register_plugin(_KillFirstChunk(marker), name="kill-first-chunk")
+    cloudpickle.register_pickle_by_value(test_local_cluster)   # the workers cannot import this test module
+    local_cluster.register_plugin(_KillFirst(marker, "run_chunk" if work == "scan" else "convert_rank"), name="kill")
     try:
         with client_workers(local_cluster) as workers:
-            got = scan(open_dump(multi), preset("recommended"), cache=StatsCache(enabled=False), workers=workers)
+            if work == "scan":
+                got = scan(d, preset("recommended"), cache=StatsCache(enabled=False), workers=workers).to_dict()
+            else:
+                got = convert(d, str(tmp_path / "there"), workers=workers).to_dict()
     finally:
-        local_cluster.unregister_worker_plugin("kill-first-chunk")
+        local_cluster.unregister_worker_plugin("kill")
         cloudpickle.unregister_pickle_by_value(test_local_cluster)
-    assert os.path.exists(marker)          # a worker did die while running a chunk
-    assert got.to_dict() == want
+    assert os.path.exists(marker)          # a worker did die while running a task
+    if work == "convert":
+        assert want.pop("target") != got.pop("target")
+        same_converted(str(tmp_path / "here"), str(tmp_path / "there"))
+    assert got == want

@@ -117,3 +117,11 @@ def test_without_the_flag_dask_is_never_imported(sample_root: str) -> None:
 def test_a_malformed_scheduler_is_a_usage_error(spec: str, sample_root: str) -> None:
     r = run_cli("scan", "--scheduler", spec, os.path.join(sample_root, "single"))
     assert r.code == Exit.USAGE and "--scheduler" in r.err and "Traceback" not in r.err
+
+
+def test_an_unreachable_scheduler_is_a_usage_error_naming_it(sample_root: str) -> None:
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
+    p = subprocess.run([sys.executable, "-m", "debugger.cli", "scan", "--no-cache", "--scheduler", "tcp://127.0.0.1:9",
+                        os.path.join(sample_root, "single")], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == Exit.USAGE
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr

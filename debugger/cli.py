@@ -200,7 +200,7 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     from .cache import StatsCache
     from .model import open_dump
     from .selection import parse_iterations, parse_ranks
-    from .watch.engine import scan
+    from .watch.engine import scan, scan_warnings
     from .watch.registry import describe_conditions
 
     if args.list_conditions:
@@ -226,7 +226,7 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     with cluster_workers(args) as workers:
         result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
                       progress=Progress("scanning"), workers=workers)
-    warnings = dump.all_warnings()
+    warnings = scan_warnings(dump, result)
     if args.json:
         _print_json({**result.to_dict(), "warnings": warnings}, out)
     else:

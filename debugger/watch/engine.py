@@ -19,7 +19,7 @@ from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
 from .select import is_float, where_nodes
 
-__all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan"]
+__all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
 _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
@@ -81,9 +81,21 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
             pool.close()
         cache.flush()
     result.sort()
+    if ranks is None:
+        for r in dump.ranks:
+            r.index  # noqa: B018 - built already, unless a rank had nothing to scan: its warnings come from it
+        result.rank_warnings = [w for r in dump.ranks for w in r.warnings]
     if key is not None:
-        cache.put_result(key, result.to_dict())
+        cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings})
     return result
+
+
+def scan_warnings(dump: Dump, result: ScanResult) -> list[str]:
+    """The dump's load warnings to report with ``result`` (``Dump.all_warnings``, without loading graphs
+    and index again when the result, stored or fresh, already knows those of every rank)."""
+    if result.rank_warnings is None or [r.rank for r in dump.ranks] != result.ranks:
+        return dump.all_warnings()
+    return [*dump.warnings, *result.rank_warnings]
 
 
 def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations: set[int] | None,

@@ -93,6 +93,9 @@ class ScanResult:
     hits: list[Hit] = field(default_factory=list)
     errors: list[ErrorRecord] = field(default_factory=list)
     files_checked: int = 0
+    # The ranks' load warnings as the scan left them (all ranks scanned only), kept with a stored result:
+    # a re-scan of the unchanged dump then need not load graphs and index again only to list them.
+    rank_warnings: list[str] | None = None
 
     @property
     def first(self) -> Hit | None:
@@ -109,7 +112,8 @@ class ScanResult:
         """Inverse of :meth:`to_dict` (the watchpoints are given again, as objects)."""
         hits = [Hit.from_dict(h) for h in d["hits"]]
         errors = [ErrorRecord(**e) for e in d["errors"]]
-        return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors)
+        return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
+                   rank_warnings=d.get("rank_warnings"))
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""

@@ -9,8 +9,6 @@ from typing import Any, Iterator
 
 import pytest
 
-distributed = pytest.importorskip("distributed")
-
 
 @pytest.fixture(autouse=True)
 def _cache_elsewhere(monkeypatch: Any, tmp_path: Any) -> None:
@@ -21,6 +19,7 @@ def _cache_elsewhere(monkeypatch: Any, tmp_path: Any) -> None:
 @pytest.fixture(scope="module")
 def local_cluster() -> Iterator[Any]:
     """A real LocalCluster of 2 worker processes and its client."""
+    distributed = pytest.importorskip("distributed")
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
     client = distributed.Client(cluster)
     try:
@@ -33,6 +32,7 @@ def local_cluster() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def loopback_cluster(tmp_path_factory: Any) -> Iterator[str]:
     """A scheduler and 2 workers, each its own process (the `dask` command line) on loopback: its address."""
+    distributed = pytest.importorskip("distributed")
     d = tmp_path_factory.mktemp("dask")
     sfile = str(d / "scheduler.json")
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}

@@ -6,6 +6,9 @@ import signal
 from typing import Any
 
 import pytest
+
+pytest.importorskip("distributed")   # the tdbg[dask] extra (part of the test extra)
+
 from distributed import WorkerPlugin, get_task_stream
 
 from debugger import open_dump

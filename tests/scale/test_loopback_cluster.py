@@ -10,6 +10,9 @@ import time
 from typing import Any
 
 import pytest
+
+pytest.importorskip("distributed")   # the tdbg[dask] extra (part of the test extra)
+
 from distributed import Client
 
 from clirun import run_cli

@@ -590,6 +590,25 @@ def test_triage_runs_in_the_background_then_answers_from_the_cache(make_app: Any
     assert health["single"]["problems"] == len(names)
 
 
+def test_the_page_is_answered_while_a_cold_triage_runs(make_app: Any, sample_root: str) -> None:
+    """A triage scans the whole dump; the page's other requests must not wait for it."""
+    import time as _t
+
+    c = make_app(sample_root).test_client()
+    assert c.get("/api/triage?dump=single").get_json()["state"] == "running"
+    node = "Default/network-WithLossCell/_backbone-Net/sigmoid-Sigmoid/Sigmoid-op0"
+    t0 = _t.perf_counter()
+    r = c.get(f"/api/ranks/0/graphs/0/tensor?dump=single&node={node}&iteration=7")
+    waited = _t.perf_counter() - t0
+    assert r.status_code == 200 and r.get_json()["stats"]["count"] > 0
+    # answered before the triage finished: it did not queue behind the scan
+    assert c.get("/api/triage?dump=single").get_json()["state"] == "running", f"waited {waited:.2f} s"
+    deadline = _t.time() + 60
+    while c.get("/api/triage?dump=single").get_json()["state"] == "running" and _t.time() < deadline:
+        _t.sleep(0.1)
+    assert c.get("/api/triage?dump=single").get_json()["state"] == "done"
+
+
 def test_watchpoints_persist_per_dump_and_a_preset_twice_adds_nothing(make_app: Any, sample_root: str) -> None:
     c = make_app(sample_root).test_client()
     first = c.post("/api/watchpoints?dump=single", json={"preset": "recommended"}).get_json()
@@ -607,3 +626,15 @@ def test_watchpoints_persist_per_dump_and_a_preset_twice_adds_nothing(make_app: 
                    "&path=Default/network-WithLossCell/_backbone-Net").get_json()
     marks = {x["name"]: x["marks"] for x in scope["children"]["items"]}
     assert marks["fc2-Dense"].get("hit")
+
+
+def test_index_preloads_every_module_the_page_imports(client: Any) -> None:
+    """Without a modulepreload link per module the browser finds them one import level at a time."""
+    html = client.get("/").get_data(as_text=True)
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="/static/js/([^"]+)">', html))
+    static = os.path.join(os.path.dirname(__file__), "..", "..", "web", "static", "js")
+    modules = {os.path.relpath(os.path.join(d, f), static).replace(os.sep, "/")
+               for d, _, files in os.walk(static) for f in files if f.endswith(".js")}
+    assert modules - {"layout-worker.js"} == preloaded   # the worker loads in its own context
+    for m in preloaded:
+        assert client.get(f"/static/js/{m}").status_code == 200

@@ -396,3 +396,9 @@ def test_every_view_at_both_sizes(page: Any, live_sample: Any) -> None:
             shot(page, f"view-{v.split('?')[0]}-{w}x{h}")
             if v.startswith("code") and w == 1024:   # long source lines scroll sideways, not cut
                 assert page.evaluate("(b => b.scrollWidth > b.clientWidth)(document.querySelector('.src-body'))")
+            if v.startswith("code"):   # the file name is whole and nothing is drawn over it
+                title = page.evaluate("""(() => { const b = document.querySelector('.src-title b');
+                  const r = b.getBoundingClientRect(), m = document.querySelector('.src-meta').getBoundingClientRect();
+                  const over = !(m.left >= r.right || m.right <= r.left || m.top >= r.bottom || m.bottom <= r.top);
+                  return { whole: b.scrollWidth <= b.clientWidth + 1 && r.right <= b.parentElement.getBoundingClientRect().right + 1, over }; })()""")
+                assert title == {"whole": True, "over": False}, (w, title)

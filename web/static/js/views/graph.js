@@ -13,7 +13,8 @@ const PAGE = 300;
 let worker = null;
 let jobId = 0;
 const pending = new Map();
-function runLayout(nodes, edges) {
+// Started as soon as the view mounts, so the worker's script loads while the first scope is fetched.
+function startWorker() {
   if (worker === null) {
     try {
       worker = new Worker('/static/js/layout-worker.js', { type: 'module' });
@@ -26,6 +27,10 @@ function runLayout(nodes, edges) {
       worker.onerror = () => { worker = false; for (const p of pending.values()) p.fallback(); pending.clear(); };
     } catch { worker = false; }
   }
+}
+
+function runLayout(nodes, edges) {
+  startWorker();
   if (!worker) return Promise.resolve(layoutInline(nodes, edges));
   const id = ++jobId;
   return new Promise((resolve, reject) => {
@@ -68,6 +73,7 @@ function sizeOf(c) {
 }
 
 export function mount(root) {
+  startWorker();
   const crumbs = h('div', { class: 'crumbs' });
   const searchInput = h('input', { type: 'search', class: 'search-input', placeholder: 'Search nodes or FILE:LINE',
     'aria-label': 'search nodes' });

@@ -86,7 +86,7 @@ def test_the_model_never_imports_upward():
 def test_no_framework_words_outside_the_formats():
     """MindSpore's conventions (op names, file names, op numbering) stay inside its reader."""
     words = ("ApplyMomentum", "ms_version", "saved_data", "Gradients/", "-op\\d", "rank_N", "ms_output_trace",
-             "Load-op", "\"Depend\"", "AllReduce")
+             "Load-op", "\"Depend\"", "AllReduce", "UpdateState", "MakeTuple", "TupleGetItem")
     bad = []
     for path in _python_files("debugger", "web") + [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(ROOT, "web", "static"))
                                                       for n in ns if n.endswith(".js")]:

@@ -132,7 +132,7 @@ export function mount(root) {
   const toolbar = h('div', { class: 'graph-toolbar' },
     crumbs,
     h('div', { class: 'search-box' }, searchInput, results),
-    h('label', { class: 'toggle', title: 'Show Load, Depend, UpdateState, MakeTuple... (edges are drawn through them when hidden)' },
+    h('label', { class: 'toggle', title: 'Show the nodes that only route values (edges are drawn through them when hidden)' },
       fwToggle, 'Routing ops'),
     exportBox,
   );

@@ -29,7 +29,11 @@ function startWorker() {
   }
 }
 
+// A level of a few nodes lays out in well under a millisecond: inline, it does not wait for the
+// worker to start (a module worker takes 50-200 ms to load on a first page).
+const INLINE_LAYOUT_MAX = 40;
 function runLayout(nodes, edges) {
+  if (nodes.length <= INLINE_LAYOUT_MAX) return Promise.resolve(layoutInline(nodes, edges));
   startWorker();
   if (!worker) return Promise.resolve(layoutInline(nodes, edges));
   const id = ++jobId;

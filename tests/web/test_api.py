@@ -335,6 +335,21 @@ def test_code_lines_and_source_text(sample_client: Any, sample_root: str) -> Non
         assert "self.sigmoid(self.fc1(x))" in src["text"].splitlines()[199]
 
 
+def test_a_line_that_defines_a_layer_lists_the_layers_nodes(sample_client: Any) -> None:
+    """``self.fc2 = nn.Dense(...)`` in ``__init__`` makes no node; clicking it lists fc2's nodes."""
+    lines = ok(sample_client.get("/api/ranks/0/code/lines?dump=single&file=make_sample.py"))
+    by_line = {x["line"]: x for x in lines["items"]}
+    assert by_line[192]["layer"] == "fc2" and by_line[192]["definition"] > 0
+    assert by_line[192]["forward"] == by_line[192]["backward"] == 0
+    assert "layer" not in by_line[200]                     # a line that ran keeps its own nodes
+    r = ok(sample_client.get("/api/ranks/0/code/nodes?dump=single&location=make_sample.py:192"))
+    assert {n["direction"] for n in r["items"]} == {"definition"} and len(r["items"]) == by_line[192]["definition"]
+    names = {n["node"] for n in r["items"]}
+    assert {"fc2.weight", "fc2.bias"} <= names
+    assert all(n["param"] in (None, "fc2.weight", "fc2.bias") for n in r["items"])
+    assert any(n["kind"] == "gradient" for n in r["items"]) and any(n["op_type"] == "MatMul" for n in r["items"])
+
+
 def test_code_source_serves_only_files_named_by_the_stacks(sample_client: Any) -> None:
     assert "no source file" in err(sample_client.get("/api/ranks/0/code/source?dump=single&file=/etc/passwd"), 404)
 

@@ -151,7 +151,7 @@ def test_code_view_lists_lines_and_their_nodes(page: Any, live_sample: Any) -> N
     page.click(".loc-form button")
     page.wait_for_selector(".src-line.selected[data-line='201']")
     page.wait_for_selector(".line-nodes .chip.fwd")
-    assert page.locator(".src-line.has-nodes").count() == 6
+    assert page.locator(".src-line.has-nodes:not(.defines)").count() == 6
     page.locator(".line-nodes .node-list li").first.click()
     page.wait_for_selector(".code-inspector .insp-name")
     shot(page, "code")
@@ -160,6 +160,12 @@ def test_code_view_lists_lines_and_their_nodes(page: Any, live_sample: Any) -> N
     page.locator(".line-nodes button", has_text="Show in graph").click()
     page.wait_for_function("location.hash.startsWith('#/graph')")
     page.wait_for_selector(".gnode.hl-forward")
+    # a line of __init__ that defines a layer: marked, and its click lists the layer's nodes
+    open_view(page, live_sample, "#/code?dump=single&it=2")
+    page.locator(".src-line.defines[data-line='192']").click()
+    page.wait_for_selector(".line-nodes .chip.def")
+    assert "fc2.weight" in page.locator(".line-nodes").inner_text()
+    shot(page, "code-layer-definition")
 
 
 def test_watchpoint_from_the_registry_form_and_its_hits(page: Any, live_sample: Any) -> None:

@@ -320,13 +320,15 @@ class Workspace:
             return self._compared[(key, base)]
 
     def stats_of(self, dump_id: str | None, fn: Callable[[Any], Any]) -> Any:
-        """Run ``fn(cache)`` under the dump's lock and write new cache entries afterwards."""
+        """Run ``fn(cache)`` and write new cache entries afterwards.
+
+        Not under the dump's lock: the cache locks its own writes, and one slow tensor must not hold
+        up the page's other requests."""
         cache = self.cache(dump_id)
-        with self.lock(dump_id):
-            out = fn(cache)
-            if cache is not None:
-                cache.flush()
-            return out
+        out = fn(cache)
+        if cache is not None:
+            cache.flush()
+        return out
 
     def stats(self, dump_id: str | None, ref: TensorRef) -> Stats:
         """Statistics of one tensor, through the cache."""

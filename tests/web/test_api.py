@@ -624,6 +624,37 @@ def test_the_page_is_answered_while_a_cold_triage_runs(make_app: Any, sample_roo
     assert c.get("/api/triage?dump=single").get_json()["state"] == "done"
 
 
+def test_a_slow_tensor_does_not_hold_up_another(make_app: Any, tmp_path: Any) -> None:
+    """The statistics of a big tensor take a while; a small tensor asked for meanwhile is answered first."""
+    import threading
+    import time as _t
+
+    from debugger.formats import DumpWriter
+    from debugger.formats.records import GraphRecord, NodeRecord
+
+    root = str(tmp_path / "d")
+    with DumpWriter(root, rank=0) as w:
+        w.write_graph(GraphRecord(0, "g", [NodeRecord("big", "Op", ""), NodeRecord("small", "Op", "")], [], ""))
+        with w.iteration(0) as it:
+            it.add(0, "big", "Op", "output", 0,
+                   values=np.random.default_rng(0).standard_normal(24_000_000, dtype=np.float32))
+            it.add(0, "small", "Op", "output", 0, values=np.ones(4, np.float32))
+    app = make_app(root)
+    done: dict[str, float] = {}
+
+    def ask(node: str) -> None:
+        r = app.test_client().get(f"/api/ranks/0/graphs/0/tensor?node={node}&iteration=0")
+        assert r.status_code == 200
+        done[node] = _t.perf_counter()
+
+    big = threading.Thread(target=ask, args=("big",))
+    big.start()
+    _t.sleep(0.05)
+    ask("small")
+    big.join()
+    assert done["small"] < done["big"], "the small tensor waited for the big one"
+
+
 def test_watchpoints_persist_per_dump_and_a_preset_twice_adds_nothing(make_app: Any, sample_root: str) -> None:
     c = make_app(sample_root).test_client()
     first = c.post("/api/watchpoints?dump=single", json={"preset": "recommended"}).get_json()

@@ -1,0 +1,100 @@
+"""One msprobe tensor: statistics from dump.json, values from its ``.pt`` file when the task saved one.
+
+What msprobe's statistics can answer (``dumpjson.stored_stats``): ``count`` from the shape; ``max``,
+``min``, ``mean`` and ``l2norm`` as recorded when max and min are finite (tdbg's value statistics are
+over finite elements, msprobe's over all: they agree exactly then); NaN and Inf counts are 0 when
+max and min are finite (torch.max and torch.min propagate NaN and show an Inf), and a lower bound of
+1 when max or min is NaN or infinite (the exact count is not recorded). The sign counts are known
+only when every element lies on one side of zero. ``std`` and ``abs_mean`` are never known.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from ...errors import CorruptFileError
+from ..base import TensorHeader, TensorSource
+from .ptfile import cached_layout, read_array, read_chunks
+
+
+@dataclass(frozen=True)
+class MsprobeTensor(TensorSource):
+    """A tensor of dump.json: ``path`` is its ``.pt`` file ("" for statistics only). Plain fields: it pickles."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    where: str                               # dump.json:<op key> <io> <slot>, for messages
+    dtype_name: str                          # numpy dtype name ("" when msprobe's is unknown)
+    shape: tuple[int, ...]
+    stats: tuple[tuple[str, float], ...]     # tdbg statistic names -> values
+    md5: str = ""
+
+    @property
+    def identity(self) -> str:
+        """The .pt file's path, size and mtime; for statistics only, the entry and its statistics."""
+        if self.path:
+            return f"{self.path}|{self.size}|{self.mtime_ns}"
+        return f"{self.where}|{self.stats!r}|{self.md5}"
+
+    def current_identity(self) -> str:
+        """As :attr:`identity`, from a fresh stat of the .pt file."""
+        if not self.path:
+            return self.identity
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return self.identity
+        return f"{self.path}|{st.st_size}|{st.st_mtime_ns}"
+
+    @property
+    def location(self) -> str:
+        """The .pt file, or the dump.json entry."""
+        return self.path or self.where
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of the .pt file (0 for statistics only)."""
+        return self.size if self.path else 0
+
+    @property
+    def has_values(self) -> bool:
+        """Whether a .pt file holds the values."""
+        return bool(self.path)
+
+    def header(self) -> TensorHeader:
+        """dtype and shape: from the .pt file when there is one (it is the truth), else from dump.json."""
+        if self.path:
+            lay = cached_layout(self.path, self.size, self.mtime_ns)
+            return TensorHeader(lay.np_dtype, lay.shape)
+        if not self.dtype_name:
+            raise CorruptFileError(self.where, "dtype not one tdbg reads")
+        return TensorHeader(np.dtype(self.dtype_name), self.shape)
+
+    def stored_stats(self) -> Mapping[str, float] | None:
+        """What msprobe recorded, in tdbg's names (see the module notes)."""
+        return dict(self.stats)
+
+    def digest(self) -> str | None:
+        """msprobe's checksum (summary_mode md5) with dtype and shape, when recorded."""
+        return f"{self.dtype_name}|{self.shape}|{self.md5}" if self.md5 else None
+
+    def _layout(self) -> Any:
+        if not self.path:
+            raise self._no_values()
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise CorruptFileError(self.path, f"cannot read: {exc.strerror or exc}") from exc
+        return cached_layout(self.path, st.st_size, st.st_mtime_ns)
+
+    def array(self, mmap: bool = True) -> np.ndarray:
+        """All values (read; a .pt storage is not memory-mapped)."""
+        return read_array(self.path, self._layout())
+
+    def chunks(self, n: int) -> Iterator[np.ndarray]:
+        """Elements in C order, at most ``n`` at a time."""
+        yield from read_chunks(self.path, self._layout(), n)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -33,8 +34,8 @@ class MsprobeTensor(TensorSource):
     stats: tuple[tuple[str, float], ...]     # tdbg statistic names -> values
     md5: str = ""
 
-    @property
-    def identity(self) -> str:
+    @cached_property
+    def identity(self) -> str:  # type: ignore[override]
         """The .pt file's path, size and mtime; for statistics only, the entry and its statistics."""
         if self.path:
             return f"{self.path}|{self.size}|{self.mtime_ns}"

@@ -14,7 +14,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...errors import CorruptFileError, DumpError
 from ..files import read_bytes
@@ -37,9 +37,8 @@ _API_RE = re.compile(r"^(?P<prefix>[A-Za-z_]+)\.(?P<api>.+)\.(?P<n>[0-9]+)\.(?P<
 _MAX_DEPTH = 16
 
 
-@dataclass(frozen=True)
-class Item:
-    """One tensor of an op as dump.json lists it."""
+class Item(NamedTuple):
+    """One tensor of an op as dump.json lists it (a tuple: a large dump lists hundreds of thousands)."""
 
     io: str                        # "input" | "output"
     slot: int
@@ -105,16 +104,22 @@ def _json(path: str, required: bool) -> Any:
         raise CorruptFileError(path, f"not valid JSON ({exc}); truncated or still being written?") from exc
 
 
-def _item(d: dict, io: str, slot: int) -> Item | None:
-    if not isinstance(d, dict) or "dtype" not in d or "shape" not in d:
+_STAT_KEYS = ("Max", "Min", "Mean", "Norm", "md5")
+
+
+def _item(d: Any, io: str, slot: int) -> Item | None:
+    if type(d) is not dict or "dtype" not in d:
         return None
     shape = d.get("shape")
-    if not isinstance(shape, list) or not all(type(x) is int and 0 <= x < (1 << 62) for x in shape):
+    if type(shape) is not list:
         return None
-    tdt = str(d.get("dtype"))
-    stats = tuple((k, d.get(k)) for k in ("Max", "Min", "Mean", "Norm", "md5") if k in d)
+    for x in shape:
+        if type(x) is not int or not 0 <= x < (1 << 62):
+            return None
+    tdt = str(d["dtype"])
+    stats = tuple([(k, d[k]) for k in _STAT_KEYS if k in d])
     name = d.get("data_name")
-    return Item(io, slot, DTYPES.get(tdt, ""), tdt, tuple(shape), stats, name if isinstance(name, str) else "")
+    return Item(io, slot, DTYPES.get(tdt, ""), tdt, tuple(shape), stats, name if type(name) is str else "")
 
 
 def _leaves(v: Any, out: list, depth: int = 0) -> None:
@@ -229,15 +234,18 @@ def _read_step(path: str, size: int, mtime_ns: int) -> Step:
                 ops, parents, stacks, warnings)
 
 
-def stored_stats(item: Item) -> dict[str, float]:
-    """tdbg's statistics from msprobe's Max/Min/Mean/Norm (see the module notes in tensor.py)."""
-    raw = dict(item.stats)
-    n = math.prod(item.shape)
+def tdbg_stats(stats: tuple[tuple[str, Any], ...], dtype: str, shape: tuple[int, ...]) -> dict[str, float]:
+    """tdbg's statistics from msprobe's Max/Min/Mean/Norm (see the module notes in tensor.py), by name."""
+    return dict(sorted(_convert(dict(stats), dtype, shape).items()))
+
+
+def _convert(raw: dict, dtype: str, shape: tuple[int, ...]) -> dict[str, float]:
+    n = math.prod(shape)
     out: dict[str, float] = {"count": n}
     mx, mn = _num(raw.get("Max")), _num(raw.get("Min"))
     if n == 0:
         return {"count": 0, "nan": 0, "pos_inf": 0, "neg_inf": 0}
-    if item.dtype == "bool" or item.dtype.startswith(("int", "uint")):
+    if dtype == "bool" or dtype.startswith(("int", "uint")):
         out.update(nan=0, pos_inf=0, neg_inf=0)   # integers hold no NaN or Inf
     if mx is None or mn is None:
         return out
@@ -251,6 +259,10 @@ def stored_stats(item: Item) -> dict[str, float]:
         out.update(nan=0, pos_inf=int(mx == math.inf), neg_inf=int(mn == -math.inf))
         return out
     out.update(nan=0, pos_inf=0, neg_inf=0, max=mx, min=mn)
+    return _finite_extras(out, raw, n, mx, mn)
+
+
+def _finite_extras(out: dict[str, float], raw: dict, n: int, mx: float, mn: float) -> dict[str, float]:
     mean, norm = _num(raw.get("Mean")), _num(raw.get("Norm"))
     if mean is not None and math.isfinite(mean):
         out["mean"] = mean

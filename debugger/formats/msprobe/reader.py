@@ -13,7 +13,7 @@ from ...errors import DumpError, NotADumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
 from ..records import GraphRecord
 from . import layout as L
-from .dumpjson import Step, read_step, stored_stats
+from .dumpjson import Step, read_step
 from .sequence import DATAFLOW, StepTensors, build, graph_key
 from .tensor import MsprobeTensor
 
@@ -137,9 +137,8 @@ class MsprobeRank(RankReader):
                 else:
                     path = os.path.join(d, L.DATA_DIR, item.data_name)
                     size, mtime = files[item.data_name]
-            stats = stored_stats(item)
             src = MsprobeTensor(path, size, mtime, f"{d}/{L.DUMP_JSON}:{node} {io} {slot}", item.dtype, item.shape,
-                                tuple(sorted(stats.items())), str(dict(item.stats).get("md5") or ""))
+                                item.stats)
             out.append(TensorRecord(node, names.get(node, ""), io, slot, src, item.dtype or None, node in names))
         if missing:
             self._warn(f"{d}/{L.DATA_DIR}: {missing} tensor file(s) named in dump.json are missing; "

@@ -86,6 +86,24 @@ def _unique(sig: tuple, table: dict[str, tuple]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _by_signature(table: dict[str, tuple]) -> dict[tuple, str | None]:
+    """signature -> the one key that has it (None when several do: ambiguous)."""
+    out: dict[tuple, str | None] = {}
+    for k, sig in table.items():
+        try:
+            out[sig] = None if sig in out else k
+        except TypeError:   # an unhashable statistic (a list): never matched
+            continue
+    return out
+
+
+def _lookup(index: dict[tuple, str | None], sig: tuple) -> str | None:
+    try:
+        return index.get(sig)
+    except TypeError:
+        return None
+
+
 def _forward_key(key: str) -> str | None:
     api = parse_api(key)
     if api is not None and api[3] == "backward":
@@ -104,7 +122,7 @@ def build(steps: list[tuple[int, Step]], source_file: str, name: str) -> tuple[G
     for sn, step in steps:
         rows = StepTensors()
         tensors[sn] = rows
-        seq = _step_nodes(sn, step, rows)
+        seq = _step_nodes(sn, step, rows, nodes)
         _merge(order, nodes, seq)
     _loss(nodes, order, steps)
     record = GraphRecord(0, name, [nodes[k].rec for k in order], [], source_file)
@@ -112,19 +130,18 @@ def build(steps: list[tuple[int, Step]], source_file: str, name: str) -> tuple[G
     return record, tensors
 
 
-def _merge(order: list[str], nodes: dict[str, _Node], seq: list[_Node]) -> None:
-    """Add a step's nodes: new ones go right after the nearest earlier node already known."""
+def _merge(order: list[str], nodes: dict[str, _Node], seq: list[tuple[str, _Node | None]]) -> None:
+    """Add a step's nodes (None: already known): new ones go right after the nearest earlier known node."""
     if not order:
-        for n in seq:
-            if n.rec.name not in nodes:
-                nodes[n.rec.name] = n
-                order.append(n.rec.name)
+        for k, n in seq:
+            if n is not None and k not in nodes:
+                nodes[k] = n
+                order.append(k)
         return
     new_after: dict[str | None, list[str]] = {}
     last: str | None = None
-    for n in seq:
-        k = n.rec.name
-        if k in nodes:
+    for k, n in seq:
+        if n is None or k in nodes:
             last = k
             continue
         nodes[k] = n
@@ -139,8 +156,9 @@ def _merge(order: list[str], nodes: dict[str, _Node], seq: list[_Node]) -> None:
     order[:] = merged
 
 
-def _step_nodes(sn: int, step: Step, rows: StepTensors) -> list[_Node]:
-    out: list[_Node] = []
+def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
+    """A step's nodes in call order, built only for names not ``known`` from an earlier step; its tensors into ``rows``."""
+    out: list[tuple[str, _Node | None]] = []
     params: dict[str, Item] = {}          # parameter name -> value as first read in this step
     param_scope: dict[str, str] = {}
     module_params: dict[str, dict[str, str]] = {}   # module forward key -> {param node: ...}
@@ -168,6 +186,7 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors) -> list[_Node]:
                 grad_param[gnode] = f"{path}.{pname}"
     param_sigs = {p: it.signature for p, it in params.items()}
     grad_sigs = {g: it.signature for g, it in grads.items()}
+    param_index, grad_index = _by_signature(param_sigs), _by_signature(grad_sigs)
     emitted_params: set[str] = set()
     for op in step.ops:
         mod = parse_module(op.key)
@@ -177,12 +196,15 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors) -> list[_Node]:
             for pname, item in op.grads.items():
                 gnode = f"{op.key}.{pname}"
                 p = grad_param[gnode]
+                rows.rows.append((gnode, "output", 0, item))
+                if gnode in known:
+                    out.append((gnode, None))
+                    continue
                 rec = NodeRecord(gnode, f"{cls}.parameters_grad", param_scope.get(p, f"{path}-{cls}"),
                                  outputs=[OutputType(item.dtype or None, item.shape)], kind="gradient",
                                  param=p, is_backward=True, per_rank=True,
                                  base_name=f"Module.{path}.{cls}.parameters_grad.{pname}")
-                out.append(_Node(rec, sn))
-                rows.rows.append((gnode, "output", 0, item))
+                out.append((gnode, _Node(rec, sn)))
             continue
         ancestors = _ancestors(step, op.key)
         # parameters of this op's modules, for readers inside them
@@ -194,11 +216,18 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors) -> list[_Node]:
             if full not in emitted_params:
                 emitted_params.add(full)
                 it = params[full]
+                rows.rows.append((full, "output", 0, it))
+                if full in known:
+                    out.append((full, None))
+                    continue
                 rec = NodeRecord(full, "Parameter", param_scope.get(full, ""), outputs=[OutputType(it.dtype or None,
                                  it.shape)], is_parameter=True, has_default=True, kind="weight", param=full,
                                  base_name=full)
-                out.append(_Node(rec, sn))
-                rows.rows.append((full, "output", 0, it))
+                out.append((full, _Node(rec, sn)))
+        if op.key in known:
+            out.append((op.key, None))
+            rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
+            continue
         rec = _op_node(step, op.key, mod, api, ancestors)
         in_items = [it for it in op.items if it.io == "input"]
         out_items = [it for it in op.items if it.io == "output"]
@@ -209,8 +238,8 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors) -> list[_Node]:
         for it in in_items:
             src = UNRECORDED
             if in_optimizer:
-                p = _unique(it.signature, param_sigs)
-                g = _unique(it.signature, grad_sigs)
+                p = _lookup(param_index, it.signature)
+                g = _lookup(grad_index, it.signature)
                 if p is not None and g is None:
                     src, roles[it.slot] = p, "weight"
                 elif g is not None and p is None:
@@ -235,7 +264,7 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors) -> list[_Node]:
         if rec.source == "" and step.stacks:
             fwd = _forward_key(op.key)
             rec.source = step.stacks.get(op.key) or (step.stacks.get(fwd, "") if fwd else "")
-        out.append(_Node(rec, sn))
+        out.append((op.key, _Node(rec, sn)))
         rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
     return out
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...errors import CorruptFileError
 from ..base import TensorHeader, TensorSource
+from .dumpjson import tdbg_stats
 from .ptfile import cached_layout, read_array, read_chunks
 
 
@@ -31,15 +32,14 @@ class MsprobeTensor(TensorSource):
     where: str                               # dump.json:<op key> <io> <slot>, for messages
     dtype_name: str                          # numpy dtype name ("" when msprobe's is unknown)
     shape: tuple[int, ...]
-    stats: tuple[tuple[str, float], ...]     # tdbg statistic names -> values
-    md5: str = ""
+    raw: tuple[tuple[str, Any], ...]         # msprobe's Max/Min/Mean/Norm/md5 as recorded
 
     @cached_property
     def identity(self) -> str:  # type: ignore[override]
         """The .pt file's path, size and mtime; for statistics only, the entry and its statistics."""
         if self.path:
             return f"{self.path}|{self.size}|{self.mtime_ns}"
-        return f"{self.where}|{self.stats!r}|{self.md5}"
+        return f"{self.where}|{self.raw!r}"
 
     def current_identity(self) -> str:
         """As :attr:`identity`, from a fresh stat of the .pt file."""
@@ -77,11 +77,12 @@ class MsprobeTensor(TensorSource):
 
     def stored_stats(self) -> Mapping[str, float] | None:
         """What msprobe recorded, in tdbg's names (see the module notes)."""
-        return dict(self.stats)
+        return tdbg_stats(self.raw, self.dtype_name, self.shape)
 
     def digest(self) -> str | None:
         """msprobe's checksum (summary_mode md5) with dtype and shape, when recorded."""
-        return f"{self.dtype_name}|{self.shape}|{self.md5}" if self.md5 else None
+        md5 = dict(self.raw).get("md5")
+        return f"{self.dtype_name}|{self.shape}|{md5}" if md5 else None
 
     def _layout(self) -> Any:
         if not self.path:

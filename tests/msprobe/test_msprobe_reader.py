@@ -166,3 +166,23 @@ def test_dump_json_is_never_written(tmp_path) -> None:
     assert before == after
     with open(os.path.join(root, "step0", "proc0", "dump.json")) as f:
         assert json.load(f)["task"] == "statistics"
+
+
+def test_a_mindspore_pynative_msprobe_dump() -> None:
+    """msprobe's MindSpore dumps: Cell.* modules, Primitive.* ops, .npy tensors (dumps_sample/make_msprobe_mindspore_sample.py)."""
+    d = open_dump(sample("mindspore_pynative_tensor"))
+    r = d.rank(0)
+    assert r.info.framework == "MindSpore" and r.info.saved == "values+statistics"
+    g = r.graph(0)
+    assert g.node("fc1.weight").kind == "weight" and g.node("Cell.fc1.Dense.parameters_grad.0.weight").param == "fc1.weight"
+    mm = g.node("Primitive.matmul.MatMul.0.forward")
+    assert mm.scope == "fc1-Dense" and [s for s, _ in mm.inputs] == ["(unrecorded)", "fc1.weight"]
+    t = r.tensor(0, 1, "Primitive.matmul.MatMul.0.forward", "output", 0)
+    a = t.value()
+    st = t.source.stored_stats()
+    assert t.location.endswith(".npy") and a.shape == (8, 32)
+    assert abs(st["max"] - float(a.max())) < 1e-6 and abs(st["l2norm"] - float((a.astype("f8") ** 2).sum() ** 0.5)) < 1e-4
+    s = open_dump(sample("mindspore_pynative_statistics")).rank(0)
+    assert s.info.saved == "statistics" and s.kind_counts() == r.kind_counts()
+    same = s.tensor(0, 1, "Primitive.matmul.MatMul.0.forward", "output", 0).source.stored_stats()
+    assert same == st

@@ -1,4 +1,5 @@
-"""One msprobe tensor: statistics from dump.json, values from its ``.pt`` file when the task saved one.
+"""One msprobe tensor: statistics from dump.json, values from its ``.pt`` file (PyTorch) or ``.npy`` file
+(MindSpore) when the task saved one.
 
 What msprobe's statistics can answer (``dumpjson.stored_stats``): ``count`` from the shape; ``max``,
 ``min``, ``mean`` and ``l2norm`` as recorded when max and min are finite (tdbg's value statistics are
@@ -18,6 +19,7 @@ import numpy as np
 
 from ...errors import CorruptFileError
 from ..base import TensorHeader, TensorSource
+from ..npy import NpyTensor
 from .dumpjson import tdbg_stats
 from .ptfile import cached_layout, read_array, read_chunks
 
@@ -69,6 +71,8 @@ class MsprobeTensor(TensorSource):
     def header(self) -> TensorHeader:
         """dtype and shape: from the .pt file when there is one (it is the truth), else from dump.json."""
         if self.path:
+            if self._npy is not None:
+                return self._npy.header()
             lay = cached_layout(self.path, self.size, self.mtime_ns)
             return TensorHeader(lay.np_dtype, lay.shape)
         if not self.dtype_name:
@@ -84,6 +88,11 @@ class MsprobeTensor(TensorSource):
         md5 = dict(self.raw).get("md5")
         return f"{self.dtype_name}|{self.shape}|{md5}" if md5 else None
 
+    @property
+    def _npy(self) -> NpyTensor | None:
+        """MindSpore's msprobe dumps save .npy files: the shared .npy reader."""
+        return NpyTensor(self.path, self.size, self.mtime_ns) if self.path.endswith(".npy") else None
+
     def _layout(self) -> Any:
         if not self.path:
             raise self._no_values()
@@ -95,8 +104,13 @@ class MsprobeTensor(TensorSource):
 
     def array(self, mmap: bool = True) -> np.ndarray:
         """All values (read; a .pt storage is not memory-mapped)."""
+        if self._npy is not None:
+            return self._npy.array(mmap)
         return read_array(self.path, self._layout())
 
     def chunks(self, n: int) -> Iterator[np.ndarray]:
         """Elements in C order, at most ``n`` at a time."""
+        if self._npy is not None:
+            yield from self._npy.chunks(n)
+            return
         yield from read_chunks(self.path, self._layout(), n)

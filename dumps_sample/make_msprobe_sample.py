@@ -24,6 +24,9 @@ DUMPS = {
     "pair_baseline": ("tensor", "mix", 2, "plain"),
     "pair_perturbed": ("tensor", "mix", 2, "perturbed"),
     "ddp2_tensor": ("tensor", "mix", 2, "ddp"),
+    # statistics with summary_mode md5 (a CRC32 of each tensor's bytes): comparable without values
+    "md5_baseline": ("statistics-md5", "mix", 2, "plain"),
+    "md5_perturbed": ("statistics-md5", "mix", 2, "perturbed"),
 }
 
 
@@ -76,7 +79,18 @@ def _train(name: str, rank: int = 0, world: int = 1) -> None:
     if variant == "ddp":
         net = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(net.parameters(), lr=0.1)
-    dbg = PrecisionDebugger(task=task, dump_path=os.path.join(OUT, name), level=level)
+    if task == "statistics-md5":
+        import json
+        import tempfile
+
+        cfg = os.path.join(tempfile.mkdtemp(), "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"task": "statistics", "dump_path": os.path.join(OUT, name), "rank": [], "step": [],
+                       "level": level, "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+                                                      "summary_mode": "md5"}}, f)
+        dbg = PrecisionDebugger(config_path=cfg)
+    else:
+        dbg = PrecisionDebugger(task=task, dump_path=os.path.join(OUT, name), level=level)
     for x, y in _batches(steps, rank):
         dbg.start(net)
         loss = F.cross_entropy(net(x), y)

@@ -27,7 +27,7 @@ def test_the_perturbed_weight_and_its_first_reader_are_the_first_divergence() ->
     fd = res.json["first_divergence"]
     assert (fd["iteration"], fd["node"], fd["io"], fd["slot"]) == (0, "Functional.linear.1.forward", "input", 1)
     assert fd["kind"] == "weight" and fd["param"] == "block.0.weight" and fd["grade"] == "error"
-    assert fd["source"].endswith("make_msprobe_sample.py:46")
+    assert fd["source"].endswith("make_msprobe_sample.py:49")
     assert 0.97 < fd["metrics"]["cosine"] < 0.99     # what msprobe's own compare grades "pass"
     # nothing before it in step 0 diverges: fc1 and its inputs agree exactly
     early = [p for p in res.json["pairs"] if p["iteration"] == 0 and p["node"].startswith("Functional.linear.0.")]
@@ -54,7 +54,7 @@ def test_a_nan_origin_is_found_from_statistics_alone() -> None:
     res = run_cli("scan", sample("nan_statistics"), "--watch", "overflow", "--json", "--no-cache")
     first = res.json["hits"][0]
     assert (first["iteration"], first["node"], first["io"]) == (1, "Torch.log.0.forward", "output")
-    assert first["source"].endswith("make_msprobe_sample.py:48")
+    assert first["source"].endswith("make_msprobe_sample.py:51")
     assert not [h for h in res.json["hits"] if h["iteration"] == 0]
     assert not [h for h in res.json["hits"] if h["kind"] in ("activation", "other") and h["node"] != first["node"]]
     assert not res.json["errors"]
@@ -86,7 +86,7 @@ def test_the_cli_commands_run_on_the_samples(tmp_path) -> None:
     assert info.code == Exit.OK and "msprobe: PyTorch" in info.out and "block.0.weight" in info.out
     node = run_cli("node", sample("tensor_mix"), "Tensor.add_.2.forward")
     assert node.code == Exit.OK and "block.0.weight" in node.out and "parameters_grad" in node.out
-    code = run_cli("code", sample("tensor_mix"), "make_msprobe_sample.py:45")
+    code = run_cli("code", sample("tensor_mix"), "make_msprobe_sample.py:48")
     assert code.code == Exit.OK and "Functional.linear.0.forward" in code.out and "backward" in code.out
     scan = run_cli("scan", sample("tensor_mix"), "--preset", "recommended", "--no-cache")
     assert scan.code in (Exit.OK, 1) and "Scanned" in scan.out
@@ -96,3 +96,17 @@ def test_the_cli_commands_run_on_the_samples(tmp_path) -> None:
     back = run_cli("compare", out, sample("tensor_mix"), "--json", "--no-cache")
     assert back.code == 0 and back.json["summary"]["pairs"] == 178
     assert run_cli("info", out, "--json").json["ranks"][0]["nodes_by_kind"]["weight"] == 6
+
+
+def test_statistics_only_runs_compare_by_msprobes_checksum() -> None:
+    """summary_mode md5: equal checksums pass, different ones are errors; the same first divergence."""
+    res = run_cli("compare", sample("md5_perturbed"), sample("md5_baseline"), "--json", "--no-cache")
+    fd = res.json["first_divergence"]
+    assert (fd["iteration"], fd["node"], fd["io"], fd["slot"], fd["param"]) == \
+        (0, "Functional.linear.1.forward", "input", 1, "block.0.weight")
+    assert "their digests differ" in fd["reason"]
+    same = run_cli("compare", sample("md5_baseline"), sample("md5_baseline"), "--json", "--no-cache")
+    assert same.code == 0 and same.json["summary"]["identical"] == same.json["summary"]["pairs"] == 178
+    plain = run_cli("compare", sample("statistics_mix"), sample("statistics_mix"), "--json", "--no-cache",
+                    "--iterations", "0")
+    assert plain.code == 1 and "needs tensor values" in plain.json["first_divergence"]["reason"]

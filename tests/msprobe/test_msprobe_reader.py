@@ -79,13 +79,13 @@ def test_hints_of_a_mix_dump() -> None:
 
 def test_code_and_graph_both_ways() -> None:
     d = open_dump(sample("tensor_mix"))
-    hits = d.nodes_at("make_msprobe_sample.py", 46)      # h = self.block(h)
+    hits = d.nodes_at("make_msprobe_sample.py", 49)      # h = self.block(h)
     by_dir = {(h["node"], h["direction"]) for h in hits}
     assert ("Functional.linear.1.forward", "forward") in by_dir
     assert ("Functional.linear.1.backward", "backward") in by_dir   # through its forward op's stack
     g = d.rank(0).graph(0)
     user = [f for f in g.node("Functional.linear.1.backward").stack if not f.is_framework]
-    assert user[0].file == SCRIPT and user[0].line == 46
+    assert user[0].file == SCRIPT and user[0].line == 49
 
 
 def test_ranks_and_folders() -> None:

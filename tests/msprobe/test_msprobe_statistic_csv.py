@@ -121,14 +121,20 @@ def test_a_nan_count_in_a_row_is_found_at_its_origin(tmp_path) -> None:
     assert hits[0]["actual"]["nan"] == 3
 
 
-def test_full_keeps_values_and_takes_the_rows_statistics(tmp_path) -> None:
+def test_full_reads_the_values_and_a_row_stands_in_for_a_missing_npy(tmp_path) -> None:
     root = make_statistic_dump(str(tmp_path / "d"), "2.3-all", keep_npy=True, iterations=(0, 1))
+    d1 = os.path.join(root, "rank_0", "Net", "0", "1")
+    gone = next(n for n in os.listdir(d1) if n.startswith("Sigmoid.") and ".output.0." in n)
+    os.unlink(os.path.join(d1, gone))
     r = open_dump(root).rank(0)
     assert r.info.saved == "values+statistics"
-    t = r.tensor(0, 1, SIGMOID, "output", 0)
-    assert t.has_values and t.source.stored_stats()["count"] == t.value().size
-    assert t.source.digest().endswith(_cell("MD5", t.value()))
-    res = run_cli("compare", root, SINGLE, "--json", "--no-cache", "--iterations", "0-1")
+    t0, t1 = r.tensor(0, 0, SIGMOID, "output", 0), r.tensor(0, 1, SIGMOID, "output", 0)
+    assert t0.has_values and t0.source.stored_stats() is None
+    assert not t1.has_values and t1.location.endswith("statistic.csv:" + t1.location.rsplit(":", 1)[1])
+    want = tensor_stats(open_dump(SINGLE).rank(0).tensor(0, 1, SIGMOID, "output", 0).value())
+    assert t1.source.stored_stats()["max"] == pytest.approx(want.max) and t1.source.stored_stats()["zeros"] == want.zeros
+    assert t1.source.digest().endswith(_cell("MD5", open_dump(SINGLE).rank(0).tensor(0, 1, SIGMOID, "output", 0).value()))
+    res = run_cli("compare", root, SINGLE, "--json", "--no-cache", "--iterations", "0")
     assert res.code == 0
 
 

@@ -16,7 +16,7 @@ from .graph_ir import read_graph_ir
 from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
 from .semantics import annotate
-from .statistic import NpyWithStats, StatRow, StatTensor, read_statistic_csv
+from .statistic import StatRow, StatTensor, read_statistic_csv
 from .tree import RANK_RE, RankListing, TensorFile, is_rank_dir, list_rank, rank_dirs, read_metadata
 
 _SAVED = {"tensor": VALUES, "statistic": STATISTICS, "full": BOTH}
@@ -139,7 +139,7 @@ class MindSporeRank(RankReader):
             k = (rec.node, rec.io, rec.slot)
             if k not in newest or f.name.timestamp > newest[k][0]:
                 newest[k] = (f.name.timestamp, rec)
-        # saved_data statistic: a row is the tensor; full: the row's statistics go with the .npy beside it
+        # saved_data statistic: a row is the tensor; full: the .npy beside it wins (its values give every statistic)
         stat_newest: dict[tuple[str, str, int], tuple[int, object]] = {}
         for r in rows:
             node = names.get(r.name.op_name)
@@ -148,10 +148,7 @@ class MindSporeRank(RankReader):
                 stat_newest[k] = (r.name.timestamp, r)
         for k, (ts, r) in stat_newest.items():
             assert isinstance(r, StatRow)
-            have = newest.get(k)
-            if have is not None and isinstance(have[1].source, NpyTensor):
-                s = have[1].source
-                have[1].source = NpyWithStats(s.path, s.size, s.mtime_ns, r.stats, r.digest)
+            if k in newest:
                 continue
             rec = TensorRecord(k[0], r.name.op_type, r.name.io, r.name.slot,
                                StatTensor(r.where, r.dtype, r.shape, r.stats, r.digest), r.dtype,

@@ -20,7 +20,9 @@ MD5, SHA1 (hash columns)    an exact digest
 ==========================  ===========================================================
 
 tdbg's value statistics are over finite elements: when the row says the tensor holds NaN or Inf,
-max/min/mean/l2norm are dropped (MindSpore's treatment of them is not documented).
+max/min/mean/l2norm are dropped (MindSpore's treatment of them is not documented). With ``full``,
+a tensor whose .npy file is there is read from it (tdbg computes every statistic from the values);
+the row stands in for a missing .npy only.
 """
 from __future__ import annotations
 
@@ -31,14 +33,13 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterator, Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 
 from ...errors import CorruptFileError
 from ..base import TensorHeader, TensorSource
 from ..files import is_number, read_text
-from ..npy import NpyTensor
 from .filenames import TensorFileName, dtype_from_field
 
 FILE_NAME = "statistic.csv"
@@ -186,22 +187,3 @@ class StatTensor(TensorSource):
     def chunks(self, n: int) -> Iterator[np.ndarray]:
         """Never: statistics only."""
         raise self._no_values()
-
-
-@dataclass(frozen=True)
-class NpyWithStats(NpyTensor):
-    """An .npy file with the statistic.csv row written beside it (``saved_data: full``)."""
-
-    stats: tuple[tuple[str, Any], ...] = ()
-    hash: str = ""
-
-    def stored_stats(self) -> Mapping[str, float] | None:
-        """The row's statistics."""
-        return dict(self.stats)
-
-    def digest(self) -> str | None:
-        """The row's hash column, with dtype and shape."""
-        if not self.hash:
-            return None
-        h = self.header()
-        return f"{h.dtype.name}|{h.shape}|{self.hash}"

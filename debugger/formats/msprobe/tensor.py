@@ -80,7 +80,12 @@ class MsprobeTensor(TensorSource):
         return TensorHeader(np.dtype(self.dtype_name), self.shape)
 
     def stored_stats(self) -> Mapping[str, float] | None:
-        """What msprobe recorded, in tdbg's names (see the module notes)."""
+        """What msprobe recorded, in tdbg's names (see the module notes); None when the values are there
+        (every statistic is then computed from them, msprobe's four add nothing)."""
+        return None if self.path else self.recorded_stats()
+
+    def recorded_stats(self) -> dict[str, float]:
+        """msprobe's statistics in tdbg's names, whether or not the values are stored."""
         return tdbg_stats(self.raw, self.dtype_name, self.shape)
 
     def digest(self) -> str | None:

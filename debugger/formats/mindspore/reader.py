@@ -140,14 +140,13 @@ class MindSporeRank(RankReader):
             if k not in newest or f.name.timestamp > newest[k][0]:
                 newest[k] = (f.name.timestamp, rec)
         # saved_data statistic: a row is the tensor; full: the .npy beside it wins (its values give every statistic)
-        stat_newest: dict[tuple[str, str, int], tuple[int, object]] = {}
+        stat_newest: dict[tuple[str, str, int], tuple[int, StatRow]] = {}
         for r in rows:
             node = names.get(r.name.op_name)
             k = (node or r.name.op_name, r.name.io, r.name.slot)
             if k not in stat_newest or r.name.timestamp > stat_newest[k][0]:
                 stat_newest[k] = (r.name.timestamp, r)
         for k, (ts, r) in stat_newest.items():
-            assert isinstance(r, StatRow)
             if k in newest:
                 continue
             rec = TensorRecord(k[0], r.name.op_type, r.name.io, r.name.slot,

@@ -131,8 +131,8 @@ def _row(rec: list[str], cols: list[tuple[int, str | None]], digests: list[int],
         for n in ("max", "min", "mean", "l2norm"):
             values.pop(n, None)
     digest = next((rec[i].strip() for i in digests if i < len(rec) and rec[i].strip()), "")
-    name = TensorFileName(op_type, op_name, int(task), int(stream), int(ts), io_, int(slot), "DefaultFormat", dtype)
-    return StatRow(name, dtype, shape, tuple(sorted(values.items())), digest, where)
+    fname = TensorFileName(op_type, op_name, int(task), int(stream), int(ts), io_, int(slot), "DefaultFormat", dtype)
+    return StatRow(fname, dtype, shape, tuple(sorted(values.items())), digest, where)
 
 
 @dataclass(frozen=True)

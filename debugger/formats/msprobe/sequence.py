@@ -73,7 +73,8 @@ def _scope(step: Step, key: str) -> str:
 
 
 def _ancestors(step: Step, key: str) -> list[str]:
-    out, p, seen = [], step.parents.get(key), {key}
+    out: list[str] = []
+    p, seen = step.parents.get(key), {key}
     while p and p not in seen and len(out) < 200:
         seen.add(p)
         out.append(p)
@@ -238,16 +239,16 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
         for it in in_items:
             src = UNRECORDED
             if in_optimizer:
-                p = _lookup(param_index, it.signature)
+                w = _lookup(param_index, it.signature)
                 g = _lookup(grad_index, it.signature)
-                if p is not None and g is None:
-                    src, roles[it.slot] = p, "weight"
-                elif g is not None and p is None:
+                if w is not None and g is None:
+                    src, roles[it.slot] = w, "weight"
+                elif g is not None and w is None:
                     src, roles[it.slot] = g, "gradient"
             elif own and not rec.is_backward:
-                p = _unique(it.signature, own)
-                if p is not None:
-                    src = p
+                w = _unique(it.signature, own)
+                if w is not None:
+                    src = w
             srcs[it.slot] = src
         if mod is not None and mod[2] == "forward":
             srcs.extend(module_params.get(op.key, {}))   # a module reads its own parameters

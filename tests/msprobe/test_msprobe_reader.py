@@ -187,3 +187,18 @@ def test_a_mindspore_pynative_msprobe_dump() -> None:
     assert s.info.saved == "statistics" and s.kind_counts() == r.kind_counts()
     same = s.tensor(0, 1, "Primitive.matmul.MatMul.0.forward", "output", 0).source.stored_stats()
     assert same == st
+
+
+def test_broken_construct_and_stack_files_are_named_and_read_around(tmp_path) -> None:
+    root = copy("statistics_L0", tmp_path)
+    c0 = os.path.join(root, "step0", "proc0", "construct.json")
+    s0 = os.path.join(root, "step0", "proc0", "stack.json")
+    with open(c0, "w") as f:
+        f.write('{"Module.fc1.Linear.forward.0": nu')
+    with open(s0, "w") as f:
+        f.write("[" * 100000)
+    d = open_dump(root)
+    w = d.all_warnings()
+    assert any(c0 in x and "not valid JSON" in x and "read without it" in x for x in w), w
+    assert any(s0 in x and "nested too deeply" in x for x in w), w
+    assert d.rank(0).iterations() == [0, 1] and d.rank(0).kind_counts()["weight"] == 6

@@ -23,7 +23,7 @@ DUMPS = {
     "nan_statistics": ("statistics", "mix", 2, "nan"),
     "pair_baseline": ("tensor", "mix", 2, "plain"),
     "pair_perturbed": ("tensor", "mix", 2, "perturbed"),
-    "ddp2_tensor": ("tensor", "mix", 2, "ddp"),
+    "ddp_2rank_tensor": ("tensor", "mix", 2, "ddp"),
     # statistics with summary_mode md5 (a CRC32 of each tensor's bytes): comparable without values
     "md5_baseline": ("statistics-md5", "mix", 2, "plain"),
     "md5_perturbed": ("statistics-md5", "mix", 2, "perturbed"),
@@ -109,7 +109,7 @@ def _ddp_worker(rank: int, world: int) -> None:
     os.environ.setdefault("MASTER_PORT", "29533")
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        _train("ddp2_tensor", rank, world)
+        _train("ddp_2rank_tensor", rank, world)
     finally:
         dist.destroy_process_group()
 

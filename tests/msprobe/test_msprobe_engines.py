@@ -41,11 +41,11 @@ def test_identical_runs_do_not_diverge() -> None:
 
 
 def test_ranks_of_a_ddp_dump_agree_on_what_must_agree() -> None:
-    res = run_cli("compare", sample("ddp2_tensor"), "--json", "--no-cache", "--all")
+    res = run_cli("compare", sample("ddp_2rank_tensor"), "--json", "--no-cache", "--all")
     assert res.code == 0
     nodes = {p["node"] for p in res.json["pairs"]}
     assert res.json["summary"]["counted"] == 36 and "module.fc1.weight" in nodes
-    every = run_cli("compare", sample("ddp2_tensor"), "--json", "--no-cache", "--all-tensors", "--all")
+    every = run_cli("compare", sample("ddp_2rank_tensor"), "--json", "--no-cache", "--all-tensors", "--all")
     local = [p for p in every.json["pairs"] if p["node"] == "Module.module.fc1.Linear.parameters_grad.0.weight"]
     assert local and not any(p["counted"] for p in local)    # local gradients differ per rank by design
 

@@ -89,7 +89,7 @@ def test_code_and_graph_both_ways() -> None:
 
 
 def test_ranks_and_folders() -> None:
-    dp = sample("ddp2_tensor")
+    dp = sample("ddp_2rank_tensor")
     d = open_dump(dp)
     assert d.rank_ids == [0, 1]
     assert "module.fc1.weight" in d.rank(0).graph(0)          # DDP's wrapper attribute is part of the path

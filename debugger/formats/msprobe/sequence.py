@@ -32,6 +32,8 @@ ACTIVATIONS = frozenset({
     "relu", "relu_", "relu6", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "silu", "leaky_relu", "elu",
     "hardtanh", "mish", "softplus", "hardswish", "hardsigmoid", "selu", "celu", "glu", "logsigmoid", "swish",
     "fast_gelu", "npu_fast_gelu", "swiglu", "npu_swiglu",
+    # module classes, lowercased (nn.LeakyReLU, nn.LogSoftmax ...)
+    "leakyrelu", "logsoftmax", "prelu", "rrelu", "softsign", "fastgelu", "hswish", "hsigmoid",
 })
 COLLECTIVE = frozenset({"all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "broadcast",
                         "all_reduce_coalesced", "allreduce", "allgather"})
@@ -229,7 +231,7 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
             out.append((op.key, None))
             rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
             continue
-        rec = _op_node(step, op.key, mod, api, ancestors)
+        rec = _op_node(step, op.key, mod, api)
         in_items = [it for it in op.items if it.io == "input"]
         out_items = [it for it in op.items if it.io == "output"]
         n_in = max((it.slot for it in in_items), default=-1) + 1
@@ -270,13 +272,13 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
     return out
 
 
-def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None, ancestors: list[str]) -> NodeRecord:
+def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None) -> NodeRecord:
     if mod is not None:
         path, cls, direction, _ = mod
         scope = "/".join(x for x in (_scope(step, key), f"{path}-{cls}") if x)
         rec = NodeRecord(key, cls, scope, is_backward=direction == "backward",
                          base_name=f"Module.{path}.{cls}.{direction}")
-        if direction == "forward" and cls.lower() in ACTIVATIONS | {"gelu", "relu", "sigmoid", "tanh", "softmax"}:
+        if direction == "forward" and cls.lower() in ACTIVATIONS:
             rec.kind = "activation"
         return rec
     if api is not None:
@@ -307,9 +309,12 @@ def _loss(nodes: dict[str, _Node], order: list[str], steps: list[tuple[int, Step
     b = nodes[first_bwd]
     step = dict(steps).get(b.step)
     grads_in = [it for op in (step.ops if step else []) if op.key == first_bwd for it in op.items if it.io == "input"]
-    scalar = lambda shape: shape in ((), (1,))  # noqa: E731
-    if len(grads_in) == 1 and scalar(grads_in[0].shape) and len(f.outputs) == 1 and scalar(f.outputs[0].shape):
+    if len(grads_in) == 1 and _scalar(grads_in[0].shape) and len(f.outputs) == 1 and _scalar(f.outputs[0].shape):
         f.kind = "loss"
+
+
+def _scalar(shape: tuple[int, ...] | None) -> bool:
+    return shape in ((), (1,))
 
 
 def graph_key(record: GraphRecord) -> str:

@@ -237,7 +237,8 @@ class Rank:
                 self.warnings.append(
                     f"{self.path}: {len(unknown)} tensor file op name(s) of graph {gid} match no graph node "
                     f"(kept under their file names): {shown}{' ...' if len(unknown) > 3 else ''}")
-        self._check_complete(out)
+        if not self.info.iterations_vary:
+            self._check_complete(out)
         return out
 
     def _check_complete(self, index: dict[tuple[int, int], list[TensorRef]]) -> None:

@@ -89,13 +89,14 @@ class MsprobeRank(RankReader):
         """Framework, task and level from dump.json; what the task saved."""
         parsed = self._parsed
         if not parsed:
-            return RankInfo(raw={"dataflow": DATAFLOW})
+            return RankInfo(raw={"dataflow": DATAFLOW}, iterations_vary=True)
         s = parsed[0][1]
         has_files = any(self._files.get(sn) for sn, _ in parsed)
         saved = BOTH if has_files else (STATISTICS if s.task in ("statistics", "") else VALUES)
         return RankInfo(framework=_FRAMEWORKS.get(s.framework.lower(), s.framework or None), saved=saved,
                         net=None, raw={"task": s.task, "level": s.level, "framework": s.framework,
-                                       "tool": "msprobe", "folder": os.path.basename(s.path), "dataflow": DATAFLOW})
+                                       "tool": "msprobe", "folder": os.path.basename(s.path), "dataflow": DATAFLOW},
+                        iterations_vary=True)
 
     def graph_ids(self) -> list[int]:
         """One graph, 0, when any step is readable."""

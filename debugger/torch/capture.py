@@ -26,6 +26,9 @@ ACTIVATION_OPS = frozenset({
 })
 # Ops whose output is their input's value (followed when tracing a value back to its producer).
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
+# In-place ops that overwrite their destination whatever it held: its old value is no data input
+# (the edge is "control"), so e.g. a gradient copied out of an all-reduced bucket is rank-invariant.
+OVERWRITE = frozenset({"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "set_"})
 COLLECTIVE_WORDS = ("allreduce", "all_reduce", "allgather", "all_gather", "broadcast", "reduce_scatter",
                     "alltoall", "all_to_all")
 PER_RANK_WORDS = ("reduce_scatter", "alltoall", "all_to_all", "send", "recv", "scatter", "gather_", "barrier")
@@ -74,6 +77,7 @@ class IterationGraph:
     captured: list[Captured] = field(default_factory=list)
     loss: str | None = None
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
+    value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
     info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
 
     def fresh_name(self, scope: str, op: str) -> str:
@@ -169,6 +173,8 @@ class Tracker:
     def source(self, t: torch.Tensor) -> tuple[str, Leaf | None]:
         """(node that made ``t``, the leaf when no operator of this iteration did)."""
         g = self.g
+        # A view made after the last write to its memory was made by its view op; a write to the
+        # memory after the view was made (an in-place op, a collective) is newer and wins.
         best: tuple[int, str, Any] | None = None
         for e in (g.by_view.get(view_key(t)), g.by_storage.get(storage_ptr(t))):
             if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
@@ -207,8 +213,8 @@ class Tracker:
         self.on_leaf(rec, t)
         return name
 
-    def register(self, t: torch.Tensor, node: str) -> None:
-        """``node`` wrote ``t`` (newest writer of this view and of its storage)."""
+    def register(self, t: torch.Tensor, node: str, view: bool = False) -> None:
+        """``node`` made ``t``: a view of existing memory (``view``), or wrote its memory."""
         g = self.g
         g.seq += 1
         try:
@@ -217,4 +223,5 @@ class Tracker:
             return
         e = (g.seq, node, ref)
         g.by_view[view_key(t)] = e
-        g.by_storage[storage_ptr(t)] = e
+        if not view:
+            g.by_storage[storage_ptr(t)] = e

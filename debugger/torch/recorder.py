@@ -401,11 +401,17 @@ class Recorder:
             kind = "activation" if (op in C.ACTIVATION_OPS and forward) else "other"
             if forward and not srcs and scope == C.GLOBAL_SCOPE:
                 kind = "input"      # made outside any module from nothing: the step's data (torch.randn ...)
-            value_inputs = tuple(srcs) if not routing else tuple(srcs[:1])
-            rec = NodeRecord(name, op, scope, inputs=[(s, "data") for s in srcs],
+            is_routing = routing or op in C.PASS_THROUGH
+            traced = tuple(g.value_of.get(s, s) for s in srcs)      # through views to the value's maker
+            value_inputs = traced[:1] if is_routing else traced
+            if is_routing and traced:
+                g.value_of[name] = traced[0]
+            overwritten = {id(w) for w in writes} if op in C.OVERWRITE else set()
+            rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
+                                                      for s, t in zip(srcs, ins)],
                              outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in outs],
                              source=source, kind=kind, is_backward=backward,
-                             is_routing=routing or op in C.PASS_THROUGH, is_collective=collective,
+                             is_routing=is_routing, is_collective=collective,
                              per_rank=per_rank, input_roles=roles, value_inputs=value_inputs)
             g.nodes.append(rec)
             g.order.append(name)
@@ -414,7 +420,7 @@ class Recorder:
             for slot, t in enumerate(outs):
                 if not isinstance(t, torch.Tensor):
                     continue
-                self._tracker.register(t, name)
+                self._tracker.register(t, name, view=routing)
                 if not backward and self._in_step is None and t.requires_grad is not None:
                     try:
                         g.pending_tags.append((weakref.ref(t), name))

@@ -1,7 +1,7 @@
 """Statistics of a tensor computed where it lives (CPU or GPU), in the columns of debugger.stats.
 
-The result is a 1-D float64 tensor of len(STAT_NAMES) on the tensor's device: the caller stacks an
-iteration's rows and copies them to the host once. Value statistics are over finite elements, the
+On a GPU the result is a 1-D float64 tensor of len(STAT_NAMES) on the tensor's device: the caller
+stacks an iteration's rows and copies them to the host once. On the CPU it is debugger.stats itself. Value statistics are over finite elements, the
 standard deviation has ddof=1 and the L2 norm is derived from the centred sum of squares and the mean,
 as in :mod:`debugger.stats`; no finite element gives NaN (which the writer stores as "none").
 """
@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ..stats import STAT_NAMES
+from ..stats import STAT_NAMES, tensor_stats
 
 NCOLS = len(STAT_NAMES)
 _NAN = float("nan")
@@ -27,36 +27,26 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float64)
 
 
-def stats_row(t: torch.Tensor) -> torch.Tensor:
-    """The statistics of ``t`` as one float64 row on its device (no host copy on a GPU)."""
+def stats_row(t: torch.Tensor) -> "torch.Tensor | dict[str, float | None]":
+    """The statistics of ``t``: on the CPU a finished mapping (debugger.stats over the tensor's own
+    memory, no copy: the very numbers ``tdbg convert --statistics`` gives); elsewhere one float64 row
+    on the tensor's device (no host copy), to be stacked and copied once per iteration."""
     with torch.no_grad():
+        t = t.detach()
+        if t.device.type == "cpu":
+            return _cpu_stats(t)
         n = t.numel()
         if n == 0:
             return torch.tensor([0.0] * 7 + [_NAN] * 6, dtype=torch.float64, device=t.device)
-        x = _as_float(t.detach()).reshape(-1)
-        if x.device.type == "cpu":
-            row = _cpu_fast(x, n)
-            if row is not None:
-                return row
-        return _masked(x, n)
+        return _masked(_as_float(t).reshape(-1), n)
 
 
-def _cpu_fast(x: torch.Tensor, n: int) -> torch.Tensor | None:
-    """Five passes when every element is finite (a host check is free on the CPU); None otherwise."""
-    var, mean = torch.var_mean(x, correction=1) if n > 1 else (torch.zeros((), dtype=x.dtype), x[0])
-    m = float(mean)
-    if not math.isfinite(m) or not math.isfinite(float(var)):
-        return None
-    mn, mx = torch.aminmax(x)
-    nonzero = int(torch.count_nonzero(x))
-    pos = int(torch.count_nonzero(x > 0))
-    abs_sum = float(torch.linalg.vector_norm(x, 1, dtype=torch.float64)) if x.dtype != torch.float64 \
-        else float(x.abs().sum())
-    v = float(var) if n > 1 else 0.0
-    m2 = v * (n - 1)
-    l2 = math.sqrt(max(m2 + m * m * n, 0.0))
-    return torch.tensor([n, 0, 0, 0, n - nonzero, pos, nonzero - pos, float(mn), float(mx), m,
-                         abs_sum / n, math.sqrt(v), l2], dtype=torch.float64)
+def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
+    if t.dtype == torch.bfloat16:
+        t = t.to(torch.float32)
+    a = t.resolve_conj().resolve_neg().numpy()
+    st = tensor_stats(a)
+    return {n: getattr(st, n) for n in STAT_NAMES}
 
 
 def _masked(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -87,14 +77,17 @@ def _masked(x: torch.Tensor, n: int) -> torch.Tensor:
     return torch.stack([total, nan, pinf, ninf, zeros, pos, neg, *vals])
 
 
-def rows_to_dicts(rows: "list[torch.Tensor]") -> list[dict[str, float | None]]:
+def rows_to_dicts(rows: "list[torch.Tensor | dict[str, float | None]]") -> list[dict[str, float | None]]:
     """Stack the rows, copy them to the host once, and return one stats mapping per row."""
     if not rows:
         return []
     by_dev: dict[torch.device, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_dev.setdefault(r.device, []).append(i)
     out: list[dict[str, float | None]] = [{} for _ in rows]
+    for i, r in enumerate(rows):
+        if isinstance(r, dict):
+            out[i] = r
+        else:
+            by_dev.setdefault(r.device, []).append(i)
     for idx in by_dev.values():
         host = torch.stack([rows[i] for i in idx]).cpu().numpy()
         for i, vals in zip(idx, host):

@@ -23,7 +23,7 @@ from ..formats.tdbg_h5 import DumpWriter
 from ..selection import parse_iterations
 from . import capture as C
 from .devstats import rows_to_dicts, stats_row
-from .sink import Job, Row, Sink
+from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
@@ -117,6 +117,8 @@ class Recorder:
         self._grad_ptrs: set[int] = set()
         self._state_ptrs: set[int] = set()
         self._param_ptrs: set[int] = set()
+        self._reuse: dict[Any, Any] = {}
+        self._leaf_tensors: dict[int, torch.Tensor] = {}
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -185,6 +187,7 @@ class Recorder:
             self._graph = None
             self._stop_mode()
             return
+        self._prune_reuse()
         self._graph = C.IterationGraph()
         self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input)
         self._refresh_leaves()
@@ -286,6 +289,14 @@ class Recorder:
         self._leaf_by_ptr = by
         self._leaf_tensors = tensors
 
+    def _prune_reuse(self) -> None:
+        """Keep reusable captures only for the leaves as they are now (bounded: one per leaf)."""
+        if not self._reuse:
+            return
+        live = {(C.storage_ptr(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
+                for t in self._leaf_tensors.values()}
+        self._reuse = {k: v for k, v in self._reuse.items() if k in live}
+
     def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
         return self._leaf_by_ptr.get(C.storage_ptr(t))
 
@@ -294,7 +305,7 @@ class Recorder:
         return name.rsplit(".", 1)[0] if "." in name else ""
 
     def _on_input(self, rec: NodeRecord, t: torch.Tensor) -> None:
-        self._capture(rec.name, rec.op_type, "output", 0, t, exact=True)
+        self._capture(rec.name, rec.op_type, "output", 0, t, exact=False)
 
     def _want(self, module_path: str, op_type: str) -> bool:
         if self.modules is not None and not any(fnmatch.fnmatchcase(module_path, m) for m in self.modules):
@@ -312,7 +323,14 @@ class Recorder:
         t = t.detach()
         shape = tuple(t.shape)
         c = C.Captured(node, op_type, io, slot, shape=shape)
-        if self.values:
+        # Leaves (parameters, state, gradients) are read several times and kept across iterations:
+        # the same memory at the same version counter holds the same bits, so its capture is reused.
+        key = (C.storage_ptr(t), t.storage_offset(), shape, t.stride(), t.dtype,
+               t._version) if exact else None
+        hit = self._reuse.get(key) if key is not None else None
+        if hit is not None:
+            c.values, c.stats, c.host, c.dtype = hit
+        elif self.values:
             h = t.to("cpu", copy=True)
             if h.dtype == torch.bfloat16:
                 h = h.to(torch.float32)      # numpy has no bfloat16: stored as float32
@@ -322,9 +340,24 @@ class Recorder:
             c.stats = stats_row(t)
             c.dtype = "float32" if t.dtype == torch.bfloat16 else str(t.dtype).replace("torch.", "")
             if exact:
-                h = t.to("cpu", copy=True)
-                c.host = (h.to(torch.float32) if h.dtype == torch.bfloat16 else h).numpy()
+                c.host = self._digest_box(t)
+        if key is not None and hit is None:
+            if c.stats is not None and not isinstance(c.stats, dict):
+                c.stats = rows_to_dicts([c.stats])[0]     # a small leaf: resolved now so it can be shared
+            self._reuse[key] = (c.values, c.stats, c.host, c.dtype)
         self._graph.captured.append(c)
+
+    @staticmethod
+    def _digest_box(t: torch.Tensor) -> DigestBox:
+        """The exact digest of a leaf: hashed now from its own memory on the CPU (cheaper than a copy
+        to hash later); elsewhere a host copy hashed by the writer thread."""
+        if t.dtype == torch.bfloat16:
+            t = t.to(torch.float32)
+        if t.device.type == "cpu":
+            box = DigestBox(t.resolve_conj().resolve_neg().numpy())
+            box.hexdigest()
+            return box
+        return DigestBox(t.to("cpu", copy=True).numpy())
 
     # ---- operators --------------------------------------------------------------------------
     def _scope(self) -> tuple[str, str, str, bool]:

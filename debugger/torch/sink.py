@@ -28,7 +28,7 @@ class Row:
     slot: int
     values: np.ndarray | None = None
     stats: dict[str, float | None] | None = None
-    digest_of: np.ndarray | None = None     # host copy hashed here for an exact digest
+    digest_of: "DigestBox | None" = None    # host copy hashed here for an exact digest
     dtype: str = ""
     shape: tuple[int, ...] = ()
 
@@ -123,6 +123,22 @@ class Sink:
 
 
 def _digest(r: Row) -> str | None:
-    if r.digest_of is None:
-        return None
-    return digest_of(r.digest_of)
+    return None if r.digest_of is None else r.digest_of.hexdigest()
+
+
+class DigestBox:
+    """A host copy whose exact digest the writer thread computes once (shared by equal tensors)."""
+
+    __slots__ = ("host", "digest")
+
+    def __init__(self, host: np.ndarray) -> None:
+        self.host: np.ndarray | None = host
+        self.digest: str | None = None
+
+    def hexdigest(self) -> str:
+        """The digest (computed on first use, then the copy is dropped)."""
+        if self.digest is None:
+            assert self.host is not None
+            self.digest = digest_of(self.host)
+            self.host = None
+        return self.digest

@@ -1,0 +1,184 @@
+"""Cost of debugger.torch.Recorder per training step, side by side with plain training and msprobe.
+
+ResNet-18 (written here: torchvision is not needed), batch 32, SGD with momentum, CPU. Each mode
+runs in its own fresh subprocess (same seed, same threads), in one invocation, so the ratios are
+measured side by side:
+
+    python benchmarks/bench_torch_recorder.py [--size 112] [--steps 4] [--warmup 1] [--threads 2]
+        [--msprobe /work/msprobe_env/bin/python] [--skip-msprobe]
+
+Modes: plain training; Recorder save="statistics"; Recorder save="tensors"; msprobe PrecisionDebugger
+(task "statistics" and "tensor", level "mix" and "L1") when its Python is given. Prints the median
+seconds per step (after warm-up steps) and the ratio to plain training; the goal is statistics mode
+within 1.5x of plain training and at least 10x less overhead than msprobe's statistics mode.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+WORKER = r'''
+import json, os, sys, time
+import torch, torch.nn as nn, torch.nn.functional as F
+cfg = json.loads(sys.argv[1])
+torch.set_num_threads(cfg["threads"])
+torch.manual_seed(0)
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + (x if self.down is None else self.down(x)))
+
+class ResNet18(nn.Module):
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.pool = nn.MaxPool2d(3, 2, 1)
+        layers, cin = [], 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers.append(nn.Sequential(Block(cin, cout, stride), Block(cout, cout, 1)))
+            cin = cout
+        self.layer1, self.layer2, self.layer3, self.layer4 = layers
+        self.fc = nn.Linear(512, classes)
+    def forward(self, x):
+        x = self.pool(F.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+model = ResNet18()
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x = torch.randn(cfg["batch"], 3, cfg["size"], cfg["size"])
+y = torch.randint(0, 1000, (cfg["batch"],))
+mode = cfg["mode"]
+
+def one_step():
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+times = []
+if mode == "plain":
+    for _ in range(cfg["warmup"] + cfg["steps"]):
+        t0 = time.perf_counter(); one_step(); times.append(time.perf_counter() - t0)
+elif mode.startswith("recorder"):
+    sys.path.insert(0, cfg["root"])
+    from debugger.torch import Recorder
+    with Recorder(cfg["out"], model, opt, save=mode.split(":")[1]) as rec:
+        for _ in range(cfg["warmup"] + cfg["steps"]):
+            t0 = time.perf_counter(); one_step(); rec.step(); times.append(time.perf_counter() - t0)
+    # the time to finish the last write is part of the cost: spread it like the other steps
+elif mode.startswith("msprobe"):
+    from msprobe.pytorch import PrecisionDebugger
+    _, task, level = mode.split(":")
+    cfgfile = os.path.join(cfg["out"], "config.json")
+    os.makedirs(cfg["out"], exist_ok=True)
+    with open(cfgfile, "w") as f:
+        json.dump({"task": task, "dump_path": os.path.join(cfg["out"], "dump"), "rank": [], "step": [],
+                   "level": level, "async_dump": False,
+                   task: {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}, f)
+    dbg = PrecisionDebugger(config_path=cfgfile)
+    for _ in range(cfg["warmup"] + cfg["steps"]):
+        t0 = time.perf_counter()
+        dbg.start(model)
+        one_step()
+        dbg.stop()
+        dbg.step()
+        times.append(time.perf_counter() - t0)
+print("RESULT " + json.dumps(times[cfg["warmup"]:]))
+'''
+
+
+def run_mode(python: str, mode: str, a: argparse.Namespace, out: str) -> list[float] | str:
+    """Seconds per measured step of one mode in a fresh process, or the error text."""
+    cfg = {"mode": mode, "threads": a.threads, "batch": a.batch, "size": a.size, "steps": a.steps,
+           "warmup": a.warmup, "root": ROOT, "out": out}
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    p = subprocess.run([python, "-c", WORKER, json.dumps(cfg)], capture_output=True, text=True, env=env,
+                       timeout=a.timeout)
+    for line in p.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    return (p.stderr or p.stdout).strip().splitlines()[-1] if (p.stderr or p.stdout).strip() else f"exit {p.returncode}"
+
+
+def du(path: str) -> int:
+    """Bytes of the files under ``path``."""
+    return sum(os.path.getsize(os.path.join(d, n)) for d, _, ns in os.walk(path) for n in ns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every mode and print the table."""
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=112, help="image side (default 112)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--msprobe", default="/work/msprobe_env/bin/python")
+    ap.add_argument("--skip-msprobe", action="store_true")
+    ap.add_argument("--modes", default="", help="comma-separated subset of the modes")
+    a = ap.parse_args(argv)
+    modes = [("plain", sys.executable), ("recorder:statistics", sys.executable), ("recorder:tensors", sys.executable)]
+    if not a.skip_msprobe and os.path.exists(a.msprobe):
+        modes += [(f"msprobe:{t}:{lv}", a.msprobe) for t in ("statistics", "tensor") for lv in ("mix", "L1")]
+    if a.modes:
+        keep = set(a.modes.split(","))
+        modes = [m for m in modes if m[0] in keep]
+    print(f"ResNet-18, batch {a.batch}, {a.size}x{a.size}, CPU, {a.threads} threads, "
+          f"{a.steps} measured steps after {a.warmup} warm-up")
+    rows = []
+    base = None
+    for mode, py in modes:
+        tmp = tempfile.mkdtemp(prefix="tdbg-bench-")
+        try:
+            t0 = time.perf_counter()
+            res = run_mode(py, mode, a, os.path.join(tmp, "dump"))
+            wall = time.perf_counter() - t0
+            size = du(tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(res, str):
+            rows.append((mode, None, res))
+            print(f"  {mode:28s} failed: {res}", flush=True)
+            continue
+        med = statistics.median(res)
+        if mode == "plain":
+            base = med
+        rows.append((mode, med, size))
+        ratio = f"{med / base:6.2f}x" if base else "   -  "
+        over = f"{med - base:+8.3f}" if base else "     -  "
+        print(f"  {mode:28s} {med:8.3f} s/step  {ratio} of plain  overhead {over} s  dump {size / 2**20:8.1f} MiB"
+              f"  (process {wall:.0f} s)", flush=True)
+    ov = {m: t - base for m, t, _ in rows if t is not None and base is not None}
+    if "recorder:statistics" in ov and any(m.startswith("msprobe:statistics") for m in ov):
+        for m in [m for m in ov if m.startswith("msprobe:statistics")]:
+            r = ov[m] / ov["recorder:statistics"] if ov["recorder:statistics"] > 0 else float("inf")
+            print(f"  overhead {m} / recorder:statistics = {r:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -78,17 +78,26 @@ def one_step():
     loss.backward()
     opt.step()
 
-times = []
+# Steps alternate: a plain step, then a step of the mode, and so on, so that both see the same
+# machine load (the machine may be shared); each mode step counts its whole cost (the recorder's
+# write is waited for inside the timed step, no overlap with the next step is credited).
+plain, timed = [], []
+n = cfg["warmup"] + cfg["steps"]
 if mode == "plain":
-    for _ in range(cfg["warmup"] + cfg["steps"]):
-        t0 = time.perf_counter(); one_step(); times.append(time.perf_counter() - t0)
+    for _ in range(2 * n):
+        t0 = time.perf_counter(); one_step(); plain.append(time.perf_counter() - t0)
+    timed = plain[1::2]; plain = plain[0::2]
 elif mode.startswith("recorder"):
     sys.path.insert(0, cfg["root"])
     from debugger.torch import Recorder
-    with Recorder(cfg["out"], model, opt, save=mode.split(":")[1]) as rec:
-        for _ in range(cfg["warmup"] + cfg["steps"]):
-            t0 = time.perf_counter(); one_step(); rec.step(); times.append(time.perf_counter() - t0)
-    # the time to finish the last write is part of the cost: spread it like the other steps
+    with Recorder(cfg["out"], model, opt, save=mode.split(":")[1], iterations=range(1, 2 * n, 2)) as rec:
+        for i in range(2 * n):
+            t0 = time.perf_counter()
+            one_step()
+            rec.step()
+            if i % 2:
+                rec.flush()
+            (timed if i % 2 else plain).append(time.perf_counter() - t0)
 elif mode.startswith("msprobe"):
     from msprobe.pytorch import PrecisionDebugger
     _, task, level = mode.split(":")
@@ -99,19 +108,23 @@ elif mode.startswith("msprobe"):
                    "level": level, "async_dump": False,
                    task: {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}, f)
     dbg = PrecisionDebugger(config_path=cfgfile)
-    for _ in range(cfg["warmup"] + cfg["steps"]):
+    for i in range(2 * n):
         t0 = time.perf_counter()
-        dbg.start(model)
-        one_step()
-        dbg.stop()
-        dbg.step()
-        times.append(time.perf_counter() - t0)
-print("RESULT " + json.dumps(times[cfg["warmup"]:]))
+        if i % 2:
+            dbg.start(model)
+            one_step()
+            dbg.stop()
+            dbg.step()
+        else:
+            one_step()
+        (timed if i % 2 else plain).append(time.perf_counter() - t0)
+w = cfg["warmup"]
+print("RESULT " + json.dumps({"plain": plain[w:], "mode": timed[w:]}))
 '''
 
 
-def run_mode(python: str, mode: str, a: argparse.Namespace, out: str) -> list[float] | str:
-    """Seconds per measured step of one mode in a fresh process, or the error text."""
+def run_mode(python: str, mode: str, a: argparse.Namespace, out: str) -> dict[str, list[float]] | str:
+    """Seconds per measured plain and mode step of one mode's process, or the error text."""
     cfg = {"mode": mode, "threads": a.threads, "batch": a.batch, "size": a.size, "steps": a.steps,
            "warmup": a.warmup, "root": ROOT, "out": out}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
@@ -147,36 +160,31 @@ def main(argv: list[str] | None = None) -> int:
     if a.modes:
         keep = set(a.modes.split(","))
         modes = [m for m in modes if m[0] in keep]
-    print(f"ResNet-18, batch {a.batch}, {a.size}x{a.size}, CPU, {a.threads} threads, "
-          f"{a.steps} measured steps after {a.warmup} warm-up")
-    rows = []
-    base = None
+    print(f"ResNet-18, batch {a.batch}, {a.size}x{a.size}, CPU, {a.threads} threads; per mode one process "
+          f"alternating plain and mode steps, {a.steps} measured pairs after {a.warmup} warm-up; load {os.getloadavg()[0]:.1f}")
+    print(f"  {'mode':26s} {'plain s/step':>12s} {'mode s/step':>12s} {'ratio':>7s} {'overhead s':>11s} {'dump MiB':>9s}")
+    over: dict[str, float] = {}
     for mode, py in modes:
         tmp = tempfile.mkdtemp(prefix="tdbg-bench-")
         try:
-            t0 = time.perf_counter()
             res = run_mode(py, mode, a, os.path.join(tmp, "dump"))
-            wall = time.perf_counter() - t0
             size = du(tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(res, str):
-            rows.append((mode, None, res))
-            print(f"  {mode:28s} failed: {res}", flush=True)
+            print(f"  {mode:26s} failed: {res}", flush=True)
             continue
-        med = statistics.median(res)
-        if mode == "plain":
-            base = med
-        rows.append((mode, med, size))
-        ratio = f"{med / base:6.2f}x" if base else "   -  "
-        over = f"{med - base:+8.3f}" if base else "     -  "
-        print(f"  {mode:28s} {med:8.3f} s/step  {ratio} of plain  overhead {over} s  dump {size / 2**20:8.1f} MiB"
-              f"  (process {wall:.0f} s)", flush=True)
-    ov = {m: t - base for m, t, _ in rows if t is not None and base is not None}
-    if "recorder:statistics" in ov and any(m.startswith("msprobe:statistics") for m in ov):
-        for m in [m for m in ov if m.startswith("msprobe:statistics")]:
-            r = ov[m] / ov["recorder:statistics"] if ov["recorder:statistics"] > 0 else float("inf")
-            print(f"  overhead {m} / recorder:statistics = {r:.1f}x")
+        # per pair ratios: the two steps of a pair ran under the same load
+        ratios = [m / p for p, m in zip(res["plain"], res["mode"])]
+        p_med, m_med, r_med = statistics.median(res["plain"]), statistics.median(res["mode"]), statistics.median(ratios)
+        over[mode] = statistics.median(m - p for p, m in zip(res["plain"], res["mode"]))
+        print(f"  {mode:26s} {p_med:12.3f} {m_med:12.3f} {r_med:6.2f}x {over[mode]:+11.3f} {size / 2**20:9.1f}",
+              flush=True)
+    base = over.get("recorder:statistics")
+    if base is not None:
+        for m in [m for m in over if m.startswith("msprobe:statistics")]:
+            r = over[m] / base if base > 0 else float("inf")
+            print(f"  overhead of {m} / overhead of recorder:statistics = {r:.1f}x")
     return 0
 
 

@@ -26,6 +26,8 @@ ACTIVATION_OPS = frozenset({
 })
 # Ops whose output is their input's value (followed when tracing a value back to its producer).
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
+# Ops whose outputs are uninitialised memory: never dumped (their bits mean nothing, NaN included).
+UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 # In-place ops that overwrite their destination whatever it held: its old value is no data input
 # (the edge is "control"), so e.g. a gradient copied out of an all-reduced bucket is rank-invariant.
 OVERWRITE = frozenset({"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "set_"})
@@ -170,8 +172,10 @@ class Tracker:
         self.leaf_of = leaf_of
         self.on_leaf = on_leaf
 
-    def source(self, t: torch.Tensor) -> tuple[str, Leaf | None]:
-        """(node that made ``t``, the leaf when no operator of this iteration did)."""
+    def source(self, t: torch.Tensor, data: bool = True, read: bool = True) -> tuple[str, Leaf | None]:
+        """(node that made ``t``, the leaf when no operator of this iteration did). A tensor from
+        outside is a data input when ``data`` (first read by the forward pass), else kind other;
+        ``read``: its value is used (not only overwritten), so it is dumped."""
         g = self.g
         # A view made after the last write to its memory was made by its view op; a write to the
         # memory after the view was made (an in-place op, a collective) is newer and wins.
@@ -183,7 +187,7 @@ class Tracker:
             return best[1], None
         leaf = self.leaf_of(t)
         if leaf is None:
-            return self._data_input(t), None
+            return self._data_input(t, data, read), None
         self.make_leaf(leaf, t)
         return leaf.name, leaf
 
@@ -197,7 +201,7 @@ class Tracker:
             g.leaves[leaf.name] = rec
             g.nodes.append(rec)
 
-    def _data_input(self, t: torch.Tensor) -> str:
+    def _data_input(self, t: torch.Tensor, data: bool, read: bool) -> str:
         g = self.g
         ptr = storage_ptr(t)
         name = g.inputs_seen.get(ptr)
@@ -206,11 +210,12 @@ class Tracker:
         name = f"input-{len(g.inputs_seen)}"
         g.inputs_seen[ptr] = name
         rec = NodeRecord(name, "Input", "", outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape))],
-                         is_parameter=True, kind="input")
+                         is_parameter=True, kind="input" if data else "other")
         g.leaves[name] = rec
         g.nodes.append(rec)
         self.register(t, name)
-        self.on_leaf(rec, t)
+        if read:
+            self.on_leaf(rec, t)
         return name
 
     def register(self, t: torch.Tensor, node: str, view: bool = False) -> None:

@@ -156,6 +156,11 @@ class Recorder:
         self.iteration += 1
         self._begin()
 
+    def flush(self) -> None:
+        """Wait until every ended iteration is written (``step`` does not wait for its own)."""
+        if self._sink is not None:
+            self._sink.flush()
+
     def close(self) -> None:
         """Stop recording (the open iteration is dropped), write run histories, release the rank."""
         if self._writer is None:
@@ -406,10 +411,13 @@ class Recorder:
                     writes.append(t)
             name = g.fresh_name(scope, op)
             srcs = []
+            overwritten = {id(w) for w in writes} if op in C.OVERWRITE else set()
+            forward = not backward and self._in_step is None
             for slot, t in enumerate(ins):
-                src, leaf = self._tracker.source(t)
+                read = id(t) not in overwritten
+                src, leaf = self._tracker.source(t, data=forward, read=read and want)
                 srcs.append(src)
-                if leaf is not None and want:
+                if leaf is not None and want and read:
                     self._capture(name, op, "input", slot, t, exact=leaf.exact)
             nodes.append((name, ins, writes, srcs))
         return (op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want)
@@ -459,7 +467,7 @@ class Recorder:
                         g.pending_tags.append((weakref.ref(t), name))
                     except TypeError:
                         pass
-                if want and not routing and not roles:
+                if want and not routing and not roles and op not in C.UNINITIALISED:
                     self._capture(name, op, "output", slot, t, exact=False)
 
     def _role(self, t: torch.Tensor) -> str:

@@ -40,7 +40,7 @@ def test_info_on_the_parent_reports_every_dump():
     r = run_cli("info", ROOT, "--json")
     assert r.code == 0
     dumps = {os.path.basename(d["dump"]): d for d in r.json["dumps"]}
-    assert set(dumps) == {"single", "dp2"}
+    assert set(dumps) == {"single", "dp2", "torch_single", "torch_dp2"}
     assert [x["rank"] for x in dumps["dp2"]["ranks"]] == [0, 1]
     human = run_cli("info", ROOT)
     assert "dp2" in human.out and "single" in human.out and "rank" in human.out

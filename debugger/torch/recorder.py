@@ -118,6 +118,9 @@ class Recorder:
         self._state_ptrs: set[int] = set()
         self._param_ptrs: set[int] = set()
         self._reuse: dict[Any, Any] = {}
+        # in-place writes seen per leaf storage: some kernels (foreach ops under a dispatch mode) do
+        # not bump the version counter, so the reuse key counts the writes it saw as well
+        self._writes: dict[int, int] = {}
         self._leaf_tensors: dict[int, torch.Tensor] = {}
 
     # ---- public API -------------------------------------------------------------------------
@@ -298,8 +301,8 @@ class Recorder:
         """Keep reusable captures only for the leaves as they are now (bounded: one per leaf)."""
         if not self._reuse:
             return
-        live = {(C.storage_ptr(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version)
-                for t in self._leaf_tensors.values()}
+        live = {(p, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version, self._writes.get(p, 0))
+                for p, t in ((C.storage_ptr(t), t) for t in self._leaf_tensors.values())}
         self._reuse = {k: v for k, v in self._reuse.items() if k in live}
 
     def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
@@ -330,8 +333,9 @@ class Recorder:
         c = C.Captured(node, op_type, io, slot, shape=shape)
         # Leaves (parameters, state, gradients) are read several times and kept across iterations:
         # the same memory at the same version counter holds the same bits, so its capture is reused.
-        key = (C.storage_ptr(t), t.storage_offset(), shape, t.stride(), t.dtype,
-               t._version) if exact else None
+        ptr = C.storage_ptr(t)
+        key = (ptr, t.storage_offset(), shape, t.stride(), t.dtype, t._version,
+               self._writes.get(ptr, 0)) if exact else None
         hit = self._reuse.get(key) if key is not None else None
         if hit is not None:
             c.values, c.stats, c.host, c.dtype = hit
@@ -429,6 +433,11 @@ class Recorder:
         if collective:
             _wait(out)
         returned = [t for t in C.flat_tensors(out)]
+        for _, _, writes, _ in nodes:
+            for w in writes:
+                p = C.storage_ptr(w)
+                if p in self._leaf_by_ptr or p in self._grad_ptrs:
+                    self._writes[p] = self._writes.get(p, 0) + 1
         for e, (name, ins, writes, srcs) in enumerate(nodes):
             if lists:
                 outs = [returned[e]] if len(returned) == len(nodes) else writes

@@ -235,3 +235,28 @@ def test_ddp_two_ranks(tmp_path: pytest.TempPathFactory) -> None:
             for name, mean in fact["grad_mean"].items():
                 got = float(np.asarray(tensors[it][(f"{name}.grad", "output", 0)].source.array(), np.float64).mean())
                 assert got == pytest.approx(mean, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("optim", ["adam-foreach", "sgd-foreach"])
+def test_foreach_optimizers(tmp_path: pytest.TempPathFactory, optim: str) -> None:
+    """Optimizers over lists of tensors (_foreach_* kernels) become one update node per parameter,
+    with roles; gradients and frozen parameters are still exact."""
+    out = str(tmp_path / optim)
+    _, facts = _train(out, "--steps", "3", "--optim", optim)
+    facts0 = facts[0]
+    r, graphs = _graph_of(out)
+    g = graphs[max(graphs)]
+    updates = {g.value_inputs(n)[list(a["input_roles"]).index("weight")]
+               for n, a in g.nx.nodes.items() if "weight" in (a.get("input_roles") or ())}
+    assert updates == set(facts0[0]["grad_mean"])
+    assert any(n.startswith("optimizer-") and "_foreach_" in n for n in g.nx.nodes)
+    res = run_cli("scan", out, "--watch", "weight_not_changed:rtol=0,atol=0", "--json", "--no-cache")
+    got: dict[int, set[str]] = {}
+    for h in res.json["hits"]:
+        got.setdefault(h["iteration"], set()).add(h["node"])
+    tensors = _tensors(out)
+    for it, fact in enumerate(facts0):
+        assert got.get(it, set()) == set(fact["unchanged"]), it
+        for name, mean in fact["grad_mean"].items():
+            got_mean = float(np.asarray(tensors[it][(f"{name}.grad", "output", 0)].source.array(), np.float64).mean())
+            assert got_mean == pytest.approx(mean, rel=1e-6, abs=1e-12)

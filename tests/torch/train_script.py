@@ -1,7 +1,7 @@
 """A small training run under the recorder, for the tests (run as a script or imported).
 
     python train_script.py OUT [--save tensors|statistics] [--steps N] [--kill-at I]
-                              [--nan-at I] [--ranks 2 --port P] [--expect FILE]
+                              [--nan-at I] [--ranks 2 --port P] [--expect FILE] [--optim NAME]
 
 Writes the dump to OUT and, with --expect, what plain torch says (per iteration: gradient means
 per parameter, parameters unchanged by the step, rank equality under DDP) as JSON.
@@ -49,13 +49,17 @@ def data(step: int, rank: int, nan_at: int) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def run(out: str, save: str, steps: int, kill_at: int, nan_at: int, rank: int, world: int,
-        expect: str | None) -> None:
+        expect: str | None, optim: str = "sgd") -> None:
     """Train under the recorder, collecting plain-torch expectations as it goes."""
     torch.manual_seed(0)
     net = Net()
     model: nn.Module = nn.parallel.DistributedDataParallel(net) if world > 1 else net
-    opt = torch.optim.SGD([{"params": [p for n, p in net.named_parameters() if not n.startswith("fc2.")]},
-                           {"params": list(net.fc2.parameters()), "lr": 0.0}], lr=0.1, momentum=0.9)
+    groups = [{"params": [p for n, p in net.named_parameters() if not n.startswith("fc2.")]},
+              {"params": list(net.fc2.parameters()), "lr": 0.0}]
+    if optim == "adam-foreach":
+        opt: torch.optim.Optimizer = torch.optim.Adam(groups, lr=0.01, foreach=True)
+    else:
+        opt = torch.optim.SGD(groups, lr=0.1, momentum=0.9, foreach=optim == "sgd-foreach")
     facts: list[dict] = []
     with Recorder(out, model, opt, save=save) as rec:
         for step in range(steps):
@@ -93,7 +97,7 @@ def _worker(rank: int, a: argparse.Namespace) -> None:
     os.environ["MASTER_PORT"] = str(a.port)
     torch.distributed.init_process_group("gloo", rank=rank, world_size=a.ranks)
     try:
-        run(a.out, a.save, a.steps, a.kill_at, a.nan_at, rank, a.ranks, a.expect)
+        run(a.out, a.save, a.steps, a.kill_at, a.nan_at, rank, a.ranks, a.expect, a.optim)
     finally:
         torch.distributed.destroy_process_group()
 
@@ -109,12 +113,13 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--port", type=int, default=29611)
     ap.add_argument("--expect")
+    ap.add_argument("--optim", default="sgd", choices=("sgd", "sgd-foreach", "adam-foreach"))
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.ranks > 1:
         torch.multiprocessing.spawn(_worker, args=(a,), nprocs=a.ranks)
     else:
-        run(a.out, a.save, a.steps, a.kill_at, a.nan_at, 0, 1, a.expect)
+        run(a.out, a.save, a.steps, a.kill_at, a.nan_at, 0, 1, a.expect, a.optim)
 
 
 if __name__ == "__main__":

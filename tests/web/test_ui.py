@@ -41,7 +41,7 @@ def test_overview_of_the_sample(page: Any, live_sample: Any) -> None:
     assert "2.10.0" in page.locator(".metrics").inner_text()
     assert page.locator(".kind-row").count() >= 6
     shot(page, "overview")
-    page.locator(".dump-item[data-dump='dp2']").click()
+    page.locator(".dump-item", has_text=re.compile(r"^dp2")).click()
     page.wait_for_function("location.hash.includes('dump=dp2')")
     page.wait_for_function("document.querySelector('.ov-head h1') && document.querySelector('.ov-head h1').textContent === 'dp2'")
 

@@ -77,7 +77,7 @@ class IterationGraph:
     leaves: dict[str, NodeRecord] = field(default_factory=dict)
     inputs_seen: dict[int, str] = field(default_factory=dict)
     captured: list[Captured] = field(default_factory=list)
-    loss: str | None = None
+    losses: list[str] = field(default_factory=list)
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
     value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
     info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)

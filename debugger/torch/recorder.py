@@ -231,7 +231,7 @@ class Recorder:
         self._sink.submit(job)
 
     def _job(self, g: C.IterationGraph) -> Job:
-        outputs = [g.loss] if g.loss else []
+        outputs = list(g.losses)
         record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order)
         sig = _signature(record)
         gid = self._graph_ids.get(sig)
@@ -523,12 +523,14 @@ class Recorder:
         try:
             C.tag_pending(g)
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            for t in roots:
-                src, _ = self._tracker.source(t)
-                if g.loss is None:
-                    g.loss = src
+            for t in roots:     # every root is a loss (micro-batches accumulating gradients call backward often)
+                if not isinstance(t, torch.Tensor):
+                    continue
+                src, _ = self._tracker.source(t, data=False)
+                if src not in g.losses:
+                    g.losses.append(src)
                     for n in reversed(g.nodes):
-                        if n.name == src:
+                        if n.name == src and not n.is_parameter:
                             n.kind = "loss"
                             break
             self._backward_source = user_stack(2)
@@ -553,7 +555,7 @@ class Recorder:
                     if p.grad is None:
                         continue
                     pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
-                    src, _ = self._tracker.source(p.grad)
+                    src, _ = self._tracker.source(p.grad, data=False)
                     name = f"{pname}.grad"
                     rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
                                      outputs=[OutputType(str(p.grad.dtype).replace("torch.", ""), tuple(p.grad.shape))],

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from ..formats.records import GraphRecord
-from ..formats.tdbg_h5 import DumpWriter
-from ..formats.tdbg_h5 import digest_of
+from ..formats.tdbg_h5 import DumpWriter, digest_of
 
 
 @dataclass
@@ -41,7 +39,6 @@ class Job:
     graphs: list[GraphRecord] = field(default_factory=list)
     ran: list[int] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
-    finish: "Callable[[Job], None] | None" = None    # fills stats on the writer thread (device rows)
 
 
 class Sink:
@@ -105,8 +102,6 @@ class Sink:
                 self._cv.notify_all()
 
     def _write(self, job: Job) -> None:
-        if job.finish is not None:
-            job.finish(job)
         w = self.writer
         for g in job.graphs:
             w.write_graph(g)

@@ -71,13 +71,14 @@ class IterationGraph:
     nodes: list[NodeRecord] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
-    by_view: dict[tuple[Any, ...], tuple[int, str, Any]] = field(default_factory=dict)
-    by_storage: dict[int, tuple[int, str, Any]] = field(default_factory=dict)
+    by_view: dict[tuple[Any, ...], tuple[int, str, Any, int]] = field(default_factory=dict)
+    by_storage: dict[int, tuple[int, str, Any, int]] = field(default_factory=dict)
     seq: int = 0
     leaves: dict[str, NodeRecord] = field(default_factory=dict)
     inputs_seen: dict[int, str] = field(default_factory=dict)
     captured: list[Captured] = field(default_factory=list)
     losses: list[str] = field(default_factory=list)
+    loss_slots: dict[str, set[int]] = field(default_factory=dict)   # the output(s) backward() started from
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
     value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
     info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
@@ -176,13 +177,9 @@ class Tracker:
         """(node that made ``t``, the leaf when no operator of this iteration did). A tensor from
         outside is a data input when ``data`` (first read by the forward pass), else kind other;
         ``read``: its value is used (not only overwritten), so it is dumped."""
-        g = self.g
         # A view made after the last write to its memory was made by its view op; a write to the
         # memory after the view was made (an in-place op, a collective) is newer and wins.
-        best: tuple[int, str, Any] | None = None
-        for e in (g.by_view.get(view_key(t)), g.by_storage.get(storage_ptr(t))):
-            if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
-                best = e
+        best = self._newest(t)
         if best is not None:
             return best[1], None
         leaf = self.leaf_of(t)
@@ -190,6 +187,19 @@ class Tracker:
             return self._data_input(t, data, read), None
         self.make_leaf(leaf, t)
         return leaf.name, leaf
+
+    def _newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
+        g = self.g
+        best = None
+        for e in (g.by_view.get(view_key(t)), g.by_storage.get(storage_ptr(t))):
+            if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
+                best = e
+        return best
+
+    def slot_of(self, t: torch.Tensor) -> int | None:
+        """The output slot of the node that made ``t`` (None: a leaf)."""
+        e = self._newest(t)
+        return None if e is None else e[3]
 
     def make_leaf(self, leaf: Leaf, t: torch.Tensor) -> None:
         """The node of a parameter, buffer or optimizer state (once per iteration)."""
@@ -218,15 +228,15 @@ class Tracker:
             self.on_leaf(rec, t)
         return name
 
-    def register(self, t: torch.Tensor, node: str, view: bool = False) -> None:
-        """``node`` made ``t``: a view of existing memory (``view``), or wrote its memory."""
+    def register(self, t: torch.Tensor, node: str, view: bool = False, slot: int = 0) -> None:
+        """``node`` made ``t`` (its output ``slot``): a view of existing memory (``view``), or wrote its memory."""
         g = self.g
         g.seq += 1
         try:
             ref = weakref.ref(t)
         except TypeError:
             return
-        e = (g.seq, node, ref)
+        e = (g.seq, node, ref, slot)
         g.by_view[view_key(t)] = e
         if not view:
             g.by_storage[storage_ptr(t)] = e

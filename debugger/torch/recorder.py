@@ -249,6 +249,9 @@ class Recorder:
         self._history.setdefault(gid, []).append(self.iteration)
         rows: list[Row] = []
         stat_rows: list[Any] = []
+        # a loss node's other outputs (nll_loss's total weight) are no loss: not stored
+        g.captured = [c for c in g.captured if not (c.io == "output" and c.node in g.loss_slots
+                                                     and c.slot not in g.loss_slots[c.node])]
         for c in g.captured:
             r = Row(gid, c.node, c.op_type, c.io, c.slot, values=c.values, digest_of=c.host,
                     dtype=c.dtype, shape=c.shape)
@@ -351,9 +354,7 @@ class Recorder:
             if exact:
                 c.host = self._digest_box(t)
         if key is not None and hit is None:
-            if c.stats is not None and not isinstance(c.stats, dict):
-                c.stats = rows_to_dicts([c.stats])[0]     # a small leaf: resolved now so it can be shared
-            self._reuse[key] = (c.values, c.stats, c.host, c.dtype)
+            self._reuse[key] = (c.values, c.stats, c.host, c.dtype)   # a device row is stacked with the rest
         self._graph.captured.append(c)
 
     @staticmethod
@@ -470,7 +471,7 @@ class Recorder:
             for slot, t in enumerate(outs):
                 if not isinstance(t, torch.Tensor):
                     continue
-                self._tracker.register(t, name, view=routing)
+                self._tracker.register(t, name, view=routing, slot=slot)
                 if not backward and self._in_step is None and t.requires_grad is not None:
                     try:
                         g.pending_tags.append((weakref.ref(t), name))
@@ -527,6 +528,9 @@ class Recorder:
                 if not isinstance(t, torch.Tensor):
                     continue
                 src, _ = self._tracker.source(t, data=False)
+                slot = self._tracker.slot_of(t)
+                if slot is not None:
+                    g.loss_slots.setdefault(src, set()).add(slot)
                 if src not in g.losses:
                     g.losses.append(src)
                     for n in reversed(g.nodes):

@@ -73,7 +73,7 @@ def train(out: str, steps: int, healthy: bool, rank: int = 0, world: int = 1) ->
     model: nn.Module = net
     if world > 1:
         model = nn.parallel.DistributedDataParallel(net)
-    with Recorder(out, model, opt, save="tensors") as rec:
+    with Recorder(out, model, opt, save=os.environ.get("TDBG_SAMPLE_SAVE", "tensors")) as rec:
         for step in range(steps):
             x, y = batch(step, rank, world)
             loss = F.cross_entropy(model(x), y)

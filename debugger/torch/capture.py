@@ -46,7 +46,6 @@ class Leaf:
     name: str
     kind: str                     # weight | optimizer_state | other | input | gradient
     param: str | None
-    exact: bool = True            # store an exact digest in statistics mode
 
 
 @dataclass
@@ -77,6 +76,7 @@ class IterationGraph:
     leaves: dict[str, NodeRecord] = field(default_factory=dict)
     inputs_seen: dict[int, str] = field(default_factory=dict)
     captured: list[Captured] = field(default_factory=list)
+    invariant: set[str] = field(default_factory=set)   # nodes made only from weights, state, collectives
     losses: list[str] = field(default_factory=list)
     loss_slots: dict[str, set[int]] = field(default_factory=dict)   # the output(s) backward() started from
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
@@ -210,6 +210,8 @@ class Tracker:
                              is_parameter=True, has_default=leaf.kind != "input", kind=leaf.kind, param=leaf.param)
             g.leaves[leaf.name] = rec
             g.nodes.append(rec)
+            if leaf.kind in ("weight", "optimizer_state"):
+                g.invariant.add(leaf.name)
 
     def _data_input(self, t: torch.Tensor, data: bool, read: bool) -> str:
         g = self.g

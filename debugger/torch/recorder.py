@@ -222,7 +222,7 @@ class Recorder:
                     continue
                 self._tracker.make_leaf(leaf, t)
                 if self._want(self._leaf_module(leaf), "Parameter"):
-                    self._capture(leaf.name, "Parameter", "output", 0, t, exact=True)
+                    self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
             job = self._job(g)
         finally:
             self._busy = False
@@ -326,7 +326,8 @@ class Recorder:
             return False
         return True
 
-    def _capture(self, node: str, op_type: str, io: str, slot: int, t: torch.Tensor, exact: bool) -> None:
+    def _capture(self, node: str, op_type: str, io: str, slot: int, t: torch.Tensor, exact: bool,
+                 reuse: bool = False) -> None:
         """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash)."""
         if not C.is_plain(t) or t.dtype not in _NUMPY_OK and t.dtype != torch.bfloat16:
             return
@@ -338,7 +339,7 @@ class Recorder:
         # the same memory at the same version counter holds the same bits, so its capture is reused.
         ptr = C.storage_ptr(t)
         key = (ptr, t.storage_offset(), shape, t.stride(), t.dtype, t._version,
-               self._writes.get(ptr, 0)) if exact else None
+               self._writes.get(ptr, 0)) if reuse else None
         hit = self._reuse.get(key) if key is not None else None
         if hit is not None:
             c.values, c.stats, c.host, c.dtype = hit
@@ -423,7 +424,7 @@ class Recorder:
                 src, leaf = self._tracker.source(t, data=forward, read=read and want)
                 srcs.append(src)
                 if leaf is not None and want and read:
-                    self._capture(name, op, "input", slot, t, exact=leaf.exact)
+                    self._capture(name, op, "input", slot, t, exact=True, reuse=True)
             nodes.append((name, ins, writes, srcs))
         return (op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want)
 
@@ -468,6 +469,12 @@ class Recorder:
             g.order.append(name)
             if not backward:
                 g.info[name] = (scope, source, path)
+            # Equal on every data-parallel rank when made only from weights, optimizer state and
+            # collectives' results (what `tdbg compare --ranks` checks): stored with an exact digest.
+            data = [v for v, (_, e) in zip(traced, rec.inputs) if e == "data"]
+            invariant = not per_rank and (collective or (bool(data) and all(v in g.invariant for v in data)))
+            if invariant:
+                g.invariant.add(name)
             for slot, t in enumerate(outs):
                 if not isinstance(t, torch.Tensor):
                     continue
@@ -478,7 +485,7 @@ class Recorder:
                     except TypeError:
                         pass
                 if want and not routing and not roles and op not in C.UNINITIALISED:
-                    self._capture(name, op, "output", slot, t, exact=False)
+                    self._capture(name, op, "output", slot, t, exact=invariant)
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)
@@ -566,6 +573,8 @@ class Recorder:
                                      kind="gradient", param=pname, is_backward=True)
                     g.nodes.append(rec)
                     g.order.append(name)
+                    if g.value_of.get(src, src) in g.invariant:
+                        g.invariant.add(name)
                     self._tracker.register(p.grad, name)
                     grads.add(C.storage_ptr(p.grad))
                     if self._want(self._leaf_module(C.Leaf(pname, "gradient", pname)), "Gradient"):

@@ -47,12 +47,19 @@ class _Mode(TorchDispatchMode):
         rec._busy = True
         try:
             pre = rec._before(func, args, kwargs)
+        except Exception as exc:     # never break the training: drop this iteration instead
+            rec._drop(exc)
+            pre = None
         finally:
             rec._busy = False
         out = func(*args, **kwargs)
+        if pre is None or rec._graph is None:
+            return out
         rec._busy = True
         try:
             rec._after(pre, func, args, kwargs, out)
+        except Exception as exc:
+            rec._drop(exc)
         finally:
             rec._busy = False
         return out
@@ -155,6 +162,8 @@ class Recorder:
 
     def step(self) -> None:
         """End the current iteration (hands it to the writer thread) and start the next."""
+        if self._writer is None:
+            raise RuntimeError("Recorder.step() outside 'with Recorder(...)' (or before start())")
         self._end()
         self.iteration += 1
         self._begin()
@@ -202,6 +211,14 @@ class Recorder:
         if self._mode is None:
             self._mode = _Mode(self)
             self._mode.__enter__()
+
+    def _drop(self, exc: Exception) -> None:
+        """A failure while recording an operator: warn, and leave this iteration out of the dump."""
+        import warnings
+
+        warnings.warn(f"tdbg recorder: iteration {self.iteration} is not recorded: "
+                      f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+        self._graph = None
 
     def _stop_mode(self) -> None:
         if self._mode is not None:

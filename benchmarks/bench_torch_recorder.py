@@ -1,16 +1,20 @@
 """Cost of debugger.torch.Recorder per training step, side by side with plain training and msprobe.
 
 ResNet-18 (written here: torchvision is not needed), batch 32, SGD with momentum, CPU. Each mode
-runs in its own fresh subprocess (same seed, same threads), in one invocation, so the ratios are
-measured side by side:
+runs in its own fresh subprocess (same seed, same threads), one after the other in one invocation;
+inside it, steps alternate: a plain step, a step of the mode, and so on, so both halves of a pair
+see the same machine load (a shared machine's load changes from minute to minute):
 
     python benchmarks/bench_torch_recorder.py [--size 112] [--steps 4] [--warmup 1] [--threads 2]
-        [--msprobe /work/msprobe_env/bin/python] [--skip-msprobe]
+        [--msprobe /work/msprobe_env/bin/python] [--skip-msprobe] [--modes plain,...] [--pairs]
 
-Modes: plain training; Recorder save="statistics"; Recorder save="tensors"; msprobe PrecisionDebugger
-(task "statistics" and "tensor", level "mix" and "L1") when its Python is given. Prints the median
-seconds per step (after warm-up steps) and the ratio to plain training; the goal is statistics mode
-within 1.5x of plain training and at least 10x less overhead than msprobe's statistics mode.
+Modes: plain training (plain vs plain: the noise floor); Recorder save="statistics"; Recorder
+save="tensors"; msprobe PrecisionDebugger (task "statistics" and "tensor", level "mix" and "L1")
+when its Python is given. A recorded step includes waiting for its iteration's file (no overlap
+with the next step is credited). Prints per mode the median plain and mode seconds per step, the
+median of the per-pair ratios and of the per-pair overheads, and the overhead of msprobe's
+statistics modes over the recorder's. The goal: statistics mode within 1.5x of plain training and
+at least 10x less overhead than msprobe's statistics mode.
 """
 from __future__ import annotations
 
@@ -152,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--msprobe", default="/work/msprobe_env/bin/python")
     ap.add_argument("--skip-msprobe", action="store_true")
     ap.add_argument("--modes", default="", help="comma-separated subset of the modes")
+    ap.add_argument("--pairs", action="store_true", help="also print every measured (plain, mode) pair")
     a = ap.parse_args(argv)
     modes = [("plain", sys.executable), ("recorder:statistics", sys.executable), ("recorder:tensors", sys.executable)]
     if not a.skip_msprobe and os.path.exists(a.msprobe):
@@ -179,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         over[mode] = statistics.median(m - p for p, m in zip(res["plain"], res["mode"]))
         print(f"  {mode:26s} {p_med:12.3f} {m_med:12.3f} {r_med:6.2f}x {over[mode]:+11.3f} {size / 2**20:9.1f}",
               flush=True)
+        if a.pairs:
+            print("      pairs (plain, mode): " + ", ".join(f"({p:.2f}, {m:.2f})" for p, m in zip(res["plain"], res["mode"])))
     base = over.get("recorder:statistics")
     if base is not None:
         for m in [m for m in over if m.startswith("msprobe:statistics")]:

@@ -53,6 +53,7 @@ class StatsCache:
         self._new_stats: dict[bytes, Stats] = {}
         self._new_extra: dict[bytes, float] = {}
         self._lock = threading.Lock()
+        self._load_lock = threading.Lock()
         self._rows: dict[bytes, int] = {}
         self._cols: dict[str, np.ndarray] = {}
         self._loaded = False
@@ -68,9 +69,14 @@ class StatsCache:
 
     def _load(self) -> None:
         """Read the file once, on the first lookup; rows become Stats only when asked for."""
+        with self._load_lock:   # the web UI's threads share one cache: one of them reads the file
+            if not self._loaded:
+                self._read_file()
+                self._loaded = True
+
+    def _read_file(self) -> None:
         import h5py
 
-        self._loaded = True
         if not self.path or not os.path.exists(self.path):
             return
         try:

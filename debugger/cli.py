@@ -295,12 +295,8 @@ def _tensor_label(h: Any) -> str:
         return h.param
     if h.param:
         return f"{h.param} ({h.kind}, {h.op_type})"
-    return _short(h.node)
-
-
-def _short(node: str) -> str:
     # The whole name: a name cut from the left loses the scope that tells MatMul-op0s apart.
-    return node
+    return h.node
 
 
 # -- graph --------------------------------------------------------------------------------------

@@ -175,6 +175,11 @@ class Rank:
                 out.extend(refs)
         return out
 
+    def layer_nodes(self, attribute: str) -> list[tuple[int, str]]:
+        """(graph, node) of the layer a model assigns as ``self.<attribute>``: its parameters, its forward
+        nodes and its parameters' gradients and optimizer state."""
+        return [(gid, n) for gid, g in self.graphs.items() for n in _layer_nodes(g, attribute)]
+
     def node_iterations(self, graph_id: int, node: str) -> list[int]:
         """Iterations in which any tensor of ``node`` was dumped."""
         with self._lock:
@@ -232,7 +237,8 @@ class Rank:
                 self.warnings.append(
                     f"{self.path}: {len(unknown)} tensor file op name(s) of graph {gid} match no graph node "
                     f"(kept under their file names): {shown}{' ...' if len(unknown) > 3 else ''}")
-        self._check_complete(out)
+        if not self.info.iterations_vary:
+            self._check_complete(out)
         return out
 
     def _check_complete(self, index: dict[tuple[int, int], list[TensorRef]]) -> None:
@@ -428,11 +434,10 @@ class Dump:
             if not name:
                 continue
             for r in self.ranks:
-                for gid, g in r.graphs.items():
-                    for n in _layer_nodes(g, name):
-                        a = g.nx.nodes[n]
-                        out.append({"rank": r.rank, "graph": gid, "node": n, "op_type": a.get("op_type", ""),
-                                    "kind": a.get("kind", "other"), "direction": "definition", "file": path})
+                for gid, n in r.layer_nodes(name):
+                    a = r.graphs[gid].nx.nodes[n]
+                    out.append({"rank": r.rank, "graph": gid, "node": n, "op_type": a.get("op_type", ""),
+                                "kind": a.get("kind", "other"), "direction": "definition", "file": path})
         return out
 
 

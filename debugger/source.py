@@ -201,25 +201,31 @@ def statement_lines(text: str, line: int) -> list[int]:
 def assigned_attribute(text: str, line: int) -> str | None:
     """``fc3`` when ``line`` is in a statement ``self.fc3 = ...`` of an ``__init__`` method: the line
     that defines a layer, whose nodes carry its attribute name in their scope (``fc3-Dense``)."""
+    return layer_definitions(text).get(line)
+
+
+def layer_definitions(text: str) -> dict[int, str]:
+    """Every line of a ``self.X = ...`` statement in an ``__init__`` method of Python ``text`` -> ``X``."""
     import ast
 
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+        return {}
+    out: dict[int, str] = {}
     for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef) or fn.name != "__init__":
             continue
         for node in ast.walk(fn):
             if not isinstance(node, (ast.Assign, ast.AnnAssign)):
                 continue
-            if not node.lineno <= line <= (node.end_lineno or node.lineno):
-                continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                    return t.attr
-    return None
+            name = next((t.attr for t in targets if isinstance(t, ast.Attribute)
+                         and isinstance(t.value, ast.Name) and t.value.id == "self"), None)
+            if name:
+                for ln in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                    out.setdefault(ln, name)
+    return out
 
 
 def parse_location(text: str) -> tuple[str, int]:

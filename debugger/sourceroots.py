@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import DumpError, InvalidQueryError, QueryError
-from .source import assigned_attribute, statement_lines
+from .source import layer_definitions, statement_lines
 
 ENV_VAR = "TDBG_SOURCE_ROOTS"
 MAX_SOURCE_BYTES = 2 << 20     # a source file larger than this is refused (a log or data file, not code)
@@ -192,8 +192,13 @@ class SourceRoots:
 
     def assigned_attribute(self, recorded: str, line: int) -> str | None:
         """The ``self.X`` a line of ``__init__`` assigns in the file ``recorded`` maps to (None when unreadable)."""
+        return self.layer_lines(recorded).get(line)
+
+    def layer_lines(self, recorded: str) -> dict[int, str]:
+        """Lines of ``__init__`` methods that define a layer (``self.X = ...``) in the file ``recorded``
+        maps to, each with its ``X`` ({} when unreadable)."""
         text = self.read(recorded)["text"]
-        return assigned_attribute(text, line) if text else None
+        return layer_definitions(text) if text else {}
 
     def describe(self, recorded: str) -> dict[str, Any]:
         """``{"exists", "found"}`` of a recorded path: whether :meth:`read` would show it."""

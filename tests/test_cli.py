@@ -40,7 +40,7 @@ def test_info_on_the_parent_reports_every_dump():
     r = run_cli("info", ROOT, "--json")
     assert r.code == 0
     dumps = {os.path.basename(d["dump"]): d for d in r.json["dumps"]}
-    assert set(dumps) == {"single", "dp2", "torch_single", "torch_dp2"}
+    assert {k for k, d in dumps.items() if d["format"] == "mindspore"} == {"single", "dp2"}
     assert [x["rank"] for x in dumps["dp2"]["ranks"]] == [0, 1]
     human = run_cli("info", ROOT)
     assert "dp2" in human.out and "single" in human.out and "rank" in human.out
@@ -253,3 +253,36 @@ def test_an_internal_error_names_a_file_not_a_scope_and_stays_on_one_line(tmp_pa
     assert r.returncode == 3, r.stderr
     assert r.stderr.count("\n") == 1 and len(r.stderr) < 1000, r.stderr
     assert r.stderr.startswith(f"tdbg: internal error while reading {tmp_path}: RuntimeError: two lines xxx")
+
+
+def test_code_text_output_labels_its_columns():
+    sig = run_cli("node", SINGLE, "sigmoid-Sigmoid/Sigmoid-op0", "--json").json["nodes"][0]
+    user = next(f for f in sig["stack"] if not f["is_framework"])
+    r = run_cli("code", SINGLE, f"make_sample.py:{user['line']}")
+    assert r.code == 0, r.err
+    headers = [ln.split() for ln in r.out.splitlines() if ln.split()[:1] == ["rank"]]
+    assert headers and all(h == ["rank", "graph", "op", "kind", "node"] for h in headers), r.out
+    assert sig["node"] in r.out     # the whole name, not cut
+
+
+def test_scan_text_names_tensors_in_full():
+    r = run_cli("scan", SINGLE, "--preset", "recommended", "--json")
+    names = {h["node"] for h in r.json["hits"] if not h.get("param")}   # parameters go by their name
+    longest = max(names, key=len)
+    text = run_cli("scan", SINGLE, "--preset", "recommended")
+    assert text.code == 1 and longest in text.out, text.out
+
+
+@pytest.mark.parametrize("command", [["scan", SINGLE], ["compare", DP2, "--ranks"]])
+def test_cache_flags_of_every_command_that_reads_statistics(tmp_path, monkeypatch, command):
+    default = tmp_path / "default"
+    monkeypatch.setenv("TDBG_CACHE_DIR", str(default))
+    chosen = tmp_path / "chosen"
+    r = run_cli(*command, "--json", "--cache-dir", str(chosen))
+    assert r.code in (0, 1), r.err
+    assert os.listdir(chosen) and not default.exists(), "--cache-dir is where the statistics go"
+    r = run_cli(*command, "--json", "--no-cache")
+    assert r.code in (0, 1), r.err
+    assert not default.exists(), "--no-cache writes no cache at all"
+    r = run_cli(*command, "--json")
+    assert os.listdir(default), "without a flag the statistics go to $TDBG_CACHE_DIR"

@@ -84,9 +84,12 @@ def test_the_model_never_imports_upward():
 
 
 def test_no_framework_words_outside_the_formats():
-    """MindSpore's conventions (op names, file names, op numbering) stay inside its reader."""
+    """MindSpore's and msprobe's conventions (op names, file names, op numbering) stay inside their readers."""
     words = ("ApplyMomentum", "ms_version", "saved_data", "Gradients/", "-op\\d", "rank_N", "ms_output_trace",
-             "Load-op", "\"Depend\"", "AllReduce")
+             "Load-op", "\"Depend\"", "AllReduce", "UpdateState", "MakeTuple", "TupleGetItem",
+             # msprobe's files and op names
+             "dump.json", "construct.json", "stack.json", "dump_tensor_data", "parameters_grad", "Functional.",
+             "Tensor.add_", "_rebuild_tensor")
     bad = []
     for path in _python_files("debugger", "web") + [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(ROOT, "web", "static"))
                                                       for n in ns if n.endswith(".js")]:

@@ -268,7 +268,7 @@ def code_files(rank: int) -> dict[str, Any]:
 @bp.get("/ranks/<int:rank>/code/lines")
 def code_lines(rank: int) -> dict[str, Any]:
     """The lines of one file that created nodes, with forward/backward node counts."""
-    d = query.source_lines(_ws().dump(_dump_id()), _rank(rank), _need("file"))
+    d = query.source_lines(_ws().dump(_dump_id()), _rank(rank), _need("file"), _ws().sources.layer_lines)
     d.update(_ws().sources.describe(d["file"]))
     lines = d.pop("lines")
     return _page(lines, **d)
@@ -285,7 +285,8 @@ def code_source(rank: int) -> dict[str, Any]:
 def code_nodes(rank: int) -> dict[str, Any]:
     """Nodes made by ``location=FILE:LINE`` (or ``file`` and ``line``), forward first."""
     loc = request.args.get("location") or f"{_need('file')}:{_need('line')}"
-    d = query.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc, _ws().sources.statement_lines)
+    d = query.nodes_at_location(_ws().dump(_dump_id()), _rank(rank), loc, _ws().sources.statement_lines,
+                                _ws().sources.layer_lines)
     nodes = d.pop("nodes")
     return _page(nodes, **d)
 

@@ -297,9 +297,11 @@ class Workspace:
                 self._triage[key]["progress"] = {"stage": stage, "done": done, "total": total}
         try:
             d, cache = self.dump(key), self.cache(key)
-            # The dump's lock: the statistics cache is one file, written by one thread at a time.
-            with self.lock(key):
-                res = _triage.triage(d, cache, say)
+            # Not under the dump's lock: a cold triage scans the whole dump, and the page's own
+            # requests must not wait for it. The cache is safe to share (StatsCache locks its writes).
+            res = _triage.triage(d, cache, say)
+            if cache is not None:
+                cache.flush()
             with self._lock:
                 self._triage[key] = {"state": "done", "result": res}
         except Exception as exc:   # shown on the page; the next request tries again
@@ -318,13 +320,15 @@ class Workspace:
             return self._compared[(key, base)]
 
     def stats_of(self, dump_id: str | None, fn: Callable[[Any], Any]) -> Any:
-        """Run ``fn(cache)`` under the dump's lock and write new cache entries afterwards."""
+        """Run ``fn(cache)`` and write new cache entries afterwards.
+
+        Not under the dump's lock: the cache locks its own writes, and one slow tensor must not hold
+        up the page's other requests."""
         cache = self.cache(dump_id)
-        with self.lock(dump_id):
-            out = fn(cache)
-            if cache is not None:
-                cache.flush()
-            return out
+        out = fn(cache)
+        if cache is not None:
+            cache.flush()
+        return out
 
     def stats(self, dump_id: str | None, ref: TensorRef) -> Stats:
         """Statistics of one tensor, through the cache."""

@@ -25,8 +25,10 @@ by full name, then by aligned execution orders (renumbered ops), then by --mappi
 Grades (msprobe's metrics): error when (cosine < cos_error=0.99 and max_abs_err > abs_error=1e-3) or
 cosine < cos_fail=0.9 or max_abs_err > abs_fail=1, or dtype/shape differ, NaN/Inf on one side only,
 a tensor missing on one side; warning when cosine < cos_warn=0.999, max_abs_err > abs_warn=1e-4 or
-one_thousandth < ratio_warn=0.999. Exit 0 when nothing counted is an error, 1 otherwise, 2 on bad
-usage.
+one_thousandth < ratio_warn=0.999. A tensor with statistics but no values (a statistics-only dump)
+is graded by the largest relative difference of a statistic both sides stored: error above
+stat_error=1e-3, warning above stat_warn=1e-5. Exit 0 when nothing counted is an error, 1 otherwise,
+2 on bad usage.
 """
 
 
@@ -51,7 +53,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     s.add_argument("--cache-dir", help="cache folder (default: $TDBG_CACHE_DIR or ~/.cache/tdbg)")
     s.add_argument("--thresholds", metavar="NAME=VALUE,...",
                    help="override grade bounds: cos_error, abs_error, cos_fail, abs_fail, cos_warn, abs_warn, "
-                        "ratio_warn")
+                        "ratio_warn, stat_error, stat_warn")
     s.set_defaults(func=run)
     return s
 

@@ -60,6 +60,12 @@ class Thresholds:
     cos_warn: float = 0.999
     abs_warn: float = 1e-4
     ratio_warn: float = 0.999
+    # Statistics-only tensors (no values, digests differ or absent): the largest relative difference
+    # of a statistic both sides stored (max, min, mean, l2norm ...). An error above stat_error (a
+    # perturbed weight moves its norm by percents), a warning above stat_warn (float32 rounding of
+    # re-ordered sums stays near 1e-7).
+    stat_error: float = 1e-3
+    stat_warn: float = 1e-5
 
     @classmethod
     def parse(cls, text: str | None) -> "Thresholds":
@@ -146,6 +152,8 @@ class Outcome:
     shape_b: tuple[int, ...] | None = None
     error: str | None = None         # a file could not be read
     nbytes: int = 0                  # data bytes read (both sides)
+    # no values on a side: the statistic that differs most, (name, on a, on b, relative difference)
+    stat_diff: tuple[str, float, float, float] | None = None
 
     @property
     def shape_mismatch(self) -> bool:
@@ -175,6 +183,8 @@ def grade(outcome: Outcome, th: Thresholds) -> tuple[str, str]:
         errors.append(f"different NaN/Inf on the two sides ({outcome.nonfinite_differ} element"
                       f"{'s' * (outcome.nonfinite_differ != 1)})")
     m = outcome.metrics
+    if m is None and outcome.stat_diff is not None:
+        return _grade_statistics(outcome.stat_diff, errors, th)
     if m is None:
         return ERROR, "; ".join(errors) or "no metrics"
     if not m.finite:
@@ -199,6 +209,19 @@ def grade(outcome: Outcome, th: Thresholds) -> tuple[str, str]:
         return WARNING, "; ".join(warnings)
     extra = f" ({outcome.nonfinite_both} NaN/Inf on both sides)" if outcome.nonfinite_both else ""
     return PASS, ("identical" if outcome.identical else "within thresholds") + extra
+
+
+def _grade_statistics(diff: tuple[str, float, float, float], errors: list[str], th: Thresholds) -> tuple[str, str]:
+    name, a, b, rel = diff
+    what = f"{name} {_g(a)} vs {_g(b)} (relative difference {_g(rel)})"
+    if rel > th.stat_error:
+        errors.append(f"statistics differ: {what} > {_g(th.stat_error)}")
+    if errors:
+        return ERROR, "; ".join(errors) + " [from statistics: values not stored]"
+    if rel > th.stat_warn:
+        return WARNING, f"statistics differ: {what} > {_g(th.stat_warn)} [from statistics: values not stored]"
+    return PASS, ("statistics equal" if rel == 0 else f"statistics within {_g(th.stat_warn)}") + \
+        " (values not stored: equal statistics do not prove equal values)"
 
 
 # -- the pass -----------------------------------------------------------------------------------
@@ -384,19 +407,87 @@ def compare_sources(src_a: TensorSource, src_b: TensorSource, fast: bool = True)
         return Outcome(error=f"{src_a.location} vs {src_b.location}: {exc}")
 
 
+# Value statistics compared when a side has no values (those a statistics-only dump may store).
+_STAT_COMPARED = ("max", "min", "mean", "l2norm", "abs_mean", "std")
+_NONFINITE_COUNTS = ("nan", "pos_inf", "neg_inf")
+
+
 def _compare_digests(src_a: TensorSource, src_b: TensorSource, out: Outcome) -> Outcome:
-    """Statistics-only tensors: exact digests tell equal from different, nothing measures how far."""
+    """A side without values: equal exact digests are identical values; otherwise the statistics
+    both sides stored say how far apart they are (an error only when they share none)."""
     da, db = src_a.digest(), src_b.digest()
     if da is not None and da == db and out.dtype_a == out.dtype_b:
         n = math.prod(out.shape_a or ())
         out.metrics = Metrics(1.0, 0.0, 0.0, 0.0, 1.0, 1.0) if n else None
         out.identical = True
         return out
+    if _compare_statistics(_stats_of(src_a), _stats_of(src_b), out):
+        return out
     missing = src_a if not src_a.has_values else src_b
     out.error = str(missing._no_values())
     if da is not None and db is not None:
         out.error += " (their digests differ)"
     return out
+
+
+def _stats_of(src: TensorSource) -> Mapping[str, Any]:
+    """Stored statistics, or (a side with values) computed from the values."""
+    stored = src.stored_stats()
+    if stored:
+        return stored
+    if not src.has_values:
+        return {}
+    from ..stats import stats_of_chunks
+
+    return asdict(stats_of_chunks(src.chunks(CHUNK))[0])
+
+
+def _magnitude(s: Mapping[str, Any]) -> float:
+    """A typical element size: the root mean square, else the mean of |x|, else the larger extreme."""
+    def num(k: str) -> float | None:
+        v = s.get(k)
+        return float(v) if v is not None and math.isfinite(v) else None
+
+    l2, n = num("l2norm"), num("count")
+    if l2 is not None and n:
+        return l2 / math.sqrt(n)
+    am = num("abs_mean")
+    if am is not None:
+        return abs(am)
+    ext = [abs(v) for v in (num("max"), num("min")) if v is not None]
+    return max(ext, default=0.0)
+
+
+def _compare_statistics(sa: Mapping[str, Any], sb: Mapping[str, Any], out: Outcome) -> bool:
+    """Fill ``out.stat_diff`` (and one-sided NaN/Inf) from two sets of statistics; False when they
+    share no value statistic."""
+    def count(s: Mapping[str, Any]) -> int | None:
+        vals = [s.get(k) for k in _NONFINITE_COUNTS]
+        return None if all(v is None for v in vals) else int(sum(v or 0 for v in vals))
+
+    ca, cb = count(sa), count(sb)
+    if ca is not None and cb is not None:
+        if ca and not cb:
+            out.only_a = ca
+        elif cb and not ca:
+            out.only_b = cb
+    # Differences are relative to the tensor's magnitude, not only to the statistic: a mean near
+    # zero (a centred weight) would make rounding noise look like a large relative change.
+    floor = max(_magnitude(sa), _magnitude(sb))
+    worst: tuple[str, float, float, float] | None = None
+    for name in _STAT_COMPARED:
+        a, b = sa.get(name), sb.get(name)
+        if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+            continue
+        a, b = float(a), float(b)
+        scale = max(abs(a), abs(b), floor)
+        rel = abs(a - b) / scale if scale > 0 else 0.0
+        if worst is None or rel > worst[3]:
+            worst = (name, a, b, rel)
+    if worst is None:
+        return False
+    out.stat_diff = worst
+    return True
 
 
 def compare_arrays(a: np.ndarray, b: np.ndarray, fast: bool = True) -> Outcome:

@@ -10,11 +10,12 @@ import os
 from ..errors import NotADumpError
 from .base import DumpSource, Format
 from .mindspore.reader import FORMAT as MINDSPORE
+from .msprobe import FORMAT as MSPROBE
 from .tdbg_h5 import FORMAT as TDBG_H5
 from .tdbg_h5 import DumpWriter
 
 # Tried in order: a format with a marker file of its own comes before one recognised by layout.
-FORMATS: tuple[Format, ...] = (TDBG_H5, MINDSPORE)
+FORMATS: tuple[Format, ...] = (TDBG_H5, MINDSPORE, MSPROBE)
 
 __all__ = ["FORMATS", "DumpWriter", "find_dump_roots", "format_names", "open_source"]
 

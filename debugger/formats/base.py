@@ -129,6 +129,9 @@ class RankInfo:
     saved: str | None = None               # VALUES | STATISTICS | BOTH
     net: str | list[str] | None = None
     raw: dict[str, Any] = field(default_factory=dict)   # the format's own metadata, as found
+    # Each iteration records what ran in it (a call sequence, not a fixed graph): iterations may hold
+    # different tensors by design, so a short one is not taken for an incomplete one.
+    iterations_vary: bool = False
 
 
 class RankReader(ABC):

@@ -81,15 +81,21 @@ class ScopeTree:
             s.nodes.sort(key=lambda x: (self.pos[x], x))
 
     def _ensure(self, path: str) -> _Scope:
-        s = self.scopes.get(path)
-        if s is None:
-            parent = self._ensure(path.rsplit("/", 1)[0] if "/" in path else "")
-            s = self.scopes[path] = _Scope(path, parent)
+        # Iterative: a scope path is as deep as the file says, and recursion would follow it.
+        missing: list[str] = []
+        p = path
+        while p not in self.scopes:
+            missing.append(p)
+            p = p.rsplit("/", 1)[0] if "/" in p else ""
+        parent = self.scopes[p]
+        for q in reversed(missing):
+            s = self.scopes[q] = _Scope(q, parent)
             parent.scopes[s.name] = s
-        return s
+            parent = s
+        return self.scopes[path]
 
     def hidden(self, name: str) -> bool:
-        """Whether a node is a routing op (Load, Depend, UpdateState...)."""
+        """Whether a node only routes values (hidden unless the framework view is asked for)."""
         return name in self.hidden_set
 
     def subtree(self, s: _Scope) -> Iterable[str]:
@@ -167,12 +173,8 @@ def _sources(tree: ScopeTree, v: str, framework: bool) -> list[str]:
         if u not in hidden:
             out.append(u)
             continue
-        a = attrs[u]
-        op = a.get("op_type")
-        ins = [i for i, _ in a.get("inputs", ()) if i and i in attrs]
-        if op == "UpdateState":
-            continue                      # a state token, not data
-        stack.extend((ins if op == "MakeTuple" else ins[:1])[::-1])
+        # the routing node's data inputs, as its reader traced them (empty for a state token)
+        stack.extend([i for i in attrs[u].get("value_inputs") or () if i and i in attrs][::-1])
     return out
 
 

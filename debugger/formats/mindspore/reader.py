@@ -16,7 +16,8 @@ from .graph_ir import read_graph_ir
 from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
 from .semantics import annotate
-from .tree import RANK_RE, RankListing, is_rank_dir, list_rank, rank_dirs, read_metadata
+from .statistic import StatRow, StatTensor, read_statistic_csv
+from .tree import RANK_RE, RankListing, TensorFile, is_rank_dir, list_rank, rank_dirs, read_metadata
 
 _SAVED = {"tensor": VALUES, "statistic": STATISTICS, "full": BOTH}
 
@@ -128,7 +129,8 @@ class MindSporeRank(RankReader):
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One record per (node, io, slot): the newest file wins; names matched to the graph."""
         files = self.listing.tensors.get((graph_id, iteration), [])
-        names = match_files(graph, files)
+        rows = self._stat_rows(graph_id, iteration)
+        names = match_files(graph, list(files) + [TensorFile(r.where, r.name, 0) for r in rows])
         newest: dict[tuple[str, str, int], tuple[int, TensorRecord]] = {}
         for f in files:
             node = names.get(f.name.op_name)
@@ -137,7 +139,36 @@ class MindSporeRank(RankReader):
             k = (rec.node, rec.io, rec.slot)
             if k not in newest or f.name.timestamp > newest[k][0]:
                 newest[k] = (f.name.timestamp, rec)
+        # saved_data statistic: a row is the tensor; full: the .npy beside it wins (its values give every statistic)
+        stat_newest: dict[tuple[str, str, int], tuple[int, StatRow]] = {}
+        for r in rows:
+            node = names.get(r.name.op_name)
+            k = (node or r.name.op_name, r.name.io, r.name.slot)
+            if k not in stat_newest or r.name.timestamp > stat_newest[k][0]:
+                stat_newest[k] = (r.name.timestamp, r)
+        for k, (ts, r) in stat_newest.items():
+            if k in newest:
+                continue
+            rec = TensorRecord(k[0], r.name.op_type, r.name.io, r.name.slot,
+                               StatTensor(r.where, r.dtype, r.shape, r.stats, r.digest), r.dtype,
+                               names.get(r.name.op_name) is not None)
+            newest[k] = (ts, rec)
         return [r for _, r in newest.values()]
+
+    def _stat_rows(self, graph_id: int, iteration: int) -> list["StatRow"]:
+        path = self.listing.statistics.get((graph_id, iteration))
+        if path is None:
+            return []
+        try:
+            rows, warnings = read_statistic_csv(path)
+        except (DumpError, OSError) as exc:
+            self.warnings.append(f"{exc}; its statistics are not used" if isinstance(exc, DumpError)
+                                 else f"{path}: cannot read ({exc}); its statistics are not used")
+            return []
+        for w in warnings:
+            if w not in self.warnings:
+                self.warnings.append(w)
+        return rows
 
     def node_alias(self, graph: GraphRecord, name: str) -> str | None:
         """A node's full name from a tensor-file spelling such as ``fc1_weight``."""

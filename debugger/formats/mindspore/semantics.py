@@ -73,7 +73,8 @@ def annotate(record: GraphRecord) -> GraphRecord:
         if n.op_type in ROUTING_OPS - PASS_THROUGH_OPS:
             n.value_inputs = ()   # their value is not an input's: tracing stops at them
         else:
-            n.value_inputs = tuple(_trace(nodes, src) if src else "" for src, _ in n.inputs)
+            n.value_inputs = tuple(_trace(nodes, src) if src and _carries_value(n, slot) else ""
+                                   for slot, (src, _) in enumerate(n.inputs))
     for n in record.nodes:
         spec = OPTIMIZER_INPUTS.get(n.op_type)
         if spec is not None:
@@ -82,6 +83,12 @@ def annotate(record: GraphRecord) -> GraphRecord:
     if loss is not None:
         nodes[loss].kind = "loss"
     return record
+
+
+def _carries_value(n: NodeRecord, slot: int) -> bool:
+    """Whether input ``slot`` of ``n`` is data: a pass-through op passes on its first input only (the
+    rest are monads and ordering dependencies), except a tuple, which passes on every element."""
+    return n.op_type not in PASS_THROUGH_OPS or slot == 0 or n.op_type == "MakeTuple"
 
 
 def _trace(nodes: dict[str, NodeRecord], name: str) -> str:

@@ -47,6 +47,7 @@ class RankListing:
     # (graph_id, iteration) -> tensor files
     tensors: dict[tuple[int, int], list[TensorFile]] = field(default_factory=dict)
     constants: dict[int, list[TensorFile]] = field(default_factory=dict)
+    statistics: dict[tuple[int, int], str] = field(default_factory=dict)   # (graph, iteration) -> statistic.csv
     warnings: list[str] = field(default_factory=list)
 
 
@@ -223,6 +224,9 @@ def list_rank(rank: int, path: str) -> RankListing:
                 elif is_number(idir.name):
                     key = (gid, int(idir.name))
                     lst.tensors.setdefault(key, []).extend(list_tensor_dir(idir.path, lst.warnings))
+                    stat_csv = os.path.join(idir.path, "statistic.csv")
+                    if os.path.isfile(stat_csv):
+                        lst.statistics[key] = stat_csv
                 else:
                     lst.warnings.append(f"{idir.path}: not an iteration directory; skipped")
     return lst

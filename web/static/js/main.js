@@ -36,11 +36,12 @@ async function loadWatchCount() {
 
 async function loadDump() {
   const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
-  await loadWatchCount();
+  const watchCount = loadWatchCount();   // in parallel with the rank's graphs, not before them
   const rs = $('rank-select');
   put(clear(rs), ...d.ranks.map((r) => h('option', { value: r, selected: r === state.rank }, String(r))));
   rs.disabled = d.ranks.length < 2;
   if (!d.ranks.includes(state.rank)) set({ rank: d.ranks[0] }, { push: false });
+  return watchCount;
 }
 
 async function loadRank() {
@@ -171,8 +172,8 @@ subscribe(async (changed) => {
     if (changed.has('dump')) {
       $('dump-select').value = state.dump;
       invalidate();
-      await loadDump();
-      await loadRank();
+      const watchCount = loadDump();
+      await Promise.all([watchCount, loadRank()]);
     } else if (changed.has('rank')) {
       $('rank-select').value = String(state.rank);
       await loadRank();
@@ -206,8 +207,8 @@ async function boot() {
       state.dump = d.items[0].id;
     }
     sel.value = state.dump;
-    await loadDump();
-    await loadRank();
+    const watchCount = loadDump();
+    await Promise.all([watchCount, loadRank()]);
     history.replaceState(null, '', (await import('./state.js')).hashOf());
   } catch (e) {
     put(clear(main), h('div', { class: 'page' }, errorBox(e)));

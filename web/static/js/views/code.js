@@ -115,21 +115,24 @@ export function mount(root) {
     } catch (e) { if (my === srcSeq) put(srcBody, errorBox(e)); return; }
     if (my !== srcSeq) return;
     const marks = new Map(lines.items.map((l) => [l.line, l]));
+    const made = lines.items.filter((l) => !l.layer).length;
     put(srcHead, h('div', { class: 'src-title' }, h('b', {}, basename(lines.file)),
       h('span', { class: 'mono muted ellipsis', title: lines.file }, lines.file)),
     h('div', { class: 'src-meta' },
       text.exists ? h('span', { class: 'chip', title: 'read from this machine' }, 'file on disk')
         : h('span', { class: 'chip', title: text.reason || '' }, 'not on this machine: code from the stacks'),
-      h('span', { class: 'muted' }, `${lines.items.length} line${lines.items.length === 1 ? '' : 's'} created nodes`)));
+      h('span', { class: 'muted' }, `${made} line${made === 1 ? '' : 's'} created nodes`)));
     const sel = parseLoc(state.line);
     const selLine = sel && sel.file === lines.file ? sel.line : null;
     const table = h('div', { class: 'src-lines' });
     const row = (n, code, mark) => {
-      const el = h('div', { class: `src-line${mark ? ' has-nodes' : ''}${n === selLine ? ' selected' : ''}`, 'data-line': n,
+      const el = h('div', { class: `src-line${mark ? ' has-nodes' : ''}${mark && mark.layer ? ' defines' : ''}${n === selLine ? ' selected' : ''}`, 'data-line': n,
         onclick: mark ? () => set({ line: `${lines.file}:${n}` }) : undefined,
-        title: mark ? `${mark.forward} forward, ${mark.backward} backward node(s): click to list them` : '' },
+        title: !mark ? '' : mark.layer ? `defines the layer ${mark.layer} (${mark.definition} nodes): click to list them`
+          : `${mark.forward} forward, ${mark.backward} backward node(s): click to list them` },
       h('span', { class: 'ln' }, n),
       h('span', { class: 'gut' }, mark ? h('span', { class: 'gut-mark' },
+        mark.layer ? h('span', { class: 'g-d' }, mark.definition) : null,
         mark.forward ? h('span', { class: 'g-f' }, mark.forward) : null, mark.backward ? h('span', { class: 'g-b' }, mark.backward) : null) : null),
       h('code', { class: 'src-code' }, code === null ? '' : highlightPython(code)));
       return el;
@@ -172,10 +175,11 @@ export function mount(root) {
     if (my !== nodesSeq) return;
     const fwd = r.items.filter((n) => n.direction === 'forward');
     const bwd = r.items.filter((n) => n.direction === 'backward');
+    const def = r.items.filter((n) => n.direction === 'definition');
     put(nodesPanel, h('div', { class: 'pane-head' }, h('h2', {}, `${basename(loc.file)}:${loc.line}`),
       h('span', { class: 'spacer' }),
       r.items.length ? h('button', { class: 'btn btn-small', title: 'Open the graph with these nodes highlighted',
-        onclick: () => { const f = fwd[0] || bwd[0]; set({ view: 'graph', graph: f.graph, node: f.node, scope: f.place }); } }, 'Show in graph') : null));
+        onclick: () => { const f = fwd[0] || bwd[0] || def[0]; set({ view: 'graph', graph: f.graph, node: f.node, scope: f.place }); } }, 'Show in graph') : null));
     if (!r.items.length) { put(nodesPanel, h('p', { class: 'muted pad' }, 'This line created no node in this rank.')); return; }
     const list = (title, items, cls) => items.length ? h('div', { class: 'ln-group' },
       h('div', { class: 'sub-title' }, h('span', { class: `chip ${cls}` }, title), ` ${items.length} node${items.length > 1 ? 's' : ''}`),
@@ -184,7 +188,10 @@ export function mount(root) {
       h('i', { class: 'kdot', style: { background: KIND_COLORS[n.kind] } }),
       h('span', { class: 'nl-name' }, n.name), h('span', { class: 'chip op' }, n.op_type),
       h('div', { class: 'nl-scope' }, n.scope))))) : null;
-    put(nodesPanel, list('forward', fwd, 'fwd'), list('backward', bwd, 'bwd'));
+    // a layer's definition (self.fc2 = ...) makes no node itself: its nodes are the layer's
+    put(nodesPanel, list('forward', fwd, 'fwd'), list('backward', bwd, 'bwd'),
+      def.length ? h('p', { class: 'muted pad' }, `This line defines the layer ${def[0].layer}; its nodes:`) : null,
+      list('layer', def, 'def'));
   }
 
   fwToggle.addEventListener('change', loadFiles);

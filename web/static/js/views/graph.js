@@ -13,7 +13,8 @@ const PAGE = 300;
 let worker = null;
 let jobId = 0;
 const pending = new Map();
-function runLayout(nodes, edges) {
+// Started as soon as the view mounts, so the worker's script loads while the first scope is fetched.
+function startWorker() {
   if (worker === null) {
     try {
       worker = new Worker('/static/js/layout-worker.js', { type: 'module' });
@@ -26,6 +27,14 @@ function runLayout(nodes, edges) {
       worker.onerror = () => { worker = false; for (const p of pending.values()) p.fallback(); pending.clear(); };
     } catch { worker = false; }
   }
+}
+
+// A level of a few nodes lays out in well under a millisecond: inline, it does not wait for the
+// worker to start (a module worker takes 50-200 ms to load on a first page).
+const INLINE_LAYOUT_MAX = 40;
+function runLayout(nodes, edges) {
+  if (nodes.length <= INLINE_LAYOUT_MAX) return Promise.resolve(layoutInline(nodes, edges));
+  startWorker();
   if (!worker) return Promise.resolve(layoutInline(nodes, edges));
   const id = ++jobId;
   return new Promise((resolve, reject) => {
@@ -68,6 +77,7 @@ function sizeOf(c) {
 }
 
 export function mount(root) {
+  startWorker();
   const crumbs = h('div', { class: 'crumbs' });
   const searchInput = h('input', { type: 'search', class: 'search-input', placeholder: 'Search nodes or FILE:LINE',
     'aria-label': 'search nodes' });
@@ -126,7 +136,7 @@ export function mount(root) {
   const toolbar = h('div', { class: 'graph-toolbar' },
     crumbs,
     h('div', { class: 'search-box' }, searchInput, results),
-    h('label', { class: 'toggle', title: 'Show Load, Depend, UpdateState, MakeTuple... (edges are drawn through them when hidden)' },
+    h('label', { class: 'toggle', title: 'Show the nodes that only route values (edges are drawn through them when hidden)' },
       fwToggle, 'Routing ops'),
     exportBox,
   );

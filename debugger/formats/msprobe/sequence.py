@@ -1,0 +1,326 @@
+"""The ops of every step of a rank as one graph: nodes in call order, hints from msprobe's conventions.
+
+msprobe records no data-flow edges. This module draws only the edges it can justify, and says so
+(:data:`DATAFLOW`); every other input is ``(unrecorded)``:
+
+- parameter -> reader: a module forward (levels L0/mix) lists the parameters it holds; an op called
+  inside that module (construct.json) whose input has the same dtype, shape and all four statistics
+  as exactly one of those parameters reads it, and the module's own node reads all of them;
+- weight and gradient -> optimizer update: an op under msprobe's synthetic ``optimizer`` node whose
+  input equals, in that same sense, exactly one parameter's value as read in the step, or one
+  parameter gradient (``parameters_grad``), gets that parameter or gradient as the input.
+
+Equal statistics alone are NOT taken as an edge between activations (a ReLU of a positive tensor
+equals its input): activations are a sequence in call order. Backward ops carry their forward op's
+stack (stack.json lists forward ops only), so code <-> graph finds both directions.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from ..records import GraphRecord, NodeRecord, OutputType
+from .dumpjson import Item, Step, parse_api, parse_module
+
+UNRECORDED = "(unrecorded)"
+OPTIMIZER = "optimizer"
+DATAFLOW = ("no data-flow edges are recorded: ops are a call sequence; inferred edges only parameter -> the ops "
+            "of its module that read it, and parameter/gradient -> optimizer updates (exact dtype, shape and "
+            "Max/Min/Mean/Norm, unambiguous); other inputs are '(unrecorded)'")
+
+ACTIVATIONS = frozenset({
+    "relu", "relu_", "relu6", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "silu", "leaky_relu", "elu",
+    "hardtanh", "mish", "softplus", "hardswish", "hardsigmoid", "selu", "celu", "glu", "logsigmoid", "swish",
+    "fast_gelu", "npu_fast_gelu", "swiglu", "npu_swiglu",
+    # module classes, lowercased (nn.LeakyReLU, nn.LogSoftmax ...)
+    "leakyrelu", "logsoftmax", "prelu", "rrelu", "softsign", "fastgelu", "hswish", "hsigmoid",
+})
+COLLECTIVE = frozenset({"all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "broadcast",
+                        "all_reduce_coalesced", "allreduce", "allgather"})
+PER_RANK = frozenset({"reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all",
+                      "all_to_all_single", "scatter", "gather", "reduce", "send", "recv", "isend", "irecv",
+                      "batch_isend_irecv", "barrier"})
+_RANDOM = ("dropout", "rand", "normal", "uniform", "bernoulli", "multinomial", "randperm")
+
+
+@dataclass
+class StepTensors:
+    """The tensors of one step: (node, io, slot, item)."""
+
+    rows: list[tuple[str, str, int, Item]] = field(default_factory=list)
+
+
+@dataclass
+class _Node:
+    rec: NodeRecord
+    step: int
+
+
+def _component(key: str) -> str:
+    mod = parse_module(key)
+    if mod is not None:
+        return f"{mod[0]}-{mod[1]}"
+    return key
+
+
+def _scope(step: Step, key: str) -> str:
+    chain: list[str] = []
+    p = step.parents.get(key)
+    seen = {key}
+    while p and p not in seen and len(chain) < 200:
+        seen.add(p)
+        chain.append(_component(p))
+        p = step.parents.get(p)
+    return "/".join(reversed(chain))
+
+
+def _ancestors(step: Step, key: str) -> list[str]:
+    out: list[str] = []
+    p, seen = step.parents.get(key), {key}
+    while p and p not in seen and len(out) < 200:
+        seen.add(p)
+        out.append(p)
+        p = step.parents.get(p)
+    return out
+
+
+def _unique(sig: tuple, table: dict[str, tuple]) -> str | None:
+    hits = [k for k, s in table.items() if s == sig]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _by_signature(table: dict[str, tuple]) -> dict[tuple, str | None]:
+    """signature -> the one key that has it (None when several do: ambiguous)."""
+    out: dict[tuple, str | None] = {}
+    for k, sig in table.items():
+        try:
+            out[sig] = None if sig in out else k
+        except TypeError:   # an unhashable statistic (a list): never matched
+            continue
+    return out
+
+
+def _lookup(index: dict[tuple, str | None], sig: tuple) -> str | None:
+    try:
+        return index.get(sig)
+    except TypeError:
+        return None
+
+
+def _forward_key(key: str) -> str | None:
+    api = parse_api(key)
+    if api is not None and api[3] == "backward":
+        return key[: -len("backward")] + "forward"
+    mod = parse_module(key)
+    if mod is not None and mod[2] == "backward":
+        return key.replace(".backward.", ".forward.")
+    return None
+
+
+def build(steps: list[tuple[int, Step]], source_file: str, name: str) -> tuple[GraphRecord, dict[int, StepTensors]]:
+    """The union graph of ``steps`` (call order of the first step a node appears in) and each step's tensors."""
+    nodes: dict[str, _Node] = {}
+    order: list[str] = []
+    tensors: dict[int, StepTensors] = {}
+    for sn, step in steps:
+        rows = StepTensors()
+        tensors[sn] = rows
+        seq = _step_nodes(sn, step, rows, nodes)
+        _merge(order, nodes, seq)
+    _loss(nodes, order, steps)
+    record = GraphRecord(0, name, [nodes[k].rec for k in order], [], source_file)
+    record.execution_order = [k for k in order if not nodes[k].rec.is_parameter]
+    return record, tensors
+
+
+def _merge(order: list[str], nodes: dict[str, _Node], seq: list[tuple[str, _Node | None]]) -> None:
+    """Add a step's nodes (None: already known): new ones go right after the nearest earlier known node."""
+    if not order:
+        for k, n in seq:
+            if n is not None and k not in nodes:
+                nodes[k] = n
+                order.append(k)
+        return
+    new_after: dict[str | None, list[str]] = {}
+    last: str | None = None
+    for k, n in seq:
+        if n is None or k in nodes:
+            last = k
+            continue
+        nodes[k] = n
+        new_after.setdefault(last, []).append(k)
+        last = k
+    if not new_after:
+        return
+    merged = list(new_after.get(None, []))
+    for k in order:
+        merged.append(k)
+        merged.extend(new_after.get(k, []))
+    order[:] = merged
+
+
+def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
+    """A step's nodes in call order, built only for names not ``known`` from an earlier step; its tensors into ``rows``."""
+    out: list[tuple[str, _Node | None]] = []
+    params: dict[str, Item] = {}          # parameter name -> value as first read in this step
+    param_scope: dict[str, str] = {}
+    module_params: dict[str, dict[str, str]] = {}   # module forward key -> {param node: ...}
+    grads: dict[str, Item] = {}           # gradient node -> item
+    grad_param: dict[str, str] = {}
+    # parameters and their gradients first: readers later in the file may precede the module's entry
+    for op in step.ops:
+        mod = parse_module(op.key)
+        if mod is None:
+            continue
+        path, cls, direction, _ = mod
+        if direction == "forward" and op.params:
+            mine = {}
+            for pname, item in op.params.items():
+                full = f"{path}.{pname}"
+                mine[full] = pname
+                if full not in params:
+                    params[full] = item
+                    param_scope[full] = "/".join(x for x in (_scope(step, op.key), f"{path}-{cls}") if x)
+            module_params[op.key] = mine
+        elif direction == "parameters_grad":
+            for pname, item in op.grads.items():
+                gnode = f"{op.key}.{pname}"
+                grads[gnode] = item
+                grad_param[gnode] = f"{path}.{pname}"
+    param_sigs = {p: it.signature for p, it in params.items()}
+    grad_sigs = {g: it.signature for g, it in grads.items()}
+    param_index, grad_index = _by_signature(param_sigs), _by_signature(grad_sigs)
+    emitted_params: set[str] = set()
+    for op in step.ops:
+        mod = parse_module(op.key)
+        api = parse_api(op.key)
+        if mod is not None and mod[2] == "parameters_grad":
+            path, cls = mod[0], mod[1]
+            for pname, item in op.grads.items():
+                gnode = f"{op.key}.{pname}"
+                p = grad_param[gnode]
+                rows.rows.append((gnode, "output", 0, item))
+                if gnode in known:
+                    out.append((gnode, None))
+                    continue
+                rec = NodeRecord(gnode, f"{cls}.parameters_grad", param_scope.get(p, f"{path}-{cls}"),
+                                 outputs=[OutputType(item.dtype or None, item.shape)], kind="gradient",
+                                 param=p, is_backward=True, per_rank=True,
+                                 base_name=f"Module.{path}.{cls}.parameters_grad.{pname}")
+                out.append((gnode, _Node(rec, sn)))
+            continue
+        ancestors = _ancestors(step, op.key)
+        # parameters of this op's modules, for readers inside them
+        own = {}
+        for a in ([op.key] if mod is not None else []) + ancestors:
+            for full in module_params.get(a, {}):
+                own[full] = param_sigs[full]
+        for full in module_params.get(op.key, {}):
+            if full not in emitted_params:
+                emitted_params.add(full)
+                it = params[full]
+                rows.rows.append((full, "output", 0, it))
+                if full in known:
+                    out.append((full, None))
+                    continue
+                rec = NodeRecord(full, "Parameter", param_scope.get(full, ""), outputs=[OutputType(it.dtype or None,
+                                 it.shape)], is_parameter=True, has_default=True, kind="weight", param=full,
+                                 base_name=full)
+                out.append((full, _Node(rec, sn)))
+        if op.key in known:
+            out.append((op.key, None))
+            rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
+            continue
+        rec = _op_node(step, op.key, mod, api)
+        in_items = [it for it in op.items if it.io == "input"]
+        out_items = [it for it in op.items if it.io == "output"]
+        n_in = max((it.slot for it in in_items), default=-1) + 1
+        srcs = [""] * n_in
+        roles = ["hyper"] * n_in
+        in_optimizer = OPTIMIZER in ancestors
+        for it in in_items:
+            src = UNRECORDED
+            if in_optimizer:
+                w = _lookup(param_index, it.signature)
+                g = _lookup(grad_index, it.signature)
+                if w is not None and g is None:
+                    src, roles[it.slot] = w, "weight"
+                elif g is not None and w is None:
+                    src, roles[it.slot] = g, "gradient"
+            elif own and not rec.is_backward:
+                w = _unique(it.signature, own)
+                if w is not None:
+                    src = w
+            srcs[it.slot] = src
+        if mod is not None and mod[2] == "forward":
+            srcs.extend(module_params.get(op.key, {}))   # a module reads its own parameters
+        rec.inputs = [(s, "data") for s in srcs]
+        rec.value_inputs = tuple(srcs)
+        if in_optimizer and "weight" in roles:
+            rec.input_roles = tuple(roles)
+            rec.param = srcs[roles.index("weight")]
+        n_out = max((it.slot for it in out_items), default=-1) + 1
+        outs = [OutputType(None, None) for _ in range(n_out)]
+        for it in out_items:
+            outs[it.slot] = OutputType(it.dtype or None, it.shape)
+        rec.outputs = outs
+        if rec.source == "" and step.stacks:
+            fwd = _forward_key(op.key)
+            rec.source = step.stacks.get(op.key) or (step.stacks.get(fwd, "") if fwd else "")
+        out.append((op.key, _Node(rec, sn)))
+        rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
+    return out
+
+
+def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None) -> NodeRecord:
+    if mod is not None:
+        path, cls, direction, _ = mod
+        scope = "/".join(x for x in (_scope(step, key), f"{path}-{cls}") if x)
+        rec = NodeRecord(key, cls, scope, is_backward=direction == "backward",
+                         base_name=f"Module.{path}.{cls}.{direction}")
+        if direction == "forward" and cls.lower() in ACTIVATIONS:
+            rec.kind = "activation"
+        return rec
+    if api is not None:
+        prefix, name, _, direction = api
+        rec = NodeRecord(key, f"{prefix}.{name}", _scope(step, key), is_backward=direction == "backward",
+                         base_name=f"{prefix}.{name}.{direction}")
+        low = name.lower()
+        if direction == "forward" and low.rstrip("_") in ACTIVATIONS:
+            rec.kind = "activation"
+        if prefix == "Distributed":
+            rec.is_collective = low in COLLECTIVE
+            rec.per_rank = low in PER_RANK
+        if any(w in low for w in _RANDOM):
+            rec.per_rank = True
+        return rec
+    return NodeRecord(key, key.split(".")[0], _scope(step, key), base_name=key)
+
+
+def _loss(nodes: dict[str, _Node], order: list[str], steps: list[tuple[int, Step]]) -> None:
+    """The forward op whose backward starts the backward pass with a scalar gradient: what ``backward()`` was called on."""
+    first_bwd = next((k for k in order if nodes[k].rec.is_backward and not nodes[k].rec.kind == "gradient"), None)
+    if first_bwd is None:
+        return
+    fwd = _forward_key(first_bwd)
+    if fwd is None or fwd not in nodes:
+        return
+    f = nodes[fwd].rec
+    b = nodes[first_bwd]
+    step = dict(steps).get(b.step)
+    grads_in = [it for op in (step.ops if step else []) if op.key == first_bwd for it in op.items if it.io == "input"]
+    if len(grads_in) == 1 and _scalar(grads_in[0].shape) and len(f.outputs) == 1 and _scalar(f.outputs[0].shape):
+        f.kind = "loss"
+
+
+def _scalar(shape: tuple[int, ...] | None) -> bool:
+    return shape in ((), (1,))
+
+
+def graph_key(record: GraphRecord) -> str:
+    """A digest of everything the graph says (ranks with equal keys share one parsed graph)."""
+    h = hashlib.blake2b(digest_size=16)
+    for n in record.nodes:
+        h.update(repr((n.name, n.op_type, n.scope, n.inputs, n.kind, n.param, n.is_backward, n.input_roles,
+                       [(o.dtype, o.shape) for o in n.outputs], n.source)).encode("utf-8", "surrogateescape"))
+    return h.hexdigest()

@@ -1,0 +1,155 @@
+"""MindSpore statistic.csv (saved_data statistic/full, GPU and Ascend only): written here in the real layout
+from the committed MindSpore 2.10 dump, since CPU refuses to write it."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from clirun import run_cli
+
+from debugger.formats.mindspore.filenames import parse_tensor_file_name
+from debugger.model import open_dump
+from debugger.stats import Stats, tensor_stats
+
+SINGLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "dumps_sample", "single")
+FIXED = ["Op Type", "Op Name", "Task ID", "Stream ID", "Timestamp", "IO", "Slot", "Data Size", "Data Type", "Shape"]
+# 2.0-2.2: a fixed set; 2.3+: statistic_category (default max, min, l2norm), any of them, in MindSpore's order
+HEADERS = {
+    "2.2": ["Max Value", "Min Value", "Avg Value", "Count", "Negative Zero Count", "Positive Zero Count", "NaN Count",
+            "Negative Inf Count", "Positive Inf Count", "Zero Count"],
+    "2.3-default": ["Max Value", "Min Value", "L2Norm Value"],
+    "2.3-all": ["Max Value", "Min Value", "Avg Value", "Count", "Negative Zero Count", "Positive Zero Count",
+                "NaN Count", "Negative Inf Count", "Positive Inf Count", "Zero Count", "MD5", "L2Norm Value"],
+}
+SIGMOID = "Default/network-WithLossCell/_backbone-Net/sigmoid-Sigmoid/Sigmoid-op0"
+
+
+def _cell(col: str, a: np.ndarray, s: Stats | None = None) -> str:
+    s = s or tensor_stats(a)
+    value = {"Max Value": s.max, "Min Value": s.min, "Avg Value": s.mean, "L2Norm Value": s.l2norm, "Count": s.count,
+             "Negative Zero Count": s.negatives, "Positive Zero Count": s.positives, "NaN Count": s.nan,
+             "Negative Inf Count": s.neg_inf, "Positive Inf Count": s.pos_inf, "Zero Count": s.zeros}.get(col)
+    if col == "MD5":
+        import hashlib
+
+        return hashlib.md5(np.ascontiguousarray(a).tobytes()).hexdigest()
+    return repr(value) if value is not None else ""
+
+
+def make_statistic_dump(dst: str, header: str, keep_npy: bool, iterations: tuple[int, ...] = (0, 1, 2),
+                        nan_at: tuple[int, str] | None = None) -> str:
+    """A copy of the real dump with statistic.csv in each iteration dir (and the .npy files only when ``keep_npy``)."""
+    net0 = os.path.join(SINGLE, "rank_0", "Net", "0")
+    skip = {str(i) for i in range(100) if i not in iterations}
+    shutil.copytree(SINGLE, dst, ignore=lambda d, names: [n for n in names if d == net0 and n in skip])
+    net = os.path.join(dst, "rank_0", "Net", "0")
+    for it in sorted(os.listdir(net)):
+        d = os.path.join(net, it)
+        rows = []
+        for name in sorted(os.listdir(d)):
+            f = parse_tensor_file_name(name)
+            if f is None:
+                continue
+            a = np.load(os.path.join(d, name))
+            st = tensor_stats(a)
+            stats = [_cell(c, a, st) for c in HEADERS[header]]
+            if nan_at == (int(it), f.op_name) and f.io == "output":
+                stats = [{"NaN Count": "3", "Max Value": "nan", "Min Value": "nan", "Avg Value": "nan",
+                          "L2Norm Value": "nan"}.get(c, v) for c, v in zip(HEADERS[header], stats)]
+            rows.append([f.op_type, f.op_name, f.task_id, f.stream_id, f.timestamp, f.io, f.slot, a.nbytes,
+                         a.dtype.name, "(" + ",".join(str(x) for x in a.shape) + ")"] + stats)
+            if not keep_npy:
+                os.unlink(os.path.join(d, name))
+        with open(os.path.join(d, "statistic.csv"), "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(FIXED + HEADERS[header])
+            w.writerows(rows)
+    meta = os.path.join(dst, "rank_0", ".dump_metadata")
+    with open(os.path.join(meta, "data_dump.json")) as fh:
+        cfg = json.load(fh)
+    cfg["common_dump_settings"]["saved_data"] = "full" if keep_npy else "statistic"
+    with open(os.path.join(meta, "data_dump.json"), "w") as fh:
+        json.dump(cfg, fh)
+    with open(os.path.join(meta, "config.json"), "w") as fh:
+        json.dump({"device_target": "GPU", "ms_version": "2.3.0" if header != "2.2" else "2.2.0"}, fh)
+    return dst
+
+
+@pytest.mark.parametrize("header", sorted(HEADERS))
+def test_statistics_only_dumps_of_each_header(tmp_path, header: str) -> None:
+    root = make_statistic_dump(str(tmp_path / "d"), header, keep_npy=False)
+    d = open_dump(root)
+    r = d.rank(0)
+    assert r.info.saved == "statistics" and r.iterations(0) == [0, 1, 2]
+    ref = open_dump(SINGLE).rank(0)
+    refs, want = r.tensors(0, 1), ref.tensors(0, 1)
+    assert len(refs) == len(want) and all(t.matched and not t.has_values for t in refs)
+    t = r.tensor(0, 1, SIGMOID, "output", 0)
+    s = tensor_stats(ref.tensor(0, 1, SIGMOID, "output", 0).value())
+    got = t.source.stored_stats()
+    assert got["max"] == pytest.approx(s.max) and got["min"] == pytest.approx(s.min) and got["count"] == s.count
+    if header != "2.3-default":
+        assert got["positives"] == s.positives and got["zeros"] == s.zeros and got["nan"] == 0
+    assert t.header.shape == ref.tensor(0, 1, SIGMOID, "output", 0).shape
+    assert not [w for w in d.all_warnings() if "statistic.csv" in w]
+
+
+def test_statistics_answer_a_threshold_watch_as_the_values_would(tmp_path) -> None:
+    root = make_statistic_dump(str(tmp_path / "d"), "2.2", keep_npy=False, iterations=(0, 1))
+    args = ("--watch", "tensor_too_large:max_gt=5", "--json", "--no-cache", "--iterations", "0-1")
+    got, want = run_cli("scan", root, *args), run_cli("scan", SINGLE, *args)
+    key = lambda r: sorted((h["iteration"], h["node"], h["io"], h["slot"]) for h in r.json["hits"])  # noqa: E731
+    assert key(got) and key(got) == key(want) and not got.json["errors"]
+    # 2.3's default columns (max, min, l2norm) hold no NaN/Inf counts: a max over finite values is unknown
+    bare = make_statistic_dump(str(tmp_path / "bare"), "2.3-default", keep_npy=False, iterations=(0,))
+    res = run_cli("scan", bare, *args)
+    assert not res.json["hits"] and {e["error"] for e in res.json["errors"]} == {
+        "needs statistics nan, pos_inf, neg_inf; this dump holds statistics only: count, l2norm, max, min"}
+
+
+def test_a_nan_count_in_a_row_is_found_at_its_origin(tmp_path) -> None:
+    root = make_statistic_dump(str(tmp_path / "d"), "2.2", keep_npy=False,
+                               nan_at=(2, SIGMOID.replace("/", "_")))
+    res = run_cli("scan", root, "--watch", "overflow", "--json", "--no-cache")
+    hits = res.json["hits"]
+    assert [(h["iteration"], h["node"]) for h in hits] == [(2, SIGMOID)]
+    assert hits[0]["actual"]["nan"] == 3
+
+
+def test_full_reads_the_values_and_a_row_stands_in_for_a_missing_npy(tmp_path) -> None:
+    root = make_statistic_dump(str(tmp_path / "d"), "2.3-all", keep_npy=True, iterations=(0, 1))
+    d1 = os.path.join(root, "rank_0", "Net", "0", "1")
+    gone = next(n for n in os.listdir(d1) if n.startswith("Sigmoid.") and ".output.0." in n)
+    os.unlink(os.path.join(d1, gone))
+    r = open_dump(root).rank(0)
+    assert r.info.saved == "values+statistics"
+    t0, t1 = r.tensor(0, 0, SIGMOID, "output", 0), r.tensor(0, 1, SIGMOID, "output", 0)
+    assert t0.has_values and t0.source.stored_stats() is None
+    assert not t1.has_values and t1.location.endswith("statistic.csv:" + t1.location.rsplit(":", 1)[1])
+    want = tensor_stats(open_dump(SINGLE).rank(0).tensor(0, 1, SIGMOID, "output", 0).value())
+    assert t1.source.stored_stats()["max"] == pytest.approx(want.max) and t1.source.stored_stats()["zeros"] == want.zeros
+    assert t1.source.digest().endswith(_cell("MD5", open_dump(SINGLE).rank(0).tensor(0, 1, SIGMOID, "output", 0).value()))
+    res = run_cli("compare", root, SINGLE, "--json", "--no-cache", "--iterations", "0")
+    assert res.code == 0
+
+
+def test_a_broken_statistic_csv_is_named_and_skipped(tmp_path) -> None:
+    root = make_statistic_dump(str(tmp_path / "d"), "2.2", keep_npy=False, iterations=(0, 1))
+    p0 = os.path.join(root, "rank_0", "Net", "0", "0", "statistic.csv")
+    with open(p0, "w") as fh:
+        fh.write("Name,Value\nx,1\n")
+    p1 = os.path.join(root, "rank_0", "Net", "0", "1", "statistic.csv")
+    with open(p1, "a") as fh:
+        fh.write("MatMul,oops,x,0,1,sideways,0,4,float32,(1)\n")
+    d = open_dump(root)
+    r = d.rank(0)
+    assert r.tensors(0, 0) == []
+    assert len(r.tensors(0, 1)) == len(open_dump(SINGLE).rank(0).tensors(0, 1))
+    w = d.all_warnings()
+    assert any(p0 in x and "not a MindSpore statistic.csv" in x for x in w), w
+    assert any(p1 in x and "1 row(s) not understood" in x for x in w), w

@@ -8,6 +8,7 @@ N(0, 50^2) saturates the sigmoid after it, and fc2 sits in its own parameter gro
 ``--healthy`` trains the same network without the planted problems. ``--ranks 2`` runs
 DistributedDataParallel over gloo in two processes (torch.multiprocessing, or under
 ``torchrun --nproc-per-node 2`` when RANK is set); each rank writes its own rank_R folder.
+``TDBG_SAMPLE_SAVE=statistics`` records statistics instead of values (the samples hold values).
 """
 from __future__ import annotations
 

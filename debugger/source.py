@@ -15,7 +15,11 @@ _FRAME_RE = re.compile(
     r"(?:/(?P<code>.*))?$"
 )
 _CANDIDATE_RE = re.compile(r"Corresponding forward node candidate", re.IGNORECASE)
-_FRAMEWORK_MARKERS = ("site-packages/", "dist-packages/", "/mindspore/", "<frozen ", "/torch/")
+_FRAMEWORK_MARKERS = ("site-packages/", "dist-packages/", "/mindspore/", "<frozen ")
+# A PyTorch source checkout: its own modules under torch/, not any user folder that happens to be
+# called torch (a project's tests/torch/train.py is user code).
+_TORCH_RE = re.compile(r"/torch/(?:nn|autograd|optim|utils|distributed|cuda|amp|fx|_[A-Za-z]\w*)/"
+                       r"|/torch/(?:_\w+|functional|overrides|serialization|random|library|storage|hub|types)\.py$")
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class Frame:
 def is_framework_path(path: str) -> bool:
     """Whether a source path belongs to a framework or library rather than the user's code."""
     p = path.replace("\\", "/")
-    return any(m in p for m in _FRAMEWORK_MARKERS)
+    return any(m in p for m in _FRAMEWORK_MARKERS) or _TORCH_RE.search(p) is not None
 
 
 def parse_frame(text: str, forward_candidate: bool = False) -> Frame | None:

@@ -239,7 +239,7 @@ class IterationWriter:
             digest: str | None = None, dtype: str | np.dtype | None = None,
             shape: Sequence[int] | None = None) -> None:
         """Add one tensor: its ``values`` (the writer derives what ``saved`` asks), or, in a
-        statistics-only dump, its ``stats``, ``digest``, ``dtype`` and ``shape`` computed elsewhere."""
+        statistics-only dump, its ``stats``, ``dtype``, ``shape`` and ``digest`` (None: unknown) computed elsewhere."""
         if self._file is None:
             raise ValueError("add() outside 'with writer.iteration(...)'")
         graph_id = _check_id(graph_id, "graph_id")
@@ -276,9 +276,11 @@ class IterationWriter:
             if store:
                 self._nbytes += a.nbytes
         else:
-            if stats is None or digest is None or dtype is None or shape is None:
-                raise ValueError(f"{node}: without values, pass stats, digest, dtype and shape")
-            if not isinstance(digest, str) or len(digest) != 2 * L.DIGEST_SIZE or set(digest) - _HEX:
+            if stats is None or dtype is None or shape is None:
+                raise ValueError(f"{node}: without values, pass stats, dtype and shape (and a digest when known)")
+            if digest is None:
+                digest = ""      # not computed (statistics made on a device): stored empty, read as unknown
+            elif not isinstance(digest, str) or len(digest) != 2 * L.DIGEST_SIZE or set(digest) - _HEX:
                 raise ValueError(f"{node}: digest must be {2 * L.DIGEST_SIZE} lowercase hex characters "
                                  "(see tdbg_h5.layout.Digest)")
             a_dtype = np.dtype(dtype)

@@ -1,0 +1,8 @@
+"""PyTorch recorder: ``from debugger.torch import Recorder`` writes a tdbg-h5 dump of a training run.
+
+Needs torch (``pip install "tdbg[torch]"``); nothing else in tdbg imports it, and reading a dump
+it wrote never needs it.
+"""
+from .recorder import Recorder
+
+__all__ = ["Recorder"]

@@ -1,0 +1,244 @@
+"""One iteration's graph, built from the ATen operators a TorchDispatchMode sees.
+
+Every operator call becomes a node ``{scope}/{op}-{k}`` (k counts the op type within its scope, so
+equal iterations give equal names). An input's edge comes from the node that last wrote the tensor
+(tracked per view and per storage, newest wins, with weak references so reused memory is not
+mistaken for a dead tensor); a tensor no operator of the iteration wrote is a *leaf*: a parameter,
+buffer or optimizer state (named by the model and the optimizer) or else a data input.
+Operators over lists of tensors (``_foreach_*``, fused optimizers) become one node per element.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+
+from ..formats.records import NodeRecord, OutputType
+
+# Forward ops whose outputs are activations (what the op computes, not where it is).
+ACTIVATION_OPS = frozenset({
+    "relu", "relu_", "sigmoid", "sigmoid_", "tanh", "tanh_", "gelu", "gelu_", "silu", "silu_", "hardtanh",
+    "hardtanh_", "leaky_relu", "leaky_relu_", "elu", "elu_", "softplus", "mish", "mish_", "hardsigmoid",
+    "hardsigmoid_", "hardswish", "hardswish_", "celu", "celu_", "selu", "selu_", "relu6", "prelu",
+    "_prelu_kernel", "log_sigmoid_forward", "_softmax", "_log_softmax", "threshold", "threshold_",
+})
+# Ops whose output is their input's value (followed when tracing a value back to its producer).
+PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
+# Ops whose outputs are uninitialised memory: never dumped (their bits mean nothing, NaN included).
+UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
+# In-place ops that overwrite their destination whatever it held: its old value is no data input
+# (the edge is "control"), so e.g. a gradient copied out of an all-reduced bucket is rank-invariant.
+OVERWRITE = frozenset({"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "set_"})
+COLLECTIVE_WORDS = ("allreduce", "all_reduce", "allgather", "all_gather", "broadcast", "reduce_scatter",
+                    "alltoall", "all_to_all")
+PER_RANK_WORDS = ("reduce_scatter", "alltoall", "all_to_all", "send", "recv", "scatter", "gather_", "barrier")
+GLOBAL_SCOPE = "global"
+BACKWARD_SCOPE = "backward"
+CANDIDATE_HEADER = "Corresponding forward node candidate:"
+
+
+@dataclass
+class Leaf:
+    """A tensor the iteration reads without any operator having written it."""
+
+    name: str
+    kind: str                     # weight | optimizer_state | other | input | gradient
+    param: str | None
+
+
+@dataclass
+class Captured:
+    """One tensor to dump: values on the host or a statistics row on the device."""
+
+    node: str
+    op_type: str
+    io: str
+    slot: int
+    values: Any = None            # numpy array (values mode)
+    stats: Any = None             # torch row (statistics mode)
+    host: Any = None              # numpy copy for an exact digest (statistics mode)
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+
+
+@dataclass
+class IterationGraph:
+    """What one iteration ran, in execution order."""
+
+    nodes: list[NodeRecord] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+    counters: dict[tuple[str, str], int] = field(default_factory=dict)
+    by_view: dict[tuple[Any, ...], tuple[int, str, Any, int]] = field(default_factory=dict)
+    by_storage: dict[int, tuple[int, str, Any, int]] = field(default_factory=dict)
+    seq: int = 0
+    leaves: dict[str, NodeRecord] = field(default_factory=dict)
+    inputs_seen: dict[int, str] = field(default_factory=dict)
+    captured: list[Captured] = field(default_factory=list)
+    invariant: set[str] = field(default_factory=set)   # nodes made only from weights, state, collectives
+    losses: list[str] = field(default_factory=list)
+    loss_slots: dict[str, set[int]] = field(default_factory=dict)   # the output(s) backward() started from
+    pending_tags: list[tuple[Any, str]] = field(default_factory=list)
+    value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
+    info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
+
+    def fresh_name(self, scope: str, op: str) -> str:
+        """``scope/op-k`` with k the next number of ``op`` in ``scope``."""
+        k = self.counters.get((scope, op), 0)
+        self.counters[(scope, op)] = k + 1
+        return f"{scope}/{op}-{k}" if scope else f"{op}-{k}"
+
+
+def storage_ptr(t: torch.Tensor) -> int:
+    """The address of the tensor's storage (0 when it has none)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+def view_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """Storage address, offset, shape, strides and dtype: equal for the same view of the same memory."""
+    return (storage_ptr(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+
+
+def is_plain(t: Any) -> bool:
+    """A dense tensor with real memory (not sparse, meta or a tensor subclass)."""
+    return (type(t) is torch.Tensor or type(t) is torch.nn.Parameter) and t.layout == torch.strided \
+        and not t.is_meta and t.device.type != "meta"
+
+
+def flat_tensors(x: Any) -> Iterator[torch.Tensor]:
+    """Tensors in a (nested) return value, in order."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from flat_tensors(v)
+
+
+def arg_groups(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, bool]]:
+    """Tensor arguments in schema order as (tensor or list of tensors, written in place)."""
+    out: list[tuple[Any, bool]] = []
+    schema = func._schema
+    for i, a in enumerate(schema.arguments):
+        if i < len(args):
+            v = args[i]
+        elif a.name in kwargs:
+            v = kwargs[a.name]
+        else:
+            continue
+        write = bool(a.alias_info is not None and a.alias_info.is_write)
+        if isinstance(v, torch.Tensor):
+            out.append((v, write))
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) or e is None for e in v):
+            out.append(([e for e in v], write))
+    return out
+
+
+def op_hints(func: Any) -> tuple[str, bool, bool, bool]:
+    """(op type, routing, collective, per rank) of an operator, from its schema and tags."""
+    name = func.overloadpacket.__name__
+    ns = func.namespace
+    routing = bool(getattr(func, "is_view", False))
+    collective = ns in ("c10d", "_c10d_functional") and any(w in name for w in COLLECTIVE_WORDS)
+    per_rank = torch.Tag.nondeterministic_seeded in func.tags or \
+        (ns in ("c10d", "_c10d_functional") and any(w in name for w in PER_RANK_WORDS))
+    return name, routing, collective, per_rank
+
+
+def tag_pending(g: IterationGraph) -> None:
+    """Mark the autograd node of recent forward outputs with their forward node (for backward links)."""
+    if not g.pending_tags:
+        return
+    for ref, node in g.pending_tags:
+        t = ref()
+        if t is None:
+            continue
+        fn = t.grad_fn
+        if fn is not None:
+            md = fn.metadata
+            if "tdbg" not in md:
+                md["tdbg"] = node
+    g.pending_tags.clear()
+
+
+class Tracker:
+    """Producers of tensors within one iteration: edges for the graph."""
+
+    def __init__(self, g: IterationGraph, leaf_of: Callable[[torch.Tensor], "Leaf | None"],
+                 on_leaf: Callable[[NodeRecord, torch.Tensor], None]) -> None:
+        self.g = g
+        self.leaf_of = leaf_of
+        self.on_leaf = on_leaf
+
+    def source(self, t: torch.Tensor, data: bool = True, read: bool = True) -> tuple[str, Leaf | None]:
+        """(node that made ``t``, the leaf when no operator of this iteration did). A tensor from
+        outside is a data input when ``data`` (first read by the forward pass), else kind other;
+        ``read``: its value is used (not only overwritten), so it is dumped."""
+        # A view made after the last write to its memory was made by its view op; a write to the
+        # memory after the view was made (an in-place op, a collective) is newer and wins.
+        best = self._newest(t)
+        if best is not None:
+            return best[1], None
+        leaf = self.leaf_of(t)
+        if leaf is None:
+            return self._data_input(t, data, read), None
+        self.make_leaf(leaf, t)
+        return leaf.name, leaf
+
+    def _newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
+        g = self.g
+        best = None
+        for e in (g.by_view.get(view_key(t)), g.by_storage.get(storage_ptr(t))):
+            if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
+                best = e
+        return best
+
+    def slot_of(self, t: torch.Tensor) -> int | None:
+        """The output slot of the node that made ``t`` (None: a leaf)."""
+        e = self._newest(t)
+        return None if e is None else e[3]
+
+    def make_leaf(self, leaf: Leaf, t: torch.Tensor) -> None:
+        """The node of a parameter, buffer or optimizer state (once per iteration)."""
+        g = self.g
+        if leaf.name not in g.leaves:
+            rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != "input" else "Input", "",
+                             outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape))],
+                             is_parameter=True, has_default=leaf.kind != "input", kind=leaf.kind, param=leaf.param)
+            g.leaves[leaf.name] = rec
+            g.nodes.append(rec)
+            if leaf.kind in ("weight", "optimizer_state"):
+                g.invariant.add(leaf.name)
+
+    def _data_input(self, t: torch.Tensor, data: bool, read: bool) -> str:
+        g = self.g
+        ptr = storage_ptr(t)
+        name = g.inputs_seen.get(ptr)
+        if name is not None:
+            return name
+        name = f"input-{len(g.inputs_seen)}"
+        g.inputs_seen[ptr] = name
+        rec = NodeRecord(name, "Input", "", outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape))],
+                         is_parameter=True, kind="input" if data else "other")
+        g.leaves[name] = rec
+        g.nodes.append(rec)
+        self.register(t, name)
+        if read:
+            self.on_leaf(rec, t)
+        return name
+
+    def register(self, t: torch.Tensor, node: str, view: bool = False, slot: int = 0) -> None:
+        """``node`` made ``t`` (its output ``slot``): a view of existing memory (``view``), or wrote its memory."""
+        g = self.g
+        g.seq += 1
+        try:
+            ref = weakref.ref(t)
+        except TypeError:
+            return
+        e = (g.seq, node, ref, slot)
+        g.by_view[view_key(t)] = e
+        if not view:
+            g.by_storage[storage_ptr(t)] = e

@@ -1,0 +1,96 @@
+"""Statistics of a tensor computed where it lives (CPU or GPU), in the columns of debugger.stats.
+
+On a GPU the result is a 1-D float64 tensor of len(STAT_NAMES) on the tensor's device: the caller
+stacks an iteration's rows and copies them to the host once. On the CPU it is debugger.stats itself. Value statistics are over finite elements, the
+standard deviation has ddof=1 and the L2 norm is derived from the centred sum of squares and the mean,
+as in :mod:`debugger.stats`; no finite element gives NaN (which the writer stores as "none").
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..stats import STAT_NAMES, tensor_stats
+
+NCOLS = len(STAT_NAMES)
+_NAN = float("nan")
+
+
+def _as_float(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype == torch.bool:
+        return t.to(torch.uint8).to(torch.float64)
+    if t.is_complex():
+        return t.abs().to(torch.float64)
+    if t.is_floating_point():
+        return t if t.dtype in (torch.float32, torch.float64) else t.to(torch.float32)
+    return t.to(torch.float64)
+
+
+def stats_row(t: torch.Tensor) -> "torch.Tensor | dict[str, float | None]":
+    """The statistics of ``t``: on the CPU a finished mapping (debugger.stats over the tensor's own
+    memory, no copy: the very numbers ``tdbg convert --statistics`` gives); elsewhere one float64 row
+    on the tensor's device (no host copy), to be stacked and copied once per iteration."""
+    with torch.no_grad():
+        t = t.detach()
+        if t.device.type == "cpu":
+            return _cpu_stats(t)
+        n = t.numel()
+        if n == 0:
+            return torch.tensor([0.0] * 7 + [_NAN] * 6, dtype=torch.float64, device=t.device)
+        return _masked(_as_float(t).reshape(-1), n)
+
+
+def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
+    if t.dtype == torch.bfloat16:
+        t = t.to(torch.float32)
+    a = t.resolve_conj().resolve_neg().numpy()
+    st = tensor_stats(a)
+    return {n: getattr(st, n) for n in STAT_NAMES}
+
+
+def _masked(x: torch.Tensor, n: int) -> torch.Tensor:
+    """No host synchronisation: every statistic from masks (the device path, and non-finite CPU tensors)."""
+    f64 = torch.float64
+    nan = torch.isnan(x).sum(dtype=f64)
+    pinf = torch.isposinf(x).sum(dtype=f64)
+    ninf = torch.isneginf(x).sum(dtype=f64)
+    fin = torch.isfinite(x)
+    nf = fin.sum(dtype=f64)
+    xf = torch.where(fin, x, torch.zeros((), dtype=x.dtype, device=x.device))
+    total = torch.full((), float(n), dtype=f64, device=x.device)
+    zeros = (xf == 0).sum(dtype=f64) - (total - nf)     # non-finite entries were set to 0 in xf
+    pos = (xf > 0).sum(dtype=f64)
+    neg = (xf < 0).sum(dtype=f64)
+    inf = torch.full((), math.inf, dtype=x.dtype, device=x.device)
+    mn = torch.where(fin, x, inf).amin().to(f64)
+    mx = torch.where(fin, x, -inf).amax().to(f64)
+    s = xf.sum(dtype=f64)
+    mean = s / nf
+    d = torch.where(fin, xf.to(f64) - mean, torch.zeros((), dtype=f64, device=x.device))
+    m2 = (d * d).sum()
+    abs_mean = xf.abs().sum(dtype=f64) / nf
+    std = torch.where(nf > 1, torch.sqrt(m2 / (nf - 1).clamp(min=1)), torch.zeros((), dtype=f64, device=x.device))
+    l2 = torch.sqrt((m2 + mean * mean * nf).clamp(min=0))
+    none = nf == 0
+    vals = [torch.where(none, torch.full((), _NAN, dtype=f64, device=x.device), v) for v in (mn, mx, mean, abs_mean, std, l2)]
+    return torch.stack([total, nan, pinf, ninf, zeros, pos, neg, *vals])
+
+
+def rows_to_dicts(rows: "list[torch.Tensor | dict[str, float | None]]") -> list[dict[str, float | None]]:
+    """Stack the rows, copy them to the host once, and return one stats mapping per row."""
+    if not rows:
+        return []
+    by_dev: dict[torch.device, list[int]] = {}
+    out: list[dict[str, float | None]] = [{} for _ in rows]
+    for i, r in enumerate(rows):
+        if isinstance(r, dict):
+            out[i] = r
+        else:
+            by_dev.setdefault(r.device, []).append(i)
+    for idx in by_dev.values():
+        host = torch.stack([rows[i] for i in idx]).cpu().numpy()
+        for i, vals in zip(idx, host):
+            out[i] = {name: (None if math.isnan(v) and name not in ("count",) else float(v))
+                      for name, v in zip(STAT_NAMES, vals.tolist())}
+    return out

@@ -1,0 +1,56 @@
+"""The user's source stack of the operator being run, as frame lines tdbg's source parser reads."""
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import sysconfig
+import types
+
+import torch
+
+_SKIP_DIRS = tuple(os.path.normcase(os.path.realpath(p)) + os.sep for p in {
+    os.path.dirname(torch.__file__),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),          # debugger/
+    sysconfig.get_paths().get("stdlib", "/nonexistent"),
+    sysconfig.get_paths().get("platstdlib", "/nonexistent"),
+})
+MAX_FRAMES = 8
+
+_user_file: dict[str, bool] = {}
+_cache: dict[tuple[tuple[types.CodeType, int], ...], str] = {}
+
+
+def _is_user(filename: str) -> bool:
+    got = _user_file.get(filename)
+    if got is None:
+        if filename.startswith("<"):
+            got = False
+        else:
+            path = os.path.normcase(os.path.realpath(filename))
+            got = not path.startswith(_SKIP_DIRS) and "site-packages" not in path
+        _user_file[filename] = got
+    return got
+
+
+def user_stack(skip: int = 1) -> str:
+    """Frames of user code on the current stack, innermost first (``In file PATH:LINE/CODE`` lines)."""
+    f: types.FrameType | None = sys._getframe(skip)
+    key: list[tuple[types.CodeType, int]] = []
+    while f is not None and len(key) < MAX_FRAMES:
+        code = f.f_code
+        if _is_user(code.co_filename):
+            key.append((code, f.f_lineno))
+        f = f.f_back
+    k = tuple(key)
+    text = _cache.get(k)
+    if text is None:
+        lines = []
+        for code, line in k:
+            path = os.path.abspath(code.co_filename)
+            src = linecache.getline(code.co_filename, line).strip()
+            lines.append(f"In file {path}:{line}/{src}")
+        text = _cache[k] = "\n".join(lines)
+        if len(_cache) > 100_000:
+            _cache.clear()
+    return text

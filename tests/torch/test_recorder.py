@@ -1,0 +1,297 @@
+"""debugger.torch.Recorder: real training runs (in real processes), expectations from plain torch.
+
+Every run is tests/torch/train_script.py in a subprocess: it trains a small net under the
+recorder and, as it goes, writes what plain torch says (gradient means per parameter, the
+parameters the optimizer step left unchanged, rank equality under DDP) to a JSON file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from clirun import run_cli  # noqa: E402
+
+from debugger.model import open_dump  # noqa: E402
+from debugger.stats import STAT_NAMES, tensor_stats  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "train_script.py")
+STEPS = 4
+
+
+def _line(tag: str) -> int:
+    with open(SCRIPT, encoding="utf-8") as f:
+        for i, text in enumerate(f, 1):
+            if f"# {tag}" in text:
+                return i
+    raise AssertionError(tag)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _train(out: str, *args: str, check: bool = True) -> tuple[subprocess.CompletedProcess, list[list[dict]]]:
+    expect = out + ".expect"
+    p = subprocess.run([sys.executable, SCRIPT, out, "--expect", expect, *args], capture_output=True, text=True,
+                       timeout=240)
+    if check:
+        assert p.returncode == 0, p.stderr[-3000:]
+    facts = []
+    for r in range(4):
+        if os.path.exists(f"{expect}.{r}"):
+            with open(f"{expect}.{r}", encoding="utf-8") as f:
+                facts.append(json.load(f))
+    return p, facts
+
+
+@pytest.fixture(scope="module")
+def values_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict]]:
+    """A 4-step run, values; the NaN starts at iteration 2."""
+    out = str(tmp_path_factory.mktemp("torch") / "values")
+    _, facts = _train(out, "--steps", str(STEPS), "--nan-at", "2")
+    return out, facts[0]
+
+
+@pytest.fixture(scope="module")
+def stats_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict]]:
+    """The same run, statistics only."""
+    out = str(tmp_path_factory.mktemp("torch") / "stats")
+    _, facts = _train(out, "--steps", str(STEPS), "--nan-at", "2", "--save", "statistics")
+    return out, facts[0]
+
+
+def _tensors(dump: str, rank: int = 0) -> dict[int, dict[tuple[str, str, int], object]]:
+    """iteration -> (node, io, slot) -> TensorRef, over every graph of the rank."""
+    r = open_dump(dump).rank(rank)
+    out: dict[int, dict] = {}
+    for gid in r.graphs:
+        for it in r.iterations(gid):
+            out.setdefault(it, {}).update(r.tensor_map(gid, it))
+    return out
+
+
+def _graph_of(dump: str, rank: int = 0):
+    r = open_dump(dump).rank(rank)
+    return r, r.graphs
+
+
+def test_gradients_match_plain_torch(values_run: tuple[str, list[dict]]) -> None:
+    """The gradient node of every parameter holds what p.grad held before the step (its mean)."""
+    dump, facts = values_run
+    tensors = _tensors(dump)
+    assert sorted(tensors) == list(range(STEPS))
+    for it, fact in enumerate(facts):
+        for name, mean in fact["grad_mean"].items():
+            ref = tensors[it][(f"{name}.grad", "output", 0)]
+            assert ref.kind == "gradient" and ref.param == name
+            got = float(np.asarray(ref.source.array(), np.float64).mean())
+            assert got == pytest.approx(mean, rel=1e-6, abs=1e-12) or (math.isnan(got) and math.isnan(mean))
+
+
+def test_first_nan_iteration_and_operator(values_run: tuple[str, list[dict]]) -> None:
+    """scan overflow: the first NaN is the sqrt of the forward pass in the first iteration whose loss plain torch
+    saw turn NaN."""
+    dump, facts = values_run
+    first = next(i for i, f in enumerate(facts) if math.isnan(f["loss"]))
+    res = run_cli("scan", dump, "--watch", "overflow", "--json", "--no-cache")
+    assert res.code == 1, res.err
+    hits = res.json["hits"]
+    assert min(h["iteration"] for h in hits) == first
+    firsts = sorted((h for h in hits if h["iteration"] == first), key=lambda h: h["position"])
+    assert firsts[0]["op_type"] == "sqrt" and not firsts[0]["node"].startswith("backward/")
+    assert firsts[0]["source"].endswith(f"train_script.py:{_line('LINE_SQRT')}")
+
+
+def test_unchanged_parameters_match_plain_torch(values_run: tuple[str, list[dict]]) -> None:
+    """weight_not_changed hits exactly the parameters the step left bit-identical (the lr-0 group)."""
+    dump, facts = values_run
+    res = run_cli("scan", dump, "--watch", "weight_not_changed:rtol=0,atol=0", "--json", "--no-cache")
+    got: dict[int, set[str]] = {}
+    for h in res.json["hits"]:
+        got.setdefault(h["iteration"], set()).add(h["node"])
+    for it, fact in enumerate(facts):
+        # after the NaN appears every later step writes NaN into the trained weights (never "unchanged")
+        assert got.get(it, set()) == set(fact["unchanged"]), it
+    assert {"fc2.weight", "fc2.bias"} <= set(facts[0]["unchanged"])
+
+
+def test_kinds_roles_and_backward_links(values_run: tuple[str, list[dict]]) -> None:
+    """Weights, gradients, state and loss come from facts; the optimizer update has input roles;
+    backward nodes name their forward node's scope and source line."""
+    dump, _ = values_run
+    r, graphs = _graph_of(dump)
+    g = graphs[max(graphs)]
+    nodes = g.nx.nodes
+    assert nodes["fc1.weight"]["kind"] == "weight" and nodes["fc1.weight"]["is_parameter"]
+    assert nodes["fc1.weight.grad"]["kind"] == "gradient" and nodes["fc1.weight.grad"]["param"] == "fc1.weight"
+    assert nodes["momentum_buffer.fc1.weight"]["kind"] == "optimizer_state"
+    assert [n for n, a in nodes.items() if a.get("kind") == "loss"] == ["global/nll_loss_forward-0"]
+    updates = [n for n, a in nodes.items() if "weight" in (a.get("input_roles") or ())]
+    assert len(updates) == 6     # one in-place update per parameter
+    assert all(g.value_inputs(n)[list(nodes[n]["input_roles"]).index("weight")] in
+               {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"} for n in updates)
+    bw = [n for n, a in nodes.items() if a.get("is_backward") and a.get("op_type") == "tanh_backward"]
+    assert bw == ["backward/model/tanh_backward-0"]
+    assert f"train_script.py:{_line('LINE_FC1')}" in nodes[bw[0]]["source"]
+
+
+def test_code_to_graph_both_directions(values_run: tuple[str, list[dict]]) -> None:
+    """tdbg code FILE:LINE lists the forward and backward nodes of a line; tdbg node shows the line."""
+    dump, _ = values_run
+    line = _line("LINE_FC1")
+    res = run_cli("code", dump, f"train_script.py:{line}", "--json")
+    assert res.code == 0, res.err
+    found = {(n["direction"], n["op_type"]) for n in res.json["nodes"]}
+    assert {("forward", "addmm"), ("forward", "tanh"), ("backward", "tanh_backward"), ("backward", "mm")} <= found
+    assert not any(n["op_type"] == "sqrt" for n in res.json["nodes"])
+    res = run_cli("node", dump, "model/fc1-Linear/addmm-0", "--json")
+    assert res.code == 0, res.err
+    for node in res.json["nodes"]:
+        first = node["stack"][0]
+        assert first["file"].endswith("train_script.py") and first["line"] == line and not first["is_framework"]
+
+
+def test_statistics_mode_equals_values(values_run: tuple[str, list[dict]], stats_run: tuple[str, list[dict]]) -> None:
+    """save="statistics" stores, for every tensor, the statistics debugger.stats computes from the values
+    of the same (deterministic) run; exact digests for weights and gradients."""
+    vals, sts = _tensors(values_run[0]), _tensors(stats_run[0])
+    assert sorted(vals) == sorted(sts)
+    n = 0
+    for it in vals:
+        assert set(vals[it]) == set(sts[it])
+        for key, ref in vals[it].items():
+            want = tensor_stats(ref.source.array()).to_dict()
+            got = sts[it][key].source.stored_stats()
+            for name in STAT_NAMES:
+                w, v = want[name], got.get(name)
+                if w is None:
+                    assert v is None or math.isnan(v), (it, key, name)
+                else:
+                    assert v == pytest.approx(w, rel=1e-5, abs=1e-6), (it, key, name)
+            if ref.kind in ("weight", "gradient", "optimizer_state"):
+                assert sts[it][key].source.digest() == ref.source.digest(), key
+            elif ref.kind == "activation":    # not hashed on the device: stored empty, read as unknown
+                assert sts[it][key].source.digest() is None, key
+            n += 1
+    assert n > 100
+
+
+def test_statistics_mode_scan_finds_frozen_weights(stats_run: tuple[str, list[dict]]) -> None:
+    """Without values, exact digests still tell the frozen parameters."""
+    dump, facts = stats_run
+    res = run_cli("scan", dump, "--watch", "weight_not_changed", "--json", "--no-cache")
+    hit = {(h["iteration"], h["node"]) for h in res.json["hits"]}
+    for it, fact in enumerate(facts):
+        assert {(it, n) for n in fact["unchanged"]} <= hit
+
+
+def test_killed_mid_iteration_reads_up_to_last_complete(tmp_path: pytest.TempPathFactory) -> None:
+    """SIGKILL inside iteration 3's forward pass: iterations 0-2 read, nothing else is listed."""
+    out = str(tmp_path / "killed")
+    p, _ = _train(out, "--steps", "6", "--kill-at", "3", check=False)
+    assert p.returncode == -9, p.stderr[-2000:]
+    res = run_cli("info", out, "--json")
+    assert res.code == 0, res.err
+    tensors = _tensors(out)
+    assert sorted(tensors) == [0, 1, 2]
+    for it in tensors:
+        for ref in tensors[it].values():
+            ref.source.array()          # every listed tensor reads
+    res = run_cli("scan", out, "--preset", "recommended", "--no-cache")
+    assert res.code in (0, 1), res.err
+
+
+def test_ddp_two_ranks(tmp_path: pytest.TempPathFactory, save: str = "statistics") -> None:
+    """2-rank DDP over gloo: one rank folder each; compare --ranks finds the parameters, optimizer state and
+    all-reduced gradients equal (plain torch agrees), and the gradients are the all-reduced ones; in
+    statistics mode through exact digests of what must agree."""
+    out = str(tmp_path / "ddp")
+    _, facts = _train(out, "--steps", "3", "--ranks", "2", "--port", str(_free_port()), "--save", save)
+    assert len(facts) == 2
+    assert all(f["params_equal_across_ranks"] and f["grads_equal_across_ranks"] for f in facts[0])
+    res = run_cli("info", out, "--json")
+    assert res.code == 0, res.err
+    res = run_cli("compare", "--ranks", out, "--json", "--no-cache")
+    assert res.code == 0, res.out[-3000:]
+    from debugger.compare.ranks import invariant_nodes
+
+    d = open_dump(out)
+    for gid, g in d.rank(0).graphs.items():
+        inv = invariant_nodes(g)
+        for name in facts[0][0]["grad_mean"]:
+            assert {name, f"{name}.grad", f"momentum_buffer.{name}"} & set(g.nx.nodes) <= inv
+    for r in (0, 1):
+        tensors = _tensors(out, r)
+        for it, fact in enumerate(facts[r]):
+            for name, mean in fact["grad_mean"].items():
+                st = tensors[it][(f"{name}.grad", "output", 0)].source.stored_stats()
+                # debugger.stats sums float32 in float32: a mean near 0 is exact to ~1e-6 of mean |g|
+                assert st["mean"] == pytest.approx(mean, rel=1e-5, abs=1e-5 * st["abs_mean"])
+
+
+@pytest.mark.parametrize("optim", ["adam-foreach", "sgd-foreach"])
+def test_foreach_optimizers(tmp_path: pytest.TempPathFactory, optim: str) -> None:
+    """Optimizers over lists of tensors (_foreach_* kernels) become one update node per parameter,
+    with roles; gradients and frozen parameters are still exact."""
+    out = str(tmp_path / optim)
+    _, facts = _train(out, "--steps", "3", "--optim", optim)
+    facts0 = facts[0]
+    r, graphs = _graph_of(out)
+    g = graphs[max(graphs)]
+    updates = {g.value_inputs(n)[list(a["input_roles"]).index("weight")]
+               for n, a in g.nx.nodes.items() if "weight" in (a.get("input_roles") or ())}
+    assert updates == set(facts0[0]["grad_mean"])
+    assert any(n.startswith("optimizer-") and "_foreach_" in n for n in g.nx.nodes)
+    res = run_cli("scan", out, "--watch", "weight_not_changed:rtol=0,atol=0", "--json", "--no-cache")
+    got: dict[int, set[str]] = {}
+    for h in res.json["hits"]:
+        got.setdefault(h["iteration"], set()).add(h["node"])
+    tensors = _tensors(out)
+    for it, fact in enumerate(facts0):
+        assert got.get(it, set()) == set(fact["unchanged"]), it
+        for name, mean in fact["grad_mean"].items():
+            got_mean = float(np.asarray(tensors[it][(f"{name}.grad", "output", 0)].source.array(), np.float64).mean())
+            assert got_mean == pytest.approx(mean, rel=1e-6, abs=1e-12)
+
+
+def test_ddp_sample_ranks_agree() -> None:
+    """The committed 2-rank DDP sample (values): compare --ranks passes on weights, state and gradients."""
+    root = os.path.join(os.path.dirname(os.path.dirname(HERE)), "dumps_sample", "torch_dp2")
+    if not os.path.isdir(root):
+        pytest.skip("dumps_sample/torch_dp2 is not present")
+    res = run_cli("compare", "--ranks", root, "--json", "--no-cache")
+    assert res.code == 0, res.out[-2000:]
+    res = run_cli("scan", root, "--preset", "recommended", "--json", "--no-cache")
+    assert {h["watchpoint"] for h in res.json["hits"]} == {"activation_saturated_layer", "weight_not_changed"}
+
+
+def test_single_sample_planted_problems_and_healthy_run_quiet(tmp_path: pytest.TempPathFactory) -> None:
+    """The recommended preset finds the planted saturation and frozen fc2 in the committed sample, and
+    nothing in the same script's healthy run."""
+    root = os.path.join(os.path.dirname(os.path.dirname(HERE)), "dumps_sample")
+    if not os.path.isdir(os.path.join(root, "torch_single")):
+        pytest.skip("dumps_sample/torch_single is not present")
+    res = run_cli("scan", os.path.join(root, "torch_single"), "--preset", "recommended", "--json", "--no-cache")
+    hits = res.json["hits"]
+    assert {h["watchpoint"] for h in hits} == {"activation_saturated_layer", "weight_not_changed"}
+    assert {h["node"] for h in hits if h["watchpoint"] == "activation_saturated_layer"} == {"model/sigmoid-0"}
+    frozen = {(h["iteration"], h["node"]) for h in hits if h["watchpoint"] == "weight_not_changed"}
+    assert {(i, n) for i in range(8) for n in ("fc2.weight", "fc2.bias")} <= frozen
+    healthy = str(tmp_path / "healthy")
+    p = subprocess.run([sys.executable, os.path.join(root, "make_torch_sample.py"), "--out", healthy, "--healthy",
+                        "--steps", "4"], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = run_cli("scan", healthy, "--preset", "recommended", "--json", "--no-cache")
+    assert res.code == 0 and res.json["hits"] == [], res.out[-2000:]

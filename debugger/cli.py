@@ -255,7 +255,7 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
         return Exit.OK
     out.write(f"Converted {result.source} -> {result.target}: ranks {ranges_text(result.ranks)}, iterations "
               f"{ranges_text(result.iterations)}, {result.graphs} graph(s), {result.tensors} tensor(s), "
-              f"{human_bytes(result.bytes_read)} read; {'statistics only' if args.statistics else 'values and statistics'}\n")
+              f"{human_bytes(result.bytes_read)} read; {'statistics only' if result.statistics_only else 'values and statistics'}\n")
     for w in result.warnings[:20]:
         out.write(f"  warning: {w}\n")
     return Exit.OK

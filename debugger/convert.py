@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
 from .formats import DumpWriter
-from .model import Dump, Rank
+from .model import Dump, Rank, TensorRef
 
 
 @dataclass
@@ -23,13 +23,14 @@ class ConvertResult:
     graphs: int = 0
     tensors: int = 0
     bytes_read: int = 0
+    statistics_only: bool = False     # what was written (a statistics-only source is converted so)
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         """The `tdbg convert --json` object."""
         return {"source": self.source, "target": self.target, "ranks": self.ranks, "iterations": self.iterations,
                 "graphs": self.graphs, "tensors": self.tensors, "bytes_read": self.bytes_read,
-                "warnings": self.warnings}
+                "statistics_only": self.statistics_only, "warnings": self.warnings}
 
 
 def check_target(dump: Dump, target: str) -> str:
@@ -54,6 +55,9 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
     target = check_target(dump, target)
     rank_objs = [dump.rank(r) for r in (sorted(ranks) if ranks is not None else dump.rank_ids)]
     result = ConvertResult(dump.root, target, [r.rank for r in rank_objs])
+    # A dump that stores statistics only converts to statistics only, whatever was asked.
+    statistics = statistics or any(r.info.saved == STATISTICS for r in rank_objs)
+    result.statistics_only = statistics
     result.iterations = sorted({it for r in rank_objs for it in r.iterations()
                                 if iterations is None or it in iterations})
     total = sum(len(r.tensors(iteration=it)) for r in rank_objs for it in r.iterations()
@@ -115,8 +119,7 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
                 for ref in rank.tensors(iteration=it):
                     done += 1
                     try:
-                        values = ref.value()
-                        w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, values=values)
+                        _add(w, ref)
                     except DumpError as exc:
                         result.warnings.append(f"{exc}; not converted")
                         continue
@@ -130,6 +133,24 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
     finally:
         for wr in writers.values():
             wr.close()
+
+
+def _add(w: Any, ref: TensorRef) -> None:
+    """One tensor into an iteration writer: its values, or (a statistics-only source into a
+    statistics-only dump) the statistics it stores, with its digest when it is tdbg-h5's kind."""
+    src = ref.source
+    if src.has_values or w.writer.saved != STATISTICS:
+        w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, values=ref.value())
+        return
+    stored = src.stored_stats()
+    if not stored:
+        raise src._no_values()
+    head = src.header()
+    # Another format's checksum is not tdbg-h5's digest: left out, it reads as unknown (never as equal)
+    digest = src.digest()
+    digest = digest if DumpWriter.is_digest(digest) else None
+    w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, stats=stored, digest=digest,
+          dtype=head.dtype, shape=head.shape)
 
 
 def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) -> DumpWriter:

@@ -184,13 +184,30 @@ def test_statistics_computed_elsewhere(tmp_path: Any) -> None:
             it.add(0, "cpu", "Add", "output", 0, values=a)
             with pytest.raises(ValueError, match="digest"):
                 it.add(0, "bad", "Add", "output", 0, stats=stats, digest="xyz", dtype="float32", shape=(2, 3))
-            with pytest.raises(ValueError, match="lacks"):
-                it.add(0, "bad", "Add", "output", 0, stats={"count": 6}, digest=digest_of(a), dtype="float32",
-                       shape=(2, 3))
+            with pytest.raises(ValueError, match="not among"):
+                it.add(0, "bad", "Add", "output", 0, stats={"count": 6, "maximum": 3.0}, digest=digest_of(a),
+                       dtype="float32", shape=(2, 3))
+            with pytest.raises(ValueError, match="empty"):
+                it.add(0, "bad", "Add", "output", 0, stats={}, dtype="float32", shape=(2, 3))
+            # another format recorded fewer statistics, and no digest of tdbg's kind: only those are kept
+            it.add(0, "few", "Add", "output", 0, stats={"count": 6, "max": 3.0, "min": None}, dtype="float32",
+                   shape=(2, 3))
     got = tensor_map(open_rank(root), 0, 2)
     g, c = got[("gpu", "output", 0)].source, got[("cpu", "output", 0)].source
     assert g.stored_stats() == c.stored_stats() == stats.to_dict()
     assert g.digest() == c.digest()
+    few = got[("few", "output", 0)].source
+    assert few.stored_stats() == {"count": 6, "max": 3.0, "min": None} and few.digest() is None
+    with h5py.File(os.path.join(root, "rank_0", "iteration_00000002.h5"), "r") as f:
+        assert f["graph_0/stats_known"].shape == f["graph_0/stats"].shape
+
+
+def test_a_complete_statistics_table_has_no_known_mask(tmp_path: Any) -> None:
+    root = str(tmp_path / "d")
+    with DumpWriter(root, rank=0, saved="statistics") as w, w.iteration(0) as it:
+        it.add(0, "n", "Op", "output", 0, values=np.arange(4, dtype=np.float32))
+    with h5py.File(os.path.join(root, "rank_0", "iteration_00000000.h5"), "r") as f:
+        assert "graph_0/stats" in f and "graph_0/stats_known" not in f
 
 
 def test_all_nonfinite_statistics_keep_none(tmp_path: Any) -> None:

@@ -114,3 +114,18 @@ def test_statistics_only_runs_compare_by_msprobes_checksum() -> None:
     assert plain.code == 0 and plain.json["first_divergence"] is None
     assert plain.json["pairs"] and all(p["grade"] == "pass" and p["reason"].startswith("statistics equal")
                                        for p in plain.json["pairs"])
+
+
+def test_a_statistics_only_dump_converts_to_statistics_only_and_scans_the_same(tmp_path) -> None:
+    """msprobe records four statistics; the conversion keeps exactly those (no digest: md5 is not tdbg's)."""
+    out = str(tmp_path / "h5")
+    conv = run_cli("convert", sample("statistics_mix"), out, "--json")
+    assert conv.code == Exit.OK and conv.json["statistics_only"] is True
+    assert conv.json["tensors"] == run_cli("info", sample("statistics_mix"), "--json").json["ranks"][0]["tensor_files"]
+    scans = [run_cli("scan", d, "--preset", "recommended", "--json", "--no-cache", "--jobs", "1").json
+             for d in (sample("statistics_mix"), out)]
+    key = lambda h: (h["watchpoint"], h["iteration"], h["node"], h["io"], h["slot"])   # noqa: E731
+    assert sorted(map(key, scans[0]["hits"])) == sorted(map(key, scans[1]["hits"]))
+    assert sorted((e["watchpoint"], e["node"]) for e in scans[0]["errors"]) == \
+        sorted((e["watchpoint"], e["node"]) for e in scans[1]["errors"])
+    assert run_cli("info", out, "--json").json["ranks"][0]["saved"] == "statistics"

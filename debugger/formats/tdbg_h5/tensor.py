@@ -36,6 +36,7 @@ class GraphTable:
     offsets: list[int]           # byte offset of contiguous values in the file, -1: read through HDF5
     digests: list[str]
     stats: np.ndarray | None     # (rows, len(STAT_NAMES)) in STAT_NAMES order
+    stats_known: np.ndarray | None = None   # same shape, bool: which statistics a row holds (None: all)
 
 
 @lru_cache(maxsize=256)
@@ -83,16 +84,22 @@ def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
     if rows["io"].size and int(rows["io"].max()) > 1:
         raise CorruptFileError(path, f"{group}/index: io code out of range")
     _verify_offsets(f, path, values, offsets)
-    stats = None
+    stats = known = None
     if f"{group}/stats" in f:
         raw = read_table_column(f, f"{group}/stats", path, n)
         names = [s.decode("ascii") for s in f.attrs.get("stat_names", np.asarray(STAT_NAMES, "S16"))]
         if raw.ndim != 2 or raw.shape[1] != len(names) or set(STAT_NAMES) - set(names):
             raise CorruptFileError(path, f"{group}/stats does not have the columns {', '.join(STAT_NAMES)}")
-        stats = np.asarray(raw[:, [names.index(s) for s in STAT_NAMES]], np.float64)
+        order = [names.index(s) for s in STAT_NAMES]
+        stats = np.asarray(raw[:, order], np.float64)
+        if f"{group}/stats_known" in f:
+            mask = read_table_column(f, f"{group}/stats_known", path, n)
+            if mask.shape != raw.shape:
+                raise CorruptFileError(path, f"{group}/stats_known is not shaped like {group}/stats")
+            known = np.asarray(mask[:, order], bool)
     return GraphTable(strings(rows["node"]), strings(rows["op_type"]), [L.IO_CODES[int(x)] for x in rows["io"]],
                       [int(x) for x in rows["slot"]], dtypes, [d.name for d in dtypes], shapes, sizes, values, offsets,
-                      [d.decode("ascii") for d in rows["digest"]], stats)
+                      [d.decode("ascii") for d in rows["digest"]], stats, known)
 
 
 def _verify_offsets(f: Any, path: str, values: list[str], offsets: list[int]) -> None:
@@ -159,7 +166,10 @@ class H5Tensor(TensorSource):
         if t.stats is None:
             return None
         out: dict[str, Any] = {}
-        for name, v in zip(STAT_NAMES, t.stats[self.row].tolist()):
+        known = t.stats_known[self.row] if t.stats_known is not None else None
+        for i, (name, v) in enumerate(zip(STAT_NAMES, t.stats[self.row].tolist())):
+            if known is not None and not known[i]:
+                continue    # not recorded by the dump this one was converted from
             out[name] = int(v) if name in _INT_STATS else (None if math.isnan(v) else v)
         return out
 

@@ -81,6 +81,12 @@ class DumpWriter:
     ``durable`` fsyncs every file before its rename (survives power loss, not only a crash).
     """
 
+    @staticmethod
+    def is_digest(digest: object) -> bool:
+        """Whether ``digest`` is one of this format's (blake2b-128 of dtype, shape and bytes, in hex):
+        another format's checksum (msprobe's md5 with dtype and shape) is not, and is left out."""
+        return isinstance(digest, str) and len(digest) == 2 * L.DIGEST_SIZE and not set(digest) - _HEX
+
     def __init__(self, root: str | os.PathLike[str], rank: int, saved: str = VALUES, *,
                  framework: str | None = None, framework_version: str | None = None,
                  device_target: str | None = None, net: str | None = None,
@@ -204,6 +210,7 @@ class IterationWriter:
         self._file: Any = None
         self._rows: dict[int, list[tuple[Any, ...]]] = {}
         self._stats: dict[int, list[list[float]]] = {}
+        self._known: dict[int, list[list[bool]]] = {}
         self._seen: set[tuple[int, str, str, int]] = set()
         self._ran: set[int] = set()
         self._datasets: dict[str, Any] = {}
@@ -280,7 +287,7 @@ class IterationWriter:
                 raise ValueError(f"{node}: without values, pass stats, dtype and shape (and a digest when known)")
             if digest is None:
                 digest = ""      # not computed (statistics made on a device): stored empty, read as unknown
-            elif not isinstance(digest, str) or len(digest) != 2 * L.DIGEST_SIZE or set(digest) - _HEX:
+            elif not DumpWriter.is_digest(digest):
                 raise ValueError(f"{node}: digest must be {2 * L.DIGEST_SIZE} lowercase hex characters "
                                  "(see tdbg_h5.layout.Digest)")
             a_dtype = np.dtype(dtype)
@@ -297,7 +304,9 @@ class IterationWriter:
             (node, op_type, L.IO_CODES.index(io), slot, a_dtype.name, np.asarray(a_shape, np.int64),
              name, -1, math.prod(a_shape) * a_dtype.itemsize, digest.encode("ascii")))
         if want_stats:
-            self._stats.setdefault(graph_id, []).append(given)  # type: ignore[arg-type]
+            row_values, row_known = given  # type: ignore[misc]
+            self._stats.setdefault(graph_id, []).append(row_values)
+            self._known.setdefault(graph_id, []).append(row_known)
 
     def _consume(self, a: np.ndarray, name: str, graph_id: int, row: int,
                  want_stats: bool) -> tuple[Stats | None, str]:
@@ -349,6 +358,9 @@ class IterationWriter:
             g.create_dataset("index", data=table)
             if gid in self._stats:
                 g.create_dataset("stats", data=np.asarray(self._stats[gid], np.float64).reshape(-1, len(STAT_NAMES)))
+                known = np.asarray(self._known[gid], np.uint8).reshape(-1, len(STAT_NAMES))
+                if not known.all():   # only where some statistic is unknown: a complete table needs no mask
+                    g.create_dataset("stats_known", data=known)
         f.attrs.update({
             "format": L.FORMAT_NAME, "version": L.VERSION, "kind": "iteration", "rank": self.writer.rank,
             "iteration": self.iteration, "saved": self.writer.saved,
@@ -364,15 +376,19 @@ def _check_id(v: Any, what: str) -> int:
     return int(v)
 
 
-def _stat_row(stats: Stats | Mapping[str, float | None], node: str) -> list[float]:
-    """One row of the statistics table in STAT_NAMES order; None (no finite value) is NaN."""
+def _stat_row(stats: Stats | Mapping[str, float | None], node: str) -> tuple[list[float], list[bool]]:
+    """One row of the statistics table in STAT_NAMES order (None, no finite value, is NaN) and which
+    of them are known: a mapping may leave some out (another format recorded fewer statistics)."""
     if not isinstance(stats, (Stats, Mapping)):
         raise ValueError(f"{node}: stats must be a debugger.stats.Stats or a mapping, got {type(stats).__name__}")
     d = stats.to_dict() if isinstance(stats, Stats) else dict(stats)
-    missing = [n for n in STAT_NAMES if n not in d]
-    if missing:
-        raise ValueError(f"{node}: stats lacks {', '.join(missing)} (keys are debugger.stats.STAT_NAMES)")
-    return [math.nan if d[n] is None else float(d[n]) for n in STAT_NAMES]  # type: ignore[arg-type]
+    unknown = sorted(set(d) - set(STAT_NAMES))
+    if unknown:
+        raise ValueError(f"{node}: stats has {', '.join(map(str, unknown))}, not among debugger.stats.STAT_NAMES")
+    if not d:
+        raise ValueError(f"{node}: stats is empty")
+    return ([math.nan if d.get(n) is None else float(d[n]) for n in STAT_NAMES],  # type: ignore[arg-type]
+            [n in d for n in STAT_NAMES])
 
 
 def _chunk_shape(a: np.ndarray) -> tuple[int, ...] | bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import CorruptFileError
 
@@ -82,3 +82,21 @@ def _kind(mode: int) -> str:
         if test(mode):
             return word
     return "not a file"
+
+
+def hash_entries(h: Any, folder: str, prefix: str = "", skip: frozenset[str] = frozenset()) -> None:
+    """Feed ``h`` (a hashlib object) the name, size and mtime of every entry of ``folder``, in name
+    order (links not followed; an unlistable folder or a vanished entry adds nothing): a folder's
+    part of a dump's fingerprint, which changes when a file is added, removed or rewritten."""
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return
+    for e in entries:
+        if e.name in skip:
+            continue
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        h.update(f"{prefix}{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))

@@ -11,6 +11,7 @@ from functools import cached_property
 
 from ...errors import DumpError, NotADumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
+from ..files import hash_entries
 from ..records import GraphRecord
 from . import layout as L
 from .dumpjson import Step, read_step
@@ -160,16 +161,7 @@ class MsprobeRank(RankReader):
         h = hashlib.blake2b(digest_size=16)
         for sn, d in self.steps.items():
             for sub in (d, os.path.join(d, L.DATA_DIR)):
-                try:
-                    entries = sorted(os.scandir(sub), key=lambda e: e.name)
-                except OSError:
-                    continue
-                for e in entries:
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    h.update(f"{sn}\0{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+                hash_entries(h, sub, prefix=f"{sn}\0")
         return h.hexdigest()
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
-from ..files import open_regular
+from ..files import hash_entries, open_regular
 from ..records import GraphRecord
 from . import layout as L
 from .graphfile import read_graph
@@ -242,18 +242,7 @@ class H5RankReader(RankReader):
     def fingerprint(self) -> str:
         """blake2b of every entry's name, size and mtime (the writer's lock file aside)."""
         h = hashlib.blake2b(digest_size=16)
-        try:
-            entries = sorted(os.scandir(self.path), key=lambda e: e.name)
-        except OSError:
-            entries = []
-        for e in entries:
-            if e.name == L.LOCK_FILE:
-                continue
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            h.update(f"{e.name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
+        hash_entries(h, self.path, skip=frozenset({L.LOCK_FILE}))
         return h.hexdigest()
 
 

@@ -18,7 +18,8 @@ def tensor_dict(t: TensorRef) -> dict[str, Any]:
     """A tensor's digest (no values)."""
     return {"rank": t.rank, "graph": t.graph_id, "iteration": t.iteration, "node": t.node, "op_type": t.op_type,
             "io": t.io, "slot": t.slot, "kind": t.kind, "param": t.param, "bytes": t.size,
-            "file_dtype": t.file_dtype, "matched": t.matched, "location": t.location}
+            "file_dtype": t.file_dtype, "matched": t.matched, "location": t.location,
+            "has_values": t.source.has_values}
 
 
 def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:

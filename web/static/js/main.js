@@ -50,8 +50,18 @@ async function loadRank() {
   const gs = $('graph-select');
   put(clear(gs), ...g.items.map((x) => h('option', { value: x.graph, selected: x.graph === state.graph }, `${x.graph}${x.name ? ' · ' + x.name : ''}`)));
   gs.disabled = g.items.length < 2;
-  if (g.items.length && !g.items.some((x) => x.graph === state.graph)) set({ graph: g.items[0].graph }, { push: false });
+  pickGraph();
   syncIterations();
+}
+
+// A link without a graph (or naming one this rank lacks) opens the graph that ran most: a PyTorch
+// run's first iteration is often a graph of its own.
+function pickGraph() {
+  const gs = ctx.graphs;
+  if (!gs.length || gs.some((x) => x.graph === state.graph)) return false;
+  const most = gs.reduce((a, x) => ((x.iterations || []).length > (a.iterations || []).length ? x : a), gs[0]);
+  set({ graph: most.graph }, { push: false });
+  return true;
 }
 
 function syncIterations() {
@@ -178,6 +188,7 @@ subscribe(async (changed) => {
       $('rank-select').value = String(state.rank);
       await loadRank();
     } else if (changed.has('graph')) {
+      pickGraph();
       $('graph-select').value = String(state.graph);
       syncIterations();
     }

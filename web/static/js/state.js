@@ -5,7 +5,7 @@ const KEYS = {
   // state key: [hash parameter, default, type]
   dump: ['dump', null, 'str'],
   rank: ['rank', 0, 'int'],
-  graph: ['graph', 0, 'int'],
+  graph: ['graph', null, 'int'],   // null: the graph that ran most (main.js)
   iteration: ['it', null, 'int'],
   scope: ['scope', '', 'str'],
   node: ['node', null, 'str'],

@@ -176,6 +176,8 @@ export function mount(root) {
     const fwd = r.items.filter((n) => n.direction === 'forward');
     const bwd = r.items.filter((n) => n.direction === 'backward');
     const def = r.items.filter((n) => n.direction === 'definition');
+    // the same line in several graphs (a PyTorch run's first iteration is a graph of its own): say which
+    const manyGraphs = new Set(r.items.map((n) => n.graph)).size > 1;
     put(nodesPanel, h('div', { class: 'pane-head' }, h('h2', {}, `${basename(loc.file)}:${loc.line}`),
       h('span', { class: 'spacer' }),
       r.items.length ? h('button', { class: 'btn btn-small', title: 'Open the graph with these nodes highlighted',
@@ -187,7 +189,7 @@ export function mount(root) {
         onclick: () => set({ node: n.node, graph: n.graph, io: 'output', slot: 0 }) },
       h('i', { class: 'kdot', style: { background: KIND_COLORS[n.kind] } }),
       h('span', { class: 'nl-name' }, n.name), h('span', { class: 'chip op' }, n.op_type),
-      h('div', { class: 'nl-scope' }, n.scope))))) : null;
+      h('div', { class: 'nl-scope' }, manyGraphs ? `graph ${n.graph}${n.scope ? ' · ' + n.scope : ''}` : n.scope))))) : null;
     // a layer's definition (self.fc2 = ...) makes no node itself: its nodes are the layer's
     put(nodesPanel, list('forward', fwd, 'fwd'), list('backward', bwd, 'bwd'),
       def.length ? h('p', { class: 'muted pad' }, `This line defines the layer ${def[0].layer}; its nodes:`) : null,

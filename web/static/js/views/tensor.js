@@ -44,7 +44,7 @@ export function mount(root) {
         h('div', { class: 'mono muted th-full' }, node.node)),
       h('div', { class: 'th-controls' }, h('label', { class: 'muted' }, 'Tensor '), tensorSelect,
         h('button', { class: 'btn', onclick: () => set({ view: 'graph', scope: node.place }) }, 'Show in graph'),
-        cur ? h('a', { class: 'btn', download: '', href: api.npyUrl({ dump: state.dump, rank: state.rank, graph: state.graph, node: node.node,
+        cur && cur.has_values !== false ? h('a', { class: 'btn', download: '', href: api.npyUrl({ dump: state.dump, rank: state.rank, graph: state.graph, node: node.node,
           io: cur.io, slot: cur.slot, iteration: state.iteration }) }, 'Download .npy') : null)));
     if (!cur) {
       put(page, h('div', { class: 'card' }, empty(`Not dumped in iteration ${state.iteration}`,
@@ -66,7 +66,10 @@ export function mount(root) {
     const body = statsCard.querySelector('.stats-body');
     Promise.all([api.tensor(q), api.diff({ ...q, slice: null }).catch((e) => ({ error: e }))]).then(([t, d]) => {
       if (my !== seq) return;
-      put(clear(histBox), histogram(t.histogram, { width: Math.max(320, histBox.clientWidth - 32), height: 300, color: '#4c6ef5' }));
+      // a statistics-only dump stores no values to draw (the histogram is null), which is not "no finite values"
+      put(clear(histBox), t.histogram === null
+        ? h('p', { class: 'muted pad' }, 'No values stored: this dump holds statistics only.')
+        : histogram(t.histogram, { width: Math.max(320, histBox.clientWidth - 32), height: 300, color: '#4c6ef5' }));
       const hasPrev = d && !d.error;
       const cols = hasPrev ? [['current', t.stats], [`previous (it ${d.previous_iteration})`, d.stats.previous], ['difference', d.stats.difference]]
         : [['current', t.stats]];

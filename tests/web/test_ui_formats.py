@@ -1,0 +1,54 @@
+"""Every view on the PyTorch recorder's and msprobe's sample dumps, in a real Chromium: the UI only
+asks the library, so a new format must draw as the MindSpore dumps do (no JavaScript error, content
+in each view). Screenshots under tests/web/screenshots/."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from test_ui import open_view, shot, wait_graph
+
+pytestmark = pytest.mark.browser
+
+# (dump id in dumps_sample/, a weight its tensor view opens on)
+DUMPS = [("torch_single", "fc1.weight"), ("torch_dp2", "fc1.weight"),
+         ("msprobe/tensor_mix", "block.0.weight"), ("msprobe/statistics_mix", "block.0.weight"),
+         ("msprobe/ddp_2rank_tensor", "module.block.0.weight")]
+
+
+@pytest.mark.parametrize("dump,weight", DUMPS, ids=[d for d, _ in DUMPS])
+def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: str, weight: str) -> None:
+    tag = dump.replace("/", "-")
+    open_view(page, live_sample, f"#/triage?dump={dump}")
+    page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
+    assert page.locator(".loss-card").count() == 1
+    shot(page, f"fmt-{tag}-triage")
+    open_view(page, live_sample, f"#/overview?dump={dump}")
+    page.wait_for_selector(".metrics")
+    assert weight in page.locator("main").inner_text() or page.locator(".kind-row").count() >= 3
+    open_view(page, live_sample, f"#/graph?dump={dump}")
+    wait_graph(page)
+    assert page.locator(".gnode").count() >= 1
+    # with no graph named, the one that ran most opens (a PyTorch run's iteration 0 is a graph of its own)
+    graphs = page.evaluate(f"fetch('/api/ranks/0/graphs?dump={dump}').then(r => r.json())")["items"]
+    most = max(graphs, key=lambda g: len(g["iterations"]))
+    assert page.input_value("#graph-select") == str(most["graph"])
+    assert int(page.get_attribute("#it-slider", "max")) == len(most["iterations"]) - 1
+    shot(page, f"fmt-{tag}-graph")
+    open_view(page, live_sample, f"#/code?dump={dump}")
+    page.wait_for_selector(".file-item")
+    page.locator(".src-line.has-nodes").first.click()
+    page.wait_for_selector(".line-nodes .node-list li")
+    shot(page, f"fmt-{tag}-code")
+    open_view(page, live_sample, f"#/tensor?dump={dump}&it=1&node={weight}")
+    page.wait_for_function("document.querySelector('main').innerText.includes('count')", timeout=20_000)
+    shot(page, f"fmt-{tag}-tensor")
+    stats_only = dump.startswith("msprobe/statistics")
+    assert ("holds statistics only" in page.locator(".hist-body").inner_text()) is stats_only
+    assert (page.locator("a", has_text="Download .npy").count() == 0) is stats_only
+    open_view(page, live_sample, f"#/ranks?dump={dump}")
+    page.wait_for_selector("table.tbl")
+    open_view(page, live_sample, f"#/watch?dump={dump}")
+    page.wait_for_selector("[data-preset='recommended']")
+    page.goto("about:blank")   # the page polls: leave before the next test

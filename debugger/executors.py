@@ -160,11 +160,6 @@ def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], 
     return client.get_executor(pure=False), slots, closers
 
 
-def open_workers(scheduler: str | None = None, jobs: int | None = None) -> Workers:
-    """The Dask cluster when ``scheduler`` is given, else the local pool of ``jobs`` processes."""
-    return connect(scheduler, jobs) if scheduler else local_workers(jobs)
-
-
 def add_scheduler(parser: argparse.ArgumentParser) -> None:
     """The ``--scheduler`` option of the commands that read tensors."""
     parser.add_argument("--scheduler", metavar="ADDRESS|local[:N]",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -445,15 +446,41 @@ def _layer_nodes(g: Graph, name: str) -> list[str]:
     """A layer's nodes: its parameters (``name.*``), the forward kernels in its scope (``.../name-Class``),
     and the gradients and optimizer state of its parameters, by graph evidence (backward kernels can
     carry another layer's scope, so their scope says nothing)."""
-    params = {n for n, a in g.nx.nodes(data=True) if a.get("is_parameter") and n.startswith(name + ".")}
-    out = []
+    params, in_scope, of_param = _layer_index(g)
+    mine = params.get(name, set())
+    found = set(mine) | in_scope.get(name, set())
+    for p in mine:
+        found |= of_param.get(p, set())
+    return [n for n in g.nx.nodes if n in found]    # graph order
+
+
+_LAYER_INDEX: "weakref.WeakKeyDictionary[Graph, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _layer_index(g: Graph) -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, set[str]]]:
+    """Built once per graph (a source file's every layer line asks): attribute -> its parameters,
+    attribute -> forward nodes under a ``<attribute>-<Class>`` scope, parameter -> nodes that carry it."""
+    idx = _LAYER_INDEX.get(g)
+    if idx is not None:
+        return idx
+    params: dict[str, set[str]] = defaultdict(set)
+    in_scope: dict[str, set[str]] = defaultdict(set)
+    of_param: dict[str, set[str]] = defaultdict(set)
     for n, a in g.nx.nodes(data=True):
+        if a.get("is_parameter"):
+            parts = n.split(".")
+            for i in range(1, len(parts)):          # fc2.weight -> fc2; layers.3.w -> layers, layers.3
+                params[".".join(parts[:i])].add(n)
         if a.get("is_routing"):
             continue
-        in_scope = any(part.startswith(name + "-") for part in (a.get("scope") or "").split("/"))
-        if n in params or (in_scope and not a.get("is_backward")) or a.get("param") in params:
-            out.append(n)
-    return out
+        if a.get("param"):
+            of_param[a["param"]].add(n)
+        if not a.get("is_backward"):
+            for part in (a.get("scope") or "").split("/"):
+                if "-" in part:
+                    in_scope[part.split("-", 1)[0]].add(n)
+    idx = _LAYER_INDEX[g] = (dict(params), dict(in_scope), dict(of_param))
+    return idx
 
 
 def find_dump_roots(path: str) -> list[str]:

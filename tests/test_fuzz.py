@@ -64,28 +64,29 @@ def _npy(root: str) -> str:
     return _first(root, lambda p: p.endswith(".output.0.DefaultFormat.Float32.npy") and "/0/1/" in p)
 
 
-def _replace_with_link(path: str, target: str) -> str:
+def _replace(path: str, make: Callable[[str], object]) -> str:
+    """``path`` removed and made again by ``make`` (a link, a FIFO, a folder)."""
     os.remove(path)
-    os.symlink(target, path)
+    make(path)
     return path
 
 
-def _replace_with_fifo(path: str) -> str:
-    os.remove(path)
-    os.mkfifo(path)
-    return path
+def _link_to_dev_zero(path: str) -> None:
+    os.symlink("/dev/zero", path)
+
+
+def _replace_fifo(path: str) -> str:
+    return _replace(path, os.mkfifo)
+
+
+def _replace_dir(path: str) -> str:
+    return _replace(path, os.mkdir)
 
 
 def _rename(path: str, name: str) -> str:
     new = os.path.join(os.path.dirname(path), name)
     os.rename(path, new)
     return new
-
-
-def _replace_with_dir(path: str) -> str:
-    os.remove(path)
-    os.mkdir(path)
-    return path
 
 
 def _patch_all(path: str, old: bytes, new: bytes) -> str:
@@ -109,14 +110,14 @@ RUNS = "rank_0/execution_order/ms_global_execution_order_graph_0.csv"
 
 # name -> damage(root) -> the damaged path (what a refusal must name)
 MUTATIONS: dict[str, Callable[[str], str]] = {
-    "pb_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, PB), "/dev/zero"),
-    "ir_and_pb_are_dev_zero": lambda r: (_replace_with_link(os.path.join(r, IR), "/dev/zero"),
-                                         _replace_with_link(os.path.join(r, PB), "/dev/zero"))[1],
-    "csv_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, ORDER), "/dev/zero"),
-    "config_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, CONFIG), "/dev/zero"),
-    "pb_is_fifo": lambda r: _replace_with_fifo(os.path.join(r, PB)),
-    "npy_is_fifo": lambda r: _replace_with_fifo(_npy(r)),
-    "npy_is_dev_zero": lambda r: _replace_with_link(_npy(r), "/dev/zero"),
+    "pb_is_dev_zero": lambda r: _replace(os.path.join(r, PB), _link_to_dev_zero),
+    "ir_and_pb_are_dev_zero": lambda r: (_replace(os.path.join(r, IR), _link_to_dev_zero),
+                                         _replace(os.path.join(r, PB), _link_to_dev_zero))[1],
+    "csv_is_dev_zero": lambda r: _replace(os.path.join(r, ORDER), _link_to_dev_zero),
+    "config_is_dev_zero": lambda r: _replace(os.path.join(r, CONFIG), _link_to_dev_zero),
+    "pb_is_fifo": lambda r: _replace_fifo(os.path.join(r, PB)),
+    "npy_is_fifo": lambda r: _replace_fifo(_npy(r)),
+    "npy_is_dev_zero": lambda r: _replace(_npy(r), _link_to_dev_zero),
     "iteration_dir_unicode_digit": lambda r: _rename(os.path.join(r, "rank_0", "Net", "0", "1"), "\u00b2"),
     "graph_dir_unicode_digit": lambda r: _rename(os.path.join(r, "rank_1", "Net", "0"), "\u0663"),
     "rank_dir_unicode_digit": lambda r: _rename(os.path.join(r, "rank_1"), "rank_\u00b2"),
@@ -141,8 +142,8 @@ MUTATIONS: dict[str, Callable[[str], str]] = {
                                                              "'shape': (1.5, 2), }"), _npy(r))[1],
     "npy_header_not_a_dict": lambda r: (_npy_with_header(_npy(r), "__import__('os').system('false')"), _npy(r))[1],
     # found by a wider fuzz of this issue's classes
-    "pb_is_directory": lambda r: _replace_with_dir(os.path.join(r, PB)),
-    "config_is_directory": lambda r: _replace_with_dir(os.path.join(r, CONFIG)),
+    "pb_is_directory": lambda r: _replace_dir(os.path.join(r, PB)),
+    "config_is_directory": lambda r: _replace_dir(os.path.join(r, CONFIG)),
     "execution_order_dir_is_dev_zero": lambda r: (shutil.rmtree(os.path.dirname(os.path.join(r, ORDER))),
                                                   os.symlink("/dev/zero", os.path.dirname(os.path.join(r, ORDER))),
                                                   os.path.dirname(os.path.join(r, ORDER)))[2],
@@ -157,10 +158,10 @@ MUTATIONS: dict[str, Callable[[str], str]] = {
     "h5_graph_name_huge_number": lambda r: _rename(os.path.join(r, "rank_1", "graph_0.h5"), f"graph_{'9' * 30}.h5"),
     "h5_marker_nested_json": lambda r: _write(os.path.join(r, "tdbg_dump.json"), b"[" * 200_000),
     "h5_rank_json_nested_json": lambda r: _write(os.path.join(r, "rank_0", "rank.json"), b"[" * 200_000),
-    "h5_rank_json_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, "rank_0", "rank.json"), "/dev/zero"),
-    "h5_rank_json_is_fifo": lambda r: _replace_with_fifo(os.path.join(r, "rank_1", "rank.json")),
-    "h5_iteration_is_fifo": lambda r: _replace_with_fifo(os.path.join(r, "rank_0", "iteration_00000001.h5")),
-    "h5_graph_is_dev_zero": lambda r: _replace_with_link(os.path.join(r, "rank_0", "graph_0.h5"), "/dev/zero"),
+    "h5_rank_json_is_dev_zero": lambda r: _replace(os.path.join(r, "rank_0", "rank.json"), _link_to_dev_zero),
+    "h5_rank_json_is_fifo": lambda r: _replace_fifo(os.path.join(r, "rank_1", "rank.json")),
+    "h5_iteration_is_fifo": lambda r: _replace_fifo(os.path.join(r, "rank_0", "iteration_00000001.h5")),
+    "h5_graph_is_dev_zero": lambda r: _replace(os.path.join(r, "rank_0", "graph_0.h5"), _link_to_dev_zero),
     "h5_graph_truncated": lambda r: _write(os.path.join(r, "rank_1", "graph_0.h5"),
                                            open(os.path.join(r, "rank_1", "graph_0.h5"), "rb").read()[:3000]),
     "h5_iteration_garbage": lambda r: _write(os.path.join(r, "rank_1", "iteration_00000000.h5"),

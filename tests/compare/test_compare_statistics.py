@@ -39,6 +39,10 @@ def test_statistics_only_runs_name_the_same_first_divergence_as_values(tmp_path)
     assert first["grade"] == ERROR and "from statistics" in first["reason"]
     same = run_cli("compare", stats["baseline"], stats["baseline"], "--json", "--no-cache")
     assert same.code == 0 and same.json["first_divergence"] is None
+    # the statistics' bounds are thresholds like the others: loose enough, nothing is an error
+    loose = run_cli("compare", stats["perturbed"], stats["baseline"], "--json", "--no-cache",
+                    "--thresholds", "stat_error=10,stat_warn=10")
+    assert loose.code == 0 and loose.json["summary"]["error"] == 0, loose.err
 
 
 def test_rounding_noise_is_not_an_error_and_a_centred_mean_does_not_fool_it():

@@ -396,7 +396,7 @@ def test_single_child_scopes_open_in_one_click_and_default_comes_first(page: Any
 
 
 def test_every_view_at_both_sizes(page: Any, live_sample: Any) -> None:
-    views = ["overview?dump=single", f"code?dump=single&it=2&line=make_sample.py:200",
+    views = ["overview?dump=single", "code?dump=single&it=2&line=make_sample.py:200",
              "tensor?dump=single&it=3&node=conv1.weight", "ranks?dump=dp2", "watch?dump=dp2&it=0"]
     for w, h in SIZES:
         page.set_viewport_size({"width": w, "height": h})

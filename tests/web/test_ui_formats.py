@@ -40,6 +40,8 @@ def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: 
     page.wait_for_selector(".file-item")
     page.locator(".src-line.has-nodes").first.click()
     page.wait_for_selector(".line-nodes .node-list li")
+    if dump.startswith("torch_"):   # the line made nodes in several graphs: each says which
+        assert "graph 1" in page.locator(".line-nodes").inner_text()
     shot(page, f"fmt-{tag}-code")
     open_view(page, live_sample, f"#/tensor?dump={dump}&it=1&node={weight}")
     page.wait_for_function("document.querySelector('main').innerText.includes('count')", timeout=20_000)

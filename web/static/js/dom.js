@@ -120,3 +120,11 @@ export function basename(path) {
   const i = path.replace(/\\/g, '/').lastIndexOf('/');
   return i >= 0 ? path.slice(i + 1) : path;
 }
+
+/** A dump page's head: its name, its path and view buttons ([label, onclick, accent?] each). */
+export function dumpHead(title, path, buttons) {
+  return h('div', { class: 'ov-head' },
+    h('div', {}, h('h1', {}, title), h('div', { class: 'mono muted' }, path)),
+    h('div', { class: 'row' }, buttons.map(([label, onclick, accent]) =>
+      h('button', { class: accent ? 'btn btn-accent' : 'btn', onclick }, label))));
+}

@@ -2,7 +2,7 @@
 // the watchpoint summary and the reader's warnings.
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
-import { put, h, clear, fmt, fmtBytes, errorBox, KINDS, KIND_COLORS, KIND_LABELS } from '../dom.js';
+import { put, h, clear, fmt, fmtBytes, errorBox, KINDS, KIND_COLORS, KIND_LABELS, dumpHead } from '../dom.js';
 
 export function mount(root) {
   const page = h('div', { class: 'page overview' });
@@ -26,12 +26,8 @@ export function mount(root) {
     const metric = (label, value, sub) => h('div', { class: 'metric card' }, h('div', { class: 'm-label' }, label),
       h('div', { class: 'm-value' }, value), sub ? h('div', { class: 'm-sub' }, sub) : null);
 
-    put(page, h('div', { class: 'ov-head' },
-      h('div', {}, h('h1', {}, info.id), h('div', { class: 'mono muted' }, info.dump)),
-      h('div', { class: 'row' },
-        h('button', { class: 'btn btn-accent', onclick: () => set({ view: 'graph' }) }, 'Open graph'),
-        h('button', { class: 'btn', onclick: () => set({ view: 'code' }) }, 'Browse code'),
-        h('button', { class: 'btn', onclick: () => set({ view: 'watch' }) }, 'Watchpoints'))));
+    put(page, dumpHead(info.id, info.dump, [['Open graph', () => set({ view: 'graph' }), true],
+      ['Browse code', () => set({ view: 'code' })], ['Watchpoints', () => set({ view: 'watch' })]]));
 
     if (ctx.dumps.length > 1) {
       put(page, h('div', { class: 'card dumps-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Dumps in this folder'),

@@ -5,7 +5,7 @@
 // Also the dump chooser: every dump of the folder with its health at a glance.
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
-import { put, h, clear, fmt, errorBox, basename, KIND_COLORS, toast } from '../dom.js';
+import { put, h, clear, fmt, errorBox, basename, KIND_COLORS, toast, dumpHead } from '../dom.js';
 import { lineChart } from '../charts.js';
 import { hitText, tensorLabel } from '../inspector.js';
 
@@ -71,12 +71,8 @@ export function mount(root) {
     const alive = () => live && my === seq;
     clear(page);
     const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
-    put(page, h('div', { class: 'ov-head' },
-      h('div', {}, h('h1', {}, d.id), h('div', { class: 'mono muted' }, d.path)),
-      h('div', { class: 'row' },
-        h('button', { class: 'btn btn-accent', onclick: () => set({ view: 'graph' }) }, 'Open graph'),
-        h('button', { class: 'btn', onclick: () => set({ view: 'overview' }) }, 'Overview'),
-        h('button', { class: 'btn', onclick: () => set({ view: 'watch' }) }, 'Watchpoints'))));
+    put(page, dumpHead(d.id, d.path, [['Open graph', () => set({ view: 'graph' }), true],
+      ['Overview', () => set({ view: 'overview' })], ['Watchpoints', () => set({ view: 'watch' })]]));
     if (ctx.dumps.length > 1) put(page, dumpChooser(d.id, () => live));
     const bar = h('i', { style: { width: '0%' } });
     const stage = h('span', {}, 'Starting');

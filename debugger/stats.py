@@ -67,6 +67,63 @@ class Stats:
                       else None for n in STAT_NAMES})  # type: ignore[arg-type]
 
 
+class _Part:
+    """The statistics of one chunk, merged in chunk order (so any thread may compute it)."""
+
+    __slots__ = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "n", "mean", "m2",
+                 "abs_sum", "min", "max")
+
+    def __init__(self, chunk: np.ndarray) -> None:
+        # Called under np.errstate(over="ignore", invalid="ignore") (stats_of_chunks).
+        # Float chunks stay in their own precision (float16 is widened to float32): SIMD sums
+        # (einsum) and a centred dot product are accurate to ~1e-7 and several times faster than
+        # float64; einsum sums 3x faster than np.add.reduce and, unlike it, lets other threads run.
+        chunk = chunk.reshape(-1)            # readers may hand any shape
+        self.count = chunk.size
+        self.nan = self.pos_inf = self.neg_inf = self.zeros = self.positives = self.n = 0
+        kind = chunk.dtype.kind
+        if kind == "b":
+            chunk = chunk.view(np.uint8)
+            kind = "u"
+        if kind == "f":
+            if chunk.dtype.itemsize < 4:
+                chunk = chunk.astype(np.float32)
+            s = float(np.einsum("i->", chunk))   # Inf, NaN or an overflowing sum: handled below
+            if not math.isfinite(s):
+                finite = np.isfinite(chunk)
+                if not finite.all():
+                    self.nan = int(np.count_nonzero(np.isnan(chunk)))
+                    self.pos_inf = int(np.count_nonzero(np.isposinf(chunk)))
+                    self.neg_inf = int(np.count_nonzero(np.isneginf(chunk)))
+                    chunk = chunk[finite]
+                s = float(np.add.reduce(chunk, dtype=np.float64))  # a finite float32 sum can overflow
+        elif kind in "iu":
+            chunk = chunk.astype(np.float64)
+            s = float(np.add.reduce(chunk))
+        else:  # complex and the like: magnitudes
+            chunk = np.abs(chunk).astype(np.float64)
+            s = float(np.add.reduce(chunk))
+        n = self.n = chunk.size
+        if n == 0:
+            return
+        self.zeros = int(np.count_nonzero(chunk == 0))
+        self.positives = int(np.count_nonzero(chunk > 0))
+        m = self.mean = s / n
+        d = np.subtract(chunk, chunk.dtype.type(m))
+        m2 = float(np.dot(d, d))
+        abs_sum = float(np.einsum("i->", np.abs(chunk, out=d)))
+        if not (math.isfinite(m2) and math.isfinite(abs_sum)):
+            # finite values near the float32 limit: their squares or sums overflow float32
+            x = chunk.astype(np.float64)
+            dx = x - m
+            m2 = float(np.dot(dx, dx))
+            abs_sum = float(np.add.reduce(np.abs(x)))
+        self.m2 = m2
+        self.abs_sum = abs_sum
+        self.min = float(chunk.min())
+        self.max = float(chunk.max())
+
+
 class _Acc:
     """Mergeable partial statistics (Chan et al. for the variance)."""
 
@@ -80,57 +137,23 @@ class _Acc:
         self.min = math.inf
         self.max = -math.inf
 
-    def add(self, chunk: np.ndarray) -> None:
-        # Called under np.errstate(over="ignore", invalid="ignore") (stats_of_chunks).
-        # Float chunks stay in their own precision (float16 is widened to float32): pairwise sums
-        # and a centred dot product are accurate to ~1e-7 and several times faster than float64.
-        self.count += chunk.size
-        kind = chunk.dtype.kind
-        if kind == "b":
-            chunk = chunk.view(np.uint8)
-            kind = "u"
-        if kind == "f":
-            if chunk.dtype.itemsize < 4:
-                chunk = chunk.astype(np.float32)
-            s = float(np.add.reduce(chunk))   # Inf, NaN or an overflowing sum: handled below
-            if not math.isfinite(s):
-                finite = np.isfinite(chunk)
-                if not finite.all():
-                    self.nan += int(np.count_nonzero(np.isnan(chunk)))
-                    self.pos_inf += int(np.count_nonzero(np.isposinf(chunk)))
-                    self.neg_inf += int(np.count_nonzero(np.isneginf(chunk)))
-                    chunk = chunk[finite]
-                s = float(np.add.reduce(chunk, dtype=np.float64))  # a finite float32 sum can overflow
-        elif kind in "iu":
-            chunk = chunk.astype(np.float64)
-            s = float(np.add.reduce(chunk))
-        else:  # complex and the like: magnitudes
-            chunk = np.abs(chunk).astype(np.float64)
-            s = float(np.add.reduce(chunk))
-        n = chunk.size
+    def merge(self, p: _Part) -> None:
+        self.count += p.count
+        self.nan += p.nan
+        self.pos_inf += p.pos_inf
+        self.neg_inf += p.neg_inf
+        n = p.n
         if n == 0:
             return
-        zeros = int(np.count_nonzero(chunk == 0))
-        pos = int(np.count_nonzero(chunk > 0))
-        self.zeros += zeros
-        self.positives += pos
-        self.negatives += n - zeros - pos
-        m = s / n
-        d = np.subtract(chunk, chunk.dtype.type(m))
-        m2 = float(np.dot(d, d))
-        abs_sum = float(np.add.reduce(np.abs(chunk, out=d)))
-        if not (math.isfinite(m2) and math.isfinite(abs_sum)):
-            # finite values near the float32 limit: their squares or sums overflow float32
-            x = chunk.astype(np.float64)
-            dx = x - m
-            m2 = float(np.dot(dx, dx))
-            abs_sum = float(np.add.reduce(np.abs(x)))
-        self.abs_sum += abs_sum
-        self.min = min(self.min, float(chunk.min()))
-        self.max = max(self.max, float(chunk.max()))
+        self.zeros += p.zeros
+        self.positives += p.positives
+        self.negatives += n - p.zeros - p.positives
+        self.abs_sum += p.abs_sum
+        self.min = min(self.min, p.min)
+        self.max = max(self.max, p.max)
         total = self.n + n
-        delta = m - self.mean
-        self.m2 += m2 + delta * delta * self.n * n / total
+        delta = p.mean - self.mean
+        self.m2 += p.m2 + delta * delta * self.n * n / total
         self.mean += delta * n / total
         self.n = total
 
@@ -161,10 +184,10 @@ def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, flo
     acc = _Acc()
     counts = {r: 0 for r in ranges}
     # One errstate for the whole tensor, not one per reduction: Inf, NaN and overflowing float32
-    # sums are handled by _Acc.add itself (a warning would say nothing more).
+    # sums are handled by _Part itself (a warning would say nothing more).
     with np.errstate(over="ignore", invalid="ignore"):
         for c in chunks:
-            acc.add(c)
+            acc.merge(_Part(c))
             if ranges and c.dtype.kind in "biuf":
                 for lo, hi in ranges:
                     counts[(lo, hi)] += int(np.count_nonzero((c >= lo) & (c <= hi)))

@@ -452,3 +452,74 @@ def test_changed_file_after_listing_is_reported(tmp_path: Any) -> None:
         it.add(0, "n", "Op", "output", 0, values=np.zeros(5))
     with pytest.raises(CorruptFileError, match="changed since"):
         src.array()
+
+
+def _spec_digest(a: np.ndarray) -> str:
+    """The digest as docs/tdbg-h5-format.md defines it, computed here from its text."""
+    import xxhash
+
+    le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype)
+    return xxhash.xxh3_128(b"tdbg-h5 v2\0" + a.dtype.name.encode() + b"\0"
+                           + np.asarray(a.shape, "<i8").tobytes() + b"\0" + le.tobytes()).hexdigest()
+
+
+def test_digest_is_the_specified_xxh3(tmp_path: Any) -> None:
+    root = str(tmp_path / "d")
+    with DumpWriter(root, rank=0, saved="statistics") as w:
+        with w.iteration(0) as it:
+            for name, a in ARRAYS.items():
+                it.add(0, name, "Op", "output", 0, values=a)
+    got = tensor_map(open_rank(root), 0, 0)
+    for name, a in ARRAYS.items():
+        assert digest_of(a) == got[(name, "output", 0)].source.digest() == _spec_digest(a), name
+    assert len({_spec_digest(a) for a in ARRAYS.values()}) == len(ARRAYS)
+
+
+def _as_version_1(root: str) -> None:
+    """Rewrite a dump as tdbg-h5 version 1 wrote it: version 1 everywhere, blake2b-128 digests."""
+    import hashlib
+    import json
+
+    def v1(a: np.ndarray) -> bytes:
+        h = hashlib.blake2b(digest_size=16, person=b"tdbg-h5 v1")
+        h.update(a.dtype.name.encode() + b"\0")
+        h.update(np.asarray(a.shape, "<i8").tobytes() + b"\0")
+        h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest().encode()
+
+    for path in (os.path.join(root, "tdbg_dump.json"), os.path.join(root, "rank_0", "rank.json")):
+        with open(path) as f:
+            meta = json.load(f)
+        with open(path, "w") as f:
+            json.dump(meta | {"version": 1}, f)
+    for name in os.listdir(os.path.join(root, "rank_0")):
+        if name.endswith(".h5"):
+            with h5py.File(os.path.join(root, "rank_0", name), "r+") as f:
+                f.attrs["version"] = 1
+                if "graph_0/index" in f:
+                    rows = f["graph_0/index"][()]
+                    for i, row in enumerate(rows):
+                        rows["digest"][i] = v1(f[row["values"].decode()][()])
+                    f["graph_0/index"][...] = rows
+
+
+def test_version_1_dump_reads_with_its_own_digests(tmp_path: Any) -> None:
+    a = ARRAYS["f32"]
+    roots = {}
+    for version in (1, 2):
+        root = roots[version] = str(tmp_path / f"v{version}")
+        with DumpWriter(root, rank=0, saved="values") as w:
+            with w.iteration(0) as it:
+                it.add(0, "a", "Op", "output", 0, values=a)
+                it.add(0, "same", "Op", "output", 0, values=a.copy())
+                it.add(0, "other", "Op", "output", 0, values=a + 1)
+        if version == 1:
+            _as_version_1(root)
+    old, new = (tensor_map(open_rank(roots[v]), 0, 0) for v in (1, 2))
+    d = {k[0]: t.source.digest() for k, t in old.items()}
+    assert d["a"] == d["same"] != d["other"] and d["a"].startswith(layout.V1_DIGEST_PREFIX)
+    assert np.array_equal(old[("a", "output", 0)].source.array(), a)
+    # the same bits under the two algorithms: never equal, and not passed off as a version 2 digest
+    assert d["a"] != new[("a", "output", 0)].source.digest() and not DumpWriter.is_digest(d["a"])
+    with pytest.raises(DumpError, match="version 1, this writer writes 2"):
+        DumpWriter(roots[1], rank=1)

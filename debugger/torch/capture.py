@@ -118,9 +118,9 @@ def flat_tensors(x: Any) -> Iterator[torch.Tensor]:
             yield from flat_tensors(v)
 
 
-def arg_groups(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, bool]]:
-    """Tensor arguments in schema order as (tensor or list of tensors, written in place)."""
-    out: list[tuple[Any, bool]] = []
+def arg_groups(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, bool, bool]]:
+    """Tensor arguments in schema order as (tensor or list of tensors, written in place, an out= argument)."""
+    out: list[tuple[Any, bool, bool]] = []
     schema = func._schema
     for i, a in enumerate(schema.arguments):
         if i < len(args):
@@ -131,9 +131,9 @@ def arg_groups(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list
             continue
         write = bool(a.alias_info is not None and a.alias_info.is_write)
         if isinstance(v, torch.Tensor):
-            out.append((v, write))
+            out.append((v, write, a.is_out))
         elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) or e is None for e in v):
-            out.append(([e for e in v], write))
+            out.append(([e for e in v], write, a.is_out))
     return out
 
 

@@ -413,8 +413,8 @@ class Recorder:
         C.tag_pending(g)
         op, routing, collective, per_rank = C.op_hints(func)
         scope, path, source, backward = self._scope()
-        groups = [(v, w) for v, w in C.arg_groups(func, args, kwargs)]
-        lists = [v for v, _ in groups if isinstance(v, list) and v]
+        groups = C.arg_groups(func, args, kwargs)
+        lists = [v for v, _, _ in groups if isinstance(v, list) and v]
         n = len(lists[0]) if lists else 0
         elements = range(n) if lists else range(1)
         want = self._want(path, op)
@@ -422,7 +422,9 @@ class Recorder:
         for e in elements:
             ins: list[torch.Tensor] = []
             writes: list[torch.Tensor] = []
-            for v, w in groups:
+            # an out= argument is written whatever it held, like the destination of copy_: never read
+            overwritten: set[int] = set()
+            for v, w, out in groups:
                 if isinstance(v, list):
                     if len(v) != n or v[e] is None:
                         continue
@@ -432,9 +434,10 @@ class Recorder:
                 ins.append(t)
                 if w:
                     writes.append(t)
+                if out or (w and op in C.OVERWRITE):
+                    overwritten.add(id(t))
             name = g.fresh_name(scope, op)
             srcs = []
-            overwritten = {id(w) for w in writes} if op in C.OVERWRITE else set()
             forward = not backward and self._in_step is None
             for slot, t in enumerate(ins):
                 read = id(t) not in overwritten
@@ -442,7 +445,7 @@ class Recorder:
                 srcs.append(src)
                 if leaf is not None and want and read:
                     self._capture(name, op, "input", slot, t, exact=True, reuse=True)
-            nodes.append((name, ins, writes, srcs))
+            nodes.append((name, ins, writes, srcs, overwritten))
         return (op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want)
 
     def _after(self, pre: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -452,12 +455,12 @@ class Recorder:
         if collective:
             _wait(out)
         returned = [t for t in C.flat_tensors(out)]
-        for _, _, writes, _ in nodes:
+        for _, _, writes, _, _ in nodes:
             for w in writes:
                 p = C.storage_ptr(w)
                 if p in self._leaf_by_ptr or p in self._grad_ptrs:
                     self._writes[p] = self._writes.get(p, 0) + 1
-        for e, (name, ins, writes, srcs) in enumerate(nodes):
+        for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
             if lists:
                 outs = [returned[e]] if len(returned) == len(nodes) else writes
             else:
@@ -475,7 +478,6 @@ class Recorder:
             value_inputs = traced[:1] if is_routing else traced
             if is_routing and traced:
                 g.value_of[name] = traced[0]
-            overwritten = {id(w) for w in writes} if op in C.OVERWRITE else set()
             rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
                                                       for s, t in zip(srcs, ins)],
                              outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in outs],

@@ -295,3 +295,31 @@ def test_single_sample_planted_problems_and_healthy_run_quiet(tmp_path: pytest.T
     assert p.returncode == 0, p.stderr[-2000:]
     res = run_cli("scan", healthy, "--preset", "recommended", "--json", "--no-cache")
     assert res.code == 0 and res.json["hits"] == [], res.out[-2000:]
+
+
+def test_out_argument_is_overwritten_not_read(tmp_path: pytest.TempPathFactory) -> None:
+    """An out= destination is written whatever it held (as DDP's first backward writes gradients into
+    bucket memory allocated before the recorder started): its old bits are no input of the op."""
+    import torch
+
+    from debugger.torch import Recorder
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    bucket = torch.full((4, 2), float("nan"))       # memory nobody initialised, made before recording
+    out = str(tmp_path / "d")
+    with Recorder(out, model, opt) as rec:
+        y = model(torch.ones(4, 3))
+        torch.mul(y.detach(), 2.0, out=bucket)
+        loss = (y * bucket).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        rec.step()
+    res = run_cli("scan", out, "--watch", "tensor_overflow", "--json", "--no-cache")
+    assert res.code == 0 and res.json["hits"] == [], res.out[-2000:]
+    g = open_dump(out).ranks[0].graphs[0]
+    mul = next(n for n, a in g.nx.nodes.items() if a.get("op_type") == "mul" and not a.get("is_backward"))
+    edges = {src: kind for src, _, kind in g.nx.in_edges(mul, data="edge")}
+    assert sorted(edges.values()) == ["control", "data"], edges

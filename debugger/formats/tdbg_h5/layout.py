@@ -5,7 +5,6 @@ names in code, so the writer and the reader cannot drift apart.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -13,9 +12,13 @@ import secrets
 from typing import Iterable
 
 import numpy as np
+import xxhash
 
 FORMAT_NAME = "tdbg-h5"
-VERSION = 1
+VERSION = 2
+# Version 1 files hold blake2b-128 digests, version 2 xxh3-128 ones (same framing): a version 1
+# digest is read with this prefix, so it never equals (nor passes for) a version 2 one.
+V1_DIGEST_PREFIX = "blake2b:"
 
 MARKER = "tdbg_dump.json"          # DUMP/tdbg_dump.json: {"format": "tdbg-h5", "version": 1}
 RANK_JSON = "rank.json"            # DUMP/rank_R/rank.json: the rank's metadata
@@ -85,10 +88,16 @@ DIGEST_SIZE = 16                   # bytes; stored as 32 lowercase hex character
 
 
 class Digest:
-    """blake2b-128 over ``dtype name, NUL, shape as little-endian int64, NUL, C-order little-endian bytes``."""
+    """xxh3-128 over ``"tdbg-h5 v2", NUL, dtype name, NUL, shape as little-endian int64, NUL,
+    C-order little-endian bytes``.
+
+    Not a cryptographic hash, and it need not be: the digest is stored data that whoever writes a
+    file chooses anyway; it only has to tell two tensors apart by accident (2**-128), and at
+    ~30 GB/s it costs a recorder 30 times less than blake2b did (version 1).
+    """
 
     def __init__(self, dtype: np.dtype, shape: tuple[int, ...]) -> None:
-        self._h = hashlib.blake2b(digest_size=DIGEST_SIZE, person=b"tdbg-h5 v1")
+        self._h = xxhash.xxh3_128(b"tdbg-h5 v2\0")
         self._h.update(np.dtype(dtype).name.encode("ascii") + b"\0")
         self._h.update(np.asarray(shape, dtype="<i8").tobytes() + b"\0")
 

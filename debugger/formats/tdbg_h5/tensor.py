@@ -99,7 +99,13 @@ def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
             known = np.asarray(mask[:, order], bool)
     return GraphTable(strings(rows["node"]), strings(rows["op_type"]), [L.IO_CODES[int(x)] for x in rows["io"]],
                       [int(x) for x in rows["slot"]], dtypes, [d.name for d in dtypes], shapes, sizes, values, offsets,
-                      [d.decode("ascii") for d in rows["digest"]], stats, known)
+                      _digests(rows["digest"], f.attrs.get("version", L.VERSION)), stats, known)
+
+
+def _digests(column: np.ndarray, version: Any) -> list[str]:
+    """The stored digests; a version 1 file's (blake2b) tagged so none equals a version 2 one."""
+    prefix = L.V1_DIGEST_PREFIX if int(version) < 2 else ""
+    return [prefix + d.decode("ascii") if d else "" for d in column]
 
 
 def _verify_offsets(f: Any, path: str, values: list[str], offsets: list[int]) -> None:

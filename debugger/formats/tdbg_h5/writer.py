@@ -83,7 +83,7 @@ class DumpWriter:
 
     @staticmethod
     def is_digest(digest: object) -> bool:
-        """Whether ``digest`` is one of this format's (blake2b-128 of dtype, shape and bytes, in hex):
+        """Whether ``digest`` is one of this version's (xxh3-128 of dtype, shape and bytes, in hex):
         another format's checksum (msprobe's md5 with dtype and shape) is not, and is left out."""
         return isinstance(digest, str) and len(digest) == 2 * L.DIGEST_SIZE and not set(digest) - _HEX
 

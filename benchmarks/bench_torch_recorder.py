@@ -8,7 +8,9 @@ see the same machine load (a shared machine's load changes from minute to minute
     python benchmarks/bench_torch_recorder.py [--size 112] [--steps 4] [--warmup 1] [--threads 2]
         [--msprobe /work/msprobe_env/bin/python] [--skip-msprobe] [--modes plain,...] [--pairs]
 
-Modes: plain training (plain vs plain: the noise floor); Recorder save="statistics"; Recorder
+Modes: plain training (plain vs plain: the noise floor); Recorder save="statistics"; the same
+recording 3 steps in a row then waiting for their files ("statistics:steady": a run that records
+every step, where the writer thread overlaps a step's write with the next step); Recorder
 save="tensors"; msprobe PrecisionDebugger (task "statistics" and "tensor", level "mix" and "L1")
 when its Python is given. A recorded step includes waiting for its iteration's file (no overlap
 with the next step is credited). Prints per mode the median plain and mode seconds per step, the
@@ -90,6 +92,23 @@ if mode == "plain":
     for _ in range(2 * n):
         t0 = time.perf_counter(); one_step(); plain.append(time.perf_counter() - t0)
     timed = plain[1::2]; plain = plain[0::2]
+elif mode.startswith("recorder") and mode.endswith(":steady"):
+    # Blocks of K plain steps and K recorded ones alternate; a recorded block ends with flush(), so
+    # it pays for every write but the writer thread overlaps a step with the previous one's write,
+    # as in a run that records every step.
+    sys.path.insert(0, cfg["root"])
+    from debugger.torch import Recorder
+    K = 3
+    selected = [i for i in range(2 * n * K) if (i // K) % 2]
+    with Recorder(cfg["out"], model, opt, save=mode.split(":")[1], iterations=selected) as rec:
+        for b in range(2 * n):
+            t0 = time.perf_counter()
+            for _ in range(K):
+                one_step()
+                rec.step()
+            if b % 2:
+                rec.flush()
+            (timed if b % 2 else plain).append((time.perf_counter() - t0) / K)
 elif mode.startswith("recorder"):
     sys.path.insert(0, cfg["root"])
     from debugger.torch import Recorder
@@ -158,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="", help="comma-separated subset of the modes")
     ap.add_argument("--pairs", action="store_true", help="also print every measured (plain, mode) pair")
     a = ap.parse_args(argv)
-    modes = [("plain", sys.executable), ("recorder:statistics", sys.executable), ("recorder:tensors", sys.executable)]
+    modes = [("plain", sys.executable), ("recorder:statistics", sys.executable),
+             ("recorder:statistics:steady", sys.executable), ("recorder:tensors", sys.executable)]
     if not a.skip_msprobe and os.path.exists(a.msprobe):
         modes += [(f"msprobe:{t}:{lv}", a.msprobe) for t in ("statistics", "tensor") for lv in ("mix", "L1")]
     if a.modes:

@@ -18,7 +18,7 @@ def test_stats_match_numpy_across_chunk_boundaries(n):
     ref = _reference(a)
     assert s.count == n and s.nan == 0
     for k, v in ref.items():
-        # float32 data is summed in float32 (pairwise): ~1e-7 relative, as precise as the data
+        # float32 data is summed in float32 (SIMD lanes): ~1e-7 relative, as precise as the data
         assert getattr(s, k) == pytest.approx(v, rel=2e-6, abs=1e-12), k
 
 
@@ -57,3 +57,17 @@ def test_stats_roundtrip_through_dict():
 def test_histogram_ignores_nonfinite_values():
     h = histogram(np.array([0.0, 1.0, np.nan, np.inf, 1.0]), bins=2)
     assert sum(h["counts"]) == 3 and h["edges"][0] == 0.0 and h["edges"][-1] == 1.0
+
+
+@pytest.mark.parametrize("mean,std", [(0, 1), (1, 1), (-3, 2), (1, 0.01), (1, 1e-4), (100, 1), (1e4, 1)])
+def test_float32_statistics_are_accurate_whatever_the_mean(mean, std):
+    """Sums stay in float32 for speed; the spread must survive a mean far larger than it
+    (a BatchNorm variance near 1, a weight near its initial value)."""
+    a = (np.random.default_rng(0).standard_normal(700_000) * std + mean).astype(np.float32)
+    b = a.astype(np.float64)
+    st = tensor_stats(a)
+    assert st.std == pytest.approx(b.std(ddof=1), rel=1e-5)
+    assert st.mean == pytest.approx(b.mean(), rel=1e-6, abs=1e-7 * std)
+    assert st.l2norm == pytest.approx(np.sqrt(np.dot(b, b)), rel=1e-6)
+    assert st.abs_mean == pytest.approx(np.abs(b).mean(), rel=1e-6)
+    assert (st.min, st.max) == (b.min(), b.max())

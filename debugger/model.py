@@ -217,21 +217,27 @@ class Rank:
     def _build_index(self, graphs: dict[int, Graph]) -> dict[tuple[int, int], list[TensorRef]]:
         out: dict[tuple[int, int], list[TensorRef]] = {}
         unmatched: dict[int, set[str]] = defaultdict(set)
+        rank = self.rank
         for gid in self.graph_ids:
             graph = graphs.get(gid)
             record = graph.record if graph is not None else None
             order = graph.execution_index if graph is not None else {}
-            attrs = graph.nx.nodes if graph is not None else {}
+            last = len(order)
+            # (kind, param) per node, read once per graph, not once per tensor of every iteration
+            hints = ({n: (a.get("kind", "other"), a.get("param")) for n, a in graph.nx.nodes(data=True)}
+                     if graph is not None else {})
             for it in self.reader.iterations(gid):
-                refs = []
+                keyed = []
                 for rec in self.reader.tensors(gid, it, record):
-                    a = attrs[rec.node] if rec.matched and rec.node in attrs else {}
+                    node = rec.node
+                    kind, param = (hints.get(node) or _NO_HINTS) if rec.matched else _NO_HINTS
                     if not rec.matched:
-                        unmatched[gid].add(rec.node)
-                    refs.append(TensorRef(self.rank, gid, it, rec.node, rec.op_type, rec.io, rec.slot, rec.source,
-                                          a.get("kind", "other"), a.get("param"), rec.dtype_name, rec.matched))
-                refs.sort(key=lambda r: (order.get(r.node, len(order)), r.node, r.io != "input", r.slot))
-                out[(gid, it)] = refs
+                        unmatched[gid].add(node)
+                    keyed.append(((order.get(node, last), node, rec.io != "input", rec.slot),
+                                  TensorRef(rank, gid, it, node, rec.op_type, rec.io, rec.slot, rec.source,
+                                            kind, param, rec.dtype_name, rec.matched)))
+                keyed.sort(key=_first)
+                out[(gid, it)] = [ref for _, ref in keyed]
         for gid, unknown in sorted(unmatched.items()):
             if gid in graphs:
                 shown = ", ".join(sorted(unknown)[:3])
@@ -301,6 +307,13 @@ class Rank:
         for gid, g in self.graphs.items():
             hits.extend((gid, n) for n in g.nx.nodes if n.endswith("/" + name))
         return hits
+
+
+_NO_HINTS = ("other", None)
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
 
 
 class GraphCache:

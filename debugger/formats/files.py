@@ -84,6 +84,12 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
+def open_dir(path: str) -> int:
+    """A descriptor of the folder ``path``, to close (OSError when it is none or cannot be opened): the stats
+    of its entries by name relative to it (``os.stat(name, dir_fd=fd)``) skip walking the whole path each time."""
+    return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
 def hash_entries(h: Any, folder: str, prefix: str = "", skip: frozenset[str] = frozenset()) -> None:
     """Feed ``h`` (a hashlib object) the name, size and mtime of every entry of ``folder``, in name
     order (links not followed; an unlistable folder or a vanished entry adds nothing): a folder's

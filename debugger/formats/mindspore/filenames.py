@@ -73,6 +73,42 @@ def parse_tensor_file_name(name: str) -> TensorFileName | None:
     return TensorFileName(op_type, op_name, int(task), int(stream), int(ts), io, int(slot), fmt, dtype)
 
 
+# For parse_tensor_file_names: the usual spellings of the dtype field (others: parse_tensor_file_name),
+# and the four numbers and the format of a name's tail checked in one match.
+_DTYPE_SPELLINGS = {**_DTYPES, **{k.capitalize(): v for k, v in _DTYPES.items()}, "BFloat16": "bfloat16",
+                    "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32", "UInt64": "uint64"}
+_TAIL = re.compile(r"[0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[A-Za-z][A-Za-z0-9_]*", re.ASCII).fullmatch
+
+
+def parse_tensor_file_names(names: list[str]) -> list[TensorFileName | None]:
+    """:func:`parse_tensor_file_name` of each name, in order; faster for many names (a folder's)."""
+    # The usual names are taken apart inline; any name this loop is not sure of goes through
+    # parse_tensor_file_name itself, so both agree on every name (tests/test_filenames.py compares them).
+    out: list[TensorFileName | None] = []
+    append = out.append
+    new = tuple.__new__
+    io_words, spellings, tail = _IO, _DTYPE_SPELLINGS, _TAIL
+    for n in names:
+        p = n.rsplit(".", 8)   # head, task, stream, timestamp, io, slot, format, dtype, npy
+        if len(p) == 9 and p[8] == "npy" and p[4] in io_words:
+            head, task, stream, ts, io, slot, fmt, dtype = p[:8]
+            dtype = spellings.get(dtype)
+        else:
+            p = n.rsplit(".", 7)
+            if len(p) != 8 or p[7] != "npy" or p[4] not in io_words:
+                append(parse_tensor_file_name(n))
+                continue
+            head, task, stream, ts, io, slot, fmt = p[:7]
+            dtype = None
+        i = head.find(".")
+        if (i <= 0 or i == len(head) - 1 or (dtype is None and len(p) == 9)
+                or tail(f"{task}.{stream}.{ts}.{slot}.{fmt}") is None):
+            append(parse_tensor_file_name(n))
+            continue
+        append(new(TensorFileName, (head[:i], head[i + 1:], int(task), int(stream), int(ts), io, int(slot), fmt, dtype)))
+    return out
+
+
 def numpy_dtype(name: str | None) -> np.dtype | None:
     """A numpy dtype for a dtype name, None when numpy lacks it (bfloat16)."""
     if name is None:

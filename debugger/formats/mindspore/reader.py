@@ -131,14 +131,20 @@ class MindSporeRank(RankReader):
         files = self.listing.tensors.get((graph_id, iteration), [])
         rows = self._stat_rows(graph_id, iteration)
         names = match_files(graph, list(files) + [TensorFile(r.where, r.name, 0) for r in rows])
-        newest: dict[tuple[str, str, int], tuple[int, TensorRecord]] = {}
+        # the newest file of each (node, io, slot) first, then one record per winner
+        best: dict[tuple[str, str, int], tuple[int, TensorFile, str | None]] = {}
+        get = names.get
         for f in files:
-            node = names.get(f.name.op_name)
-            rec = TensorRecord(node or f.name.op_name, f.name.op_type, f.name.io, f.name.slot,
-                               NpyTensor(f.path, f.size, f.mtime_ns), f.name.dtype, node is not None)
-            k = (rec.node, rec.io, rec.slot)
-            if k not in newest or f.name.timestamp > newest[k][0]:
-                newest[k] = (f.name.timestamp, rec)
+            n = f.name
+            node = get(n.op_name)
+            k = (node or n.op_name, n.io, n.slot)
+            old = best.get(k)
+            if old is None or n.timestamp > old[0]:
+                best[k] = (n.timestamp, f, node)
+        newest: dict[tuple[str, str, int], tuple[int, TensorRecord]] = {
+            k: (ts, TensorRecord(k[0], f.name.op_type, k[1], k[2], NpyTensor(f.path, f.size, f.mtime_ns), f.name.dtype,
+                                 node is not None))
+            for k, (ts, f, node) in best.items()}
         # saved_data statistic: a row is the tensor; full: the .npy beside it wins (its values give every statistic)
         stat_newest: dict[tuple[str, str, int], tuple[int, StatRow]] = {}
         for r in rows:

@@ -4,11 +4,10 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import cached_property
-from typing import Any
 
 from ...errors import CorruptFileError, DumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
-from ..files import read_bytes
+from ..files import hash_tree, read_bytes
 from ..npy import NpyTensor
 from ..records import GraphRecord
 from . import exec_order as eo
@@ -191,33 +190,8 @@ class MindSporeRank(RankReader):
     def fingerprint(self) -> str:
         """Names, sizes and mtimes of every file under the rank dir."""
         h = hashlib.blake2b(digest_size=16)
-        _hash_tree(self.path, h)
+        hash_tree(h, self.path)
         return h.hexdigest()
-
-
-def _hash_tree(path: str, h: Any) -> None:
-    parts: list[str] = []
-    stack = [path]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        names = []
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
-                continue
-            try:
-                st = e.stat()
-            except OSError:
-                continue
-            names.append(f"{e.name}|{st.st_size}|{st.st_mtime_ns}")
-        names.sort()
-        parts.append(d + "\n" + "\n".join(names))
-    parts.sort()
-    h.update("\n".join(parts).encode("utf-8", "surrogateescape"))
 
 
 class MindSporeFormat(Format):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from array import array
 import stat
+from array import array
 from typing import Any, BinaryIO
 
 from ..errors import CorruptFileError

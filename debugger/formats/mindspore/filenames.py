@@ -85,7 +85,7 @@ _TAIL = re.compile(r"[0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[A-Za-z
 def parse_tensor_file_names(names: list[str]) -> list[TensorFileName | None]:
     """:func:`parse_tensor_file_name` of each name, in order; faster for many names (a folder's)."""
     # The usual names are taken apart inline; any name this loop is not sure of goes through
-    # parse_tensor_file_name itself, so both agree on every name (tests/test_filenames.py compares them).
+    # parse_tensor_file_name itself, so both agree on every name (tests/test_filenames_many.py checks it).
     out: list[TensorFileName | None] = []
     append = out.append
     new = tuple.__new__

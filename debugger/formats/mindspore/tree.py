@@ -6,8 +6,8 @@ import io
 import json
 import os
 import re
-from stat import S_ISREG
 from dataclasses import dataclass, field
+from stat import S_ISREG
 from typing import NamedTuple
 
 from ...errors import CorruptFileError

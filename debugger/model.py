@@ -20,7 +20,7 @@ from .selection import ranges_text
 from .source import SourceIndex
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorRef:
     """One dumped tensor: what it belongs to, and its source; values are read on demand."""
 

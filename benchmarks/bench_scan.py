@@ -118,7 +118,8 @@ def main() -> None:
         run_tree(cached)   # fills the cache (the cached re-scans below read it)
         base_cached = base_info = None
         if own.baseline:
-            base_cached = in_checkout([*tdbg, "scan", "--cache-dir", base_cache, "--jobs", str(a.jobs), dump], own.baseline)
+            base_cached = in_checkout([*tdbg, "scan", "--cache-dir", base_cache, "--jobs", str(a.jobs), dump],
+                                      own.baseline)
             base_info = in_checkout(info, own.baseline)
             run_tree(base_cached)
         warm: dict[str, list] = {"cat": [], "numpy_loop": [], "scan_first": [], "scan_cached": [], "info": [],
@@ -162,7 +163,8 @@ def main() -> None:
         got["peak_tree_pss_mb"] = max(got["peak_tree_pss_mb"], rep["scan_first_cold"]["peak_tree_pss_mb"])
     rep["goals"] = {k: {"goal": GOALS[k], "measured": round(v, 3), "met": v <= GOALS[k]} for k, v in got.items()}
     # The goal of 0.2 s lies below what one stat per file costs on some machines: the floor, side by side
-    rep["cached_rescan_vs_stat_floor"] = round(rep["scan_cached_warm"]["seconds"] / rep["stat_floor_warm"]["seconds"], 2)
+    rep["cached_rescan_vs_stat_floor"] = round(rep["scan_cached_warm"]["seconds"]
+                                               / rep["stat_floor_warm"]["seconds"], 2)
     rep["tdbg"] = ROOT
     print(json.dumps(rep, indent=2))
 

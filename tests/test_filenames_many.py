@@ -27,7 +27,8 @@ TRICKY = [
     "Conv2D.op.0.0.123456789012345678.output.0.ND.npy", "Conv2D.op.0.0.1234567890123456789.output.0.ND.npy",
     "Conv2D.op.0.0.123456789012345678.output.0.ND.Float32.npy",
     "Conv2D.op.0.0.1234567890123456789.output.0.ND.Float32.npy",
-    "Conv2D.op.0.0.12.output.².ND.npy", "Conv2D.op.٣.0.12.output.0.ND.Float32.npy", "Conv2D.op.0.0.1٢.output.0.ND.npy",
+    "Conv2D.op.0.0.12.output.².ND.npy", "Conv2D.op.٣.0.12.output.0.ND.Float32.npy",
+    "Conv2D.op.0.0.1٢.output.0.ND.npy",
     "Conv2D.op.0.0.12.output.-1.ND.npy", "Conv2D.op.0.0.12.output.+1.ND.npy", "Conv2D.op.0.0.1 2.output.0.ND.npy",
     "Conv2D.op..0.12.output.0.ND.npy", "Conv2D.op.0..12.output.0.ND.npy", "Conv2D.op.0.0..output.0.ND.npy",
     "Conv2D.op.0.0.12.output..ND.npy", "Conv2D.op.0.0.0012.output.007.ND.npy",
@@ -41,11 +42,13 @@ TRICKY = [
     "Parameter.output.0.0.12.input.0.DefaultFormat.Float32.npy", "output.op.0.0.12.output.0.ND.npy",
     # op type and op name: the first field, the rest (dots and all), never empty
     "Conv2D..0.0.12.output.0.ND.npy", ".op.0.0.12.output.0.ND.npy", "..0.0.12.output.0.ND.npy",
-    "Conv2D...0.0.12.output.0.ND.npy", "Conv2D.a..b.0.0.12.output.0.ND.Float32.npy", "Conv2D.a.b.c.d.e.f.g.h.0.0.1.output.0.ND.npy",
+    "Conv2D...0.0.12.output.0.ND.npy", "Conv2D.a..b.0.0.12.output.0.ND.Float32.npy",
+    "Conv2D.a.b.c.d.e.f.g.h.0.0.1.output.0.ND.npy",
     "Conv2D..0.0.12.output.0.ND.Float32.npy", ".op.0.0.12.output.0.ND.Float32.npy",
     "Conv2D.0.0.12.output.0.ND.npy", "0.0.12.output.0.ND.npy", "Conv2D.op.0.12.output.0.ND.npy",
     "Conv2D.op.0.0.12.output.0.ND.Float32", "Conv2D.op.0.0.12.output.0.ND", ".npy", "npy", "", ".", "........npy",
-    "Conv2D.op.0.0.12.output.0.ND.Float32.npy ", " Conv2D.op.0.0.12.output.0.ND.npy", "Ünï.cödé-op0.0.0.12.output.0.ND.npy",
+    "Conv2D.op.0.0.12.output.0.ND.Float32.npy ", " Conv2D.op.0.0.12.output.0.ND.npy",
+    "Ünï.cödé-op0.0.0.12.output.0.ND.npy",
     "Conv2D.\udcff.0.0.12.output.0.ND.npy", "Conv2D." + "x" * 300 + ".0.0.12.output.0.ND.Float32.npy",
 ]
 

@@ -132,3 +132,22 @@ def test_hash_tree_and_hash_entries_see_an_in_place_rewrite(tmp_path: Any) -> No
     h = hashlib.blake2b(digest_size=16)
     hash_tree(h, str(tmp_path / "absent"))            # an absent or unlistable folder adds nothing
     assert h.hexdigest() == hashlib.blake2b(digest_size=16).hexdigest()
+
+
+def test_without_folder_descriptors_listing_and_key_are_the_same(make_dump: Any, monkeypatch: Any) -> None:
+    # where the platform cannot stat relative to a folder descriptor (Windows), every stat goes by full path
+    import debugger.formats.files as files
+
+    dump = make_dump(iterations=2)
+    with_fd = open_dump(dump)
+    assert files._DIR_FD
+    monkeypatch.setattr(files, "_DIR_FD", False)
+    by_path = open_dump(dump)
+    assert by_path.fingerprint() == with_fd.fingerprint()
+    a, b = with_fd.ranks[0].reader.listing, by_path.ranks[0].reader.listing
+    assert a.tensors == b.tensors and a.warnings == b.warnings and sum(map(len, a.tensors.values())) > 50
+    h1, h2 = hashlib.blake2b(), hashlib.blake2b()
+    hash_entries(h1, os.path.join(dump, "rank_0", "graphs"))
+    monkeypatch.setattr(files, "_DIR_FD", True)
+    hash_entries(h2, os.path.join(dump, "rank_0", "graphs"))
+    assert h1.hexdigest() == h2.hexdigest()

@@ -86,12 +86,24 @@ def _kind(mode: int) -> str:
 
 
 _S_IFMT, _S_IFLNK, _S_IFDIR = 0o170000, stat.S_IFLNK, stat.S_IFDIR
+# Stat a folder's entries relative to a descriptor of it where the platform can (not Windows): the
+# kernel then does not walk the whole path again for each of thousands of files.
+_DIR_FD = os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
 
 
-def open_dir(path: str) -> int:
-    """A descriptor of the folder ``path``, to close (OSError when it is none or cannot be opened): the stats
-    of its entries by name relative to it (``os.stat(name, dir_fd=fd)``) skip walking the whole path each time."""
-    return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+def open_dir(path: str) -> tuple[int | None, str]:
+    """``(fd, where)`` to stat the entries of the folder ``path`` as ``os.stat(where + name, dir_fd=fd)``: a
+    descriptor of the folder and "" where the platform allows, else None and the folder's path with a
+    separator. Close with :func:`close_dir`; OSError when the folder cannot be opened."""
+    if not _DIR_FD:
+        return None, os.path.join(path, "")
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)), ""
+
+
+def close_dir(fd: int | None) -> None:
+    """Close what :func:`open_dir` opened."""
+    if fd is not None:
+        os.close(fd)
 
 
 def hash_entries(h: Any, folder: str, prefix: str = "", skip: frozenset[str] = frozenset()) -> None:
@@ -100,7 +112,7 @@ def hash_entries(h: Any, folder: str, prefix: str = "", skip: frozenset[str] = f
     part of a dump's fingerprint, which changes when a file is added, removed or rewritten."""
     try:
         names = sorted(n for n in os.listdir(folder) if n not in skip)
-        fd = open_dir(folder)
+        fd, where = open_dir(folder)
     except OSError:
         return
     kept: list[str] = []
@@ -108,14 +120,14 @@ def hash_entries(h: Any, folder: str, prefix: str = "", skip: frozenset[str] = f
     try:
         for n in names:
             try:
-                st = os.stat(n, dir_fd=fd, follow_symlinks=False)   # relative to the folder: no path walk
+                st = os.stat(where + n, dir_fd=fd, follow_symlinks=False)
             except OSError:
                 continue
             kept.append(prefix + n)
             numbers.append(st.st_size)
             numbers.append(st.st_mtime_ns)
     finally:
-        os.close(fd)
+        close_dir(fd)
     _hash_names(h, kept, numbers)
 
 
@@ -130,7 +142,7 @@ def hash_tree(h: Any, root: str) -> None:
         d = stack.pop()
         try:
             names = os.listdir(d)
-            fd = open_dir(d)
+            fd, where = open_dir(d)
         except OSError:
             continue
         kept: list[str] = []
@@ -139,10 +151,10 @@ def hash_tree(h: Any, root: str) -> None:
         try:
             for n in sorted(names):
                 try:
-                    st = stat_at(n, dir_fd=fd, follow_symlinks=False)
+                    st = stat_at(where + n, dir_fd=fd, follow_symlinks=False)
                     kind = st.st_mode & _S_IFMT
                     if kind == _S_IFLNK:
-                        st = stat_at(n, dir_fd=fd)   # a link is hashed as what it points to, never walked into
+                        st = stat_at(where + n, dir_fd=fd)   # a link is hashed as what it points to, never walked into
                     elif kind == _S_IFDIR:
                         stack.append(os.path.join(d, n))
                         continue
@@ -151,7 +163,7 @@ def hash_tree(h: Any, root: str) -> None:
                 keep(n)
                 number((st.st_size, st.st_mtime_ns))
         finally:
-            os.close(fd)
+            close_dir(fd)
         folders.append((d, kept, numbers))
     folders.sort(key=lambda f: f[0])
     for d, kept, numbers in folders:

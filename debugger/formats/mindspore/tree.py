@@ -11,7 +11,7 @@ from stat import S_ISREG
 from typing import NamedTuple
 
 from ...errors import CorruptFileError
-from ..files import is_number, open_dir, read_text
+from ..files import close_dir, is_number, open_dir, read_text
 from .filenames import TensorFileName, parse_tensor_file_name, parse_tensor_file_names
 
 RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)
@@ -152,17 +152,17 @@ def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
     """Tensor files of one iteration dir; names that match no grammar become warnings."""
     try:
         names = os.listdir(path)
-        fd = open_dir(path)
+        fd, where = open_dir(path)
     except OSError as exc:
         warnings.append(f"{path}: cannot list ({exc.strerror})")
         return []
     try:
-        return _tensor_files(path, fd, names, warnings)
+        return _tensor_files(path, fd, where, names, warnings)
     finally:
-        os.close(fd)
+        close_dir(fd)
 
 
-def _tensor_files(path: str, fd: int, names: list[str], warnings: list[str]) -> list[TensorFile]:
+def _tensor_files(path: str, fd: int | None, where: str, names: list[str], warnings: list[str]) -> list[TensorFile]:
     npys = [n for n in names if n.endswith(".npy")]
     parsed = parse_tensor_file_names(npys)   # the whole folder in one pass
     if "mapping.csv" in names:
@@ -180,7 +180,7 @@ def _tensor_files(path: str, fd: int, names: list[str], warnings: list[str]) -> 
             bad.append(n)
             continue
         try:
-            st = stat_at(n, dir_fd=fd)   # the one stat per file (size and mtime: its identity), no path walk
+            st = stat_at(where + n, dir_fd=fd)   # the one stat per file: size and mtime make its identity
         except OSError:
             continue  # vanished between listing and stat
         if not S_ISREG(st.st_mode):

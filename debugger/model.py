@@ -20,7 +20,7 @@ from .selection import ranges_text
 from .source import SourceIndex
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorRef:
     """One dumped tensor: what it belongs to, and its source; values are read on demand."""
 
@@ -217,21 +217,33 @@ class Rank:
     def _build_index(self, graphs: dict[int, Graph]) -> dict[tuple[int, int], list[TensorRef]]:
         out: dict[tuple[int, int], list[TensorRef]] = {}
         unmatched: dict[int, set[str]] = defaultdict(set)
+        matched: dict[tuple[int, int], int] = {}
+        rank = self.rank
         for gid in self.graph_ids:
             graph = graphs.get(gid)
             record = graph.record if graph is not None else None
             order = graph.execution_index if graph is not None else {}
-            attrs = graph.nx.nodes if graph is not None else {}
+            last = len(order)
+            # (kind, param) per node, read once per graph, not once per tensor of every iteration
+            hints = ({n: (a.get("kind", "other"), a.get("param")) for n, a in graph.nx.nodes(data=True)}
+                     if graph is not None else {})
             for it in self.reader.iterations(gid):
-                refs = []
+                keyed = []
+                n_matched = 0
                 for rec in self.reader.tensors(gid, it, record):
-                    a = attrs[rec.node] if rec.matched and rec.node in attrs else {}
-                    if not rec.matched:
-                        unmatched[gid].add(rec.node)
-                    refs.append(TensorRef(self.rank, gid, it, rec.node, rec.op_type, rec.io, rec.slot, rec.source,
-                                          a.get("kind", "other"), a.get("param"), rec.dtype_name, rec.matched))
-                refs.sort(key=lambda r: (order.get(r.node, len(order)), r.node, r.io != "input", r.slot))
-                out[(gid, it)] = refs
+                    node = rec.node
+                    if rec.matched:
+                        kind, param = hints.get(node) or _NO_HINTS
+                        n_matched += 1
+                    else:
+                        kind, param = _NO_HINTS
+                        unmatched[gid].add(node)
+                    keyed.append(((order.get(node, last), node, rec.io != "input", rec.slot),
+                                  TensorRef(rank, gid, it, node, rec.op_type, rec.io, rec.slot, rec.source,
+                                            kind, param, rec.dtype_name, rec.matched)))
+                keyed.sort(key=_first)
+                out[(gid, it)] = [ref for _, ref in keyed]
+                matched[(gid, it)] = n_matched
         for gid, unknown in sorted(unmatched.items()):
             if gid in graphs:
                 shown = ", ".join(sorted(unknown)[:3])
@@ -239,15 +251,16 @@ class Rank:
                     f"{self.path}: {len(unknown)} tensor file op name(s) of graph {gid} match no graph node "
                     f"(kept under their file names): {shown}{' ...' if len(unknown) > 3 else ''}")
         if not self.info.iterations_vary:
-            self._check_complete(out)
+            self._check_complete(out, matched)
         return out
 
-    def _check_complete(self, index: dict[tuple[int, int], list[TensorRef]]) -> None:
+    def _check_complete(self, index: dict[tuple[int, int], list[TensorRef]],
+                        matched: dict[tuple[int, int], int]) -> None:
         by_graph: dict[int, list[tuple[int, int]]] = defaultdict(list)
         # Count tensors of graph nodes: a stray file in one iteration must not make the others look short.
-        has_graph = {gid for (gid, _), refs in index.items() if any(r.matched for r in refs)}
+        has_graph = {gid for (gid, it) in index if matched[(gid, it)]}
         for (gid, it), refs in index.items():
-            by_graph[gid].append((it, sum(r.matched for r in refs) if gid in has_graph else len(refs)))
+            by_graph[gid].append((it, matched[(gid, it)] if gid in has_graph else len(refs)))
         for gid, counts in by_graph.items():
             full = max(c for _, c in counts)
             for it, c in sorted(counts):
@@ -301,6 +314,13 @@ class Rank:
         for gid, g in self.graphs.items():
             hits.extend((gid, n) for n in g.nx.nodes if n.endswith("/" + name))
         return hits
+
+
+_NO_HINTS = ("other", None)
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
 
 
 class GraphCache:

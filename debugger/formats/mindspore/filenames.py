@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -71,6 +72,49 @@ def parse_tensor_file_name(name: str) -> TensorFileName | None:
     if not op_type or not op_name:
         return None
     return TensorFileName(op_type, op_name, int(task), int(stream), int(ts), io, int(slot), fmt, dtype)
+
+
+# For parse_tensor_file_names: the usual spellings of the dtype field (others: parse_tensor_file_name),
+# and the four numbers and the format of a name's tail checked in one match.
+_DTYPE_SPELLINGS = {**_DTYPES, **{k.capitalize(): v for k, v in _DTYPES.items()}, "BFloat16": "bfloat16",
+                    "UInt8": "uint8", "UInt16": "uint16", "UInt32": "uint32", "UInt64": "uint64"}
+_IO_WORDS = {w: w for w in _IO}
+_TAIL = re.compile(r"[0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[0-9]{1,18}\.[A-Za-z][A-Za-z0-9_]*", re.ASCII).fullmatch
+
+
+def parse_tensor_file_names(names: list[str]) -> list[TensorFileName | None]:
+    """:func:`parse_tensor_file_name` of each name, in order; faster for many names (a folder's)."""
+    # The usual names are taken apart inline; any name this loop is not sure of goes through
+    # parse_tensor_file_name itself, so both agree on every name (tests/test_filenames_many.py checks it).
+    out: list[TensorFileName | None] = []
+    append = out.append
+    new = tuple.__new__
+    io_words, spellings, tail = _IO_WORDS, _DTYPE_SPELLINGS, _TAIL
+    # One string object per distinct op name (it recurs in every iteration): less memory per file, and the
+    # look-ups that match names to nodes find its hash computed already. The io word: one of two constants.
+    intern = sys.intern
+    for n in names:
+        p = n.rsplit(".", 8)   # head, task, stream, timestamp, io, slot, format, dtype, npy
+        io = io_words.get(p[4]) if len(p) == 9 else None
+        if io is not None and p[8] == "npy":
+            head, task, stream, ts, _, slot, fmt, dtype = p[:8]
+            dtype = spellings.get(dtype)
+        else:
+            p = n.rsplit(".", 7)
+            io = io_words.get(p[4]) if len(p) == 8 else None
+            if io is None or p[7] != "npy":
+                append(parse_tensor_file_name(n))
+                continue
+            head, task, stream, ts, _, slot, fmt = p[:7]
+            dtype = None
+        i = head.find(".")
+        if (i <= 0 or i == len(head) - 1 or (dtype is None and len(p) == 9)
+                or tail(f"{task}.{stream}.{ts}.{slot}.{fmt}") is None):
+            append(parse_tensor_file_name(n))
+            continue
+        append(new(TensorFileName, (head[:i], intern(head[i + 1:]), int(task), int(stream), int(ts), io, int(slot),
+                                    fmt, dtype)))
+    return out
 
 
 def numpy_dtype(name: str | None) -> np.dtype | None:

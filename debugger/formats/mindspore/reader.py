@@ -4,11 +4,10 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import cached_property
-from typing import Any
 
 from ...errors import CorruptFileError, DumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
-from ..files import read_bytes
+from ..files import hash_tree, read_bytes
 from ..npy import NpyTensor
 from ..records import GraphRecord
 from . import exec_order as eo
@@ -131,14 +130,20 @@ class MindSporeRank(RankReader):
         files = self.listing.tensors.get((graph_id, iteration), [])
         rows = self._stat_rows(graph_id, iteration)
         names = match_files(graph, list(files) + [TensorFile(r.where, r.name, 0) for r in rows])
-        newest: dict[tuple[str, str, int], tuple[int, TensorRecord]] = {}
+        # the newest file of each (node, io, slot) first, then one record per winner
+        best: dict[tuple[str, str, int], tuple[int, TensorFile, str | None]] = {}
+        get = names.get
         for f in files:
-            node = names.get(f.name.op_name)
-            rec = TensorRecord(node or f.name.op_name, f.name.op_type, f.name.io, f.name.slot,
-                               NpyTensor(f.path, f.size, f.mtime_ns), f.name.dtype, node is not None)
-            k = (rec.node, rec.io, rec.slot)
-            if k not in newest or f.name.timestamp > newest[k][0]:
-                newest[k] = (f.name.timestamp, rec)
+            n = f.name
+            node = get(n.op_name)
+            k = (node or n.op_name, n.io, n.slot)
+            old = best.get(k)
+            if old is None or n.timestamp > old[0]:
+                best[k] = (n.timestamp, f, node)
+        newest: dict[tuple[str, str, int], tuple[int, TensorRecord]] = {
+            k: (ts, TensorRecord(k[0], f.name.op_type, k[1], k[2], NpyTensor(f.path, f.size, f.mtime_ns), f.name.dtype,
+                                 node is not None))
+            for k, (ts, f, node) in best.items()}
         # saved_data statistic: a row is the tensor; full: the .npy beside it wins (its values give every statistic)
         stat_newest: dict[tuple[str, str, int], tuple[int, StatRow]] = {}
         for r in rows:
@@ -185,33 +190,8 @@ class MindSporeRank(RankReader):
     def fingerprint(self) -> str:
         """Names, sizes and mtimes of every file under the rank dir."""
         h = hashlib.blake2b(digest_size=16)
-        _hash_tree(self.path, h)
+        hash_tree(h, self.path)
         return h.hexdigest()
-
-
-def _hash_tree(path: str, h: Any) -> None:
-    parts: list[str] = []
-    stack = [path]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        names = []
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                stack.append(e.path)
-                continue
-            try:
-                st = e.stat()
-            except OSError:
-                continue
-            names.append(f"{e.name}|{st.st_size}|{st.st_mtime_ns}")
-        names.sort()
-        parts.append(d + "\n" + "\n".join(names))
-    parts.sort()
-    h.update("\n".join(parts).encode("utf-8", "surrogateescape"))
 
 
 class MindSporeFormat(Format):

@@ -6,12 +6,13 @@ import io
 import json
 import os
 import re
-import stat
 from dataclasses import dataclass, field
+from stat import S_ISREG
+from typing import NamedTuple
 
 from ...errors import CorruptFileError
-from ..files import is_number, read_text
-from .filenames import TensorFileName, parse_tensor_file_name
+from ..files import close_dir, is_number, open_dir, read_text
+from .filenames import TensorFileName, parse_tensor_file_name, parse_tensor_file_names
 
 RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)
 GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.pb$", re.ASCII)
@@ -21,9 +22,9 @@ RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d{1,18})\.csv$"
 _NOT_NETS = {"graphs", "execution_order"}
 
 
-@dataclass
-class TensorFile:
-    """A tensor file found in an iteration dir: its parsed name, path and size in bytes."""
+class TensorFile(NamedTuple):
+    """A tensor file found in an iteration dir: its parsed name, path and size in bytes (a tuple: one per
+    file of a dump, tens of thousands)."""
 
     path: str
     name: TensorFileName
@@ -150,30 +151,42 @@ def _parse_with_mapping(name: str, mapping: dict[str, str]) -> TensorFileName | 
 def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
     """Tensor files of one iteration dir; names that match no grammar become warnings."""
     try:
-        entries = list(os.scandir(path))
+        names = os.listdir(path)
+        fd, where = open_dir(path)
     except OSError as exc:
         warnings.append(f"{path}: cannot list ({exc.strerror})")
         return []
-    names = {e.name for e in entries}
-    mapping = _read_mapping(os.path.join(path, "mapping.csv"), warnings) if "mapping.csv" in names else {}
+    try:
+        return _tensor_files(path, fd, where, names, warnings)
+    finally:
+        close_dir(fd)
+
+
+def _tensor_files(path: str, fd: int | None, where: str, names: list[str], warnings: list[str]) -> list[TensorFile]:
+    npys = [n for n in names if n.endswith(".npy")]
+    parsed = parse_tensor_file_names(npys)   # the whole folder in one pass
+    if "mapping.csv" in names:
+        mapping = _read_mapping(os.path.join(path, "mapping.csv"), warnings)
+        parsed = [p if p is not None else _parse_with_mapping(n, mapping) for n, p in zip(npys, parsed)]
     out: list[TensorFile] = []
+    append = out.append
+    new = tuple.__new__
+    stat_at = os.stat
+    prefix = os.path.join(path, "")
     bad: list[str] = []
     special: list[str] = []
-    for e in entries:
-        if not e.name.endswith(".npy"):
-            continue
-        parsed = _parse_with_mapping(e.name, mapping)
-        if parsed is None:
-            bad.append(e.name)
+    for n, name in zip(npys, parsed):
+        if name is None:
+            bad.append(n)
             continue
         try:
-            st = e.stat()
+            st = stat_at(where + n, dir_fd=fd)   # the one stat per file: size and mtime make its identity
         except OSError:
             continue  # vanished between listing and stat
-        if not stat.S_ISREG(st.st_mode):
-            special.append(e.name)    # a FIFO or device would block or never end: never read
+        if not S_ISREG(st.st_mode):
+            special.append(n)    # a FIFO or device would block or never end: never read
             continue
-        out.append(TensorFile(e.path, parsed, st.st_size, st.st_mtime_ns))
+        append(new(TensorFile, (prefix + n, name, st.st_size, st.st_mtime_ns)))
     if special:
         warnings.append(f"{path}: {len(special)} tensor file(s) are not regular files (FIFO, device, socket), "
                         f"skipped: {', '.join(sorted(special)[:3])}{' ...' if len(special) > 3 else ''}")

@@ -68,7 +68,7 @@ class Stats:
 
 
 class _Part:
-    """The statistics of one chunk, merged in chunk order (so any thread may compute it)."""
+    """The statistics of one chunk, for :class:`_Acc` to merge in chunk order."""
 
     __slots__ = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "n", "mean", "m2",
                  "abs_sum", "min", "max")

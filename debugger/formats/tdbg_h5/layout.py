@@ -20,7 +20,7 @@ VERSION = 2
 # digest is read with this prefix, so it never equals (nor passes for) a version 2 one.
 V1_DIGEST_PREFIX = "blake2b:"
 
-MARKER = "tdbg_dump.json"          # DUMP/tdbg_dump.json: {"format": "tdbg-h5", "version": 1}
+MARKER = "tdbg_dump.json"          # DUMP/tdbg_dump.json: {"format": "tdbg-h5", "version": 2}
 RANK_JSON = "rank.json"            # DUMP/rank_R/rank.json: the rank's metadata
 LOCK_FILE = ".writer.lock"         # DUMP/rank_R/.writer.lock: flock'ed by the one live writer of a rank
 RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)

@@ -7,6 +7,7 @@ import threading
 import weakref
 from collections import defaultdict
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -241,7 +242,7 @@ class Rank:
                     keyed.append(((order.get(node, last), node, rec.io != "input", rec.slot),
                                   TensorRef(rank, gid, it, node, rec.op_type, rec.io, rec.slot, rec.source,
                                             kind, param, rec.dtype_name, rec.matched)))
-                keyed.sort(key=_first)
+                keyed.sort(key=itemgetter(0))
                 out[(gid, it)] = [ref for _, ref in keyed]
                 matched[(gid, it)] = n_matched
         for gid, unknown in sorted(unmatched.items()):
@@ -317,10 +318,6 @@ class Rank:
 
 
 _NO_HINTS = ("other", None)
-
-
-def _first(pair: tuple) -> Any:
-    return pair[0]
 
 
 class GraphCache:

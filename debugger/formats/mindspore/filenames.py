@@ -88,7 +88,7 @@ def parse_tensor_file_names(names: list[str]) -> list[TensorFileName | None]:
     # parse_tensor_file_name itself, so both agree on every name (tests/test_filenames_many.py checks it).
     out: list[TensorFileName | None] = []
     append = out.append
-    new = tuple.__new__
+    make = TensorFileName._make
     io_words, spellings, tail = _IO_WORDS, _DTYPE_SPELLINGS, _TAIL
     # One string object per distinct op name (it recurs in every iteration): less memory per file, and the
     # look-ups that match names to nodes find its hash computed already. The io word: one of two constants.
@@ -112,8 +112,7 @@ def parse_tensor_file_names(names: list[str]) -> list[TensorFileName | None]:
                 or tail(f"{task}.{stream}.{ts}.{slot}.{fmt}") is None):
             append(parse_tensor_file_name(n))
             continue
-        append(new(TensorFileName, (head[:i], intern(head[i + 1:]), int(task), int(stream), int(ts), io, int(slot),
-                                    fmt, dtype)))
+        append(make((head[:i], intern(head[i + 1:]), int(task), int(stream), int(ts), io, int(slot), fmt, dtype)))
     return out
 
 

@@ -170,7 +170,7 @@ def _tensor_files(path: str, fd: int | None, where: str, names: list[str], warni
         parsed = [p if p is not None else _parse_with_mapping(n, mapping) for n, p in zip(npys, parsed)]
     out: list[TensorFile] = []
     append = out.append
-    new = tuple.__new__
+    make = TensorFile._make        # the namedtuple's own fast constructor from an iterable
     stat_at = os.stat
     prefix = os.path.join(path, "")
     bad: list[str] = []
@@ -186,7 +186,7 @@ def _tensor_files(path: str, fd: int | None, where: str, names: list[str], warni
         if not S_ISREG(st.st_mode):
             special.append(n)    # a FIFO or device would block or never end: never read
             continue
-        append(new(TensorFile, (prefix + n, name, st.st_size, st.st_mtime_ns)))
+        append(make((prefix + n, name, st.st_size, st.st_mtime_ns)))
     if special:
         warnings.append(f"{path}: {len(special)} tensor file(s) are not regular files (FIFO, device, socket), "
                         f"skipped: {', '.join(sorted(special)[:3])}{' ...' if len(special) > 3 else ''}")

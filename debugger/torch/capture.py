@@ -89,6 +89,13 @@ class IterationGraph:
         self.counters[(scope, op)] = k + 1
         return f"{scope}/{op}-{k}" if scope else f"{op}-{k}"
 
+    def once_name(self, name: str) -> str:
+        """``name`` the first time in this iteration, then ``name-1``, ``name-2`` ... (a parameter's
+        gradient when one iteration holds several optimizer steps)."""
+        k = self.counters.get(("", name), 0)
+        self.counters[("", name)] = k + 1
+        return f"{name}-{k}" if k else name
+
 
 def storage_ptr(t: torch.Tensor) -> int:
     """The address of the tensor's storage (0 when it has none)."""

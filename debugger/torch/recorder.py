@@ -586,7 +586,7 @@ class Recorder:
                         continue
                     pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
                     src, _ = self._tracker.source(p.grad, data=False)
-                    name = f"{pname}.grad"
+                    name = g.once_name(f"{pname}.grad")
                     rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
                                      outputs=[OutputType(str(p.grad.dtype).replace("torch.", ""), tuple(p.grad.shape))],
                                      kind="gradient", param=pname, is_backward=True)

@@ -323,3 +323,45 @@ def test_out_argument_is_overwritten_not_read(tmp_path: pytest.TempPathFactory) 
     mul = next(n for n, a in g.nx.nodes.items() if a.get("op_type") == "mul" and not a.get("is_backward"))
     edges = {src: kind for src, _, kind in g.nx.in_edges(mul, data="edge")}
     assert sorted(edges.values()) == ["control", "data"], edges
+
+
+def test_two_optimizer_steps_in_one_iteration(tmp_path: pytest.TempPathFactory) -> None:
+    """An iteration holding two optimizer steps (a loop calling rec.step() less often than opt.step())
+    records both gradients of every parameter under names of their own, each equal to plain torch's."""
+    import torch
+
+    from debugger.torch import Recorder
+
+    def run(record: str | None) -> list[list[float]]:
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        means: list[list[float]] = []
+
+        def steps(rec: "Recorder | None") -> None:
+            for it in range(2):
+                for k in range(2):
+                    loss = (model(torch.full((4, 3), float(it + k + 1))) ** 2).sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    means.append([float(p.grad.double().mean()) for p in model.parameters()])
+                    opt.step()
+                if rec is not None:
+                    rec.step()
+
+        if record is None:
+            steps(None)
+        else:
+            with Recorder(record, model, opt) as rec:
+                steps(rec)
+        return means
+
+    out = str(tmp_path / "d")
+    recorded, plain = run(out), run(None)
+    assert recorded == plain
+    tensors = _tensors(out)
+    for it in range(2):
+        for k, suffix in enumerate(("grad", "grad-1")):
+            got = [float(np.asarray(tensors[it][(f"{p}.{suffix}", "output", 0)].source.array(), np.float64).mean())
+                   for p in ("weight", "bias")]
+            assert got == pytest.approx(plain[2 * it + k], rel=1e-6)

@@ -5,6 +5,7 @@ and renamed when complete, so a reader (or a crash) never leaves half a file und
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -23,6 +24,8 @@ from .graphfile import write_graph
 _SAVED = (VALUES, STATISTICS, BOTH)
 _COMPRESSION = (None, "gzip", "lzf")
 _HEX = set("0123456789abcdef")
+_ALL_STATS = frozenset(STAT_NAMES)
+_ALL_KNOWN = [True] * len(STAT_NAMES)     # shared by complete rows: only ever read
 
 
 def _fsync_dir(path: str) -> None:
@@ -290,7 +293,7 @@ class IterationWriter:
             elif not DumpWriter.is_digest(digest):
                 raise ValueError(f"{node}: digest must be {2 * L.DIGEST_SIZE} lowercase hex characters "
                                  "(see tdbg_h5.layout.Digest)")
-            a_dtype = np.dtype(dtype)
+            a_dtype = _dtype(dtype) if isinstance(dtype, (str, np.dtype)) else np.dtype(dtype)
             if a_dtype.kind not in L.ALLOWED_KINDS:
                 raise ValueError(f"{node}: dtype {a_dtype} is not a tensor dtype")
             a_shape = tuple(int(d) for d in shape)
@@ -301,7 +304,7 @@ class IterationWriter:
             raise ValueError(f"{node}: saved={saved!r} needs statistics")
         self._seen.add(key)
         self._rows.setdefault(graph_id, []).append(
-            (node, op_type, L.IO_CODES.index(io), slot, a_dtype.name, np.asarray(a_shape, np.int64),
+            (node, op_type, L.IO_CODES.index(io), slot, _dtype_name(a_dtype), np.asarray(a_shape, np.int64),
              name, -1, math.prod(a_shape) * a_dtype.itemsize, digest.encode("ascii")))
         if want_stats:
             row_values, row_known = given  # type: ignore[misc]
@@ -370,6 +373,18 @@ class IterationWriter:
             "stat_names": np.asarray(STAT_NAMES, dtype="S16")})
 
 
+@functools.lru_cache(maxsize=256)
+def _dtype(dtype: Any) -> np.dtype:
+    """``np.dtype(dtype)``, once per distinct argument (a statistics row names its dtype as a str)."""
+    return np.dtype(dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _dtype_name(dtype: np.dtype) -> str:
+    """``dtype.name`` (numpy derives it anew, about 5 us, on every access)."""
+    return dtype.name
+
+
 def _check_id(v: Any, what: str) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
         raise ValueError(f"{what} must be an int >= 0, got {v!r}")
@@ -379,6 +394,10 @@ def _check_id(v: Any, what: str) -> int:
 def _stat_row(stats: Stats | Mapping[str, float | None], node: str) -> tuple[list[float], list[bool]]:
     """One row of the statistics table in STAT_NAMES order (None, no finite value, is NaN) and which
     of them are known: a mapping may leave some out (another format recorded fewer statistics)."""
+    if type(stats) is dict and stats.keys() == _ALL_STATS:
+        # every statistic given (what the recorder and convert hand over, a row per tensor): no
+        # per-name checks; values still go through float(), so a bad value fails as below
+        return [math.nan if v is None else float(v) for v in map(stats.__getitem__, STAT_NAMES)], _ALL_KNOWN
     if not isinstance(stats, (Stats, Mapping)):
         raise ValueError(f"{node}: stats must be a debugger.stats.Stats or a mapping, got {type(stats).__name__}")
     d = stats.to_dict() if isinstance(stats, Stats) else dict(stats)

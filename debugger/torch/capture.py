@@ -97,6 +97,17 @@ class IterationGraph:
         return f"{name}-{k}" if k else name
 
 
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``float32`` for ``torch.float32``."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
 def storage_ptr(t: torch.Tensor) -> int:
     """The address of the tensor's storage (0 when it has none)."""
     try:
@@ -105,9 +116,10 @@ def storage_ptr(t: torch.Tensor) -> int:
         return 0
 
 
-def view_key(t: torch.Tensor) -> tuple[Any, ...]:
-    """Storage address, offset, shape, strides and dtype: equal for the same view of the same memory."""
-    return (storage_ptr(t), t.storage_offset(), tuple(t.shape), t.stride(), t.dtype)
+def view_key(t: torch.Tensor, ptr: int | None = None) -> tuple[Any, ...]:
+    """Storage address (``ptr`` when known), offset, shape, strides and dtype: equal for the same view
+    of the same memory."""
+    return (storage_ptr(t) if ptr is None else ptr, t.storage_offset(), t.shape, t.stride(), t.dtype)
 
 
 def is_plain(t: Any) -> bool:
@@ -125,27 +137,43 @@ def flat_tensors(x: Any) -> Iterator[torch.Tensor]:
             yield from flat_tensors(v)
 
 
+# Per operator, read once from its schema (an iteration calls the same few dozen operators hundreds
+# of times): (position, name, written in place, an out= argument) of every argument.
+_ARGUMENTS: dict[Any, tuple[tuple[int, str, bool, bool], ...]] = {}
+_HINTS: dict[Any, tuple[str, bool, bool, bool]] = {}
+
+
 def arg_groups(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, bool, bool]]:
     """Tensor arguments in schema order as (tensor or list of tensors, written in place, an out= argument)."""
+    spec = _ARGUMENTS.get(func)
+    if spec is None:
+        spec = _ARGUMENTS[func] = tuple((i, a.name, bool(a.alias_info is not None and a.alias_info.is_write),
+                                         bool(a.is_out)) for i, a in enumerate(func._schema.arguments))
     out: list[tuple[Any, bool, bool]] = []
-    schema = func._schema
-    for i, a in enumerate(schema.arguments):
-        if i < len(args):
+    n = len(args)
+    for i, name, write, is_out in spec:
+        if i < n:
             v = args[i]
-        elif a.name in kwargs:
-            v = kwargs[a.name]
+        elif name in kwargs:
+            v = kwargs[name]
         else:
             continue
-        write = bool(a.alias_info is not None and a.alias_info.is_write)
         if isinstance(v, torch.Tensor):
-            out.append((v, write, a.is_out))
+            out.append((v, write, is_out))
         elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) or e is None for e in v):
-            out.append(([e for e in v], write, a.is_out))
+            out.append(([e for e in v], write, is_out))
     return out
 
 
 def op_hints(func: Any) -> tuple[str, bool, bool, bool]:
     """(op type, routing, collective, per rank) of an operator, from its schema and tags."""
+    got = _HINTS.get(func)
+    if got is None:
+        got = _HINTS[func] = _op_hints(func)
+    return got
+
+
+def _op_hints(func: Any) -> tuple[str, bool, bool, bool]:
     name = func.overloadpacket.__name__
     ns = func.namespace
     routing = bool(getattr(func, "is_view", False))
@@ -198,7 +226,8 @@ class Tracker:
     def _newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
         g = self.g
         best = None
-        for e in (g.by_view.get(view_key(t)), g.by_storage.get(storage_ptr(t))):
+        ptr = storage_ptr(t)
+        for e in (g.by_view.get(view_key(t, ptr)), g.by_storage.get(ptr)):
             if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
                 best = e
         return best
@@ -213,7 +242,7 @@ class Tracker:
         g = self.g
         if leaf.name not in g.leaves:
             rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != "input" else "Input", "",
-                             outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape))],
+                             outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
                              is_parameter=True, has_default=leaf.kind != "input", kind=leaf.kind, param=leaf.param)
             g.leaves[leaf.name] = rec
             g.nodes.append(rec)
@@ -228,7 +257,7 @@ class Tracker:
             return name
         name = f"input-{len(g.inputs_seen)}"
         g.inputs_seen[ptr] = name
-        rec = NodeRecord(name, "Input", "", outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape))],
+        rec = NodeRecord(name, "Input", "", outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
                          is_parameter=True, kind="input" if data else "other")
         g.leaves[name] = rec
         g.nodes.append(rec)
@@ -246,6 +275,7 @@ class Tracker:
         except TypeError:
             return
         e = (g.seq, node, ref, slot)
-        g.by_view[view_key(t)] = e
+        ptr = storage_ptr(t)
+        g.by_view[view_key(t, ptr)] = e
         if not view:
-            g.by_storage[storage_ptr(t)] = e
+            g.by_storage[ptr] = e

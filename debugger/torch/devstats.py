@@ -31,10 +31,10 @@ def stats_row(t: torch.Tensor) -> "torch.Tensor | dict[str, float | None]":
     """The statistics of ``t``: on the CPU a finished mapping (debugger.stats over the tensor's own
     memory, no copy: the very numbers ``tdbg convert --statistics`` gives); elsewhere one float64 row
     on the tensor's device (no host copy), to be stacked and copied once per iteration."""
+    if t.device.type == "cpu":
+        return _cpu_stats(t.detach() if t.requires_grad else t)
     with torch.no_grad():
         t = t.detach()
-        if t.device.type == "cpu":
-            return _cpu_stats(t)
         n = t.numel()
         if n == 0:
             return torch.tensor([0.0] * 7 + [_NAN] * 6, dtype=torch.float64, device=t.device)

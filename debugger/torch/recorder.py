@@ -32,6 +32,12 @@ _NUMPY_OK = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torc
 _MAX_GRAPHS = 64
 
 
+# The recorder's own tensor calls (detach, copies, device statistics) skip every dispatch mode, its
+# own included: each would otherwise make a round trip through Python (about 5 us, a thousand times
+# an iteration). ``_busy`` still guards the paths this does not cover.
+_own_ops = torch._C._DisableTorchDispatch
+
+
 class _Mode(TorchDispatchMode):
     """Sees every ATen call below autograd (forward, backward and the optimizer step)."""
 
@@ -46,7 +52,8 @@ class _Mode(TorchDispatchMode):
             return func(*args, **kwargs)
         rec._busy = True
         try:
-            pre = rec._before(func, args, kwargs)
+            with _own_ops():
+                pre = rec._before(func, args, kwargs)
         except Exception as exc:     # never break the training: drop this iteration instead
             rec._drop(exc)
             pre = None
@@ -57,7 +64,8 @@ class _Mode(TorchDispatchMode):
             return out
         rec._busy = True
         try:
-            rec._after(pre, func, args, kwargs, out)
+            with _own_ops():
+                rec._after(pre, func, args, kwargs, out)
         except Exception as exc:
             rec._drop(exc)
         finally:
@@ -231,16 +239,17 @@ class Recorder:
             return
         self._busy = True
         try:
-            C.tag_pending(g)
-            self._refresh_leaves()
-            for ptr, leaf in list(self._leaf_by_ptr.items()):
-                t = self._leaf_tensors.get(ptr)
-                if t is None:
-                    continue
-                self._tracker.make_leaf(leaf, t)
-                if self._want(self._leaf_module(leaf), "Parameter"):
-                    self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
-            job = self._job(g)
+            with _own_ops():
+                C.tag_pending(g)
+                self._refresh_leaves()
+                for ptr, leaf in list(self._leaf_by_ptr.items()):
+                    t = self._leaf_tensors.get(ptr)
+                    if t is None:
+                        continue
+                    self._tracker.make_leaf(leaf, t)
+                    if self._want(self._leaf_module(leaf), "Parameter"):
+                        self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
+                job = self._job(g)
         finally:
             self._busy = False
             self._graph = None
@@ -368,7 +377,7 @@ class Recorder:
             c.dtype = str(c.values.dtype)
         else:
             c.stats = stats_row(t)
-            c.dtype = "float32" if t.dtype == torch.bfloat16 else str(t.dtype).replace("torch.", "")
+            c.dtype = "float32" if t.dtype == torch.bfloat16 else C.dtype_name(t.dtype)
             if exact:
                 c.host = self._digest_box(t)
         if key is not None and hit is None:
@@ -480,7 +489,7 @@ class Recorder:
                 g.value_of[name] = traced[0]
             rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
                                                       for s, t in zip(srcs, ins)],
-                             outputs=[OutputType(str(t.dtype).replace("torch.", ""), tuple(t.shape)) for t in outs],
+                             outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
                              source=source, kind=kind, is_backward=backward,
                              is_routing=is_routing, is_collective=collective,
                              per_rank=per_rank, input_roles=roles, value_inputs=value_inputs)
@@ -548,22 +557,23 @@ class Recorder:
             return self._orig_backward(tensors, *args, **kwargs)
         self._busy = True
         try:
-            C.tag_pending(g)
-            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            for t in roots:     # every root is a loss (micro-batches accumulating gradients call backward often)
-                if not isinstance(t, torch.Tensor):
-                    continue
-                src, _ = self._tracker.source(t, data=False)
-                slot = self._tracker.slot_of(t)
-                if slot is not None:
-                    g.loss_slots.setdefault(src, set()).add(slot)
-                if src not in g.losses:
-                    g.losses.append(src)
-                    for n in reversed(g.nodes):
-                        if n.name == src and not n.is_parameter:
-                            n.kind = "loss"
-                            break
-            self._backward_source = user_stack(2)
+            with _own_ops():
+                C.tag_pending(g)
+                roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+                for t in roots:     # every root is a loss (micro-batches accumulating gradients call backward often)
+                    if not isinstance(t, torch.Tensor):
+                        continue
+                    src, _ = self._tracker.source(t, data=False)
+                    slot = self._tracker.slot_of(t)
+                    if slot is not None:
+                        g.loss_slots.setdefault(src, set()).add(slot)
+                    if src not in g.losses:
+                        g.losses.append(src)
+                        for n in reversed(g.nodes):
+                            if n.name == src and not n.is_parameter:
+                                n.kind = "loss"
+                                break
+                self._backward_source = user_stack(2)
         finally:
             self._busy = False
         self._in_backward += 1
@@ -578,30 +588,35 @@ class Recorder:
             return
         self._busy = True
         try:
-            self._refresh_leaves()
-            grads: set[int] = set()
-            for grp in opt.param_groups:
-                for p in grp["params"]:
-                    if p.grad is None:
-                        continue
-                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
-                    src, _ = self._tracker.source(p.grad, data=False)
-                    name = g.once_name(f"{pname}.grad")
-                    rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
-                                     outputs=[OutputType(str(p.grad.dtype).replace("torch.", ""), tuple(p.grad.shape))],
-                                     kind="gradient", param=pname, is_backward=True)
-                    g.nodes.append(rec)
-                    g.order.append(name)
-                    if g.value_of.get(src, src) in g.invariant:
-                        g.invariant.add(name)
-                    self._tracker.register(p.grad, name)
-                    grads.add(C.storage_ptr(p.grad))
-                    if self._want(self._leaf_module(C.Leaf(pname, "gradient", pname)), "Gradient"):
-                        self._capture(name, "Gradient", "output", 0, p.grad, exact=True)
-            self._grad_ptrs = grads
+            with _own_ops():
+                self._record_gradients(g, opt)
         finally:
             self._busy = False
         self._in_step = opt
+
+    def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
+        """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""
+        self._refresh_leaves()
+        grads: set[int] = set()
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                if p.grad is None:
+                    continue
+                pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                src, _ = self._tracker.source(p.grad, data=False)
+                name = g.once_name(f"{pname}.grad")
+                rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
+                                 outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
+                                 kind="gradient", param=pname, is_backward=True)
+                g.nodes.append(rec)
+                g.order.append(name)
+                if g.value_of.get(src, src) in g.invariant:
+                    g.invariant.add(name)
+                self._tracker.register(p.grad, name)
+                grads.add(C.storage_ptr(p.grad))
+                if self._want(self._leaf_module(C.Leaf(pname, "gradient", pname)), "Gradient"):
+                    self._capture(name, "Gradient", "output", 0, p.grad, exact=True)
+        self._grad_ptrs = grads
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = None

@@ -26,6 +26,8 @@ ACTIVATION_OPS = frozenset({
 })
 # Ops whose output is their input's value (followed when tracing a value back to its producer).
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
+# Ops whose output is the very view of their input's memory (same bits, same version counter).
+ALIASES = frozenset({"detach", "alias"})
 # Ops whose outputs are uninitialised memory: never dumped (their bits mean nothing, NaN included).
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 # In-place ops that overwrite their destination whatever it held: its old value is no data input
@@ -82,6 +84,7 @@ class IterationGraph:
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
     value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
     info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
+    made: dict[tuple[str, int], tuple[int, tuple[Any, ...], Captured]] = field(default_factory=dict)   # (node, slot) -> (version, view, capture)
 
     def fresh_name(self, scope: str, op: str) -> str:
         """``scope/op-k`` with k the next number of ``op`` in ``scope``."""
@@ -126,6 +129,17 @@ def is_plain(t: Any) -> bool:
     """A dense tensor with real memory (not sparse, meta or a tensor subclass)."""
     return (type(t) is torch.Tensor or type(t) is torch.nn.Parameter) and t.layout == torch.strided \
         and not t.is_meta and t.device.type != "meta"
+
+
+def is_dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill ``numel`` consecutive memory slots, in some order (no gap, no overlap)."""
+    expected = 1
+    for size, stride in sorted(zip(t.shape, t.stride()), key=lambda p: p[1]):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
 
 
 def flat_tensors(x: Any) -> Iterator[torch.Tensor]:
@@ -214,7 +228,7 @@ class Tracker:
         ``read``: its value is used (not only overwritten), so it is dumped."""
         # A view made after the last write to its memory was made by its view op; a write to the
         # memory after the view was made (an in-place op, a collective) is newer and wins.
-        best = self._newest(t)
+        best = self.newest(t)
         if best is not None:
             return best[1], None
         leaf = self.leaf_of(t)
@@ -223,7 +237,8 @@ class Tracker:
         self.make_leaf(leaf, t)
         return leaf.name, leaf
 
-    def _newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
+    def newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
+        """The newest live (seq, node, tensor ref, slot) that made ``t``'s view or wrote its memory."""
         g = self.g
         best = None
         ptr = storage_ptr(t)
@@ -234,7 +249,7 @@ class Tracker:
 
     def slot_of(self, t: torch.Tensor) -> int | None:
         """The output slot of the node that made ``t`` (None: a leaf)."""
-        e = self._newest(t)
+        e = self.newest(t)
         return None if e is None else e[3]
 
     def make_leaf(self, leaf: Leaf, t: torch.Tensor) -> None:

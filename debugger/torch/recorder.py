@@ -353,10 +353,11 @@ class Recorder:
         return True
 
     def _capture(self, node: str, op_type: str, io: str, slot: int, t: torch.Tensor, exact: bool,
-                 reuse: bool = False) -> None:
-        """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash)."""
+                 reuse: bool = False, same: C.Captured | None = None) -> C.Captured | None:
+        """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash).
+        ``same``: a capture of this iteration known to hold the same bits (its values or row are shared)."""
         if not C.is_plain(t) or t.dtype not in _NUMPY_OK and t.dtype != torch.bfloat16:
-            return
+            return None
         assert self._graph is not None
         t = t.detach()
         shape = tuple(t.shape)
@@ -369,6 +370,10 @@ class Recorder:
         hit = self._reuse.get(key) if key is not None else None
         if hit is not None:
             c.values, c.stats, c.host, c.dtype = hit
+        elif same is not None:
+            c.values, c.stats, c.host, c.dtype = same.values, same.stats, same.host, same.dtype
+            if exact and c.host is None and not self.values:
+                c.host = self._digest_box(t)
         elif self.values:
             h = t.to("cpu", copy=True)
             if h.dtype == torch.bfloat16:
@@ -383,6 +388,33 @@ class Recorder:
         if key is not None and hit is None:
             self._reuse[key] = (c.values, c.stats, c.host, c.dtype)   # a device row is stacked with the rest
         self._graph.captured.append(c)
+        return c
+
+    def _pass_capture(self, g: C.IterationGraph, op: str, name: str, src: torch.Tensor, out: torch.Tensor) -> None:
+        """Let the view ``out`` of ``src`` share ``src``'s capture when it holds the same elements: an
+        alias (AccumulateGrad's detach of a gradient) entirely; a view of the same memory span in
+        another layout (``t``, ``view``, ``permute``) its statistics, never a digest (that of ``src``'s
+        layout)."""
+        same = self._same_bits(g, src)
+        if same is None:
+            return
+        if op in C.ALIASES:
+            g.made[(name, 0)] = same
+        elif out.dtype == src.dtype and out.numel() == src.numel() and C.storage_ptr(out) == C.storage_ptr(src) \
+                and out.storage_offset() == src.storage_offset() and C.is_dense(src) and C.is_dense(out):
+            c = same[2]
+            g.made[(name, 0)] = (out._version, C.view_key(out),
+                                 C.Captured(c.node, c.op_type, c.io, c.slot, stats=c.stats, dtype=c.dtype,
+                                            shape=tuple(out.shape)))
+
+    def _same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int, tuple[Any, ...], C.Captured] | None:
+        """(version, view, capture) of this iteration's capture of ``t``'s bits, if any: that of the node
+        that made ``t`` (alive, so its memory was not reused), as the same view at the same version."""
+        e = self._tracker.newest(t)
+        made = None if e is None else g.made.get((e[1], e[3]))
+        if made is None or made[0] != t._version or made[1] != C.view_key(t):
+            return None
+        return made
 
     @staticmethod
     def _digest_box(t: torch.Tensor) -> DigestBox:
@@ -474,6 +506,8 @@ class Recorder:
                 outs = [returned[e]] if len(returned) == len(nodes) else writes
             else:
                 outs = returned if returned else writes
+            if routing and len(ins) == 1 and len(outs) == 1 and (op in C.ALIASES or not self.values):
+                self._pass_capture(g, op, name, ins[0], outs[0])
             roles: tuple[str, ...] = ()
             if self._in_step is not None and any(C.storage_ptr(w) in self._param_ptrs or
                                                  C.storage_ptr(w) in self._state_ptrs for w in writes):
@@ -513,7 +547,9 @@ class Recorder:
                     except TypeError:
                         pass
                 if want and not routing and not roles and op not in C.UNINITIALISED:
-                    self._capture(name, op, "output", slot, t, exact=invariant)
+                    c = self._capture(name, op, "output", slot, t, exact=invariant)
+                    if c is not None:
+                        g.made[(name, slot)] = (t._version, C.view_key(t), c)
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)
@@ -604,6 +640,7 @@ class Recorder:
                     continue
                 pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
                 src, _ = self._tracker.source(p.grad, data=False)
+                same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
                 name = g.once_name(f"{pname}.grad")
                 rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
                                  outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
@@ -615,7 +652,8 @@ class Recorder:
                 self._tracker.register(p.grad, name)
                 grads.add(C.storage_ptr(p.grad))
                 if self._want(self._leaf_module(C.Leaf(pname, "gradient", pname)), "Gradient"):
-                    self._capture(name, "Gradient", "output", 0, p.grad, exact=True)
+                    self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
+                                  same=None if same is None else same[2])
         self._grad_ptrs = grads
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:

@@ -365,3 +365,95 @@ def test_two_optimizer_steps_in_one_iteration(tmp_path: pytest.TempPathFactory) 
             got = [float(np.asarray(tensors[it][(f"{p}.{suffix}", "output", 0)].source.array(), np.float64).mean())
                    for p in ("weight", "bias")]
             assert got == pytest.approx(plain[2 * it + k], rel=1e-6)
+
+
+def test_gradient_statistics_follow_accumulation_and_clipping(tmp_path: pytest.TempPathFactory) -> None:
+    """A gradient's statistics and digest are those of p.grad when step() starts, whether backward made
+    it fresh, accumulated it over two micro-batches, or clipping rescaled it in place afterwards."""
+    import torch
+
+    from debugger.formats.tdbg_h5 import digest_of
+    from debugger.torch import Recorder
+
+    def run(record: str | None) -> list[dict[str, np.ndarray]]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        grads: list[dict[str, np.ndarray]] = []
+
+        def steps(rec: "Recorder | None") -> None:
+            for it in range(3):
+                opt.zero_grad()
+                for micro in range(2 if it == 1 else 1):       # iteration 1 accumulates two backward passes
+                    (model(torch.full((5, 4), float(it + micro + 1))) ** 2).mean().backward()
+                if it == 2:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3, foreach=True)
+                grads.append({n: p.grad.detach().clone().numpy() for n, p in model.named_parameters()})
+                opt.step()
+                if rec is not None:
+                    rec.step()
+
+        if record is None:
+            steps(None)
+        else:
+            with Recorder(record, model, opt, save="statistics") as rec:
+                steps(rec)
+        return grads
+
+    out = str(tmp_path / "d")
+    recorded, plain = run(out), run(None)
+    for a, b in zip(recorded, plain):
+        assert all(np.array_equal(a[n], b[n]) for n in a)
+    tensors = _tensors(out)
+    for it, want in enumerate(plain):
+        for name, g in want.items():
+            src = tensors[it][(f"{name}.grad", "output", 0)].source
+            got, exp = src.stored_stats(), tensor_stats(g).to_dict()
+            for stat in ("min", "max", "mean", "l2norm", "zeros"):
+                assert got[stat] == pytest.approx(exp[stat], rel=1e-6), (it, name, stat)
+            assert src.digest() == digest_of(g), (it, name)
+
+
+def test_gradient_that_is_a_view_of_a_larger_tensor(tmp_path: pytest.TempPathFactory) -> None:
+    """Gradients handed over as views (a slice of a larger buffer, a transpose of one of the same size)
+    get the statistics and digest of exactly their own elements."""
+    import torch
+
+    from debugger.formats.tdbg_h5 import digest_of
+    from debugger.torch import Recorder
+
+    class Views(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, a, b):      # type: ignore[no-untyped-def]
+            return x * a.sum() + b.sum()
+
+        @staticmethod
+        def backward(ctx, g):           # type: ignore[no-untyped-def]
+            buf = torch.arange(30.0).reshape(6, 5) - 7.0
+            return None, buf[2:5], (buf * 2).t()     # a slice of rows; the whole buffer transposed
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.ones(3, 5))
+            self.b = torch.nn.Parameter(torch.ones(6, 5).t())    # laid out as its gradient: kept as it is
+
+        def forward(self, x):           # type: ignore[no-untyped-def]
+            return Views.apply(x, self.a, self.b)
+
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = str(tmp_path / "d")
+    with Recorder(out, model, opt, save="statistics") as rec:
+        opt.zero_grad()
+        model(torch.ones(2)).sum().backward()
+        opt.step()
+        rec.step()
+    want = {n: p.grad.numpy() for n, p in model.named_parameters()}
+    tensors = _tensors(out)
+    for name, g in want.items():
+        src = tensors[0][(f"{name}.grad", "output", 0)].source
+        got, exp = src.stored_stats(), tensor_stats(g).to_dict()
+        for stat in ("count", "min", "max", "mean", "l2norm", "zeros"):
+            assert got[stat] == pytest.approx(exp[stat], rel=1e-6), (name, stat)
+        assert src.digest() == digest_of(np.ascontiguousarray(g)), name

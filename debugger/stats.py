@@ -106,22 +106,32 @@ class _Part:
         n = self.n = chunk.size
         if n == 0:
             return
+        lo = self.min = float(chunk.min())
+        hi = self.max = float(chunk.max())
         flags = np.equal(chunk, 0)
         self.zeros = int(np.count_nonzero(flags))
-        self.positives = int(np.count_nonzero(np.greater(chunk, 0, out=flags)))
+        # A chunk of one sign (what a ReLU or a softmax makes) needs no pass for its positives or its
+        # absolute sum: they follow from the zeros and the sum.
+        sign = 1.0 if lo >= 0 else -1.0 if hi <= 0 else 0.0
+        if sign:
+            self.positives = n - self.zeros if sign > 0 else 0
+        else:
+            self.positives = int(np.count_nonzero(np.greater(chunk, 0, out=flags)))
         m = self.mean = s / n
         # The sum of squared deviations as sum(x^2) - n*mean^2 (one BLAS pass, no temporary) when
         # the mean is small beside the spread, so the subtraction loses at most 2 bits; otherwise
         # (and for an overflowing sum of squares) centred first.
         sq = float(np.dot(chunk, chunk))
         m2 = sq - n * m * m
-        if m2 > 0.25 * sq:
-            d = np.abs(chunk)
-        else:
+        d = None
+        if not m2 > 0.25 * sq:
             d = np.subtract(chunk, chunk.dtype.type(m))
             m2 = float(np.dot(d, d))
-            np.abs(chunk, out=d)
-        abs_sum = float(np.einsum("i->", d))
+        if sign:
+            abs_sum = sign * s
+        else:
+            d = np.abs(chunk, out=d)
+            abs_sum = float(np.einsum("i->", d))
         if not (math.isfinite(m2) and math.isfinite(abs_sum)):
             # finite values near the float32 limit: their squares or sums overflow float32
             x = chunk.astype(np.float64)
@@ -130,8 +140,6 @@ class _Part:
             abs_sum = float(np.add.reduce(np.abs(x)))
         self.m2 = m2
         self.abs_sum = abs_sum
-        self.min = float(chunk.min())
-        self.max = float(chunk.max())
 
 
 class _Acc:

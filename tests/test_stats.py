@@ -71,3 +71,28 @@ def test_float32_statistics_are_accurate_whatever_the_mean(mean, std):
     assert st.l2norm == pytest.approx(np.sqrt(np.dot(b, b)), rel=1e-6)
     assert st.abs_mean == pytest.approx(np.abs(b).mean(), rel=1e-6)
     assert (st.min, st.max) == (b.min(), b.max())
+
+
+@pytest.mark.parametrize("kind", ["relu", "negative", "mixed-chunks", "int-relu"])
+def test_one_signed_chunks_count_signs_and_absolute_sums(kind):
+    """Chunks of one sign take a shortcut for positives and |x|: counts and sums as a plain count."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(3 * CHUNK + 11).astype(np.float32)
+    if kind == "relu":
+        a = np.maximum(a, 0)
+    elif kind == "negative":
+        a = -np.abs(a)
+        a[::7] = 0
+    elif kind == "mixed-chunks":
+        a[:CHUNK] = np.abs(a[:CHUNK])                   # first chunk positive, the next one negative
+        a[CHUNK:2 * CHUNK] = -np.abs(a[CHUNK:2 * CHUNK])
+        a[5] = a[CHUNK + 5] = 0
+    else:
+        a = np.maximum((a * 10).astype(np.int32), 0)
+    s = tensor_stats(a)
+    assert (s.zeros, s.positives, s.negatives) == (np.count_nonzero(a == 0), np.count_nonzero(a > 0),
+                                                   np.count_nonzero(a < 0))
+    ref = _reference(a.astype(np.float64))
+    for k in ("min", "max", "mean", "abs_mean", "std", "l2norm"):
+        # float32 sums: a mean near 0 (chunks of opposite signs) is exact to ~1e-6 of mean |x|
+        assert getattr(s, k) == pytest.approx(ref[k], rel=2e-6, abs=1e-6 * ref["abs_mean"]), k

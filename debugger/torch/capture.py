@@ -131,6 +131,12 @@ def is_plain(t: Any) -> bool:
         and not t.is_meta and t.device.type != "meta"
 
 
+def version(t: torch.Tensor) -> int | None:
+    """The tensor's version counter (bumped by every in-place write); None for an inference tensor,
+    which has none."""
+    return None if t.is_inference() else t._version
+
+
 def is_dense(t: torch.Tensor) -> bool:
     """Whether ``t``'s elements fill ``numel`` consecutive memory slots, in some order (no gap, no overlap)."""
     expected = 1

@@ -403,7 +403,7 @@ class Recorder:
         elif out.dtype == src.dtype and out.numel() == src.numel() and C.storage_ptr(out) == C.storage_ptr(src) \
                 and out.storage_offset() == src.storage_offset() and C.is_dense(src) and C.is_dense(out):
             c = same[2]
-            g.made[(name, 0)] = (out._version, C.view_key(out),
+            g.made[(name, 0)] = (C.version(out), C.view_key(out),
                                  C.Captured(c.node, c.op_type, c.io, c.slot, stats=c.stats, dtype=c.dtype,
                                             shape=tuple(out.shape)))
 
@@ -412,7 +412,7 @@ class Recorder:
         that made ``t`` (alive, so its memory was not reused), as the same view at the same version."""
         e = self._tracker.newest(t)
         made = None if e is None else g.made.get((e[1], e[3]))
-        if made is None or made[0] != t._version or made[1] != C.view_key(t):
+        if made is None or made[0] is None or made[0] != C.version(t) or made[1] != C.view_key(t):
             return None
         return made
 
@@ -549,7 +549,7 @@ class Recorder:
                 if want and not routing and not roles and op not in C.UNINITIALISED:
                     c = self._capture(name, op, "output", slot, t, exact=invariant)
                     if c is not None:
-                        g.made[(name, slot)] = (t._version, C.view_key(t), c)
+                        g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)

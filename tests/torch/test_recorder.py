@@ -457,3 +457,27 @@ def test_gradient_that_is_a_view_of_a_larger_tensor(tmp_path: pytest.TempPathFac
         for stat in ("count", "min", "max", "mean", "l2norm", "zeros"):
             assert got[stat] == pytest.approx(exp[stat], rel=1e-6), (name, stat)
         assert src.digest() == digest_of(np.ascontiguousarray(g)), name
+
+
+def test_inference_mode_forward_is_recorded(tmp_path: pytest.TempPathFactory) -> None:
+    """A forward pass under torch.inference_mode (tensors without version counters) is recorded like
+    any other, in both modes (a RuntimeWarning, an error under pytest, would say it was dropped)."""
+    import torch
+
+    from debugger.torch import Recorder
+
+    for save in ("statistics", "tensors"):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1)).eval()
+        out = str(tmp_path / save)
+        with Recorder(out, model, save=save) as rec:
+            with torch.inference_mode():
+                y = model(torch.ones(2, 3))
+            rec.step()
+        relu = [ref for key, ref in _tensors(out)[0].items() if "relu" in key[0] and key[1] == "output"]
+        assert len(relu) == 1
+        want = torch.relu(model[0](torch.ones(2, 3))).detach().numpy()
+        src = relu[0].source
+        st = src.stored_stats() if save == "statistics" else tensor_stats(src.array()).to_dict()
+        assert st["max"] == pytest.approx(float(want.max()), rel=1e-6), save
+        assert y.shape == (2, 1)

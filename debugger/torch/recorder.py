@@ -291,6 +291,7 @@ class Recorder:
                 if c.stats is not None:
                     r.stats = next(it)
         g.captured.clear()
+        g.made.clear()      # it holds host copies in values mode: not past the hand-over
         return Job(self.iteration, new, [gid], rows)
 
     # ---- facts about tensors ----------------------------------------------------------------

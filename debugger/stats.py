@@ -108,11 +108,15 @@ class _Part:
             return
         lo = self.min = float(chunk.min())
         hi = self.max = float(chunk.max())
-        flags = np.equal(chunk, 0)
-        self.zeros = int(np.count_nonzero(flags))
         # A chunk of one sign (what a ReLU or a softmax makes) needs no pass for its positives or its
-        # absolute sum: they follow from the zeros and the sum.
+        # absolute sum: they follow from the zeros and the sum; and none for its zeros when 0 is
+        # outside [min, max].
         sign = 1.0 if lo >= 0 else -1.0 if hi <= 0 else 0.0
+        if lo > 0 or hi < 0:
+            self.zeros = 0
+        else:
+            flags = np.equal(chunk, 0)
+            self.zeros = int(np.count_nonzero(flags))
         if sign:
             self.positives = n - self.zeros if sign > 0 else 0
         else:

@@ -73,7 +73,7 @@ def test_float32_statistics_are_accurate_whatever_the_mean(mean, std):
     assert (st.min, st.max) == (b.min(), b.max())
 
 
-@pytest.mark.parametrize("kind", ["relu", "negative", "mixed-chunks", "int-relu"])
+@pytest.mark.parametrize("kind", ["relu", "negative", "mixed-chunks", "int-relu", "strictly-positive"])
 def test_one_signed_chunks_count_signs_and_absolute_sums(kind):
     """Chunks of one sign take a shortcut for positives and |x|: counts and sums as a plain count."""
     rng = np.random.default_rng(1)
@@ -87,8 +87,11 @@ def test_one_signed_chunks_count_signs_and_absolute_sums(kind):
         a[:CHUNK] = np.abs(a[:CHUNK])                   # first chunk positive, the next one negative
         a[CHUNK:2 * CHUNK] = -np.abs(a[CHUNK:2 * CHUNK])
         a[5] = a[CHUNK + 5] = 0
-    else:
+    elif kind == "int-relu":
         a = np.maximum((a * 10).astype(np.int32), 0)
+    else:
+        a = np.abs(a) + 1e-3            # Adam's second moment, a softmax: no zero anywhere
+        a[CHUNK + 3] = 0                # but one in the second chunk
     s = tensor_stats(a)
     assert (s.zeros, s.positives, s.negatives) == (np.count_nonzero(a == 0), np.count_nonzero(a > 0),
                                                    np.count_nonzero(a < 0))

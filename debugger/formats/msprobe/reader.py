@@ -14,6 +14,7 @@ from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankR
 from ..files import hash_entries
 from ..records import GraphRecord
 from . import layout as L
+from .detect import why_not
 from .dumpjson import Step, read_step
 from .sequence import DATAFLOW, StepTensors, build, graph_key
 from .tensor import MsprobeTensor
@@ -177,7 +178,7 @@ class MsprobeFormat(Format):
 
     def why_not(self, path: str) -> str:
         """The one thing an msprobe dump needs."""
-        return "no step{N}/rank{R} (or proc{PID}) folder with a dump.json"
+        return why_not(path)
 
     def open(self, root: str, path: str) -> DumpSource:
         """Every rank of ``root``, or the one ``path`` names (a rank folder: that rank in every step)."""

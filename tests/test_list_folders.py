@@ -32,6 +32,8 @@ def _tree(root: str, folders: int = 6, per_folder: int = 600) -> str:
     os.symlink(os.path.join(root, "net", "01"), os.path.join(root, "net", "02", "link_to_folder"))
     os.symlink(os.path.join(root, "absent"), os.path.join(root, "net", "02", "dangling"))
     os.mkfifo(os.path.join(root, "net", f"{folders - 1:02d}", "fifo"))
+    with open(os.path.join(root, "net", "01", os.fsdecode(b"undecodable-\xff.npy")), "wb") as fh:
+        fh.write(b"u")   # a name that is no UTF-8: surrogate-escaped, it must cross the pipe intact
     return root
 
 
@@ -61,6 +63,7 @@ def test_forked_and_serial_agree_on_samples_and_a_big_tree(tmp_path: Any, sample
     assert mixed.stats[3 * mixed.names.index("dangling")] == -1                         # listed, not stated
     assert listed[os.path.join(big, "net", "00")].folders == ["inner"]
     assert len(listed[os.path.join(big, "net", "04")].names) == 600
+    assert os.fsdecode(b"undecodable-\xff.npy") in listed[os.path.join(big, "net", "01")].names
 
 
 @needs_fork

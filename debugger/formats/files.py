@@ -220,7 +220,7 @@ def list_folders(paths: Sequence[str], *, workers: int | None = None, fork_at: i
     finally:
         for pid, r, _ in children:   # interrupted: end our own children, leave no zombie
             os.close(r)
-            _end(pid)
+            _end(pid, kill=True)
     return out  # type: ignore[return-value]
 
 
@@ -280,10 +280,12 @@ def _collect(pid: int, r: int, count: int) -> list[tuple[str | None, list[str], 
             if not chunk:
                 break
             chunks.append(chunk)
-    finally:
+    except BaseException:
         os.close(r)
-        status = _end(pid)
-    if status != 0:
+        _end(pid, kill=True)
+        raise
+    os.close(r)
+    if _end(pid) != 0:   # the end of the pipe is the child's exit: wait for it, never kill it
         return None
     try:
         parts = [(error, names, folders, array("q", numbers)) for error, names, folders, numbers
@@ -293,14 +295,13 @@ def _collect(pid: int, r: int, count: int) -> list[tuple[str | None, list[str], 
     return parts if len(parts) == count else None
 
 
-def _end(pid: int) -> int:
-    """Reap a child (killed first unless it has exited): its wait status."""
+def _end(pid: int, kill: bool = False) -> int:
+    """Reap a child, killed first when ``kill`` (this process was interrupted): its wait status."""
     try:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done == 0:
+        if kill:
             os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
+        _, status = os.waitpid(pid, 0)
+    except (ChildProcessError, ProcessLookupError):
         return -1
     return status
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 HEAVY = ("numpy", "h5py", "networkx", "google.protobuf")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,8 +31,9 @@ def _scan(dump: str, cache: str) -> tuple[str, set[str]]:
     return p.stdout, _imported(p.stderr)
 
 
-def test_a_cached_rescan_imports_no_heavy_library(sample_root: str, tmp_path: Any) -> None:
-    dump = os.path.join(sample_root, "single")
+@pytest.mark.parametrize("sample", ["single", "torch_single"])   # MindSpore, tdbg-h5
+def test_a_cached_rescan_imports_no_heavy_library(sample_root: str, tmp_path: Any, sample: str) -> None:
+    dump = os.path.join(sample_root, sample)
     cache = str(tmp_path / "cache")
     first_out, first = _scan(dump, cache)
     assert {"numpy", "debugger.model", "debugger.watch.batch"} <= first  # the parse sees what a scan loads

@@ -6,8 +6,6 @@ import os
 import stat
 from dataclasses import dataclass
 
-import numpy as np
-
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
 from ..files import hash_entries
@@ -15,9 +13,8 @@ from ..records import GraphRecord
 from . import layout as L
 from .detect import read_json as _read_json
 from .detect import root_of, why_not
-from .graphfile import read_graph
 from .handles import open_checked, open_h5
-from .tensor import H5Tensor, graph_table
+
 
 @dataclass(frozen=True)
 class _File:
@@ -93,6 +90,8 @@ class H5RankReader(RankReader):
             return self._iters
         self._list()
         self._iters = {}
+        import numpy as np   # here, not above: opening a dump and its fingerprint need no numpy
+
         for it, f in sorted(self._iteration_files.items()):
             try:
                 h = open_h5(f.path, f.size, f.mtime_ns)
@@ -138,6 +137,8 @@ class H5RankReader(RankReader):
             got = None
             if f is not None:
                 try:
+                    from .graphfile import read_graph   # numpy with it: when a graph is read
+
                     h = open_checked(f.path, f.size, f.mtime_ns)
                     try:
                         got = read_graph(h, f.path)
@@ -173,6 +174,8 @@ class H5RankReader(RankReader):
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One TensorRecord per index row; ``matched`` when the node is in ``graph``."""
+        from .tensor import H5Tensor, graph_table
+
         info = self._iterations().get(iteration)
         if info is None or graph_id not in info.graphs:
             return []

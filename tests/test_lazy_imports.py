@@ -31,7 +31,7 @@ def _scan(dump: str, cache: str) -> tuple[str, set[str]]:
     return p.stdout, _imported(p.stderr)
 
 
-@pytest.mark.parametrize("sample", ["single", "torch_single"])   # MindSpore, tdbg-h5
+@pytest.mark.parametrize("sample", ["single", "torch_single", "msprobe/pair_baseline"])   # one per format
 def test_a_cached_rescan_imports_no_heavy_library(sample_root: str, tmp_path: Any, sample: str) -> None:
     dump = os.path.join(sample_root, sample)
     cache = str(tmp_path / "cache")

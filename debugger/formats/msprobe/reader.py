@@ -17,7 +17,6 @@ from . import layout as L
 from .detect import why_not
 from .dumpjson import Step, read_step
 from .sequence import DATAFLOW, StepTensors, build, graph_key
-from .tensor import MsprobeTensor
 
 _FRAMEWORKS = {"pytorch": "PyTorch", "mindspore": "MindSpore"}
 _TENSOR_SUFFIXES = (".pt", ".npy")
@@ -120,6 +119,8 @@ class MsprobeRank(RankReader):
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One record per (op, io, slot) of the step; values from the .pt file when it exists."""
+        from .tensor import MsprobeTensor   # numpy with it: when tensors are asked for, not on opening
+
         b = self._built
         if b is None or graph_id != 0 or iteration not in b[1]:
             return []

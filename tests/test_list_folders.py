@@ -65,7 +65,14 @@ serial = list_folders(paths, workers=1)
 out = {"fp": [fp(w) for w in (1, 2, 3, None)], "same": list_folders(paths, workers=3) == serial}
 out["reported"] = FORKS.reported
 for fault in faults:
-    failed = FORKS.failed
+    failed, reported = FORKS.failed, FORKS.reported
+    if fault == "raw-thread":   # an OS thread threading does not count, as a native library's would be
+        import _thread
+        lock = _thread.allocate_lock()
+        lock.acquire()
+        _thread.start_new_thread(lock.acquire, ())
+        out[fault] = [list_folders(paths, workers=3) == serial, FORKS.reported - reported + FORKS.failed - failed]
+        continue
     out[fault] = [list_folders(paths, workers=3, child_fault=fault) == serial, FORKS.failed - failed]
 print(json.dumps(out))
 """
@@ -129,6 +136,12 @@ def test_a_failing_child_costs_time_not_truth(tmp_path: Any) -> None:
     for fault in ("exit", "truncate", "kill"):
         # both children failed, both parts were stated by the parent instead: the serial listing
         assert got[fault] == [True, 2], fault
+
+
+@needs_fork
+def test_no_fork_beside_a_thread_python_does_not_count(tmp_path: Any) -> None:
+    big = _tree(str(tmp_path / "big"), folders=4, per_folder=200)
+    assert _fresh(big, "raw-thread")["raw-thread"] == [True, 0]   # the same listing, and no child at all
 
 
 @needs_fork

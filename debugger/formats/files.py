@@ -228,8 +228,7 @@ def _shares(paths: list[str], workers: int | None, fork_at: int) -> list[list[in
     """The indexes of ``paths`` each process lists, this one's first; one share when forking is unsafe
     or does not pay."""
     every = [list(range(len(paths)))]
-    if (len(paths) < 2 or not sys.platform.startswith("linux") or not hasattr(os, "fork")
-            or threading.active_count() != 1 or workers == 1):
+    if len(paths) < 2 or workers == 1 or not _fork_is_safe():
         return every
     weights = []
     for p in paths:
@@ -251,6 +250,17 @@ def _shares(paths: list[str], workers: int | None, fork_at: int) -> list[list[in
         shares[k].append(i)
         load[k] += weights[i]
     return [sorted(s) for s in shares if s]
+
+
+def _fork_is_safe() -> bool:
+    """Whether this process may fork: Linux, and no thread but this one, neither Python's (the web server,
+    Dask) nor a native library's (a BLAS pool) that a child could find holding a lock."""
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork") or threading.active_count() != 1:
+        return False
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:   # no /proc: Python's own count is all there is to go on
+        return True
 
 
 def _child(w: int, paths: list[str], fault: str | None) -> NoReturn:  # pragma: no cover - runs in the child

@@ -74,6 +74,9 @@ for fault in faults:
         out[fault] = [list_folders(paths, workers=3) == serial, FORKS.reported - reported + FORKS.failed - failed]
         continue
     out[fault] = [list_folders(paths, workers=3, child_fault=fault) == serial, FORKS.failed - failed]
+    h = hashlib.blake2b(digest_size=16)
+    hash_tree(h, root, workers=2, child_fault=fault)
+    out[fault].append(h.hexdigest())
 print(json.dumps(out))
 """
 
@@ -134,8 +137,9 @@ def test_a_failing_child_costs_time_not_truth(tmp_path: Any) -> None:
     big = _tree(str(tmp_path / "big"), folders=4, per_folder=500)
     got = _fresh(big, "exit", "truncate", "kill")
     for fault in ("exit", "truncate", "kill"):
-        # both children failed, both parts were stated by the parent instead: the serial listing
-        assert got[fault] == [True, 2], fault
+        # both children failed, both parts were stated by the parent instead: the serial listing, and
+        # the serial fingerprint
+        assert got[fault] == [True, 2, _fp(big, 1)], fault
 
 
 @needs_fork

@@ -349,15 +349,15 @@ def _folder(path: str) -> Folder:
     return Folder(path, None, names, folders, stats)
 
 
-def hash_tree(h: Any, root: str, *, workers: int | None = None) -> None:
+def hash_tree(h: Any, root: str, *, workers: int | None = None, child_fault: str | None = None) -> None:
     """Feed ``h`` the name, size and mtime of every file below ``root`` (links to files followed, to
     folders not), folder by folder in path order: one listing per folder and one stat per file, nothing
-    more (a cached re-scan costs this walk), spread over processes by :func:`list_folders`. An unlistable
-    folder or a vanished file adds nothing."""
+    more (a cached re-scan costs this walk), spread over processes by :func:`list_folders` (``workers``,
+    ``child_fault``: as there). An unlistable folder or a vanished file adds nothing."""
     found: list[Folder] = []
     level = [root]
     while level:   # a level at a time: the big leaf folders of a dump are stated side by side
-        listed = list_folders(level, workers=workers)
+        listed = list_folders(level, workers=workers, child_fault=child_fault)
         found.extend(f for f in listed if f.error is None)
         level = [os.path.join(f.path, n) for f in listed for n in f.folders]
     found.sort(key=lambda f: f.path)

@@ -58,6 +58,39 @@ while stack:
 print(time.perf_counter() - t0)
 """
 
+# The same listing and stats shared with one forked child (the leaf folders dealt out by turns): the
+# floor of list_folders on two cores, a bare process that does nothing else.
+STAT_FLOOR_FORKED = """
+import os, sys, time
+t0 = time.perf_counter()
+def part(folders):
+    subs = []
+    for d in folders:
+        files = []
+        for e in os.scandir(d):
+            (subs.append(e.path) if e.is_dir(follow_symlinks=False) else files.append(e.name))
+        for n in files:
+            os.stat(os.path.join(d, n))
+    return subs
+level = [sys.argv[1]]
+while level:
+    if len(level) < 2:
+        level = part(level)
+        continue
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, "\\0".join(part(level[1::2])).encode())
+        os._exit(0)
+    os.close(w)
+    mine = part(level[0::2])
+    theirs = b"".join(iter(lambda: os.read(r, 1 << 16), b"")).decode()
+    os.close(r)
+    os.waitpid(pid, 0)
+    level = mine + (theirs.split("\\0") if theirs else [])
+print(time.perf_counter() - t0)
+"""
+
 GOALS = {"first_scan_vs_cat_warm": 1.5, "first_scan_vs_cat_cold": 1.3, "cached_rescan_s": 0.2,
          "cached_vs_first": 0.05, "info_s": 1.0, "peak_tree_pss_mb": 500}
 # CPU seconds (user + system, the whole process tree) are printed too: they vary less than wall time
@@ -80,10 +113,10 @@ def compile_bytecode(checkout: str) -> None:
                    stdout=subprocess.DEVNULL)
 
 
-def stat_floor(dump: str) -> dict:
+def stat_floor(dump: str, script: str = STAT_FLOOR) -> dict:
     """One bare scandir + stat pass over the dump in a fresh interpreter: the loop alone and the process."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", STAT_FLOOR, dump], capture_output=True, text=True, check=True)
+    p = subprocess.run([sys.executable, "-c", script, dump], capture_output=True, text=True, check=True)
     return {"seconds": round(time.perf_counter() - t0, 3), "loop_s": round(float(p.stdout), 3)}
 
 
@@ -123,11 +156,13 @@ def main() -> None:
             base_info = in_checkout(info, own.baseline)
             run_tree(base_cached)
         warm: dict[str, list] = {"cat": [], "numpy_loop": [], "scan_first": [], "scan_cached": [], "info": [],
-                                 "stat_floor": []}
+                                 "stat_floor": [], "stat_floor_forked": []}
         if own.baseline:
             warm.update({"baseline_scan_cached": [], "baseline_info": []})
         for _ in range(a.rounds):
             warm["stat_floor"].append(stat_floor(dump))
+            if hasattr(os, "fork"):
+                warm["stat_floor_forked"].append(stat_floor(dump, STAT_FLOOR_FORKED))
             cpu0 = children_cpu()
             warm["cat"].append(round(time_command(cat), 3))
             warm.setdefault("cat_cpu", []).append(round(children_cpu() - cpu0, 3))
@@ -142,12 +177,14 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(base_cache, ignore_errors=True)
     rep["cat_warm_s"] = min(warm["cat"])
-    rows = ["numpy_loop", "scan_first", "scan_cached", "info", "stat_floor"]
+    rows = ["numpy_loop", "scan_first", "scan_cached", "info", "stat_floor"] + (["stat_floor_forked"]
+                                                                                if warm["stat_floor_forked"] else [])
     for k in rows + (["baseline_scan_cached", "baseline_info"] if own.baseline else []):
         rep[f"{k}_warm"] = min(warm[k], key=lambda r: r["seconds"])
         rep[f"{k}_warm_all_s"] = [r["seconds"] for r in warm[k]]
         rep[f"{k}_warm_median_s"] = round(statistics.median(r["seconds"] for r in warm[k]), 3)
-    rep["stat_floor_loop_median_s"] = round(statistics.median(r["loop_s"] for r in warm["stat_floor"]), 3)
+    for k in [k for k in ("stat_floor", "stat_floor_forked") if warm[k]]:
+        rep[f"{k}_loop_median_s"] = round(statistics.median(r["loop_s"] for r in warm[k]), 3)
     rep["cat_warm_all_s"] = warm["cat"]
     rep["cat_warm_cpu_s"] = min(warm["cat_cpu"])
     rep["load_average"] = os.getloadavg()   # other work on the machine: the figures are best-of-rounds

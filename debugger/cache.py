@@ -4,15 +4,17 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import threading
 import time
 import warnings as _warnings
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-import numpy as np
+if TYPE_CHECKING:   # numpy, and stats with it, load when statistics are read or computed, not for a stored result
+    import numpy as np
 
-from .stats import COUNT_NAMES, STAT_NAMES, Stats, tensor_stats
+    from .stats import Stats
 
 _KEY = "S16"
 _KEY_LEN = 16   # digest bytes; numpy's "S" strips trailing NUL bytes on reading, so keys are padded back
@@ -77,6 +79,8 @@ class StatsCache:
     def _read_file(self) -> None:
         import h5py
 
+        from .stats import STAT_NAMES
+
         if not self.path or not os.path.exists(self.path):
             return
         try:
@@ -96,10 +100,12 @@ class StatsCache:
             _warnings.warn(f"{self.path}: unreadable statistics cache ignored ({exc})", RuntimeWarning, 2)
 
     def _row(self, k: bytes) -> Stats | None:
+        from .stats import COUNT_NAMES, STAT_NAMES, Stats
+
         i = self._rows.get(k)
         if i is None:
             return None
-        return Stats(**{n: _from_col(n, self._cols[n][i]) for n in STAT_NAMES})  # type: ignore[arg-type]
+        return Stats(**{n: _from_col(n, self._cols[n][i], COUNT_NAMES) for n in STAT_NAMES})  # type: ignore[arg-type]
 
     # -- lookups ------------------------------------------------------------------------------
     def get(self, identity: str) -> Stats | None:
@@ -173,6 +179,8 @@ class StatsCache:
 
     def stats(self, ref: Any) -> Stats:
         """Statistics of a TensorRef: as its dump stores them, else from the cache, else computed (and cached)."""
+        from .stats import Stats, tensor_stats
+
         stored = ref.source.stored_stats()
         if stored:
             return Stats.from_stored(stored)
@@ -206,6 +214,10 @@ class StatsCache:
 
     def _append_entries(self, h5py: Any, new_stats: dict[bytes, Stats], new_extra: dict[bytes, float]) -> None:
         """Append entries to the file (the caller holds the lock)."""
+        import numpy as np
+
+        from .stats import STAT_NAMES
+
         try:
             f = h5py.File(self.path, "a")
         except OSError:
@@ -241,13 +253,13 @@ def _append(group: Any, name: str, data: np.ndarray) -> None:
 
 
 def _to_col(v: float | int | None) -> float:
-    return np.nan if v is None else float(v)
+    return math.nan if v is None else float(v)
 
 
-def _from_col(name: str, v: float) -> float | int | None:
-    if name in COUNT_NAMES:
+def _from_col(name: str, v: float, counts: tuple[str, ...]) -> float | int | None:
+    if name in counts:
         return int(v)
-    return None if np.isnan(v) else float(v)
+    return None if math.isnan(v) else float(v)
 
 
 @contextlib.contextmanager

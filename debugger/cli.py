@@ -501,10 +501,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
             return int(func(args, out))
         with paused_gc():   # a command allocates many acyclic records, then exits: no collector passes over them
             code = int(func(args, out))
-        if argv is None:
-            # The tdbg command itself, about to exit: the collector's last passes over every record
-            # of the dump would cost 0.1-0.2 s on a 50,000-file dump and free nothing the exit does not.
-            gc.freeze()
+            if argv is None:
+                # The tdbg command itself, about to exit: the collector's last passes over every record
+                # of the dump would cost 0.1-0.2 s on a 50,000-file dump and free nothing the exit does not.
+                # Frozen before the collector is enabled again, else that first young pass still runs.
+                gc.freeze()
         return code
     except DumpError as exc:
         err.write(f"tdbg: error: {exc}\n")

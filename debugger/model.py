@@ -8,9 +8,7 @@ import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Callable, Iterable, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from .errors import QueryError
 from .formats import find_dump_roots as _find_roots
@@ -19,6 +17,9 @@ from .formats.base import DumpSource, RankInfo, RankReader, TensorHeader, Tensor
 from .graph import Graph
 from .selection import ranges_text
 from .source import SourceIndex
+
+if TYPE_CHECKING:   # numpy loads with the first tensor's values, not with the dump
+    import numpy as np
 
 
 @dataclass(slots=True)
@@ -83,6 +84,8 @@ class TensorRef:
         return self.source.array(mmap=mmap)
 
     def __getitem__(self, index: Any) -> np.ndarray:
+        import numpy as np
+
         return np.asarray(self.value()[index])
 
 

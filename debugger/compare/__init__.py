@@ -9,12 +9,32 @@
 
 Both return a :class:`CompareResult`: graded :class:`Pair` objects (msprobe's metrics, see
 :mod:`debugger.compare.metrics`) and the first divergence.
+
+The names load on first use (PEP 562): building the command line does not load numpy.
 """
 from __future__ import annotations
 
-from .metrics import ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, compare_arrays, compare_sources, grade
-from .ranks import compare_ranks, invariant_nodes, is_invariant
-from .runs import CompareResult, Pair, Side, compare_runs
+import importlib
+from typing import Any
 
 __all__ = ["compare_ranks", "compare_runs", "CompareResult", "Pair", "Side", "Thresholds", "Metrics", "Outcome",
            "compare_sources", "compare_arrays", "grade", "invariant_nodes", "is_invariant", "PASS", "WARNING", "ERROR"]
+
+_WHERE = {**dict.fromkeys(("ERROR", "PASS", "WARNING", "Metrics", "Outcome", "Thresholds", "compare_arrays",
+                           "compare_sources", "grade"), "metrics"),
+          **dict.fromkeys(("compare_ranks", "invariant_nodes", "is_invariant"), "ranks"),
+          **dict.fromkeys(("CompareResult", "Pair", "Side", "compare_runs"), "runs")}
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module on first use."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The package's names, the lazy ones included."""
+    return sorted([*globals(), *__all__])

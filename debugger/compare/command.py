@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import DumpError
 from ..executors import add_scheduler, cluster_workers
 from ..exits import Exit
 from ..report import fmt_num, table
 from ..selection import ranges_text
-from .metrics import ERROR, PASS, WARNING, Thresholds
-from .runs import CompareResult, Pair
+
+if TYPE_CHECKING:   # the comparison itself (numpy) loads when it runs, not when the parser is built
+    from .runs import CompareResult, Pair
 
 _SHOWN = 50
 
@@ -65,6 +66,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from ..cache import StatsCache
     from ..model import open_dump
     from ..report import Progress
+    from .metrics import Thresholds
     from .ranks import compare_ranks
     from .runs import compare_runs
 
@@ -128,6 +130,9 @@ def _io(p: Pair) -> str:
 
 def print_result(result: CompareResult, out: TextIO, all_pairs: bool = False) -> None:
     """The human report: header, first divergence, per-iteration summary, divergent pairs worst first."""
+    from .metrics import ERROR, PASS, WARNING
+    from .runs import Pair
+
     s = result.summary()
     its = ranges_text(result.iterations)
     if result.mode == "ranks":

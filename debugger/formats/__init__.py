@@ -5,19 +5,65 @@ below is the only list of them. Nothing outside this package imports a format's 
 """
 from __future__ import annotations
 
+import importlib
 import os
+from typing import Any
 
 from ..errors import NotADumpError
 from .base import DumpSource, Format
 from .mindspore.reader import FORMAT as MINDSPORE
-from .msprobe import FORMAT as MSPROBE
-from .tdbg_h5 import FORMAT as TDBG_H5
-from .tdbg_h5 import DumpWriter
+
+
+class _Deferred(Format):
+    """A format recognised by a light module of its own (``root_of``, ``why_not``): its reader, with
+    numpy and h5py behind it, loads only when a dump of it is opened."""
+
+    def __init__(self, name: str, detect: str, reader: str) -> None:
+        self.name = name
+        self._detect = detect
+        self._reader = reader
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        """The reader's own description."""
+        return self.load().description
+
+    def load(self) -> Format:
+        """The format itself, its reader imported."""
+        fmt: Format = importlib.import_module(self._reader, __name__).FORMAT
+        return fmt
+
+    def root_of(self, path: str) -> str | None:
+        """As the format's detection module says."""
+        root: str | None = importlib.import_module(self._detect, __name__).root_of(path)
+        return root
+
+    def why_not(self, path: str) -> str:
+        """As the format's detection module says."""
+        why: str = importlib.import_module(self._detect, __name__).why_not(path)
+        return why
+
+    def open(self, root: str, path: str) -> DumpSource:
+        """The format's own ``open``."""
+        return self.load().open(root, path)
+
+
+TDBG_H5 = _Deferred("tdbg-h5", ".tdbg_h5.detect", ".tdbg_h5.reader")
+MSPROBE = _Deferred("msprobe", ".msprobe.detect", ".msprobe.reader")
 
 # Tried in order: a format with a marker file of its own comes before one recognised by layout.
 FORMATS: tuple[Format, ...] = (TDBG_H5, MINDSPORE, MSPROBE)
 
 __all__ = ["FORMATS", "DumpWriter", "find_dump_roots", "format_names", "open_source"]
+
+
+def __getattr__(name: str) -> Any:
+    """``DumpWriter``, imported on first use (with h5py and numpy)."""
+    if name == "DumpWriter":
+        from .tdbg_h5.writer import DumpWriter
+        return DumpWriter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _MAX_DEPTH = 3
 
@@ -26,7 +72,7 @@ def _format_of(path: str) -> tuple[str, Format] | None:
     for fmt in FORMATS:
         root = fmt.root_of(path)
         if root is not None:
-            return root, fmt
+            return root, fmt.load() if isinstance(fmt, _Deferred) else fmt
     return None
 
 

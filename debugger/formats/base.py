@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
-import numpy as np
+if TYPE_CHECKING:   # annotations only: opening a dump must not load numpy
+    import numpy as np
 
 from ..errors import QueryError
 from .records import GraphRecord

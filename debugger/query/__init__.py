@@ -3,15 +3,15 @@
 The web layer calls these and nothing below them; they do no I/O of their own beyond what the
 model's tensor sources and the source index do. One module per kind of question: pages, scopes,
 tensors (and a node with its tensors), code.
+
+The names load on first use (PEP 562): a command that needs only :data:`FOLD` does not load numpy.
 """
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from ..errors import InvalidQueryError
-from .code import marks_for_line, nodes_at_line, nodes_at_location, source_files, source_lines
-from .pages import DEFAULT_PAGE, MAX_PAGE, Page, check_range, page
-from .scopes import FOLD, ScopeTree, hit_nodes, node_digest, place_of, scope_tree, scope_view, search_nodes
-from .tensors import (VALUE_CAP, default_slice, find_tensor, json_values, node_detail, previous_tensor,
-                      tensor_diff, tensor_digest, tensor_history, tensor_npy, tensor_summary, tensor_values)
 
 __all__ = [
     "DEFAULT_PAGE", "FOLD", "MAX_PAGE", "VALUE_CAP", "InvalidQueryError", "Page", "ScopeTree", "check_range",
@@ -20,3 +20,27 @@ __all__ = [
     "search_nodes", "source_files", "source_lines", "tensor_diff", "tensor_digest", "tensor_history",
     "tensor_npy", "tensor_summary", "tensor_values",
 ]
+
+_WHERE = {"marks_for_line": "code", "nodes_at_line": "code", "nodes_at_location": "code", "source_files": "code",
+          "source_lines": "code", "DEFAULT_PAGE": "pages", "MAX_PAGE": "pages", "Page": "pages",
+          "check_range": "pages", "page": "pages", "FOLD": "scopes", "ScopeTree": "scopes",
+          "hit_nodes": "scopes", "node_digest": "scopes", "place_of": "scopes", "scope_tree": "scopes",
+          "scope_view": "scopes", "search_nodes": "scopes", "VALUE_CAP": "tensors", "default_slice": "tensors",
+          "find_tensor": "tensors", "json_values": "tensors", "node_detail": "tensors",
+          "previous_tensor": "tensors", "tensor_diff": "tensors", "tensor_digest": "tensors",
+          "tensor_history": "tensors", "tensor_npy": "tensors", "tensor_summary": "tensors",
+          "tensor_values": "tensors"}
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module on first use."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The package's names, the lazy ones included."""
+    return sorted([*globals(), *__all__])

@@ -5,19 +5,20 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
-from ..executors import Workers, local_workers
 from ..gcpause import paused_gc
-from .batch import Batch, Parts
-from .conditions import Step, family_of
 from .registry import Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
-from .select import is_float, where_nodes
+
+if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-result lookup, which needs none of it
+    from ..executors import Workers
+    from .batch import Batch, Parts
+    from .conditions import Step
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
@@ -53,6 +54,9 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
         stored = cache.get_result(key)
         if stored is not None:
             return ScanResult.from_dict(stored, list(watchpoints))
+    from ..executors import local_workers
+    from .select import where_nodes
+
     selected = where_nodes(dump, where)
     units = [(r, gid) for r in rank_objs for gid in sorted(set(r.graph_ids))]
     all_its = sorted({it for r, gid in units for it in r.iterations(gid)
@@ -107,6 +111,8 @@ def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations:
 
 
 def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int:
+    from .conditions import family_of
+
     steps, batch, parts = running
     result.files_checked += batch.finish(parts)
     for step in steps:
@@ -122,6 +128,8 @@ def _batch_tasks(workers: Workers) -> int:
 
 def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected: dict[int, set[str]] | None,
              cache: StatsCache, size: int) -> Iterator[tuple[list[Step], Batch]]:
+    from .batch import Batch
+
     batch = Batch(cache)
     pending: list[Step] = []
     for rank, gid, it in steps:
@@ -135,6 +143,9 @@ def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected
 
 def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: dict[int, set[str]] | None,
                batch: Batch) -> Step:
+    from .conditions import Step, family_of
+    from .select import is_float
+
     graph = rank.graphs.get(gid)
     tmap = rank.tensor_map(gid, it)
     where = None if selected is None else selected.get(gid, set())

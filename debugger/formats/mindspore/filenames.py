@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..files import is_number
+
+if TYPE_CHECKING:   # numpy loads where a dtype is made, not where names are parsed
+    import numpy as np
 
 # {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy
 # op_name may itself contain dots, so every field but op_type is taken from the right.
@@ -120,6 +121,8 @@ def numpy_dtype(name: str | None) -> np.dtype | None:
     """A numpy dtype for a dtype name, None when numpy lacks it (bfloat16)."""
     if name is None:
         return None
+    import numpy as np
+
     try:
         return np.dtype(name)
     except TypeError:

@@ -33,14 +33,15 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 from ...errors import CorruptFileError
 from ..base import TensorHeader, TensorSource
 from ..files import is_number, read_text
 from .filenames import TensorFileName, dtype_from_field
+
+if TYPE_CHECKING:   # a row's dtype is made when its header is asked for: listing needs no numpy
+    import numpy as np
 
 FILE_NAME = "statistic.csv"
 FIXED = ("Op Type", "Op Name", "Task ID", "Stream ID", "Timestamp", "IO", "Slot", "Data Size", "Data Type", "Shape")
@@ -167,6 +168,8 @@ class StatTensor(TensorSource):
 
     def header(self) -> TensorHeader:
         """dtype and shape from the row."""
+        import numpy as np
+
         try:
             return TensorHeader(np.dtype(self.dtype_name or ""), self.shape)
         except TypeError:

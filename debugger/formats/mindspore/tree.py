@@ -6,12 +6,13 @@ import io
 import json
 import os
 import re
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from stat import S_ISREG
 from typing import NamedTuple
 
 from ...errors import CorruptFileError
-from ..files import close_dir, is_number, open_dir, read_text
+from ..files import Folder, is_number, list_folders, read_text
 from .filenames import TensorFileName, parse_tensor_file_name, parse_tensor_file_names
 
 RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)
@@ -150,20 +151,19 @@ def _parse_with_mapping(name: str, mapping: dict[str, str]) -> TensorFileName | 
 
 def list_tensor_dir(path: str, warnings: list[str]) -> list[TensorFile]:
     """Tensor files of one iteration dir; names that match no grammar become warnings."""
-    try:
-        names = os.listdir(path)
-        fd, where = open_dir(path)
-    except OSError as exc:
-        warnings.append(f"{path}: cannot list ({exc.strerror})")
+    return tensor_files(list_folders([path])[0], warnings)
+
+
+def tensor_files(folder: Folder, warnings: list[str]) -> list[TensorFile]:
+    """Tensor files of one iteration dir as :func:`list_folders` found it; names that match no grammar
+    become warnings."""
+    path = folder.path
+    if folder.error is not None:
+        warnings.append(f"{path}: cannot list ({folder.error})")
         return []
-    try:
-        return _tensor_files(path, fd, where, names, warnings)
-    finally:
-        close_dir(fd)
-
-
-def _tensor_files(path: str, fd: int | None, where: str, names: list[str], warnings: list[str]) -> list[TensorFile]:
-    npys = [n for n in names if n.endswith(".npy")]
+    names = folder.names
+    at = [i for i, n in enumerate(names) if n.endswith(".npy")]
+    npys = [names[i] for i in at]
     parsed = parse_tensor_file_names(npys)   # the whole folder in one pass
     if "mapping.csv" in names:
         mapping = _read_mapping(os.path.join(path, "mapping.csv"), warnings)
@@ -171,22 +171,21 @@ def _tensor_files(path: str, fd: int | None, where: str, names: list[str], warni
     out: list[TensorFile] = []
     append = out.append
     make = TensorFile._make        # the namedtuple's own fast constructor from an iterable
-    stat_at = os.stat
     prefix = os.path.join(path, "")
     bad: list[str] = []
-    special: list[str] = []
-    for n, name in zip(npys, parsed):
+    special = [n for n in folder.folders if n.endswith(".npy")]   # a folder is never read as a tensor
+    stats = folder.stats
+    for i, n, name in zip(at, npys, parsed):
         if name is None:
             bad.append(n)
             continue
-        try:
-            st = stat_at(where + n, dir_fd=fd)   # the one stat per file: size and mtime make its identity
-        except OSError:
+        mode = stats[3 * i]
+        if mode == -1:
             continue  # vanished between listing and stat
-        if not S_ISREG(st.st_mode):
+        if not S_ISREG(mode):
             special.append(n)    # a FIFO or device would block or never end: never read
             continue
-        append(make((prefix + n, name, st.st_size, st.st_mtime_ns)))
+        append(make((prefix + n, name, stats[3 * i + 1], stats[3 * i + 2])))
     if special:
         warnings.append(f"{path}: {len(special)} tensor file(s) are not regular files (FIFO, device, socket), "
                         f"skipped: {', '.join(sorted(special)[:3])}{' ...' if len(special) > 3 else ''}")
@@ -218,6 +217,8 @@ def list_rank(rank: int, path: str) -> RankListing:
         children = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError as exc:
         raise CorruptFileError(path, f"cannot list rank dir ({exc.strerror})") from exc
+    # (graph, iteration or None for constants, folder), or a warning in its place in the order
+    plan: list[tuple[int, int | None, str] | str] = []
     for net in children:
         if not _is_dir(net) or net.name.startswith(".") or net.name in _NOT_NETS:
             continue
@@ -233,13 +234,34 @@ def list_rank(rank: int, path: str) -> RankListing:
                 if not _is_dir(idir):
                     continue
                 if idir.name == "constants":
-                    lst.constants[gid] = list_tensor_dir(idir.path, lst.warnings)
+                    plan.append((gid, None, idir.path))
                 elif is_number(idir.name):
-                    key = (gid, int(idir.name))
-                    lst.tensors.setdefault(key, []).extend(list_tensor_dir(idir.path, lst.warnings))
-                    stat_csv = os.path.join(idir.path, "statistic.csv")
-                    if os.path.isfile(stat_csv):
-                        lst.statistics[key] = stat_csv
+                    plan.append((gid, int(idir.name), idir.path))
                 else:
-                    lst.warnings.append(f"{idir.path}: not an iteration directory; skipped")
+                    plan.append(f"{idir.path}: not an iteration directory; skipped")
+    # Every tensor folder listed and stated in one call, which shares the stats between processes.
+    folders = iter(list_folders([step[2] for step in plan if not isinstance(step, str)]))
+    for step in plan:
+        if isinstance(step, str):
+            lst.warnings.append(step)
+            continue
+        gid, it, where = step
+        folder = next(folders)
+        files = tensor_files(folder, lst.warnings)
+        if it is None:
+            lst.constants[gid] = files
+            continue
+        key = (gid, it)
+        lst.tensors.setdefault(key, []).extend(files)
+        if _holds_file(folder, "statistic.csv"):
+            lst.statistics[key] = os.path.join(where, "statistic.csv")
     return lst
+
+
+def _holds_file(folder: Folder, name: str) -> bool:
+    """Whether ``folder`` holds a regular file (or a link to one) ``name``."""
+    if folder.error is not None:   # unlistable: its files may still be there to open
+        return os.path.isfile(os.path.join(folder.path, name))
+    i = bisect_left(folder.names, name)
+    return i < len(folder.names) and folder.names[i] == name and folder.stats[3 * i] != -1 \
+        and S_ISREG(folder.stats[3 * i])

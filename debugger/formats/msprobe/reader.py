@@ -14,9 +14,9 @@ from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankR
 from ..files import hash_entries
 from ..records import GraphRecord
 from . import layout as L
+from .detect import why_not
 from .dumpjson import Step, read_step
 from .sequence import DATAFLOW, StepTensors, build, graph_key
-from .tensor import MsprobeTensor
 
 _FRAMEWORKS = {"pytorch": "PyTorch", "mindspore": "MindSpore"}
 _TENSOR_SUFFIXES = (".pt", ".npy")
@@ -119,6 +119,8 @@ class MsprobeRank(RankReader):
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One record per (op, io, slot) of the step; values from the .pt file when it exists."""
+        from .tensor import MsprobeTensor   # numpy with it: when tensors are asked for, not on opening
+
         b = self._built
         if b is None or graph_id != 0 or iteration not in b[1]:
             return []
@@ -177,7 +179,7 @@ class MsprobeFormat(Format):
 
     def why_not(self, path: str) -> str:
         """The one thing an msprobe dump needs."""
-        return "no step{N}/rank{R} (or proc{PID}) folder with a dump.json"
+        return why_not(path)
 
     def open(self, root: str, path: str) -> DumpSource:
         """Every rank of ``root``, or the one ``path`` names (a rank folder: that rank in every step)."""

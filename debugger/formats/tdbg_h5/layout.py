@@ -9,10 +9,10 @@ import math
 import os
 import re
 import secrets
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import numpy as np
-import xxhash
+if TYPE_CHECKING:   # numpy and xxhash load where arrays are hashed: format detection needs neither
+    import numpy as np
 
 FORMAT_NAME = "tdbg-h5"
 VERSION = 2
@@ -59,6 +59,7 @@ EDGE_CODES = ("data", "control")   # graph file ``inputs/edge``: 0 data, 1 contr
 def index_dtype() -> np.dtype:
     """The row type of ``/graph_{G}/index`` in an iteration file (one row per tensor)."""
     import h5py
+    import numpy as np
 
     s = h5py.string_dtype()
     return np.dtype([("node", s), ("op_type", s), ("io", "u1"), ("slot", "<i4"), ("dtype", s),
@@ -97,12 +98,17 @@ class Digest:
     """
 
     def __init__(self, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+        import numpy as np
+        import xxhash
+
         self._h = xxhash.xxh3_128(b"tdbg-h5 v2\0")
         self._h.update(np.dtype(dtype).name.encode("ascii") + b"\0")
         self._h.update(np.asarray(shape, dtype="<i8").tobytes() + b"\0")
 
     def update(self, chunk: np.ndarray) -> None:
         """Add the next C-order piece (little-endian, as stored)."""
+        import numpy as np
+
         self._h.update(memoryview(np.ascontiguousarray(chunk)).cast("B"))  # type: ignore[arg-type]
 
     def hexdigest(self) -> str:
@@ -112,6 +118,8 @@ class Digest:
 
 def digest_of(a: np.ndarray) -> str:
     """The digest of a whole array (any memory order or byte order)."""
+    import numpy as np
+
     a = np.asarray(a)
     d = Digest(a.dtype, tuple(a.shape))
     for _, block in c_blocks(little_endian(a), 1 << 20):
@@ -150,6 +158,8 @@ def c_blocks(a: np.ndarray, n: int) -> Iterable[tuple[tuple, np.ndarray]]:
 
     Fortran-ordered or strided input is copied one block at a time, so memory stays bounded.
     """
+    import numpy as np
+
     for index, bshape in shape_blocks(tuple(a.shape), n):
         block = a[index]
         yield index, np.ascontiguousarray(block).reshape(bshape)

@@ -2,59 +2,18 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
-from ..files import hash_entries, open_regular
+from ..files import hash_entries
 from ..records import GraphRecord
 from . import layout as L
-from .graphfile import read_graph
+from .detect import read_json as _read_json
+from .detect import root_of, why_not
 from .handles import open_checked, open_h5
-from .tensor import H5Tensor, graph_table
-
-_MAX_JSON = 1 << 20   # rank.json and the marker are small; a bigger one is not ours
-
-
-def _read_json(path: str) -> Any:
-    """A small JSON file (DumpError naming it when unreadable, too large or not a regular file)."""
-    try:
-        with open_regular(path) as f:    # never blocks on a FIFO; the size is that of the file opened
-            size = os.fstat(f.fileno()).st_size
-            if size > _MAX_JSON:
-                raise DumpError(path, f"{size} bytes; refused (metadata files are small)")
-            data = f.read(_MAX_JSON + 1)
-        if len(data) > _MAX_JSON:
-            raise DumpError(path, "grew past 1 MiB while read; refused (metadata files are small)")
-        return json.loads(data.decode("utf-8"))
-    except CorruptFileError as exc:
-        raise DumpError(path, exc.problem) from exc
-    except OSError as exc:
-        raise DumpError(path, f"cannot read: {exc.strerror or exc}") from exc
-    except RecursionError as exc:      # '[' * 200000: nesting deeper than the parser's stack
-        raise CorruptFileError(path, "not valid JSON (nested too deeply)") from exc
-    except ValueError as exc:          # also UnicodeDecodeError
-        raise CorruptFileError(path, f"not valid JSON ({exc})") from exc
-
-
-def _marker_problem(root: str) -> str | None:
-    """Why ``root`` holds no usable tdbg-h5 marker, None when it does."""
-    path = os.path.join(root, L.MARKER)
-    if not os.path.isfile(path):
-        return f"no {L.MARKER}"
-    try:
-        m = _read_json(path)
-    except DumpError as exc:
-        return exc.problem
-    if not isinstance(m, dict) or m.get("format") != L.FORMAT_NAME:
-        return f"{L.MARKER} does not say format {L.FORMAT_NAME!r}"
-    return None
 
 
 @dataclass(frozen=True)
@@ -131,6 +90,8 @@ class H5RankReader(RankReader):
             return self._iters
         self._list()
         self._iters = {}
+        import numpy as np   # here, not above: opening a dump and its fingerprint need no numpy
+
         for it, f in sorted(self._iteration_files.items()):
             try:
                 h = open_h5(f.path, f.size, f.mtime_ns)
@@ -176,6 +137,8 @@ class H5RankReader(RankReader):
             got = None
             if f is not None:
                 try:
+                    from .graphfile import read_graph   # numpy with it: when a graph is read
+
                     h = open_checked(f.path, f.size, f.mtime_ns)
                     try:
                         got = read_graph(h, f.path)
@@ -211,6 +174,8 @@ class H5RankReader(RankReader):
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One TensorRecord per index row; ``matched`` when the node is in ``graph``."""
+        from .tensor import H5Tensor, graph_table
+
         info = self._iterations().get(iteration)
         if info is None or graph_id not in info.graphs:
             return []
@@ -254,25 +219,11 @@ class TdbgH5Format(Format):
 
     def root_of(self, path: str) -> str | None:
         """``path`` when it holds the marker, its parent when it is a ``rank_R`` folder of such a root."""
-        p = os.path.abspath(path)
-        if not os.path.isdir(p):
-            return None
-        if _marker_problem(p) is None:
-            return p
-        parent = os.path.dirname(p.rstrip(os.sep))
-        if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))) and _marker_problem(parent) is None:
-            return parent
-        return None
+        return root_of(path)
 
     def why_not(self, path: str) -> str:
         """The missing or wrong marker, in a few words."""
-        p = os.path.abspath(path)
-        if not os.path.isdir(p):
-            return "not a directory"
-        problem = _marker_problem(p)
-        if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))):
-            problem = _marker_problem(os.path.dirname(p.rstrip(os.sep))) or problem
-        return problem or "is a tdbg-h5 dump"
+        return why_not(path)
 
     def open(self, root: str, path: str) -> DumpSource:
         """Readers for every ``rank_R`` of ``root``, or only the one ``path`` names."""
@@ -297,3 +248,6 @@ class TdbgH5Format(Format):
         if not ranks:
             raise NotADumpError(root, "tdbg-h5 dump without any rank_R folder")
         return DumpSource(root, L.FORMAT_NAME, [H5RankReader(r, d) for r, d in ranks])
+
+
+FORMAT = TdbgH5Format()

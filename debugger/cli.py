@@ -13,7 +13,7 @@ from .errors import DumpError
 from .executors import add_scheduler, cluster_workers
 from .exits import Exit
 from .gcpause import paused_gc
-from .query.scopes import FOLD
+from .query import FOLD
 from .report import Progress, fmt_num, human_bytes, table
 from .selection import ranges_text
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing as mp
 import os
 import re
 import threading
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .errors import DumpError
+
+if TYPE_CHECKING:   # imported where a pool or a future is made: a scan answered from the cache needs neither
+    from concurrent.futures import Executor, Future
 
 LOCAL = "local"
 _LOCAL_RE = re.compile(r"^local(?::(\d+))?$")
@@ -67,6 +68,8 @@ class Workers:
         """Run ``fn(*args)`` on a worker (here, at once, when there is no executor)."""
         executor = self.executor
         if executor is None:
+            from concurrent.futures import Future
+
             fut: Future = Future()
             try:
                 fut.set_result(fn(*args))
@@ -97,6 +100,9 @@ def local_workers(jobs: int | None = None) -> Workers:
     jobs = max(1, jobs or os.cpu_count() or 1)
     if jobs == 1:
         return Workers(None, 1)
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
     # fork: the workers start at once and inherit the imported modules
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork"))
     return Workers(pool, jobs, where=f"{jobs} local processes")

@@ -13,6 +13,8 @@ from typing import Any
 
 from ..errors import InvalidQueryError
 
+FOLD = 5                # same-type siblings folded into one node from this many on (scopes; the CLI's default)
+
 __all__ = [
     "DEFAULT_PAGE", "FOLD", "MAX_PAGE", "VALUE_CAP", "InvalidQueryError", "Page", "ScopeTree", "check_range",
     "default_slice", "find_tensor", "hit_nodes", "json_values", "marks_for_line", "node_detail", "node_digest",
@@ -23,7 +25,7 @@ __all__ = [
 
 _WHERE = {"marks_for_line": "code", "nodes_at_line": "code", "nodes_at_location": "code", "source_files": "code",
           "source_lines": "code", "DEFAULT_PAGE": "pages", "MAX_PAGE": "pages", "Page": "pages",
-          "check_range": "pages", "page": "pages", "FOLD": "scopes", "ScopeTree": "scopes",
+          "check_range": "pages", "page": "pages", "ScopeTree": "scopes",
           "hit_nodes": "scopes", "node_digest": "scopes", "place_of": "scopes", "scope_tree": "scopes",
           "scope_view": "scopes", "search_nodes": "scopes", "VALUE_CAP": "tensors", "default_slice": "tensors",
           "find_tensor": "tensors", "json_values": "tensors", "node_detail": "tensors",

@@ -11,9 +11,8 @@ from typing import Any, Iterable, Mapping
 
 from ..errors import InvalidQueryError, QueryError
 from ..graph import Graph
+from . import FOLD
 from .pages import Page, page
-
-FOLD = 5                # same-type siblings folded into one node from this many on
 
 _GROUP_RE = re.compile(r"^(?:(?P<scope>.*)/)?(?P<op>[^/\[\]]+)\[(?P<n>\d+)\]$")
 

@@ -5,8 +5,7 @@ command that only needs a stored result does not pay for numpy and the graph and
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .lazy import lazy_names
 
 __all__ = [
     "CorruptFileError", "Dump", "DumpError", "Graph", "KINDS", "Node", "NotADumpError", "QueryError",
@@ -19,16 +18,4 @@ _WHERE = {"CorruptFileError": "errors", "DumpError": "errors", "NotADumpError": 
           "TensorRef": "model", "find_dump_roots": "model", "open_dump": "model", "open_dumps": "model",
           "StatsCache": "cache", "Stats": "stats", "tensor_stats": "stats"}
 
-
-def __getattr__(name: str) -> Any:
-    """One of :data:`__all__`, imported from its module on first use."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The package's names, the lazy ones included."""
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

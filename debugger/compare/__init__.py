@@ -14,8 +14,7 @@ The names load on first use (PEP 562): building the command line does not load n
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..lazy import lazy_names
 
 __all__ = ["compare_ranks", "compare_runs", "CompareResult", "Pair", "Side", "Thresholds", "Metrics", "Outcome",
            "compare_sources", "compare_arrays", "grade", "invariant_nodes", "is_invariant", "PASS", "WARNING", "ERROR"]
@@ -25,16 +24,4 @@ _WHERE = {**dict.fromkeys(("ERROR", "PASS", "WARNING", "Metrics", "Outcome", "Th
           **dict.fromkeys(("compare_ranks", "invariant_nodes", "is_invariant"), "ranks"),
           **dict.fromkeys(("CompareResult", "Pair", "Side", "compare_runs"), "runs")}
 
-
-def __getattr__(name: str) -> Any:
-    """One of :data:`__all__`, imported from its module on first use."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The package's names, the lazy ones included."""
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

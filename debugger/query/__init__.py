@@ -8,10 +8,8 @@ The names load on first use (PEP 562): a command that needs only :data:`FOLD` do
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from ..errors import InvalidQueryError
+from ..lazy import lazy_names
 
 FOLD = 5                # same-type siblings folded into one node from this many on (scopes; the CLI's default)
 
@@ -33,16 +31,4 @@ _WHERE = {"marks_for_line": "code", "nodes_at_line": "code", "nodes_at_location"
           "tensor_history": "tensors", "tensor_npy": "tensors", "tensor_summary": "tensors",
           "tensor_values": "tensors"}
 
-
-def __getattr__(name: str) -> Any:
-    """One of :data:`__all__`, imported from its module on first use."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The package's names, the lazy ones included."""
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)

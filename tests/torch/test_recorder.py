@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -325,39 +326,48 @@ def test_out_argument_is_overwritten_not_read(tmp_path: pytest.TempPathFactory) 
     assert sorted(edges.values()) == ["control", "data"], edges
 
 
+def _recorded_and_plain(out: str, build: Any, loop: Any, **recorder: Any) -> tuple[Any, Any]:
+    """What ``loop(model, opt, rec)`` returns on a freshly seeded ``build()``: recorded into ``out``,
+    then plain (``rec`` None)."""
+    import torch
+
+    from debugger.torch import Recorder
+
+    def run(record: str | None) -> Any:
+        torch.manual_seed(0)
+        model, opt = build()
+        if record is None:
+            return loop(model, opt, None)
+        with Recorder(record, model, opt, **recorder) as rec:
+            return loop(model, opt, rec)
+
+    return run(out), run(None)
+
+
 def test_two_optimizer_steps_in_one_iteration(tmp_path: pytest.TempPathFactory) -> None:
     """An iteration holding two optimizer steps (a loop calling rec.step() less often than opt.step())
     records both gradients of every parameter under names of their own, each equal to plain torch's."""
     import torch
 
-    from debugger.torch import Recorder
-
-    def run(record: str | None) -> list[list[float]]:
-        torch.manual_seed(0)
+    def build() -> Any:
         model = torch.nn.Linear(3, 2)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loop(model: Any, opt: Any, rec: Any) -> list[list[float]]:
         means: list[list[float]] = []
-
-        def steps(rec: "Recorder | None") -> None:
-            for it in range(2):
-                for k in range(2):
-                    loss = (model(torch.full((4, 3), float(it + k + 1))) ** 2).sum()
-                    opt.zero_grad()
-                    loss.backward()
-                    means.append([float(p.grad.double().mean()) for p in model.parameters()])
-                    opt.step()
-                if rec is not None:
-                    rec.step()
-
-        if record is None:
-            steps(None)
-        else:
-            with Recorder(record, model, opt) as rec:
-                steps(rec)
+        for it in range(2):
+            for k in range(2):
+                loss = (model(torch.full((4, 3), float(it + k + 1))) ** 2).sum()
+                opt.zero_grad()
+                loss.backward()
+                means.append([float(p.grad.double().mean()) for p in model.parameters()])
+                opt.step()
+            if rec is not None:
+                rec.step()
         return means
 
     out = str(tmp_path / "d")
-    recorded, plain = run(out), run(None)
+    recorded, plain = _recorded_and_plain(out, build, loop)
     assert recorded == plain
     tensors = _tensors(out)
     for it in range(2):
@@ -373,35 +383,27 @@ def test_gradient_statistics_follow_accumulation_and_clipping(tmp_path: pytest.T
     import torch
 
     from debugger.formats.tdbg_h5 import digest_of
-    from debugger.torch import Recorder
 
-    def run(record: str | None) -> list[dict[str, np.ndarray]]:
-        torch.manual_seed(0)
+    def build() -> Any:
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def loop(model: Any, opt: Any, rec: Any) -> list[dict[str, np.ndarray]]:
         grads: list[dict[str, np.ndarray]] = []
-
-        def steps(rec: "Recorder | None") -> None:
-            for it in range(3):
-                opt.zero_grad()
-                for micro in range(2 if it == 1 else 1):       # iteration 1 accumulates two backward passes
-                    (model(torch.full((5, 4), float(it + micro + 1))) ** 2).mean().backward()
-                if it == 2:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3, foreach=True)
-                grads.append({n: p.grad.detach().clone().numpy() for n, p in model.named_parameters()})
-                opt.step()
-                if rec is not None:
-                    rec.step()
-
-        if record is None:
-            steps(None)
-        else:
-            with Recorder(record, model, opt, save="statistics") as rec:
-                steps(rec)
+        for it in range(3):
+            opt.zero_grad()
+            for micro in range(2 if it == 1 else 1):       # iteration 1 accumulates two backward passes
+                (model(torch.full((5, 4), float(it + micro + 1))) ** 2).mean().backward()
+            if it == 2:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1e-3, foreach=True)
+            grads.append({n: p.grad.detach().clone().numpy() for n, p in model.named_parameters()})
+            opt.step()
+            if rec is not None:
+                rec.step()
         return grads
 
     out = str(tmp_path / "d")
-    recorded, plain = run(out), run(None)
+    recorded, plain = _recorded_and_plain(out, build, loop, save="statistics")
     for a, b in zip(recorded, plain):
         assert all(np.array_equal(a[n], b[n]) for n in a)
     tensors = _tensors(out)

@@ -7,12 +7,15 @@ see the same machine load (a shared machine's load changes from minute to minute
 
     python benchmarks/bench_torch_recorder.py [--size 112] [--steps 4] [--warmup 1] [--threads 2]
         [--msprobe /work/msprobe_env/bin/python] [--skip-msprobe] [--modes plain,...] [--pairs]
+        [--baseline OTHER_CHECKOUT]
 
 Modes: plain training (plain vs plain: the noise floor); Recorder save="statistics"; the same
 recording 3 steps in a row then waiting for their files ("statistics:steady": a run that records
 every step, where the writer thread overlaps a step's write with the next step); Recorder
 save="tensors"; msprobe PrecisionDebugger (task "statistics" and "tensor", level "mix" and "L1")
-when its Python is given. A recorded step includes waiting for its iteration's file (no overlap
+when its Python is given; with ``--baseline DIR``, the statistics recorder of another checkout and
+this one installed in one process on disjoint iterations (plain, baseline and this steps interleave:
+"recorder:statistics:vs-baseline"). A recorded step includes waiting for its iteration's file (no overlap
 with the next step is credited). Prints per mode the median plain and mode seconds per step, the
 median of the per-pair ratios and of the per-pair overheads, and the overhead of msprobe's
 statistics modes over the recorder's. The goal: statistics mode within 1.5x of plain training and
@@ -109,6 +112,27 @@ elif mode.startswith("recorder") and mode.endswith(":steady"):
             if b % 2:
                 rec.flush()
             (timed if b % 2 else plain).append((time.perf_counter() - t0) / K)
+elif mode == "recorder:statistics:vs-baseline":
+    # Another checkout's recorder (copied in as the package tdbg_baseline) beside this one, both
+    # installed in this process on disjoint iterations: plain, baseline and this steps interleave.
+    import shutil
+    pkg = os.path.join(cfg["out"], "pkg")
+    shutil.copytree(os.path.join(cfg["baseline"], "debugger"), os.path.join(pkg, "tdbg_baseline"))
+    sys.path.insert(0, pkg)
+    sys.path.insert(0, cfg["root"])
+    from debugger.torch import Recorder
+    from tdbg_baseline.torch import Recorder as Baseline
+    base = []
+    with Baseline(cfg["out"] + "/base", model, opt, save="statistics", iterations=range(1, 3 * n, 3)) as rb, \
+            Recorder(cfg["out"] + "/this", model, opt, save="statistics", iterations=range(2, 3 * n, 3)) as rt:
+        for i in range(3 * n):
+            t0 = time.perf_counter()
+            one_step()
+            rb.step()
+            rt.step()
+            rb.flush()
+            rt.flush()
+            (plain, base, timed)[i % 3].append(time.perf_counter() - t0)
 elif mode.startswith("recorder"):
     sys.path.insert(0, cfg["root"])
     from debugger.torch import Recorder
@@ -141,14 +165,15 @@ elif mode.startswith("msprobe"):
             one_step()
         (timed if i % 2 else plain).append(time.perf_counter() - t0)
 w = cfg["warmup"]
-print("RESULT " + json.dumps({"plain": plain[w:], "mode": timed[w:]}))
+extra = {"baseline": base[w:]} if mode.endswith(":vs-baseline") else {}
+print("RESULT " + json.dumps({"plain": plain[w:], "mode": timed[w:], **extra}))
 '''
 
 
 def run_mode(python: str, mode: str, a: argparse.Namespace, out: str) -> dict[str, list[float]] | str:
     """Seconds per measured plain and mode step of one mode's process, or the error text."""
     cfg = {"mode": mode, "threads": a.threads, "batch": a.batch, "size": a.size, "steps": a.steps,
-           "warmup": a.warmup, "root": ROOT, "out": out}
+           "warmup": a.warmup, "root": ROOT, "out": out, "baseline": a.baseline}
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     p = subprocess.run([python, "-c", WORKER, json.dumps(cfg)], capture_output=True, text=True, env=env,
                        timeout=a.timeout)
@@ -176,17 +201,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-msprobe", action="store_true")
     ap.add_argument("--modes", default="", help="comma-separated subset of the modes")
     ap.add_argument("--pairs", action="store_true", help="also print every measured (plain, mode) pair")
+    ap.add_argument("--baseline", help="another checkout of tdbg: its statistics recorder, interleaved with this one")
     a = ap.parse_args(argv)
     modes = [("plain", sys.executable), ("recorder:statistics", sys.executable),
              ("recorder:statistics:steady", sys.executable), ("recorder:tensors", sys.executable)]
     if not a.skip_msprobe and os.path.exists(a.msprobe):
         modes += [(f"msprobe:{t}:{lv}", a.msprobe) for t in ("statistics", "tensor") for lv in ("mix", "L1")]
+    if a.baseline:
+        modes.append(("recorder:statistics:vs-baseline", sys.executable))
     if a.modes:
         keep = set(a.modes.split(","))
         modes = [m for m in modes if m[0] in keep]
     print(f"ResNet-18, batch {a.batch}, {a.size}x{a.size}, CPU, {a.threads} threads; per mode one process "
           f"alternating plain and mode steps, {a.steps} measured pairs after {a.warmup} warm-up; load {os.getloadavg()[0]:.1f}")
-    print(f"  {'mode':26s} {'plain s/step':>12s} {'mode s/step':>12s} {'ratio':>7s} {'overhead s':>11s} {'dump MiB':>9s}")
+    print(f"  {'mode':32s} {'plain s/step':>12s} {'mode s/step':>12s} {'ratio':>7s} {'overhead s':>11s} {'dump MiB':>9s}")
     over: dict[str, float] = {}
     for mode, py in modes:
         tmp = tempfile.mkdtemp(prefix="tdbg-bench-")
@@ -196,16 +224,22 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(res, str):
-            print(f"  {mode:26s} failed: {res}", flush=True)
+            print(f"  {mode:32s} failed: {res}", flush=True)
             continue
         # per pair ratios: the two steps of a pair ran under the same load
         ratios = [m / p for p, m in zip(res["plain"], res["mode"])]
         p_med, m_med, r_med = statistics.median(res["plain"]), statistics.median(res["mode"]), statistics.median(ratios)
         over[mode] = statistics.median(m - p for p, m in zip(res["plain"], res["mode"]))
-        print(f"  {mode:26s} {p_med:12.3f} {m_med:12.3f} {r_med:6.2f}x {over[mode]:+11.3f} {size / 2**20:9.1f}",
+        print(f"  {mode:32s} {p_med:12.3f} {m_med:12.3f} {r_med:6.2f}x {over[mode]:+11.3f} {size / 2**20:9.1f}",
               flush=True)
         if a.pairs:
             print("      pairs (plain, mode): " + ", ".join(f"({p:.2f}, {m:.2f})" for p, m in zip(res["plain"], res["mode"])))
+        if "baseline" in res:
+            b_over = statistics.median(b - p for p, b in zip(res["plain"], res["baseline"]))
+            b_ratio = statistics.median(b / p for p, b in zip(res["plain"], res["baseline"]))
+            print(f"  {'  the baseline, same steps':32s} {p_med:12.3f} {statistics.median(res['baseline']):12.3f} "
+                  f"{b_ratio:6.2f}x {b_over:+11.3f}   (overhead this / baseline = {over[mode] / b_over:.2f})",
+                  flush=True)
     base = over.get("recorder:statistics")
     if base is not None:
         for m in [m for m in over if m.startswith("msprobe:statistics")]:

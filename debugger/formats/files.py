@@ -90,7 +90,6 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-_S_IFMT, _S_IFLNK, _S_IFDIR = 0o170000, stat.S_IFLNK, stat.S_IFDIR
 # Stat a folder's entries relative to a descriptor of it where the platform can (not Windows): the
 # kernel then does not walk the whole path again for each of thousands of files.
 _DIR_FD = os.stat in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")

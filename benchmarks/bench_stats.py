@@ -1,5 +1,6 @@
-"""Cost of debugger.stats per 256 Ki-element float32 chunk, by the kind of data, side by side with
-another checkout's stats.py (``--baseline DIR``) in the same process, rounds interleaved.
+"""Cost of debugger.stats per 256 Ki-element float32 chunk, by the kind of data: numpy's passes (what
+scans use), the compiled one-pass kernel (``compiled=True``, the recorder's), and another checkout's
+stats.py (``--baseline DIR``), in the same process, rounds interleaved.
 
     python benchmarks/bench_stats.py [--rounds 7] [--repeat 200] [--baseline OTHER_CHECKOUT]
 
@@ -39,12 +40,12 @@ def chunks() -> dict[str, np.ndarray]:
     return {"mixed": a, "relu": np.maximum(a, 0), "positive": np.abs(a) + 1e-3}
 
 
-def per_chunk_us(mod, a: np.ndarray, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def per_chunk_us(stats_of, a: np.ndarray, repeat: int) -> float:  # type: ignore[no-untyped-def]
     """Microseconds for the statistics of ``a`` (one chunk)."""
-    mod.tensor_stats(a)
+    stats_of(a)
     t0 = time.perf_counter()
     for _ in range(repeat):
-        mod.tensor_stats(a)
+        stats_of(a)
     return (time.perf_counter() - t0) / repeat * 1e6
 
 
@@ -55,24 +56,29 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=200)
     p.add_argument("--baseline", help="another checkout of tdbg, timed in the same rounds")
     a = p.parse_args()
-    mods = {"this": load_stats(ROOT, "stats_this")}
+    sys.path.insert(0, ROOT)
+    from debugger import stats
+    if stats.compiled_kernel() is None:
+        print("numba is not installed: the compiled column is numpy's passes again", file=sys.stderr)
+    mods = {"numpy": stats.tensor_stats, "compiled": lambda x: stats.tensor_stats(x, compiled=True)}
     if a.baseline:
-        mods["baseline"] = load_stats(a.baseline, "stats_baseline")
+        mods["baseline"] = load_stats(a.baseline, "stats_baseline").tensor_stats
     data = chunks()
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(a.rounds):
         for kind, x in data.items():
-            for label, mod in mods.items():
-                times.setdefault((label, kind), []).append(per_chunk_us(mod, x, a.repeat))
+            for label, stats_of in mods.items():
+                times.setdefault((label, kind), []).append(per_chunk_us(stats_of, x, a.repeat))
     print(f"debugger.stats, float32 chunk of {1 << 18} elements, median of {a.rounds} rounds; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"  {'data':10s} " + " ".join(f"{label + ' us':>12s}" for label in mods)
-          + ("   this/baseline" if a.baseline else ""))
+          + "  compiled/numpy" + ("  numpy/baseline" if a.baseline else ""))
     for kind in data:
         med = {label: statistics.median(times[(label, kind)]) for label in mods}
         line = f"  {kind:10s} " + " ".join(f"{med[label]:12.1f}" for label in mods)
+        line += f"  {med['compiled'] / med['numpy']:14.2f}"
         if a.baseline:
-            line += f"   {med['this'] / med['baseline']:.2f}"
+            line += f"  {med['numpy'] / med['baseline']:14.2f}"
         print(line)
     return 0
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -67,13 +67,34 @@ class Stats:
                       else None for n in STAT_NAMES})  # type: ignore[arg-type]
 
 
+# numba's one-pass kernel for float32/float64 chunks (sum, sum of squares, |x| sum, zeros, positives,
+# min, max): None until loaded, False when numba is missing.
+Kernel = Callable[[np.ndarray, np.ndarray], tuple[float, float, float, int, int, float, float]]
+_kernel: Kernel | None | bool = None
+_KERNEL_BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
+
+
+def compiled_kernel() -> Kernel | None:
+    """The one-pass compiled kernel for float chunks (numba, installed with ``tdbg[torch]``), loaded
+    once per process (about 0.8 s); None without numba."""
+    global _kernel
+    if _kernel is None:
+        try:
+            from .stats_kernel import one_pass
+        except ImportError:
+            _kernel = False
+        else:
+            _kernel = one_pass
+    return _kernel or None
+
+
 class _Part:
     """The statistics of one chunk, for :class:`_Acc` to merge in chunk order."""
 
     __slots__ = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "n", "mean", "m2",
                  "abs_sum", "min", "max")
 
-    def __init__(self, chunk: np.ndarray) -> None:
+    def __init__(self, chunk: np.ndarray, kernel: Kernel | None = None) -> None:
         # Called under np.errstate(over="ignore", invalid="ignore") (stats_of_chunks).
         # Float chunks stay in their own precision (float16 is widened to float32): SIMD sums
         # (einsum, 3x faster than np.add.reduce) and BLAS dot products are accurate to ~1e-7 and
@@ -85,9 +106,14 @@ class _Part:
         if kind == "b":
             chunk = chunk.view(np.uint8)
             kind = "u"
+        if kind == "f" and chunk.dtype.itemsize < 4:
+            chunk = chunk.astype(np.float32)
+        elif kind in "iu":
+            chunk = chunk.astype(np.float64)
+        if kernel is not None and chunk.dtype in _KERNEL_BITS and chunk.flags.c_contiguous \
+                and chunk.size and self._from_kernel(kernel, chunk):
+            return
         if kind == "f":
-            if chunk.dtype.itemsize < 4:
-                chunk = chunk.astype(np.float32)
             s = float(np.einsum("i->", chunk))   # Inf, NaN or an overflowing sum: handled below
             if not math.isfinite(s):
                 finite = np.isfinite(chunk)
@@ -98,7 +124,6 @@ class _Part:
                     chunk = chunk[finite]
                 s = float(np.add.reduce(chunk, dtype=np.float64))  # a finite float32 sum can overflow
         elif kind in "iu":
-            chunk = chunk.astype(np.float64)
             s = float(np.add.reduce(chunk))
         else:  # complex and the like: magnitudes
             chunk = np.abs(chunk).astype(np.float64)
@@ -144,6 +169,27 @@ class _Part:
             abs_sum = float(np.add.reduce(np.abs(x)))
         self.m2 = m2
         self.abs_sum = abs_sum
+
+    def _from_kernel(self, kernel: Kernel, chunk: np.ndarray) -> bool:
+        """The statistics of a float chunk from the compiled kernel; False (nothing set) for a chunk
+        with non-finite elements or a mean too far from zero beside the spread."""
+        s, sq, abs_sum, zeros, positives, lo, hi = kernel(chunk, chunk.view(_KERNEL_BITS[chunk.dtype]))
+        n = chunk.size
+        m = s / n
+        m2 = sq - n * m * m
+        # float64 sums of squares: sum(x^2) - n*mean^2 keeps 30 bits or more while it is at least
+        # 1e-6 of sum(x^2); NaN or Inf anywhere makes s or sq non-finite and this comparison false.
+        if not (math.isfinite(sq) and m2 >= 1e-6 * sq):
+            return False
+        self.n = n
+        self.min = lo
+        self.max = hi
+        self.zeros = zeros
+        self.positives = positives
+        self.mean = m
+        self.m2 = m2
+        self.abs_sum = abs_sum
+        return True
 
 
 class _Acc:
@@ -195,30 +241,34 @@ def _flat_chunks(a: np.ndarray):  # type: ignore[no-untyped-def]
         yield np.asarray(flat[i:i + CHUNK])
 
 
-def compute_stats(a: np.ndarray, ranges: tuple[tuple[float, float], ...] = ()) -> tuple[Stats, dict[tuple[float, float], int]]:
+def compute_stats(a: np.ndarray, ranges: tuple[tuple[float, float], ...] = (), *, compiled: bool = False
+                  ) -> tuple[Stats, dict[tuple[float, float], int]]:
     """Statistics of ``a`` and, for each closed range [lo, hi], how many elements fall inside."""
-    return stats_of_chunks(_flat_chunks(a), ranges)
+    return stats_of_chunks(_flat_chunks(a), ranges, compiled=compiled)
 
 
-def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, float], ...] = ()
-                    ) -> tuple[Stats, dict[tuple[float, float], int]]:
-    """:func:`compute_stats` over a tensor given as 1-D chunks (each used only until the next arrives)."""
+def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, float], ...] = (), *,
+                    compiled: bool = False) -> tuple[Stats, dict[tuple[float, float], int]]:
+    """:func:`compute_stats` over a tensor given as 1-D chunks (each used only until the next arrives).
+    ``compiled``: float chunks in one pass of :func:`compiled_kernel` (float64 sums: equal to numpy's
+    float32 ones to rounding); scans leave it off so that every process gives the same bits."""
+    kernel = compiled_kernel() if compiled else None
     acc = _Acc()
     counts = {r: 0 for r in ranges}
     # One errstate for the whole tensor, not one per reduction: Inf, NaN and overflowing float32
     # sums are handled by _Part itself (a warning would say nothing more).
     with np.errstate(over="ignore", invalid="ignore"):
         for c in chunks:
-            acc.merge(_Part(c))
+            acc.merge(_Part(c, kernel))
             if ranges and c.dtype.kind in "biuf":
                 for lo, hi in ranges:
                     counts[(lo, hi)] += int(np.count_nonzero((c >= lo) & (c <= hi)))
     return acc.result(), counts
 
 
-def tensor_stats(a: np.ndarray) -> Stats:
-    """Statistics of ``a``."""
-    return compute_stats(a)[0]
+def tensor_stats(a: np.ndarray, *, compiled: bool = False) -> Stats:
+    """Statistics of ``a`` (``compiled``: as in :func:`stats_of_chunks`)."""
+    return compute_stats(a, compiled=compiled)[0]
 
 
 def histogram(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:

@@ -1,7 +1,15 @@
 import numpy as np
 import pytest
 
-from debugger.stats import CHUNK, Stats, compute_stats, histogram, tensor_stats
+from debugger.stats import CHUNK, Stats, compiled_kernel, compute_stats, histogram, tensor_stats
+
+
+@pytest.fixture(params=[False, True], ids=["numpy", "compiled"])
+def compiled(request) -> bool:
+    """Every statistic both ways: numpy's passes (scans) and the compiled one-pass kernel (the recorder)."""
+    if request.param:
+        assert compiled_kernel() is not None, "numba is a test dependency (pip install -e '.[test]')"
+    return request.param
 
 
 def _reference(a: np.ndarray) -> dict:
@@ -11,10 +19,10 @@ def _reference(a: np.ndarray) -> dict:
 
 
 @pytest.mark.parametrize("n", [1, 7, CHUNK - 1, CHUNK, CHUNK + 123, 3 * CHUNK + 5])
-def test_stats_match_numpy_across_chunk_boundaries(n):
+def test_stats_match_numpy_across_chunk_boundaries(n, compiled):
     rng = np.random.default_rng(n)
     a = (rng.standard_normal(n) * 3 + 1).astype(np.float32)
-    s = tensor_stats(a)
+    s = tensor_stats(a, compiled=compiled)
     ref = _reference(a)
     assert s.count == n and s.nan == 0
     for k, v in ref.items():
@@ -22,24 +30,24 @@ def test_stats_match_numpy_across_chunk_boundaries(n):
         assert getattr(s, k) == pytest.approx(v, rel=2e-6, abs=1e-12), k
 
 
-def test_stats_count_nonfinite_zeros_and_signs():
+def test_stats_count_nonfinite_zeros_and_signs(compiled):
     a = np.array([np.nan, np.inf, -np.inf, 0.0, 0.0, -2.0, 3.0], dtype=np.float32)
-    s = tensor_stats(a)
+    s = tensor_stats(a, compiled=compiled)
     assert (s.nan, s.pos_inf, s.neg_inf, s.zeros, s.positives, s.negatives) == (1, 1, 1, 2, 1, 1)
     assert s.has_nonfinite and s.finite == 4
     assert (s.min, s.max, s.mean) == (-2.0, 3.0, 0.25)
     assert s.zero_percentage == pytest.approx(100 * 2 / 7)
 
 
-def test_stats_of_all_nan_tensor_have_no_value_statistics():
-    s = tensor_stats(np.full((3, 3), np.nan, dtype=np.float16))
+def test_stats_of_all_nan_tensor_have_no_value_statistics(compiled):
+    s = tensor_stats(np.full((3, 3), np.nan, dtype=np.float16), compiled=compiled)
     assert s.nan == 9 and s.min is None and s.mean is None and s.abs_mean is None
 
 
-def test_stats_of_bool_int_and_scalar_tensors():
-    assert tensor_stats(np.array([True, False, True])).mean == pytest.approx(2 / 3)
-    assert tensor_stats(np.arange(5, dtype=np.int64)).zeros == 1
-    s = tensor_stats(np.array(4.0, dtype=np.float32))
+def test_stats_of_bool_int_and_scalar_tensors(compiled):
+    assert tensor_stats(np.array([True, False, True]), compiled=compiled).mean == pytest.approx(2 / 3)
+    assert tensor_stats(np.arange(5, dtype=np.int64), compiled=compiled).zeros == 1
+    s = tensor_stats(np.array(4.0, dtype=np.float32), compiled=compiled)
     assert s.count == 1 and s.max == 4.0 and s.std == 0.0
 
 
@@ -60,12 +68,12 @@ def test_histogram_ignores_nonfinite_values():
 
 
 @pytest.mark.parametrize("mean,std", [(0, 1), (1, 1), (-3, 2), (1, 0.01), (1, 1e-4), (100, 1), (1e4, 1)])
-def test_float32_statistics_are_accurate_whatever_the_mean(mean, std):
+def test_float32_statistics_are_accurate_whatever_the_mean(mean, std, compiled):
     """Sums stay in float32 for speed; the spread must survive a mean far larger than it
     (a BatchNorm variance near 1, a weight near its initial value)."""
     a = (np.random.default_rng(0).standard_normal(700_000) * std + mean).astype(np.float32)
     b = a.astype(np.float64)
-    st = tensor_stats(a)
+    st = tensor_stats(a, compiled=compiled)
     assert st.std == pytest.approx(b.std(ddof=1), rel=1e-5)
     assert st.mean == pytest.approx(b.mean(), rel=1e-6, abs=1e-7 * std)
     assert st.l2norm == pytest.approx(np.sqrt(np.dot(b, b)), rel=1e-6)
@@ -74,7 +82,7 @@ def test_float32_statistics_are_accurate_whatever_the_mean(mean, std):
 
 
 @pytest.mark.parametrize("kind", ["relu", "negative", "mixed-chunks", "int-relu", "strictly-positive"])
-def test_one_signed_chunks_count_signs_and_absolute_sums(kind):
+def test_one_signed_chunks_count_signs_and_absolute_sums(kind, compiled):
     """Chunks of one sign take a shortcut for positives and |x|: counts and sums as a plain count."""
     rng = np.random.default_rng(1)
     a = rng.standard_normal(3 * CHUNK + 11).astype(np.float32)
@@ -92,10 +100,48 @@ def test_one_signed_chunks_count_signs_and_absolute_sums(kind):
     else:
         a = np.abs(a) + 1e-3            # Adam's second moment, a softmax: no zero anywhere
         a[CHUNK + 3] = 0                # but one in the second chunk
-    s = tensor_stats(a)
+    s = tensor_stats(a, compiled=compiled)
     assert (s.zeros, s.positives, s.negatives) == (np.count_nonzero(a == 0), np.count_nonzero(a > 0),
                                                    np.count_nonzero(a < 0))
     ref = _reference(a.astype(np.float64))
     for k in ("min", "max", "mean", "abs_mean", "std", "l2norm"):
         # float32 sums: a mean near 0 (chunks of opposite signs) is exact to ~1e-6 of mean |x|
         assert getattr(s, k) == pytest.approx(ref[k], rel=2e-6, abs=1e-6 * ref["abs_mean"]), k
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_kernel_is_one_exact_pass(dtype):
+    """The kernel itself: float64 sums, exact counts, and min/max through integer keys of the bits
+    (negative and positive zeros, subnormals and the largest values keep their order)."""
+    info = np.finfo(dtype)
+    big = info.max if dtype == np.float32 else 1e200     # float64: a square that overflows, sums that do not
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(100_003).astype(dtype)
+    a[:8] = [0.0, -0.0, info.smallest_subnormal, -info.smallest_subnormal, big, -big / 2, 0.0, 1.0]
+    kernel = compiled_kernel()
+    assert kernel is not None
+    s, sq, ab, zeros, positives, lo, hi = kernel(a, a.view(np.int32 if dtype == np.float32 else np.int64))
+    b = a.astype(np.float64)
+    assert (zeros, positives) == (np.count_nonzero(a == 0), np.count_nonzero(a > 0))
+    assert (lo, hi) == (b.min(), b.max())
+    assert s == pytest.approx(np.sum(b), rel=1e-12) and ab == pytest.approx(np.abs(b).sum(), rel=1e-12)
+    if dtype == np.float32:
+        assert sq == pytest.approx(np.dot(b, b), rel=1e-12)
+    else:
+        assert sq == np.inf                                # so stats.py falls back to numpy's passes
+        np.testing.assert_equal(tensor_stats(a, compiled=True).to_dict(), tensor_stats(a).to_dict())
+
+
+def test_compiled_and_numpy_statistics_agree_on_every_kind_of_chunk():
+    """Whatever path a chunk takes (kernel, or numpy for non-finite, strided, big-endian, far-from-zero
+    means), both give the same statistics: counts exactly, values to float32 rounding."""
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal(2 * CHUNK + 5).astype(np.float32)
+    cases = [base, np.maximum(base, 0), base[::3], base.astype(">f4"), base + 1e4, base.astype(np.float16),
+             np.where(base > 2, np.nan, base), (base * 100).astype(np.int64), np.zeros(10, np.float32)]
+    for a in cases:
+        want, got = tensor_stats(a), tensor_stats(a, compiled=True)
+        for name in ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "negatives", "min", "max"):
+            assert getattr(got, name) == getattr(want, name), (a.dtype, name)
+        for name in ("mean", "abs_mean", "std", "l2norm"):
+            assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-5, abs=1e-6), (a.dtype, name)

@@ -1,7 +1,8 @@
 """Statistics of a tensor computed where it lives (CPU or GPU), in the columns of debugger.stats.
 
 On a GPU the result is a 1-D float64 tensor of len(STAT_NAMES) on the tensor's device: the caller
-stacks an iteration's rows and copies them to the host once. On the CPU it is debugger.stats itself. Value statistics are over finite elements, the
+stacks an iteration's rows and copies them to the host once. On the CPU it is debugger.stats itself,
+in its compiled one-pass form. Value statistics are over finite elements, the
 standard deviation has ddof=1 and the L2 norm is derived from the centred sum of squares and the mean,
 as in :mod:`debugger.stats`; no finite element gives NaN (which the writer stores as "none").
 """
@@ -29,7 +30,7 @@ def _as_float(t: torch.Tensor) -> torch.Tensor:
 
 def stats_row(t: torch.Tensor) -> "torch.Tensor | dict[str, float | None]":
     """The statistics of ``t``: on the CPU a finished mapping (debugger.stats over the tensor's own
-    memory, no copy: the very numbers ``tdbg convert --statistics`` gives); elsewhere one float64 row
+    memory, no copy: the numbers ``tdbg convert --statistics`` gives, to rounding); elsewhere one float64 row
     on the tensor's device (no host copy), to be stacked and copied once per iteration."""
     if t.device.type == "cpu":
         return _cpu_stats(t.detach() if t.requires_grad else t)
@@ -45,7 +46,7 @@ def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
     if t.dtype == torch.bfloat16:
         t = t.to(torch.float32)
     a = t.resolve_conj().resolve_neg().numpy()
-    st = tensor_stats(a)
+    st = tensor_stats(a, compiled=True)
     return {n: getattr(st, n) for n in STAT_NAMES}
 
 

@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..formats.records import GraphRecord, NodeRecord, OutputType
 from ..formats.tdbg_h5 import DumpWriter
 from ..selection import parse_iterations
+from ..stats import compiled_kernel
 from . import capture as C
 from .devstats import rows_to_dicts, stats_row
 from .sink import DigestBox, Job, Row, Sink
@@ -158,6 +159,8 @@ class Recorder:
                                   metadata={"recorder": "debugger.torch", "world_size": world,
                                             "iterations": "all" if self._iters is None else sorted(self._iters)[:1000]})
         self._sink = Sink(self._writer)
+        if self.stats_on_device:
+            compiled_kernel()    # numba's start-up (CPU statistics) here, once, not in the first iteration
         mm = torch.nn.modules.module
         self._handles.append(mm.register_module_forward_pre_hook(self._pre_hook))
         self._handles.append(mm.register_module_forward_hook(self._post_hook, always_call=True))

@@ -1,0 +1,48 @@
+"""A compiled one-pass kernel (numba) over a float chunk: sums, sign counts, minimum and maximum.
+
+Imported only through :func:`debugger.stats.use_compiled_kernel`: numba costs about 0.8 s to start in
+a process, which a long-running recorder repays within its first iterations and a short CLI run
+does not.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# Reassociation is what lets LLVM vectorise the sums; NaN and Inf keep their IEEE meaning (no
+# "nnan"/"ninf"), so a non-finite element still makes the sum non-finite and the caller falls back.
+_FLAGS = {"reassoc", "nsz", "contract", "arcp"}
+_OUT = "Tuple((f8, f8, f8, i8, i8, f8, f8))"
+_SIGS = [f"{_OUT}(f4[::1], i4[::1])", f"{_OUT}(f8[::1], i8[::1])"]
+_MAGNITUDE = 0x7FFFFFFFFFFFFFFF
+
+
+@numba.njit(_SIGS, fastmath=_FLAGS, nogil=True, cache=True)
+def one_pass(x, bits):  # type: ignore[no-untyped-def]
+    """Sum, sum of squares and absolute sum (float64 accumulators), zeros, positives, minimum and
+    maximum of ``x`` (finite); ``bits`` is ``x`` viewed as integers of its width."""
+    s = 0.0
+    sq = 0.0
+    ab = 0.0
+    zeros = 0
+    positives = 0
+    # The minimum and maximum over order-preserving integer keys of the floats' bits (sign and
+    # magnitude -> two's complement): integer min/max vectorise, float ones (NaN-aware) do not.
+    lo = np.int64(_MAGNITUDE)
+    hi = -lo - 1
+    for i in range(x.size):
+        v = np.float64(x[i])
+        s += v
+        sq += v * v
+        ab += abs(v)
+        zeros += 1 if v == 0 else 0
+        positives += 1 if v > 0 else 0
+        b = np.int64(bits[i])           # sign-extended, so one 64-bit mask serves both widths
+        k = b ^ ((b >> 63) & _MAGNITUDE)
+        lo = k if k < lo else lo
+        hi = k if k > hi else hi
+    ends = np.empty(2, x.dtype)
+    ends_bits = ends.view(bits.dtype)
+    ends_bits[0] = lo ^ ((lo >> 63) & _MAGNITUDE)     # the key's inverse, truncated to the width
+    ends_bits[1] = hi ^ ((hi >> 63) & _MAGNITUDE)
+    return s, sq, ab, zeros, positives, np.float64(ends[0]), np.float64(ends[1])

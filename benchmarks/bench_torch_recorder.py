@@ -9,7 +9,10 @@ see the same machine load (a shared machine's load changes from minute to minute
         [--msprobe /work/msprobe_env/bin/python] [--skip-msprobe] [--modes plain,...] [--pairs]
         [--baseline OTHER_CHECKOUT]
 
-Modes: plain training (plain vs plain: the noise floor); Recorder save="statistics"; the same
+Modes: plain training (plain vs plain: the noise floor); two floors that any recorder seeing every
+ATen operator pays ("floor:dispatch": a dispatch mode that only runs the operators; "floor:stats":
+it also reads every floating output once with the compiled statistics kernel; both print how many
+elements the operators put out per step); Recorder save="statistics"; the same
 recording 3 steps in a row then waiting for their files ("statistics:steady": a run that records
 every step, where the writer thread overlaps a step's write with the next step); Recorder
 save="tensors"; msprobe PrecisionDebugger (task "statistics" and "tensor", level "mix" and "L1")
@@ -144,6 +147,37 @@ elif mode.startswith("recorder"):
             if i % 2:
                 rec.flush()
             (timed if i % 2 else plain).append(time.perf_counter() - t0)
+elif mode.startswith("floor"):
+    # What any recorder that sees every ATen operator pays at least: a dispatch mode that only runs
+    # the operator ("floor:dispatch"), and one that also reads every floating output once through
+    # the recorder's compiled statistics kernel, with no graph, digest or file ("floor:stats").
+    sys.path.insert(0, cfg["root"])
+    import numpy as np
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from debugger.stats import compiled_kernel, tensor_stats
+    read = mode == "floor:stats" and compiled_kernel() is not None
+    seen = [0]
+
+    class Floor(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(t, torch.Tensor) and t.is_floating_point():
+                    seen[0] += t.numel()
+                    if read:
+                        with torch._C._DisableTorchDispatch():
+                            tensor_stats(t.detach().numpy(), compiled=True)
+            return out
+
+    for i in range(2 * n):
+        t0 = time.perf_counter()
+        if i % 2:
+            with Floor():
+                one_step()
+        else:
+            one_step()
+        (timed if i % 2 else plain).append(time.perf_counter() - t0)
+    extra_floor = {"elements": seen[0] / n}
 elif mode.startswith("msprobe"):
     from msprobe.pytorch import PrecisionDebugger
     _, task, level = mode.split(":")
@@ -166,6 +200,8 @@ elif mode.startswith("msprobe"):
         (timed if i % 2 else plain).append(time.perf_counter() - t0)
 w = cfg["warmup"]
 extra = {"baseline": base[w:]} if mode.endswith(":vs-baseline") else {}
+if mode.startswith("floor"):
+    extra = extra_floor
 print("RESULT " + json.dumps({"plain": plain[w:], "mode": timed[w:], **extra}))
 '''
 
@@ -203,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pairs", action="store_true", help="also print every measured (plain, mode) pair")
     ap.add_argument("--baseline", help="another checkout of tdbg: its statistics recorder, interleaved with this one")
     a = ap.parse_args(argv)
-    modes = [("plain", sys.executable), ("recorder:statistics", sys.executable),
+    modes = [("plain", sys.executable), ("floor:dispatch", sys.executable), ("floor:stats", sys.executable),
+             ("recorder:statistics", sys.executable),
              ("recorder:statistics:steady", sys.executable), ("recorder:tensors", sys.executable)]
     if not a.skip_msprobe and os.path.exists(a.msprobe):
         modes += [(f"msprobe:{t}:{lv}", a.msprobe) for t in ("statistics", "tensor") for lv in ("mix", "L1")]
@@ -232,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         over[mode] = statistics.median(m - p for p, m in zip(res["plain"], res["mode"]))
         print(f"  {mode:32s} {p_med:12.3f} {m_med:12.3f} {r_med:6.2f}x {over[mode]:+11.3f} {size / 2**20:9.1f}",
               flush=True)
+        if "elements" in res:
+            print(f"      floating-point elements out of the operators per step: {res['elements'] / 1e6:.0f} M")
         if a.pairs:
             print("      pairs (plain, mode): " + ", ".join(f"({p:.2f}, {m:.2f})" for p, m in zip(res["plain"], res["mode"])))
         if "baseline" in res:

@@ -83,6 +83,12 @@ def compiled_kernel() -> Kernel | None:
             from .stats_kernel import one_pass
         except ImportError:
             _kernel = False
+        except Exception as exc:    # numba present but unable to compile here: numpy's passes, said once
+            import warnings
+
+            warnings.warn(f"tdbg: numba could not compile the statistics kernel ({type(exc).__name__}: {exc}); "
+                          "statistics use numpy", RuntimeWarning, stacklevel=2)
+            _kernel = False
         else:
             _kernel = one_pass
     return _kernel or None

@@ -9,6 +9,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+if numba.config.DISABLE_JIT:
+    # NUMBA_DISABLE_JIT would run this loop as Python, about 1 us an element: numpy's passes instead
+    raise ImportError("numba's JIT is disabled (NUMBA_DISABLE_JIT)")
+
 # Reassociation is what lets LLVM vectorise the sums; NaN and Inf keep their IEEE meaning (no
 # "nnan"/"ninf"), so a non-finite element still makes the sum non-finite and the caller falls back.
 _FLAGS = {"reassoc", "nsz", "contract", "arcp"}

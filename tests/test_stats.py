@@ -145,3 +145,18 @@ def test_compiled_and_numpy_statistics_agree_on_every_kind_of_chunk():
             assert getattr(got, name) == getattr(want, name), (a.dtype, name)
         for name in ("mean", "abs_mean", "std", "l2norm"):
             assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-5, abs=1e-6), (a.dtype, name)
+
+
+def test_a_disabled_numba_jit_leaves_numpy_passes():
+    """NUMBA_DISABLE_JIT would make the kernel a Python loop (about 1 us an element, minutes per
+    training step): the statistics then take numpy's passes, and are the same."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np; from debugger.stats import compiled_kernel, tensor_stats; "
+            "a = np.arange(-5, 5, dtype=np.float32); "
+            "print(compiled_kernel() is None, tensor_stats(a, compiled=True) == tensor_stats(a))")
+    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stderr

@@ -159,7 +159,7 @@ class Recorder:
                                   metadata={"recorder": "debugger.torch", "world_size": world,
                                             "iterations": "all" if self._iters is None else sorted(self._iters)[:1000]})
         self._sink = Sink(self._writer)
-        if self.stats_on_device:
+        if self.stats_on_device and dev == "cpu":
             compiled_kernel()    # numba's start-up (CPU statistics) here, once, not in the first iteration
         mm = torch.nn.modules.module
         self._handles.append(mm.register_module_forward_pre_hook(self._pre_hook))

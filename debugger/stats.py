@@ -76,7 +76,7 @@ _KERNEL_BITS = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): 
 
 def compiled_kernel() -> Kernel | None:
     """The one-pass compiled kernel for float chunks (numba, installed with ``tdbg[torch]``), loaded
-    once per process (about 0.8 s); None without numba."""
+    once per process (about 1 s); None without numba."""
     global _kernel
     if _kernel is None:
         try:

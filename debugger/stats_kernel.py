@@ -1,6 +1,6 @@
 """A compiled one-pass kernel (numba) over a float chunk: sums, sign counts, minimum and maximum.
 
-Imported only through :func:`debugger.stats.use_compiled_kernel`: numba costs about 0.8 s to start in
+Imported only through :func:`debugger.stats.compiled_kernel`: numba costs about 1 s to start in
 a process, which a long-running recorder repays within its first iterations and a short CLI run
 does not.
 """

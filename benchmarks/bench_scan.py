@@ -5,8 +5,9 @@
                                     [--baseline OTHER_CHECKOUT] [--as-found]
 
 The cached re-scan's floor is measured in the same run: a bare ``os.scandir`` + ``DirEntry.stat`` loop
-over the dump in a fresh interpreter (``stat_floor``: the loop alone, and the whole process), since the
-re-scan's key needs one stat per file. ``--baseline DIR`` also times the cached re-scan and ``info`` of
+over the dump in a fresh interpreter (``stat_floor``: the loop alone, and the whole process; forked as
+tdbg does), and ``find -printf`` (``find_stat``: the same stats in C, no Python), since the re-scan's
+key needs one stat per file. ``--baseline DIR`` also times the cached re-scan and ``info`` of
 another checkout of tdbg (``main``, say) in the same rounds, interleaved. Bytecode of each checkout is
 compiled first (what ``pip install`` does; a machine with ``PYTHONDONTWRITEBYTECODE`` would otherwise
 compile every module on every run); ``--as-found`` leaves it as it is.
@@ -134,6 +135,8 @@ def main() -> None:
             compile_bytecode(checkout)
     tdbg = [sys.executable, "-m", "debugger.cli"]
     cat = f"find {dump} -name '*.npy' -print0 | xargs -0 cat > /dev/null"
+    # the same one stat per file in C, no Python at all: what no re-scan that sees every file beats
+    find_stat = f"find {dump} -type f -printf '%T@ %s\\n' > /dev/null"
     numpy_loop = [sys.executable, "-c", NUMPY_LOOP, dump]
     scan = [*tdbg, "scan", "--no-cache", "--jobs", str(a.jobs), dump]
     cache = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
@@ -156,13 +159,14 @@ def main() -> None:
             base_info = in_checkout(info, own.baseline)
             run_tree(base_cached)
         warm: dict[str, list] = {"cat": [], "numpy_loop": [], "scan_first": [], "scan_cached": [], "info": [],
-                                 "stat_floor": [], "stat_floor_forked": []}
+                                 "stat_floor": [], "stat_floor_forked": [], "find_stat": []}
         if own.baseline:
             warm.update({"baseline_scan_cached": [], "baseline_info": []})
         for _ in range(a.rounds):
             warm["stat_floor"].append(stat_floor(dump))
             if hasattr(os, "fork"):
                 warm["stat_floor_forked"].append(stat_floor(dump, STAT_FLOOR_FORKED))
+            warm["find_stat"].append(round(time_command(find_stat), 3))
             cpu0 = children_cpu()
             warm["cat"].append(round(time_command(cat), 3))
             warm.setdefault("cat_cpu", []).append(round(children_cpu() - cpu0, 3))
@@ -186,6 +190,8 @@ def main() -> None:
     for k in [k for k in ("stat_floor", "stat_floor_forked") if warm[k]]:
         rep[f"{k}_loop_median_s"] = round(statistics.median(r["loop_s"] for r in warm[k]), 3)
     rep["cat_warm_all_s"] = warm["cat"]
+    rep["find_stat_warm_s"] = min(warm["find_stat"])
+    rep["find_stat_warm_all_s"] = warm["find_stat"]
     rep["cat_warm_cpu_s"] = min(warm["cat_cpu"])
     rep["load_average"] = os.getloadavg()   # other work on the machine: the figures are best-of-rounds
     first = rep["scan_first_warm"]["seconds"]

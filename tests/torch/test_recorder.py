@@ -514,3 +514,60 @@ with Recorder(sys.argv[1], model, opt, save="tensors", iterations=[0]) as rec:
     assert p.returncode == 0, p.stderr[-2000:]
     # iteration 0 copies x and both layers' outputs (3 x 64 MB): held, they would show as +192 MB
     assert int(p.stdout.split()[-1]) < 64, p.stdout
+
+
+def test_transformer_statistics_equal_its_values(tmp_path: pytest.TempPathFactory) -> None:
+    """A transformer's operators (embedding lookups by int64 ids, attention, layer norm, GELU, dropout
+    masks) under AdamW (one-signed second moments), with weights, gradients and state larger than a
+    chunk: save="statistics" stores, for every tensor, the statistics numpy's passes give over the
+    values that save="tensors" stores for the same seeded run (counts, min and max exactly)."""
+    import torch
+
+    from debugger.stats import CHUNK, COUNT_NAMES
+    from debugger.torch import Recorder
+
+    def build() -> Any:
+        vocab, width = CHUNK // 256 + 77, 256           # the embedding: more elements than one chunk
+        model = torch.nn.Sequential(
+            torch.nn.Embedding(vocab, width),
+            torch.nn.TransformerEncoderLayer(width, nhead=4, dim_feedforward=64, dropout=0.1,
+                                             activation="gelu", batch_first=True),
+            torch.nn.Flatten(), torch.nn.Linear(12 * width, 5))
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def loop(model: Any, opt: Any, rec: Any) -> None:
+        ids = torch.randint(0, 1000, (6, 12))
+        y = torch.randint(0, 5, (6,))
+        for _ in range(2):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(ids), y).backward()
+            opt.step()
+            rec.step()
+
+    runs = {}
+    for save in ("tensors", "statistics"):
+        out = runs[save] = str(tmp_path / save)
+        torch.manual_seed(0)
+        model, opt = build()
+        with Recorder(out, model, opt, save=save) as rec:
+            loop(model, opt, rec)
+    vals, sts = _tensors(runs["tensors"]), _tensors(runs["statistics"])
+    assert sorted(vals) == sorted(sts) == [0, 1]
+    kinds: set[str] = set()
+    big = 0
+    for it in vals:
+        assert set(vals[it]) == set(sts[it])
+        for key, ref in vals[it].items():
+            a = ref.source.array()
+            want, got = tensor_stats(a).to_dict(), sts[it][key].source.stored_stats()
+            for name in STAT_NAMES:
+                w, v = want[name], got.get(name)
+                if w is None:
+                    assert v is None or math.isnan(v), (it, key, name)
+                elif name in COUNT_NAMES or name in ("min", "max"):
+                    assert v == w, (it, key, name)
+                else:
+                    assert v == pytest.approx(w, rel=1e-5, abs=1e-6), (it, key, name)
+            kinds.add(ref.kind)
+            big += a.size > CHUNK
+    assert {"weight", "gradient", "optimizer_state", "activation"} <= kinds and big >= 4

@@ -21,8 +21,7 @@ _SIGS = [f"{_OUT}(f4[::1], i4[::1])", f"{_OUT}(f8[::1], i8[::1])"]
 _MAGNITUDE = 0x7FFFFFFFFFFFFFFF
 
 
-@numba.njit(_SIGS, fastmath=_FLAGS, nogil=True, cache=True)
-def one_pass(x, bits):  # type: ignore[no-untyped-def]
+def _one_pass(x, bits):  # type: ignore[no-untyped-def]
     """Sum, sum of squares and absolute sum (float64 accumulators), zeros, positives, minimum and
     maximum of ``x`` (finite); ``bits`` is ``x`` viewed as integers of its width."""
     s = 0.0
@@ -50,3 +49,11 @@ def one_pass(x, bits):  # type: ignore[no-untyped-def]
     ends_bits[0] = lo ^ ((lo >> 63) & _MAGNITUDE)     # the key's inverse, truncated to the width
     ends_bits[1] = hi ^ ((hi >> 63) & _MAGNITUDE)
     return s, sq, ab, zeros, positives, np.float64(ends[0]), np.float64(ends[1])
+
+
+try:
+    one_pass = numba.njit(_SIGS, fastmath=_FLAGS, nogil=True, cache=True)(_one_pass)
+except RuntimeError:
+    # no writable place for numba's cache (a read-only install and no writable home): compiled anew
+    # in each process (about 2 s) rather than not at all
+    one_pass = numba.njit(_SIGS, fastmath=_FLAGS, nogil=True)(_one_pass)

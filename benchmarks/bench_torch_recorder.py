@@ -152,7 +152,6 @@ elif mode.startswith("floor"):
     # the operator ("floor:dispatch"), and one that also reads every floating output once through
     # the recorder's compiled statistics kernel, with no graph, digest or file ("floor:stats").
     sys.path.insert(0, cfg["root"])
-    import numpy as np
     from torch.utils._python_dispatch import TorchDispatchMode
     from debugger.stats import compiled_kernel, tensor_stats
     read = mode == "floor:stats" and compiled_kernel() is not None

@@ -159,8 +159,10 @@ class Recorder:
                                   metadata={"recorder": "debugger.torch", "world_size": world,
                                             "iterations": "all" if self._iters is None else sorted(self._iters)[:1000]})
         self._sink = Sink(self._writer)
-        if self.stats_on_device and dev == "cpu":
-            compiled_kernel()    # numba's start-up (CPU statistics) here, once, not in the first iteration
+        if self.stats_on_device:
+            # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
+            # the `step` counters Adam keeps on the CPU beside a GPU model) take the compiled kernel
+            compiled_kernel()
         mm = torch.nn.modules.module
         self._handles.append(mm.register_module_forward_pre_hook(self._pre_hook))
         self._handles.append(mm.register_module_forward_hook(self._post_hook, always_call=True))

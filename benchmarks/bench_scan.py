@@ -123,7 +123,7 @@ def stat_floor(dump: str, script: str = STAT_FLOOR) -> dict:
 
 def in_checkout(cmd: list[str], checkout: str) -> list[str]:
     """``cmd`` (``python -m debugger.cli ...``) run with another checkout's ``debugger`` package."""
-    return ["env", f"PYTHONPATH={checkout}", "sh", "-c", f'cd "$0" && exec "$@"', checkout, *cmd]
+    return ["env", f"PYTHONPATH={checkout}", "sh", "-c", 'cd "$0" && exec "$@"', checkout, *cmd]
 
 
 def main() -> None:

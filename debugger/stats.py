@@ -81,13 +81,7 @@ def compiled_kernel() -> Kernel | None:
     if _kernel is None:
         try:
             from .stats_kernel import one_pass
-        except ImportError:
-            _kernel = False
-        except Exception as exc:    # numba present but unable to compile here: numpy's passes, said once
-            import warnings
-
-            warnings.warn(f"tdbg: numba could not compile the statistics kernel ({type(exc).__name__}: {exc}); "
-                          "statistics use numpy", RuntimeWarning, stacklevel=2)
+        except ImportError:      # no numba, or its JIT disabled
             _kernel = False
         else:
             _kernel = one_pass
@@ -178,15 +172,20 @@ class _Part:
 
     def _from_kernel(self, kernel: Kernel, chunk: np.ndarray) -> bool:
         """The statistics of a float chunk from the compiled kernel; False (nothing set) for a chunk
-        with non-finite elements or a mean too far from zero beside the spread."""
+        with a non-finite element, which numpy's passes count."""
         s, sq, abs_sum, zeros, positives, lo, hi = kernel(chunk, chunk.view(_KERNEL_BITS[chunk.dtype]))
+        if not math.isfinite(sq):     # NaN or Inf anywhere (or float64 squares past the limit)
+            return False
         n = chunk.size
         m = s / n
         m2 = sq - n * m * m
         # float64 sums of squares: sum(x^2) - n*mean^2 keeps 30 bits or more while it is at least
-        # 1e-6 of sum(x^2); NaN or Inf anywhere makes s or sq non-finite and this comparison false.
-        if not (math.isfinite(sq) and m2 >= 1e-6 * sq):
-            return False
+        # 1e-6 of sum(x^2); a mean further from zero beside the spread takes one centred pass more.
+        if not m2 >= 1e-6 * sq:
+            d = np.subtract(chunk, chunk.dtype.type(m))   # in the chunk's precision, as numpy's path
+            m2 = float(np.dot(d, d))
+            if not math.isfinite(m2):
+                return False
         self.n = n
         self.min = lo
         self.max = hi

@@ -147,16 +147,46 @@ def test_compiled_and_numpy_statistics_agree_on_every_kind_of_chunk():
             assert getattr(got, name) == pytest.approx(getattr(want, name), rel=1e-5, abs=1e-6), (a.dtype, name)
 
 
-def test_a_disabled_numba_jit_leaves_numpy_passes():
-    """NUMBA_DISABLE_JIT would make the kernel a Python loop (about 1 us an element, minutes per
-    training step): the statistics then take numpy's passes, and are the same."""
+def _fresh_python(code: str, env: dict[str, str], cwd: str | None = None) -> list[str]:
+    """What ``code`` prints, word by word, run by a fresh interpreter with ``env`` added to ours."""
     import os
     import subprocess
     import sys
 
-    code = ("import numpy as np; from debugger.stats import compiled_kernel, tensor_stats; "
-            "a = np.arange(-5, 5, dtype=np.float32); "
-            "print(compiled_kernel() is None, tensor_stats(a, compiled=True) == tensor_stats(a))")
-    env = dict(os.environ, NUMBA_DISABLE_JIT="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert out.stdout.split() == ["True", "True"], out.stderr
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, cwd=cwd, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+_SAME_AS_NUMPY = ("import numpy as np; from debugger.stats import compiled_kernel, tensor_stats; "
+                  "a = np.arange(-5, 5, dtype=np.float32); "
+                  "print(compiled_kernel() is None, tensor_stats(a, compiled=True) == tensor_stats(a))")
+
+
+def test_a_disabled_numba_jit_leaves_numpy_passes():
+    """NUMBA_DISABLE_JIT would make the kernel a Python loop (about 1 us an element, minutes per
+    training step): the statistics then take numpy's passes, and are the same."""
+    assert _fresh_python(_SAME_AS_NUMPY, {"NUMBA_DISABLE_JIT": "1"}) == ["True", "True"]
+
+
+def test_kernel_compiles_where_numba_cannot_cache(tmp_path):
+    """An install whose __pycache__ cannot be made, with no user cache folder either (a read-only
+    install, no writable home): numba has nowhere to cache, and the kernel is compiled for this
+    process alone, not dropped; nothing is written."""
+    import os
+    import shutil
+
+    import debugger
+
+    pkg = tmp_path / "debugger"
+    shutil.copytree(os.path.dirname(debugger.__file__), pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    (pkg / "__pycache__").write_bytes(b"")             # a file where numba would make its folder
+    (tmp_path / "no-cache-dir").write_bytes(b"")
+    env = {"PYTHONPATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "no-cache-dir"), "HOME": str(tmp_path),
+           "NUMBA_CACHE_DIR": ""}
+    code = ("import numpy as np, debugger.stats as s; "
+            "a = np.arange(-5, 5, dtype=np.float32); print(s.__file__, s.compiled_kernel() is not None, "
+            "s.tensor_stats(a, compiled=True) == s.tensor_stats(a))")
+    assert _fresh_python(code, env, cwd=str(tmp_path)) == [str(pkg / "stats.py"), "True", "True"]
+    assert not list(tmp_path.rglob("*.nb*"))

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
 
 from ..errors import NotADumpError
+from ..lazy import lazy_names
 from .base import DumpSource, Format
 from .mindspore.reader import FORMAT as MINDSPORE
 
@@ -57,12 +57,8 @@ FORMATS: tuple[Format, ...] = (TDBG_H5, MINDSPORE, MSPROBE)
 __all__ = ["FORMATS", "DumpWriter", "find_dump_roots", "format_names", "open_source"]
 
 
-def __getattr__(name: str) -> Any:
-    """``DumpWriter``, imported on first use (with h5py and numpy)."""
-    if name == "DumpWriter":
-        from .tdbg_h5.writer import DumpWriter
-        return DumpWriter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# DumpWriter, with h5py and numpy, imported on first use
+__getattr__, __dir__ = lazy_names(__name__, {"DumpWriter": "tdbg_h5.writer"}, __all__)
 
 
 _MAX_DEPTH = 3

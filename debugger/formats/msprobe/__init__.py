@@ -4,14 +4,8 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from ...lazy import lazy_names
 
 __all__ = ["FORMAT"]
 
-
-def __getattr__(name: str) -> Any:
-    """``FORMAT``, its reader imported on first use."""
-    if name == "FORMAT":
-        from .reader import FORMAT
-        return FORMAT
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, {"FORMAT": "reader"}, __all__)

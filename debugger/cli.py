@@ -274,7 +274,7 @@ def _print_scan(result: Any, out: TextIO) -> None:
         groups: dict[str, list] = {}
         for h in result.hits:
             groups.setdefault(h.watchpoint, []).append(h)
-        for name, hits in sorted(groups.items(), key=lambda kv: kv[1][0].sort_key()):
+        for name, hits in sorted(groups.items(), key=lambda kv: min(h.headline_key() for h in kv[1])):
             out.write(f"\n{name}: {len(hits)} hit(s), first at iteration {hits[0].iteration}\n")
             rows = []
             for h in hits[:50]:
@@ -293,6 +293,9 @@ def _print_scan(result: Any, out: TextIO) -> None:
         out.write(f"\n{len(result.errors)} check(s) could not run:\n")
         for msg, n in sorted(kinds.items(), key=lambda kv: -kv[1])[:10]:
             out.write(f"  {n} x {msg}\n")
+    for s in result.skipped:
+        out.write(f"\nNot applicable: {s.watchpoint} skipped {s.checks} check(s): {s.reason} "
+                  f"(e.g. {s.node}, iteration {s.iteration}, rank {s.rank})\n")
 
 
 def _tensor_label(h: Any) -> str:

@@ -14,10 +14,10 @@ from .errors import DumpError
 from .executors import Workers
 from .model import Dump
 from .watch import preset, scan
-from .watch.results import hit_order
+from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 1    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 2    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -57,7 +57,8 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
 
 
 def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Hits grouped by watchpoint, in the order of their first occurrence (the one hit order)."""
+    """Hits grouped by watchpoint, the headline's group first (cause rank, then first occurrence), each
+    with its first occurrence."""
     groups: dict[int, dict[str, Any]] = {}
     for h in sorted(hits, key=hit_order):
         i = h.get("watchpoint_index", 0)
@@ -68,7 +69,8 @@ def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> l
         g["hits"] += 1
         g["ranks"].add(h["rank"])
         g["iterations"].add(h["iteration"])
-    return [{**g, "ranks": sorted(g["ranks"]), "iterations": sorted(g["iterations"])} for g in groups.values()]
+    ordered = sorted(groups.values(), key=lambda g: headline_order(g["first"]))
+    return [{**g, "ranks": sorted(g["ranks"]), "iterations": sorted(g["iterations"])} for g in ordered]
 
 
 def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None,
@@ -100,6 +102,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": curves,
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
+           "skipped": data.get("skipped", []),
            "agreement": agreement, "warnings": warnings[:200], "warning_count": len(warnings),
            "checked": res.iterations}
     out["health"] = health(out)

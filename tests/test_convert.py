@@ -18,7 +18,8 @@ from clirun import run_cli
 from treehash import tree_digest
 
 from debugger import open_dump
-from debugger.watch.registry import CONDITIONS
+from debugger.watch.engine import scan
+from debugger.watch.registry import CONDITIONS, Watchpoint
 
 SAMPLE_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
 
@@ -118,12 +119,9 @@ def test_code_is_the_same(converted: dict) -> None:
 
 
 def _scan(path: str) -> dict[str, Any]:
-    args = ["scan", path, "--json", "--no-cache", "--jobs", "1"]
-    for w in EVERY_CONDITION:
-        args += ["--watch", w]
-    r = run_cli(*args)
-    assert r.code in (0, 1), r.err
-    return r.json
+    """The scan's JSON, and its skipped checks with every tensor they name (``skipped_records``)."""
+    res = scan(open_dump(path), [Watchpoint.parse(w) for w in EVERY_CONDITION], jobs=1)
+    return {**res.to_dict(), "skipped_records": res.skipped}
 
 
 def _errors(result: dict[str, Any]) -> list[tuple]:
@@ -148,15 +146,18 @@ def test_statistics_conversion_answers_what_statistics_can(converted: dict, name
     a, c = _scan(src), _scan(stats)
     want = [h for h in _plain(a["hits"], src) if h["watchpoint"] not in NEEDS_VALUES]
     got = _plain(c["hits"], stats)
-    undecided = {(e["watchpoint"], e["rank"], e["iteration"], e["node"]) for e in c["errors"]
+    # what a statistics-only dump cannot answer is said once per watchpoint and reason (with every check)
+    said = c["errors"] + [{"watchpoint": s.watchpoint, "rank": r, "iteration": i, "node": n, "error": s.reason}
+                          for s in c["skipped_records"] for r, i, n in s.where]
+    undecided = {(e["watchpoint"], e["rank"], e["iteration"], e["node"]) for e in said
                  if "digests differ" in e["error"]}
     # unchanged-weight checks are exact through the digest, or an error says statistics cannot decide
     want = [h for h in want if (h["watchpoint"], h["rank"], h["iteration"], h["node"]) not in undecided]
     assert got == want
-    for e in c["errors"]:
+    for e in said:
         if e["watchpoint"] in NEEDS_VALUES:
             assert "needs tensor values; this dump holds statistics only" in e["error"], e
-    needs = {e["watchpoint"] for e in c["errors"] if "needs tensor values" in e["error"]}
+    needs = {e["watchpoint"] for e in said if "needs tensor values" in e["error"]}
     assert needs <= NEEDS_VALUES
     ran = {w["name"] for w in c["watchpoints"]}
     for cond in NEEDS_VALUES & ran:

@@ -96,8 +96,23 @@ def add_hit(out: ScanResult, wp: Watchpoint, order: int, step: Step, ref: Tensor
         g is not None and ref.node in g.nx and g.node(ref.node).is_collective))
 
 
+class NotApplicable(str):
+    """Why a rule does not apply to a tensor (not why it failed): said once in the scan's summary.
+
+    A prefix added in front keeps the type (``"previous value: " + reason``), so every path that
+    passes the reason on reports it as such.
+    """
+
+    def __radd__(self, other: str) -> "NotApplicable":
+        return NotApplicable(str.__add__(other, self))
+
+
 def add_error(out: ScanResult, wp: Watchpoint, step: Step, node: str, msg: str) -> None:
-    """Record that a watchpoint could not be checked on a node, and why."""
+    """Record that a watchpoint could not be checked on a node, and why (a rule that does not apply is
+    counted in ``out.skipped`` instead, once per watchpoint and reason)."""
+    if isinstance(msg, NotApplicable):
+        out.skip(wp.name, str(msg), step.rank.rank, step.iteration, node)
+        return
     out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid))
 
 
@@ -119,13 +134,13 @@ def unsupplied(batch: Batch, ref: TensorRef, statistics: Iterable[str] = (), val
     have = batch.names(ref)
     held = ", ".join(have) or "none"
     if values:
-        return f"needs tensor values; this dump holds statistics only: {held}"
+        return NotApplicable(f"needs tensor values; this dump holds statistics only: {held}")
     wanted = set(statistics)
     lacking = [n for n in STAT_NAMES if n in wanted and n not in have]
     if not lacking:
         return None
     plural = "s" if len(lacking) > 1 else ""
-    return f"needs statistic{plural} {', '.join(lacking)}; this dump holds statistics only: {held}"
+    return NotApplicable(f"needs statistic{plural} {', '.join(lacking)}; this dump holds statistics only: {held}")
 
 
 # -- the rule statistics can decide for unchanged tensors ----------------------------------------------
@@ -487,7 +502,8 @@ class Unchanged(_Chain):
         if verdict is not None:
             return verdict, None
         if dc is not None and dp is not None:
-            return None, "digests differ but statistics cannot tell whether the change is within tolerance"
+            return None, NotApplicable("digests differ but statistics cannot tell whether the change is "
+                                       "within tolerance")
         lacking = cur if not cur.source.has_values else prev
         lack = unsupplied(batch, lacking, values=True)
         return None, lack if lacking is cur else f"previous value: {lack}"
@@ -513,7 +529,8 @@ class UpdateRatio(_Chain):
         assert prev_stats is not None
         if prev_stats.zeros == prev_stats.count:
             # epsilon guards the division; it is not meant to turn a zero-initialised bias into a hit
-            add_error(out, wp, chk.step, chk.ref.node, "previous value is all zero: update ratio undefined")
+            add_error(out, wp, chk.step, chk.ref.node,
+                      NotApplicable("previous value is all zero (a zero-initialised bias): update ratio undefined"))
             return
         ratio = (pair.diff_abs_mean or 0.0) / ((prev_stats.abs_mean or 0.0) + wp.setting("epsilon"))
         if _has_param(wp.condition, "large_threshold"):

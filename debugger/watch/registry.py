@@ -28,6 +28,20 @@ TARGET_KINDS = {
     "computed": ("weight", "gradient", "activation", "loss", "input", "other"),
 }
 
+# What a scan's headline ("first problem") ranks by before the iteration: a finding nearer the cause of
+# a failing run comes first. A NaN made by one kernel poisons everything after it; weights blown up by
+# a too-high learning rate then saturate or kill layers; dead or saturated layers starve the gradients
+# of the layers before them; a frozen weight is its own cause but rarely the crash; an all-zero tensor,
+# a range or a loss that stalls are symptoms.
+CAUSES = {
+    0: "non-finite origin",
+    1: "non-finite values",
+    2: "exploding weights or gradients, bad initialisation",
+    3: "dead or saturated layer",
+    4: "vanishing gradients or updates",
+    5: "frozen tensors",
+    6: "symptoms (all-zero tensors, ranges, statistics thresholds, loss)",
+}
 
 @dataclass(frozen=True)
 class Param:
@@ -111,6 +125,7 @@ class Condition:
     advice: str = ""
     family: str = "mindinsight"      # "mindinsight" | "sagemaker" | "tdbg"
     rule: str = "thresholds"         # the family of rules that plans and evaluates it (watch/conditions.py)
+    cause: int = 6                   # headline rank: lower is nearer a cause (see CAUSES)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -129,7 +144,8 @@ class Condition:
         """JSON-ready description."""
         return {"name": self.name, "target": self.target, "kinds": list(self.kinds), "help": self.help,
                 "advice": self.advice, "needs": self.needs, "family": self.family,
-                "op_types": list(self.op_types), "params": [p.describe() for p in self.params]}
+                "op_types": list(self.op_types), "params": [p.describe() for p in self.params],
+                "cause": self.cause}
 
 
 _TOO_LARGE = (cmp("abs_mean_gt", help="mean of |x| above"), cmp("max_gt", help="max above"),
@@ -150,36 +166,36 @@ _CONDITIONS = [
     Condition("weight_initialization", "weight", "Initial weights (first iteration only) all zero or out of range.",
               (cmp("zero_percentage_ge", 100.0, "percent of zeros at least", min=0, max=100),
                cmp("max_gt", help="max above"), cmp("min_lt", help="min below")), INITIAL,
-              advice="Check the initializer of this layer.", rule="initial"),
+              advice="Check the initializer of this layer.", rule="initial", cause=2),
     Condition("weight_overflow", "weight", "Weight contains NaN or +-Inf.", (), STATS,
-              advice="Lower the learning rate or enable loss scaling / gradient clipping.", rule="nonfinite"),
+              advice="Lower the learning rate or enable loss scaling / gradient clipping.", rule="nonfinite", cause=1),
     Condition("gradient_exploding", "gradient", "Gradient contains NaN or +-Inf.", (), STATS,
               advice="Clip gradients, lower the learning rate, check the loss for log(0) or division by zero.",
-              rule="nonfinite"),
-    Condition("tensor_overflow", "any", "Tensor contains NaN or +-Inf.", (), STATS, rule="nonfinite"),
-    Condition("weight_too_large", "weight", "Weight statistics above thresholds.", _TOO_LARGE),
+              rule="nonfinite", cause=1),
+    Condition("tensor_overflow", "any", "Tensor contains NaN or +-Inf.", (), STATS, rule="nonfinite", cause=1),
+    Condition("weight_too_large", "weight", "Weight statistics above thresholds.", _TOO_LARGE, cause=2),
     Condition("gradient_too_large", "gradient", "Gradient statistics above thresholds.", _TOO_LARGE,
-              advice="Clip gradients or lower the learning rate."),
+              advice="Clip gradients or lower the learning rate.", cause=2),
     Condition("tensor_too_large", "any", "Tensor statistics above thresholds.", _TOO_LARGE),
     Condition("weight_too_small", "weight", "Weight statistics below thresholds.", _TOO_SMALL),
     Condition("gradient_vanishing", "gradient", "Gradient too small to train (mean |g| below a threshold).",
               (cmp("abs_mean_lt", 1e-9, "mean of |g| below"),) + _TOO_SMALL[1:],
-              advice="Saturated activations or a too deep net without normalisation kill gradients."),
+              advice="Saturated activations or a too deep net without normalisation kill gradients.", cause=4),
     Condition("tensor_too_small", "any", "Tensor statistics below thresholds.", _TOO_SMALL),
     Condition("tensor_all_zero", "computed", "Tensor (nearly) all zero (optimizer state is not checked).",
               (cmp("zero_percentage_ge", 100.0, "percent of zeros at least", min=0, max=100),)),
     Condition("weight_not_changed", "weight",
               "Weight unchanged since the previous iteration: every |cur - prev| <= atol + rtol * |prev|.",
               (setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0)),
-              PREVIOUS, advice="A zero learning rate, a frozen layer or a zero gradient.", rule="unchanged"),
+              PREVIOUS, advice="A zero learning rate, a frozen layer or a zero gradient.", rule="unchanged", cause=5),
     Condition("weight_change_too_large", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) above a threshold.",
               (cmp("abs_mean_update_ratio_gt", 0.1, "update ratio above", min=0), _EPS), PREVIOUS,
-              advice="Lower the learning rate.", rule="update_ratio"),
+              advice="Lower the learning rate.", rule="update_ratio", cause=2),
     Condition("weight_change_too_small", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) below a threshold.",
               (cmp("abs_mean_update_ratio_lt", 1e-4, "update ratio below", min=0), _EPS), PREVIOUS,
-              advice="Raise the learning rate or check for vanishing gradients.", rule="update_ratio"),
+              advice="Raise the learning rate or check for vanishing gradients.", rule="update_ratio", cause=4),
     Condition("activation_range", "activation", "Share of activation values inside a range, or their spread.",
               _RANGE, RANGE, rule="range"),
     Condition("tensor_range", "any", "Share of tensor values inside a range, or their spread.", _RANGE, RANGE,
@@ -189,12 +205,12 @@ _CONDITIONS = [
               "Saturated tanh/sigmoid: a unit is saturated when its input is inside the active range on fewer "
               "than threshold_inactivity % of the samples; fires when more than threshold_layer % of units are.",
               _UNITS, UNITS, ("tanh", "sigmoid"), "Re-initialise the layer before it with smaller weights, "
-              "normalise its input or lower the learning rate.", "sagemaker", rule="units"),
+              "normalise its input or lower the learning rate.", "sagemaker", rule="units", cause=3),
     Condition("activation_dead_relu", "activation",
               "Dead ReLU: a unit is dead when positive on fewer than threshold_inactivity % of the samples; "
               "fires when more than threshold_layer % of units are.",
               _UNITS, UNITS, ("relu", "relu6", "reluv2"), "Lower the learning rate or use LeakyReLU.", "sagemaker",
-              rule="units"),
+              rule="units", cause=3),
     # tdbg: the same two faults judged on the whole layer's outputs, which does not depend on the batch size.
     Condition("activation_saturated_layer", "activation",
               "Saturated tanh/sigmoid layer: the share of its outputs within tolerance of an asymptote (tanh: "
@@ -202,23 +218,23 @@ _CONDITIONS = [
               (setting("tolerance", 1e-3, "an output this close to an asymptote is saturated", min=0, max=0.5),
                cmp("saturated_percentage_gt", 50.0, "percent of saturated outputs above", min=0, max=100)),
               RANGE, ("tanh", "sigmoid"), "Re-initialise the layer before it with smaller weights, normalise "
-              "its input or lower the learning rate.", "tdbg", rule="saturated"),
+              "its input or lower the learning rate.", "tdbg", rule="saturated", cause=3),
     Condition("activation_dead_layer", "activation",
               "Dead ReLU layer: the share of its outputs that are exactly zero is above zero_percentage_gt "
               "(a healthy ReLU layer outputs zero for about half of its inputs).",
               (cmp("zero_percentage_gt", 90.0, "percent of zero outputs above", min=0, max=100),),
               STATS, ("relu", "relu6", "reluv2"), "Lower the learning rate, check the bias initialisation or "
-              "use LeakyReLU.", "tdbg", rule="thresholds"),
+              "use LeakyReLU.", "tdbg", rule="thresholds", cause=3),
     Condition("tensor_unchanged", "any",
               "Tensor unchanged (allclose) over the last num_steps dumped iterations.",
               (setting("num_steps", 3, "number of dumped iterations compared (this one included)", type="int", min=2),
                setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0)),
-              HISTORY, family="sagemaker", rule="unchanged"),
+              HISTORY, family="sagemaker", rule="unchanged", cause=5),
     Condition("weight_update_ratio", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) outside [small_threshold, large_threshold].",
               (setting("large_threshold", 10.0, "fires when the ratio is above", min=0),
                setting("small_threshold", 1e-8, "fires when the ratio is below", min=0), _EPS), PREVIOUS,
-              family="sagemaker", rule="update_ratio"),
+              family="sagemaker", rule="update_ratio", cause=2),
     Condition("loss_not_decreasing", "loss",
               "Loss not lower than num_steps iterations earlier by at least diff_percent %.",
               (setting("num_steps", 10, "iterations back to compare with", type="int", min=1),
@@ -226,13 +242,13 @@ _CONDITIONS = [
               LOSS_HISTORY, family="sagemaker", rule="loss_history"),
     Condition("tensor_exploding", "any", "Non-finite values (only NaN when only_nan is set).",
               (setting("only_nan", 0, "count only NaN, not +-Inf", type="bool"),), STATS, family="sagemaker",
-              rule="nonfinite"),
+              rule="nonfinite", cause=1),
     # tdbg: where the first NaN/Inf came from.
     Condition("overflow", "any",
               "Origin of non-finite values: the first kernel in execution order whose inputs are finite and "
               "whose outputs are not, in the earliest iteration with any NaN/Inf.", (), OVERFLOW,
               advice="Look at this kernel's inputs: log/div/sqrt of zero or negatives, or an fp16 overflow.",
-              family="tdbg", rule="overflow_origin"),
+              family="tdbg", rule="overflow_origin", cause=0),
 ]
 
 CONDITIONS: dict[str, Condition] = {c.name: c for c in _CONDITIONS}

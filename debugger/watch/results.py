@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .registry import Watchpoint
+from .registry import CONDITIONS, Watchpoint
 
 _HIT_FIELDS = ("watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual",
                "threshold", "source", "position", "op_type")
@@ -41,6 +41,15 @@ class Hit:
         relayed = self.watchpoint == "overflow" and self.collective
         return (self.iteration, relayed, self.rank, self.position, self.order, self.io, self.slot, self.node)
 
+    def headline_key(self) -> tuple:
+        """(cause rank, then the hit order): what the scan's headline (``first``) takes the least of.
+
+        A NaN origin at iteration 5 heads a scan whose all-zero tensor fired at iteration 0: the rank
+        of the condition's cause (registry ``CAUSES``) comes before the iteration.
+        """
+        cond = CONDITIONS.get(self.watchpoint)
+        return (cond.cause if cond is not None else max_cause(),) + self.sort_key()
+
     def to_dict(self) -> dict[str, Any]:
         """The documented HIT object."""
         return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
@@ -56,9 +65,43 @@ class Hit:
                    collective=bool(d.get("collective", False)))
 
 
+def max_cause() -> int:
+    """The rank of a condition the registry does not know (after every known one)."""
+    return max(c.cause for c in CONDITIONS.values()) + 1
+
+
 def hit_order(d: Mapping[str, Any]) -> tuple:
     """The sort key of a HIT object: :meth:`Hit.sort_key`, for code that holds the JSON form."""
     return Hit.from_dict(d).sort_key()
+
+
+def headline_order(d: Mapping[str, Any]) -> tuple:
+    """The headline key of a HIT object: :meth:`Hit.headline_key`, for code that holds the JSON form."""
+    return Hit.from_dict(d).headline_key()
+
+
+@dataclass
+class Skipped:
+    """A watchpoint that does not apply to some tensors, said once: why, how many checks, one example."""
+
+    watchpoint: str
+    reason: str
+    checks: int
+    rank: int
+    iteration: int
+    node: str
+    where: list[tuple[int, int, str]] = field(default_factory=list)   # (rank, iteration, node) of every check
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented SKIP object."""
+        return {"watchpoint": self.watchpoint, "reason": self.reason, "checks": self.checks,
+                "example": {"rank": self.rank, "iteration": self.iteration, "node": self.node}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Skipped":
+        """Inverse of :meth:`to_dict`."""
+        ex = d["example"]
+        return cls(d["watchpoint"], d["reason"], d["checks"], ex["rank"], ex["iteration"], ex["node"])
 
 
 @dataclass
@@ -96,16 +139,29 @@ class ScanResult:
     # The ranks' load warnings as the scan left them (all ranks scanned only), kept with a stored result:
     # a re-scan of the unchanged dump then need not load graphs and index again only to list them.
     rank_warnings: list[str] | None = None
+    skipped: list[Skipped] = field(default_factory=list)
 
     @property
     def first(self) -> Hit | None:
-        """The earliest hit: where the trouble starts."""
-        return self.hits[0] if self.hits else None
+        """The headline: the hit nearest a cause, earliest first (:meth:`Hit.headline_key`)."""
+        return min(self.hits, key=Hit.headline_key) if self.hits else None
+
+    def skip(self, watchpoint: str, reason: str, rank: int, iteration: int, node: str) -> None:
+        """Count a check that does not apply (the first one met is the example)."""
+        for s in self.skipped:
+            if s.watchpoint == watchpoint and s.reason == reason:
+                s.checks += 1
+                s.where.append((rank, iteration, node))
+                if (iteration, rank, node) < (s.iteration, s.rank, s.node):
+                    s.rank, s.iteration, s.node = rank, iteration, node
+                return
+        self.skipped.append(Skipped(watchpoint, reason, 1, rank, iteration, node, [(rank, iteration, node)]))
 
     def sort(self) -> None:
         """Hits in the hit order, error records by iteration, rank, watchpoint and node."""
         self.hits.sort(key=Hit.sort_key)
         self.errors.sort(key=ErrorRecord.sort_key)
+        self.skipped.sort(key=lambda s: (s.watchpoint, s.reason))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], watchpoints: list[Watchpoint]) -> "ScanResult":
@@ -113,11 +169,13 @@ class ScanResult:
         hits = [Hit.from_dict(h) for h in d["hits"]]
         errors = [ErrorRecord(**e) for e in d["errors"]]
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
-                   rank_warnings=d.get("rank_warnings"))
+                   rank_warnings=d.get("rank_warnings"),
+                   skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])])
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""
         return {"dump": self.dump, "ranks": self.ranks, "iterations": self.iterations,
                 "watchpoints": [{"name": w.name, "params": dict(w.params)} for w in self.watchpoints],
                 "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
+                "skipped": [s.to_dict() for s in self.skipped],
                 "first": self.first.to_dict() if self.first else None}

@@ -68,6 +68,33 @@ def test_first_is_where_the_trouble_starts(tmp_path, layout):
     assert (res.first.iteration, res.first.rank, res.first.node) == (0, 1, g_late)
 
 
+def test_the_headline_ranks_by_cause_before_iteration(tmp_path, layout):
+    """An all-zero gradient at iteration 0 and a NaN planted at iteration 2: the headline is the NaN's
+    origin, in the JSON ``first``, the text report and the triage's findings alike; the hit list keeps
+    the hit order."""
+    from debugger.triage import triage
+
+    lay = layout()
+    grad, act = lay.gradient("fc1.weight"), lay.activation()
+
+    def with_nan(d: np.ndarray) -> np.ndarray:
+        d = d.copy()
+        d.flat[0] = np.nan
+        return d
+
+    root = make(tmp_path, plant=Plant().set(grad, full(0.0), it=0).set(act, with_nan, it=2))
+    res = run(root, *preset("recommended"))
+    assert res.hits[0].iteration == 0 and res.hits[0].watchpoint == "gradient_vanishing"
+    assert (res.first.watchpoint, res.first.iteration, res.first.node) == ("overflow", 2, act)
+    text = run_cli("scan", root, "--no-cache", "--jobs", "1")
+    assert text.code == 1 and f"First problem: overflow at iteration 2, rank 0: {act}" in text.out
+    assert text.out.index("\noverflow:") < text.out.index("\ngradient_vanishing:") < text.out.index("\ntensor_all_zero:")
+    out = run_cli("scan", root, "--no-cache", "--jobs", "1", "--json").json
+    assert out["first"]["watchpoint"] == "overflow" and out["hits"][0]["iteration"] == 0
+    findings = triage(open_dump(root))["findings"]
+    assert findings[0]["watchpoint"]["name"] == "overflow" and findings[0]["first"]["node"] == act
+
+
 # -- filters ---------------------------------------------------------------------------------------
 def test_rank_and_iteration_filters(tmp_path):
     root = make(tmp_path, ranks=2, iterations=7)
@@ -230,7 +257,7 @@ def test_scan_json_shape(cli_dump):
                 "--watch", "weight_not_changed", "--json", "--jobs", "1")
     assert r.code == 1, r.err
     out = r.json
-    assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "first", "warnings"}
+    assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "skipped", "first", "warnings"}
     assert out["dump"] == root and out["ranks"] == [0] and out["iterations"] == [0, 1, 2]
     assert out["watchpoints"] == [{"name": "gradient_vanishing", "params": {"abs_mean_lt": 2.0 ** -29}},
                                   {"name": "weight_not_changed", "params": {"rtol": 1e-5, "atol": 1e-8}}]

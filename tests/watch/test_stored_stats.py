@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 import pytest
 
-from watch_kit import Plant, errors, full, hit_keys, make, run
+from watch_kit import Plant, full, hit_keys, make, run, said, said_keys
 from debugger import open_dump
 from debugger.formats.base import TensorHeader, TensorSource
 from debugger.model import Dump
@@ -156,11 +156,11 @@ def test_conditions_that_need_values_say_so_on_every_check(planted, spec):
     assert by_stats.hits == []
     needs = "needs tensor values; this dump holds statistics only: " + ", ".join(STAT_NAMES)
     planning = {(e.iteration, e.node, e.error) for e in by_values.errors if "previous iteration" in e.error}
-    for e in by_stats.errors:
+    for e in said(by_stats):
         assert e.error in (needs, "previous value: " + needs) or (e.iteration, e.node, e.error) in planning, e
     # every tensor the values hit is an error record now
-    assert by_stats.errors
-    assert {(h.iteration, h.node) for h in by_values.hits} <= {(e.iteration, e.node) for e in by_stats.errors}
+    assert said(by_stats)
+    assert {(h.iteration, h.node) for h in by_values.hits} <= {(e.iteration, e.node) for e in said(by_stats)}
 
 
 @pytest.mark.parametrize("spec", ANSWERED + NEEDS_VALUES + ["weight_not_changed", "tensor_unchanged"])
@@ -169,17 +169,17 @@ def test_without_the_counts_every_check_names_what_the_dump_holds(planted, spec)
     res = run(statistics_only(root, FEW, digest=False), spec)
     values = run(root, spec)
     assert res.hits == []
-    assert res.errors or not (values.hits or values.errors)
+    assert said(res) or not (values.hits or values.errors)
     planning = [e.to_dict() for e in values.errors]     # no earlier iteration: found before any tensor is read
-    for e in res.errors:
+    for e in said(res):
         assert "this dump holds statistics only: max, min, mean, l2norm" in e.error or e.to_dict() in planning, e
 
 
 def test_a_missing_statistic_is_named(planted):
     root, lay = planted
     res = run(statistics_only(root, ("count", "nan", "pos_inf", "neg_inf", "max", "min")), "gradient_vanishing")
-    assert res.hits == [] and res.errors
-    assert {e.error for e in res.errors} == {
+    assert res.hits == [] and said(res)
+    assert {e.error for e in said(res)} == {
         "needs statistic abs_mean; this dump holds statistics only: count, nan, pos_inf, neg_inf, max, min"}
     # max_lt reads only what is stored: answered, and exactly as from values
     spec = "gradient_vanishing:max_lt=1e-30"
@@ -197,15 +197,15 @@ def test_equal_digests_are_an_exact_zero_change(planted):
         assert all(h.actual == {"atol": 0.0} for h in by_values.hits)
         assert [h.to_dict() for h in by_stats.hits] == [h.to_dict() for h in by_values.hits], spec
         # ... and every miss is proven by the statistics, or said to be undecided, never silent
-        proven_or_said = {(e.iteration, e.node) for e in by_stats.errors} | set(hit_keys(by_stats))
+        proven_or_said = {(e.iteration, e.node) for e in said(by_stats)} | set(hit_keys(by_stats))
         missed = {(e.iteration, e.node) for e in by_values.errors}
         assert missed <= proven_or_said
-        for e in by_stats.errors:
+        for e in said(by_stats):
             assert e.to_dict() in [x.to_dict() for x in by_values.errors] or e.error == (
                 "digests differ but statistics cannot tell whether the change is within tolerance"), e
     res = run(statistics_only(root), "weight_not_changed")
     assert (1, "fc1.weight") in hit_keys(res) and (3, "fc1.weight") in hit_keys(res)
-    assert (2, "fc1.weight") not in hit_keys(res) and (2, "fc1.weight") not in {(i, n) for i, n, _ in errors(res)}
+    assert (2, "fc1.weight") not in hit_keys(res) and (2, "fc1.weight") not in {(i, n) for i, n, _ in said_keys(res)}
 
 
 def test_a_change_within_tolerance_with_other_digests_is_undecided_not_a_pass(tmp_path, layout):
@@ -218,12 +218,12 @@ def test_a_change_within_tolerance_with_other_digests_is_undecided_not_a_pass(tm
     by_values = run(root, "weight_not_changed")
     assert [k for k in hit_keys(by_values) if k[1] == "fc1.weight"] == [(0, "fc1.weight"), (1, "fc1.weight")]
     by_stats = run(statistics_only(root), "weight_not_changed")
-    mine = [(i, m) for i, n, m in errors(by_stats) if n == "fc1.weight"]
+    mine = [(i, m) for i, n, m in said_keys(by_stats) if n == "fc1.weight"]
     assert [k for k in hit_keys(by_stats) if k[1] == "fc1.weight"] == [(0, "fc1.weight")]
     assert mine == [(1, "digests differ but statistics cannot tell whether the change is within tolerance")]
     # without digests, an equal tensor cannot be told from a slightly changed one: the values are needed
     no_digest = run(statistics_only(root, digest=False), "weight_not_changed")
-    assert [(i, m) for i, n, m in errors(no_digest) if n == "fc1.weight"] == [
+    assert [(i, m) for i, n, m in said_keys(no_digest) if n == "fc1.weight"] == [
         (0, "needs tensor values; this dump holds statistics only: " + ", ".join(STAT_NAMES)),
         (1, "needs tensor values; this dump holds statistics only: " + ", ".join(STAT_NAMES))]
     assert "fc1.weight" not in {n for _, n in hit_keys(no_digest)}

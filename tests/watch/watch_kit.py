@@ -12,7 +12,7 @@ import pytest
 import dumpmaker
 from debugger import open_dump
 from debugger.model import Dump
-from debugger.watch.engine import ScanResult, scan
+from debugger.watch.engine import ErrorRecord, ScanResult, scan
 from debugger.watch.registry import Watchpoint
 
 # 16 elements everywhere: the fc1 weight and gradient are (4, 4), the fc1 activation (batch 4, 4 units).
@@ -222,6 +222,18 @@ def hit_keys(result: ScanResult, name: str | None = None) -> list[tuple[int, str
 def errors(result: ScanResult, name: str | None = None) -> list[tuple[int, str, str]]:
     """(iteration, node, message) of the error records."""
     return [(e.iteration, e.node, e.error) for e in result.errors if name is None or e.watchpoint == name]
+
+
+def said(result: ScanResult) -> list[ErrorRecord]:
+    """Every check that did not give a verdict, one record each: the error records and, expanded, the
+    checks the summary counts as not applicable."""
+    return list(result.errors) + [ErrorRecord(s.watchpoint, r, i, n, s.reason) for s in result.skipped
+                                  for r, i, n in s.where]
+
+
+def said_keys(result: ScanResult, name: str | None = None) -> list[tuple[int, str, str]]:
+    """(iteration, node, message) of :func:`said`."""
+    return [(e.iteration, e.node, e.error) for e in said(result) if name is None or e.watchpoint == name]
 
 
 def tensor_file(root: str, it: int, op_name_part: str, io: str = "output", slot: int = 0, rank: int = 0) -> str:

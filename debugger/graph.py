@@ -35,6 +35,11 @@ class Node:
         return self._a.get("kind", "other")
 
     @property
+    def activation(self) -> str:
+        """The activation function the node applies as a layer ("relu", "tanh" ...; "" for none)."""
+        return self._a.get("activation", "")
+
+    @property
     def param(self) -> str | None:
         """The weight a weight, gradient or optimizer state belongs to."""
         return self._a.get("param")
@@ -112,7 +117,8 @@ class Graph:
                        outputs=list(n.outputs), source=n.source,
                        source_outermost_first=n.source_outermost_first,
                        is_parameter=n.is_parameter, is_constant=n.is_constant,
-                       instance_name=n.instance_name, kind=n.kind, param=n.param, is_backward=n.is_backward,
+                       instance_name=n.instance_name, kind=n.kind, activation=n.activation, param=n.param,
+                       is_backward=n.is_backward,
                        is_routing=n.is_routing, is_collective=n.is_collective, per_rank=n.per_rank, input_roles=n.input_roles,
                        value_inputs=n.value_inputs, base_name=n.base_name)
         for n in record.nodes:

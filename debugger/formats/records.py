@@ -36,6 +36,10 @@ class NodeRecord:
     # Facts the format knows about the node (the MindSpore reader derives them from the graph,
     # tdbg's own format stores them); the model and the engines use these, never op names.
     kind: str = "other"            # one of debugger.kinds.KINDS
+    # the activation function the node applies as a layer, in the formats' common words ("relu",
+    # "relu6", "tanh", "sigmoid", "gelu", "silu", "softmax" ...): "" when it applies none, or when a
+    # tanh is only part of another function (GELU's tanh approximation is no tanh layer)
+    activation: str = ""
     param: str | None = None       # the weight a weight, gradient or optimizer state belongs to
     is_backward: bool = False
     is_routing: bool = False       # only routes values (no computation): hidden in graph views

@@ -22,7 +22,7 @@ from .batch import Batch
 from .compute import UnitSpec, pair_mismatch
 from .registry import HISTORY, OPS, PREVIOUS, Condition, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
-from .select import matches
+from .select import activation, matches
 
 NONFINITE = frozenset({"nan", "pos_inf", "neg_inf"})
 # The non-finite rule and the empty-tensor rule that every value condition applies first.
@@ -336,13 +336,13 @@ class Saturated(Thresholds):
 
     def ranges(self, chk: Check) -> list[tuple[float, float]]:
         """The two closed ranges next to the asymptotes of the layer's function."""
-        lo, hi = self.ASYMPTOTES[chk.ref.op_type.lower()]
+        lo, hi = self.ASYMPTOTES[activation(chk.ref, chk.step.graph)]
         tol = chk.wp.setting("tolerance")
         return [(lo, lo + tol), (hi - tol, hi)]
 
     def plan_check(self, chk: Check, batch: Batch) -> bool:
         """Ask for the two counts (a non tanh/sigmoid op of the activation kind does not apply)."""
-        if chk.ref.op_type.lower() not in self.ASYMPTOTES:
+        if activation(chk.ref, chk.step.graph) not in self.ASYMPTOTES:
             return False
         batch.want_stats(chk.ref, ranges=self.ranges(chk))
         return True
@@ -553,7 +553,7 @@ class UnitActivity(PerTensor):
     def plan_check(self, chk: Check, batch: Batch) -> bool:
         """tanh/sigmoid: the pre-activation inside the active range; ReLU: the output positive."""
         ref = chk.ref
-        op = ref.op_type.lower()
+        op = activation(ref, chk.step.graph)
         thr = chk.wp.setting("threshold_inactivity")
         if op in _ACTIVE_INPUT:
             lo, hi = _ACTIVE_INPUT[op]

@@ -121,7 +121,7 @@ class Condition:
     help: str
     params: tuple[Param, ...] = ()
     needs: str = STATS
-    op_types: tuple[str, ...] = ()   # restrict to these op types (lower case), e.g. sigmoid
+    op_types: tuple[str, ...] = ()   # restrict to nodes applying these activation functions (NodeRecord.activation)
     advice: str = ""
     family: str = "mindinsight"      # "mindinsight" | "sagemaker" | "tdbg"
     rule: str = "thresholds"         # the family of rules that plans and evaluates it (watch/conditions.py)
@@ -209,7 +209,7 @@ _CONDITIONS = [
     Condition("activation_dead_relu", "activation",
               "Dead ReLU: a unit is dead when positive on fewer than threshold_inactivity % of the samples; "
               "fires when more than threshold_layer % of units are.",
-              _UNITS, UNITS, ("relu", "relu6", "reluv2"), "Lower the learning rate or use LeakyReLU.", "sagemaker",
+              _UNITS, UNITS, ("relu", "relu6"), "Lower the learning rate or use LeakyReLU.", "sagemaker",
               rule="units", cause=3),
     # tdbg: the same two faults judged on the whole layer's outputs, which does not depend on the batch size.
     Condition("activation_saturated_layer", "activation",
@@ -223,7 +223,7 @@ _CONDITIONS = [
               "Dead ReLU layer: the share of its outputs that are exactly zero is above zero_percentage_gt "
               "(a healthy ReLU layer outputs zero for about half of its inputs).",
               (cmp("zero_percentage_gt", 90.0, "percent of zero outputs above", min=0, max=100),),
-              STATS, ("relu", "relu6", "reluv2"), "Lower the learning rate, check the bias initialisation or "
+              STATS, ("relu", "relu6"), "Lower the learning rate, check the bias initialisation or "
               "use LeakyReLU.", "tdbg", rule="thresholds", cause=3),
     Condition("tensor_unchanged", "any",
               "Tensor unchanged (allclose) over the last num_steps dumped iterations.",

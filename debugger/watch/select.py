@@ -51,11 +51,19 @@ def is_float(ref: TensorRef, graph: Graph | None) -> bool:
         return True
 
 
+def activation(ref: TensorRef, graph: Graph | None) -> str:
+    """The activation function the tensor's node applies as a layer ("" for none or no graph)."""
+    if graph is None or ref.node not in graph.nx:
+        return ""
+    return graph.nx.nodes[ref.node].get("activation", "")
+
+
 def matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:
-    """Whether a watchpoint's target kinds, op types, ``node`` glob and ``scope`` prefix admit a tensor."""
+    """Whether a watchpoint's target kinds, activation functions, ``node`` glob and ``scope`` prefix admit
+    a tensor."""
     if ref.kind not in wp.condition.kinds:
         return False
-    if wp.condition.op_types and ref.op_type.lower() not in wp.condition.op_types:
+    if wp.condition.op_types and activation(ref, graph) not in wp.condition.op_types:
         return False
     if wp.node and not (fnmatch.fnmatchcase(ref.node, wp.node) or (ref.param and fnmatch.fnmatchcase(ref.param, wp.node))):
         return False

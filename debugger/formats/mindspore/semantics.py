@@ -30,10 +30,13 @@ OPTIMIZER_INPUTS: dict[str, tuple[int, int, tuple[int, ...]]] = {
     "ApplyAdaMax": (0, 8, (1, 2)),
 }
 
+# MindSpore's activation kernels (lower case) -> the function in tdbg's common words (NodeRecord.activation).
 ACTIVATION_OPS = {
-    "elu", "fastgelu", "gelu", "hsigmoid", "hswish", "leakyrelu", "logsigmoid", "logsoftmax",
-    "prelu", "relu", "relu6", "reluv2", "sigmoid", "softmax", "tanh", "silu", "swish", "softplus",
-    "mish", "selu", "celu", "hardtanh",
+    "elu": "elu", "fastgelu": "gelu", "gelu": "gelu", "hsigmoid": "hardsigmoid", "hswish": "hardswish",
+    "leakyrelu": "leaky_relu", "logsigmoid": "logsigmoid", "logsoftmax": "log_softmax", "prelu": "prelu",
+    "relu": "relu", "relu6": "relu6", "reluv2": "relu", "sigmoid": "sigmoid", "softmax": "softmax", "tanh": "tanh",
+    "silu": "silu", "swish": "silu", "softplus": "softplus", "mish": "mish", "selu": "selu", "celu": "celu",
+    "hardtanh": "hardtanh",
 }
 
 # Nodes whose value is their first input's (followed when tracing a value to its producer).
@@ -68,6 +71,7 @@ def annotate(record: GraphRecord) -> GraphRecord:
         n.per_rank = n.op_type in PER_RANK_OPS or any(w in n.op_type for w in _RANDOM_WORDS)
         n.base_name = _OP_NUMBER_RE.sub("", n.name) if not (n.is_parameter or n.is_constant) else n.name
         n.kind = _base_kind(n)
+        n.activation = ACTIVATION_OPS.get(n.op_type.lower(), "") if n.kind == "activation" else ""
         n.param = n.name if n.is_parameter else None
     for n in record.nodes:
         if n.op_type in ROUTING_OPS - PASS_THROUGH_OPS:

@@ -28,13 +28,17 @@ DATAFLOW = ("no data-flow edges are recorded: ops are a call sequence; inferred 
             "of its module that read it, and parameter/gradient -> optimizer updates (exact dtype, shape and "
             "Max/Min/Mean/Norm, unambiguous); other inputs are '(unrecorded)'")
 
-ACTIVATIONS = frozenset({
-    "relu", "relu_", "relu6", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "silu", "leaky_relu", "elu",
-    "hardtanh", "mish", "softplus", "hardswish", "hardsigmoid", "selu", "celu", "glu", "logsigmoid", "swish",
-    "fast_gelu", "npu_fast_gelu", "swiglu", "npu_swiglu",
-    # module classes, lowercased (nn.LeakyReLU, nn.LogSoftmax ...)
-    "leakyrelu", "logsoftmax", "prelu", "rrelu", "softsign", "fastgelu", "hswish", "hsigmoid",
-})
+# API names and module classes (lower case, in-place "_" stripped) -> the function in tdbg's common words
+# (NodeRecord.activation).
+_SAME = ("relu", "relu6", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "silu", "leaky_relu", "elu",
+         "hardtanh", "mish", "softplus", "hardswish", "hardsigmoid", "selu", "celu", "glu", "logsigmoid",
+         "swiglu", "prelu", "rrelu", "softsign")
+ACTIVATIONS: dict[str, str] = {
+    **{n: n for n in _SAME}, "swish": "silu", "fast_gelu": "gelu", "npu_fast_gelu": "gelu", "npu_swiglu": "swiglu",
+    # module classes (nn.LeakyReLU, nn.LogSoftmax ...)
+    "leakyrelu": "leaky_relu", "logsoftmax": "log_softmax", "fastgelu": "gelu", "hswish": "hardswish",
+    "hsigmoid": "hardsigmoid", "relu6": "relu6",
+}
 COLLECTIVE = frozenset({"all_reduce", "all_gather", "all_gather_into_tensor", "_all_gather_base", "broadcast",
                         "all_reduce_coalesced", "allreduce", "allgather"})
 PER_RANK = frozenset({"reduce_scatter", "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all",
@@ -280,6 +284,7 @@ def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None) -> Node
                          base_name=f"Module.{path}.{cls}.{direction}")
         if direction == "forward" and cls.lower() in ACTIVATIONS:
             rec.kind = "activation"
+            rec.activation = ACTIVATIONS[cls.lower()]
         return rec
     if api is not None:
         prefix, name, _, direction = api
@@ -288,6 +293,7 @@ def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None) -> Node
         low = name.lower()
         if direction == "forward" and low.rstrip("_") in ACTIVATIONS:
             rec.kind = "activation"
+            rec.activation = ACTIVATIONS[low.rstrip("_")]
         if prefix == "Distributed":
             rec.is_collective = low in COLLECTIVE
             rec.per_rank = low in PER_RANK

@@ -14,7 +14,9 @@ from .columns import read_table_column, strings, write_ints, write_strings
 from .layout import EDGE_CODES, FORMAT_NAME, VERSION
 
 # NodeRecord fields stored as string and boolean columns of /nodes (None is stored as "").
-_STR_FIELDS = ("name", "op_type", "scope", "source", "instance_name", "kind", "param", "base_name")
+_STR_FIELDS = ("name", "op_type", "scope", "source", "instance_name", "kind", "param", "base_name", "activation")
+# Columns a file written before they existed lacks: read as a default (see _legacy_activation).
+_OPTIONAL = frozenset({"activation"})
 _BOOL_FIELDS = ("source_outermost_first", "is_parameter", "is_constant", "has_default",
                 "is_backward", "is_routing", "is_collective")
 
@@ -70,8 +72,11 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
         raise CorruptFileError(path, "not a tdbg-h5 graph file")
     if int(a.get("version", 0)) > VERSION:
         raise CorruptFileError(path, f"tdbg-h5 version {a.get('version')} is newer than this tdbg reads ({VERSION})")
-    cols: dict[str, list[Any]] = {n: strings(read_table_column(f, f"nodes/{n}", path)) for n in _STR_FIELDS}
+    cols: dict[str, list[Any]] = {n: strings(read_table_column(f, f"nodes/{n}", path)) for n in _STR_FIELDS
+                                  if n not in _OPTIONAL or f"nodes/{n}" in f}
     n_nodes = len(cols["name"])
+    if "activation" not in cols:
+        cols["activation"] = [_legacy_activation(k, o) for k, o in zip(cols["kind"], cols["op_type"])]
     for n in _STR_FIELDS + _BOOL_FIELDS:
         if n not in cols:
             cols[n] = [bool(x) for x in read_table_column(f, f"nodes/{n}", path, n_nodes)]
@@ -102,6 +107,12 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
                          strings(read_table_column(f, "execution_order", path)))
     history = [int(i) for i in read_table_column(f, "run_history", path)]
     return record, history, str(a.get("key", ""))
+
+
+def _legacy_activation(kind: str, op_type: str) -> str:
+    """A file from before ``nodes/activation``: an activation node's function is its op type, in-place
+    or not (``relu_`` is a relu)."""
+    return op_type.lower().rstrip("_") if kind == "activation" else ""
 
 
 def _read_ragged(f: Any, name: str, path: str, n_nodes: int, str_cols: list[str],

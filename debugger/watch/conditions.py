@@ -663,17 +663,35 @@ class OverflowOrigin(Family):
         by_node: dict[str, list[tuple[str, int]]] = {}
         for node, io, slot in bad:
             by_node.setdefault(node, []).append((io, slot))
-        order_idx = step.graph.execution_index if step.graph is not None else {}
+        graph = step.graph
+        order_idx = graph.execution_index if graph is not None else {}
         for node, ios in sorted(by_node.items(), key=lambda kv: order_idx.get(kv[0], 1 << 30)):
             outs = sorted(s for io, s in ios if io == "output")
             if not outs:
                 continue
-            has_bad_input = any(io == "input" for io, _ in ios)
+            has_bad_input = any(io == "input" for io, _ in ios) or _reads_nonfinite(graph, node, by_node)
             ref = step.tmap[(node, "output", outs[0])]
             is_data = ref.kind == "input"
             if has_bad_input or (node not in order_idx and not is_data):
                 continue
+            if not is_data and graph is not None and node in graph.nx and not graph.node(node).inputs:
+                # made from no tensor at all (torch.full(-inf), an attention mask's scalar -inf): written on
+                # purpose, and softmax absorbs it; a kernel that computes Inf from finite inputs is an origin
+                add_error(out, wp, step, node, NotApplicable(
+                    "a non-finite constant made from no input (an attention mask's -inf) is no overflow origin"))
+                continue
             add_hit(out, wp, item.order, step, ref, nonfinite_counts(bad[(node, "output", outs[0])]), {})
+
+
+def _reads_nonfinite(graph: Graph | None, node: str, bad_nodes: dict[str, list[tuple[str, int]]]) -> bool:
+    """Whether a node reads (through routing nodes) the output of a kernel found non-finite: an input that
+    was not dumped (the recorder stores a kernel's outputs) is judged by its producer's. Not parameters:
+    their output is the value after the iteration's update, not the one the forward read (an input)."""
+    if graph is None or node not in graph.nx:
+        return False
+    nodes = graph.nx.nodes
+    return any(any(io == "output" for io, _ in bad_nodes.get(src, ())) for src in graph.value_inputs(node)
+               if src and src in nodes and not nodes[src].get("is_parameter"))
 
 
 def compare(out: ScanResult, chk: Check, values: dict[str, float | None]) -> None:

@@ -125,6 +125,8 @@ def test_compare_ranks_with_no_pair_is_not_no_divergence(recordings: dict[str, s
     assert r.code == 2 and "No divergence" not in r.out
     assert "Nothing compared: rank 1 and base rank 0 dumped no iteration." in r.out
     assert r.err == f"tdbg: error: {empty}: nothing compared: rank 1 and base rank 0 dumped no iteration\n"
+    single = run_cli("compare", os.path.join(empty, "rank_0"), "--ranks", "--no-cache")   # one rank of it
+    assert single.code == 2 and "has only rank 0: comparing ranks needs two or more" in single.err
     j = run_cli("compare", empty, "--ranks", "--no-cache", "--json")
     assert j.code == 2 and j.json["summary"]["pairs"] == 0 and j.json["first_divergence"] is None
     assert j.json["summary"]["nothing_compared"] == "rank 1 and base rank 0 dumped no iteration"

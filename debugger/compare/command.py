@@ -31,8 +31,10 @@ cosine < cos_fail=0.9 or max_abs_err > abs_fail=1, or dtype/shape differ, NaN/In
 a tensor missing on one side; warning when cosine < cos_warn=0.999, max_abs_err > abs_warn=1e-4 or
 one_thousandth < ratio_warn=0.999. A tensor with statistics but no values (a statistics-only dump)
 is graded by the largest relative difference of a statistic both sides stored: error above
-stat_error=1e-3, warning above stat_warn=1e-5. Exit 0 when nothing counted is an error, 1 otherwise,
-2 on bad usage.
+stat_error=1e-3, warning above stat_warn=1e-5. Exit 0 when pairs were compared and nothing counted is
+an error, 1 when a counted pair is an error, 2 on bad usage, on --rank/--iterations that a dump lacks
+entirely (those it lacks in part are warnings) and when nothing was compared (no pair: "Nothing compared"
+says why; no pair is no evidence of agreement).
 """
 
 

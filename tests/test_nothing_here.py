@@ -197,3 +197,11 @@ def test_a_graph_read_from_the_ir_because_the_pb_is_missing_is_a_warning(single:
     scan = run_cli("scan", copy, "--iterations", "0", "--no-cache")
     assert f"tdbg: warning: {warning}\n" in scan.err
     assert run_cli("info", single, "--json").json["warnings"] == []   # both files there: nothing to say
+
+
+def test_the_web_api_says_nothing_was_compared(recordings: dict[str, str], tmp_path: Any) -> None:
+    create_app = pytest.importorskip("tdbg_web").create_app
+    client = create_app(recordings["empty"], {"TESTING": True, "CACHE_DIR": str(tmp_path / "cache")}).test_client()
+    got = client.get("/api/compare?base=0").get_json()
+    assert got["result"]["summary"]["pairs"] == 0
+    assert got["result"]["summary"]["nothing_compared"] == "rank 1 and base rank 0 dumped no iteration"

@@ -78,12 +78,12 @@ def test_scan_warns_of_requested_ranks_the_dump_lacks(dp2: str) -> None:
 _RECORD = textwrap.dedent("""
     import sys, torch
     from debugger.torch import Recorder
-    for out, its in zip(sys.argv[1::2], sys.argv[2::2]):
+    for out, its, ops in zip(sys.argv[1::3], sys.argv[2::3], sys.argv[3::3]):   # ops: module glob
         for rank in (0, 1):
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
             opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-            with Recorder(out, model, opt, rank=rank, iterations=its) as rec:
+            with Recorder(out, model, opt, rank=rank, iterations=its, modules=None if ops == "-" else [ops]) as rec:
                 for step in range(4):
                     loss = model(torch.randn(4, 8)).pow(2).mean()
                     opt.zero_grad()
@@ -97,15 +97,15 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory: Any) -> dict[str, str]:
     """Two-rank PyTorch recordings of 4 training steps: iterations 100 (none ran: nothing captured),
-    0-1 and 2-3."""
+    0-1, 2-3, and 0-1 of the ReLU module's tensors only (modules=["1"])."""
     pytest.importorskip("torch")
     base = tmp_path_factory.mktemp("recordings")
     script = base / "record.py"
     script.write_text(_RECORD)
-    wanted = {"empty": "100", "early": "0-1", "late": "2-3"}
+    wanted = {"empty": ("100", "-"), "early": ("0-1", "-"), "late": ("2-3", "-"), "relu": ("0-1", "1")}
     out = {name: str(base / name) for name in wanted}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, os.environ.get("PYTHONPATH", "")])}
-    subprocess.run([sys.executable, str(script), *[x for name, its in wanted.items() for x in (out[name], its)]],
+    subprocess.run([sys.executable, str(script), *[x for name, (its, ops) in wanted.items() for x in (out[name], its, ops)]],
                    check=True, env=env, timeout=300)
     return out
 
@@ -130,6 +130,22 @@ def test_compare_ranks_with_no_pair_is_not_no_divergence(recordings: dict[str, s
     j = run_cli("compare", empty, "--ranks", "--no-cache", "--json")
     assert j.code == 2 and j.json["summary"]["pairs"] == 0 and j.json["first_divergence"] is None
     assert j.json["summary"]["nothing_compared"] == "rank 1 and base rank 0 dumped no iteration"
+
+
+def test_ranks_that_saved_no_tensor_that_must_agree_compare_nothing(recordings: dict[str, str]) -> None:
+    relu = recordings["relu"]
+    d = open_dump(relu)
+    kinds = {t.kind for r in d.ranks for t in r.tensors()}
+    # the ReLU's forward and backward tensors: each rank's own data, free to differ; no weight, no state
+    assert "activation" in kinds and not kinds & {"weight", "optimizer_state"}
+    saved = len(d.rank(1).tensors())
+    why = ("iterations 0-1 hold no tensor that must agree across ranks (weights, optimizer state, "
+           "collective outputs)")
+    r = run_cli("compare", relu, "--ranks", "--no-cache", "--json")
+    assert r.code == 2 and r.json["summary"]["pairs"] == 0 and r.json["summary"]["nothing_compared"] == why
+    listed = run_cli("compare", relu, "--ranks", "--all-tensors", "--no-cache", "--json")
+    assert listed.code == 2 and listed.json["summary"]["counted"] == 0 and listed.json["summary"]["pairs"] == saved
+    assert listed.json["summary"]["nothing_compared"] == f"{why} ({saved} tensor(s) that may differ are listed)"
 
 
 def test_two_runs_with_no_iteration_in_common_compare_nothing(recordings: dict[str, str]) -> None:

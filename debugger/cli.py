@@ -200,7 +200,7 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     """Run watchpoints over a dump."""
     from .cache import StatsCache
     from .model import open_dump
-    from .selection import parse_iterations, parse_ranks
+    from .selection import lacking_iterations, parse_iterations, parse_ranks, present_ranks
     from .watch.engine import scan, scan_warnings
     from .watch.registry import describe_conditions
 
@@ -223,11 +223,21 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
     dump = open_dump(args.dump)
+    ranks, selection_notes = present_ranks(dump, ranks)
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
     with cluster_workers(args) as workers:
         result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
                       progress=Progress("scanning"), workers=workers)
     warnings = scan_warnings(dump, result)
+    try:
+        # after the scan, from what it found: a stored result is answered without listing the iterations
+        selection_notes += lacking_iterations(dump, ranks, its, result.iterations)
+        if not result.iterations:
+            raise DumpError(dump.root, f"nothing scanned: {_nothing_dumped(dump, ranks)}")
+    except DumpError:
+        report_warnings(args, selection_notes + warnings)   # the load problems may say why
+        raise
+    warnings = selection_notes + warnings
     if args.json:
         _print_json({**result.to_dict(), "warnings": warnings}, out)
     else:
@@ -236,11 +246,18 @@ def cmd_scan(args: argparse.Namespace, out: TextIO) -> int:
     return Exit.FOUND if result.hits else Exit.OK
 
 
+def _nothing_dumped(dump: Any, ranks: list[int] | None) -> str:
+    """Why a dump (its selected ranks) gave nothing to read: it dumped no iteration."""
+    ids = ranks if ranks is not None else dump.rank_ids
+    who = f"rank {ids[0]}" if len(ids) == 1 else f"ranks {ranges_text(ids, ', ')}"
+    return f"{who} dumped no iteration (a recording that captured nothing, or an empty dump)"
+
+
 def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     """Convert a dump into tdbg's HDF5 format."""
     from .convert import convert
     from .model import open_dump
-    from .selection import parse_iterations, parse_ranks
+    from .selection import lacking_iterations, parse_iterations, parse_ranks, present_ranks
 
     try:
         its = parse_iterations(args.iterations)
@@ -248,10 +265,14 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
     dump = open_dump(args.dump)
+    ranks, notes = present_ranks(dump, ranks)
+    notes += lacking_iterations(dump, ranks, its)   # before a file is written: none of them is exit 2
     with cluster_workers(args) as workers:
         result = convert(dump, args.out, statistics=args.statistics, ranks=ranks, iterations=its,
                          progress=Progress("converting"), workers=workers)
+    report_warnings(args, notes)
     if args.json:
+        result.warnings[:0] = notes
         _print_json(result.to_dict(), out)
         return Exit.OK
     out.write(f"Converted {result.source} -> {result.target}: ranks {ranges_text(result.ranks)}, iterations "

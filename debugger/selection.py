@@ -2,7 +2,12 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
+
+from .errors import DumpError
+
+if TYPE_CHECKING:
+    from .model import Dump
 
 _PART = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
 MAX_SELECTED = 10_000_000   # a selection naming more numbers than this is a typo, not a request
@@ -37,8 +42,8 @@ def parse_ranks(text: str | None) -> list[int] | None:
     return None if got is None else sorted(got)
 
 
-def ranges_text(values: Iterable[int]) -> str:
-    """[0,1,2,5,7,8] -> '0-2,5,7-8': the inverse of :func:`parse_numbers`."""
+def ranges_text(values: Iterable[int], sep: str = ",") -> str:
+    """[0,1,2,5,7,8] -> '0-2,5,7-8': the inverse of :func:`parse_numbers` (``sep=", "`` for prose)."""
     vals = sorted(set(values))
     if not vals:
         return "none"
@@ -50,4 +55,53 @@ def ranges_text(values: Iterable[int]) -> str:
         out.append(str(start) if start == prev else f"{start}-{prev}")
         if v is not None:
             start = prev = v
-    return ",".join(out)
+    return sep.join(out)
+
+
+# -- a selection against what a dump holds ----------------------------------------------------------
+def lacking(what: str, requested: Iterable[int], present: Iterable[int], holder: str = "it has") -> str | None:
+    """``iterations 8, 100-120 requested but not in the dump (it has 0-7)``; None when nothing lacks."""
+    have = set(present)
+    missing = sorted(set(requested) - have)
+    if not missing:
+        return None
+    word = what if len(missing) > 1 else what[:-1]
+    return (f"{word} {ranges_text(missing, ', ')} requested but not in the dump "
+            f"({holder} {ranges_text(have, ', ') if have else 'none'})")
+
+
+def present_ranks(dump: "Dump", ranks: Iterable[int] | None) -> tuple[list[int] | None, list[str]]:
+    """The requested ranks ``dump`` holds (None: all) and a warning naming those it lacks; DumpError (exit 2)
+    when it holds none of them: a selection that matches nothing is never answered "no problem"."""
+    if ranks is None:
+        return None, []
+    wanted = sorted(set(ranks))
+    note = lacking("ranks", wanted, dump.rank_ids, "it has ranks")
+    got = [r for r in wanted if r in dump.rank_ids]
+    if not got:
+        raise DumpError(dump.root, f"nothing to read: {note}")
+    return got, [f"{dump.root}: {note}"] if note else []
+
+
+def lacking_iterations(dump: "Dump", ranks: list[int] | None, requested: set[int] | None,
+                       found: Iterable[int] | None = None) -> list[str]:
+    """A warning naming the requested iterations that the selected ranks of ``dump`` did not dump; DumpError
+    (exit 2) when they dumped none. ``found``: those a command already found (no listing then unless some lack)."""
+    if requested is None:
+        return []
+    rank_ids = ranks if ranks is not None else dump.rank_ids
+    have: set[int] | None = None
+    if found is None:
+        have = {it for r in rank_ids for it in dump.rank(r).iterations()}
+        found = requested & have
+    found = set(found)
+    if found >= requested:
+        return []
+    if have is None:
+        have = {it for r in rank_ids for it in dump.rank(r).iterations()}
+    holder = ("it has" if ranks is None else f"rank {rank_ids[0]} has" if len(rank_ids) == 1
+              else f"ranks {ranges_text(rank_ids, ', ')} have")
+    note = lacking("iterations", requested, have, holder)
+    if not found:
+        raise DumpError(dump.root, f"nothing to read: {note}")
+    return [f"{dump.root}: {note}"]

@@ -3,15 +3,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import DumpError
 from ..executors import add_scheduler, cluster_workers
 from ..exits import Exit
 from ..report import fmt_num, table
-from ..selection import ranges_text
+from ..selection import lacking_iterations, present_ranks, ranges_text
 
 if TYPE_CHECKING:   # the comparison itself (numpy) loads when it runs, not when the parser is built
+    from ..model import Dump
     from .runs import CompareResult, Pair
 
 _SHOWN = 50
@@ -29,8 +31,10 @@ cosine < cos_fail=0.9 or max_abs_err > abs_fail=1, or dtype/shape differ, NaN/In
 a tensor missing on one side; warning when cosine < cos_warn=0.999, max_abs_err > abs_warn=1e-4 or
 one_thousandth < ratio_warn=0.999. A tensor with statistics but no values (a statistics-only dump)
 is graded by the largest relative difference of a statistic both sides stored: error above
-stat_error=1e-3, warning above stat_warn=1e-5. Exit 0 when nothing counted is an error, 1 otherwise,
-2 on bad usage.
+stat_error=1e-3, warning above stat_warn=1e-5. Exit 0 when pairs were compared and nothing counted is
+an error, 1 when a counted pair is an error, 2 on bad usage, on --rank/--iterations that a dump lacks
+entirely (those it lacks in part are warnings) and when nothing was compared (no pair: "Nothing compared"
+says why; no pair is no evidence of agreement).
 """
 
 
@@ -68,7 +72,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from ..report import Progress
     from .metrics import Thresholds
     from .ranks import compare_ranks
-    from .runs import compare_runs
+    from .runs import compare_runs, iteration_set
 
     ranks_mode = args.ranks or args.dump_b is None
     if args.ranks and args.dump_b is not None:
@@ -83,29 +87,59 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         thresholds = Thresholds.parse(args.thresholds)
     except ValueError as exc:
         raise DumpError(None, f"--thresholds: {exc}") from None
-    dump = open_dump(args.dump)
-    loaded = dump.all_warnings()
-    cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
+    its = iteration_set(args.iterations)
+    dumps = [open_dump(args.dump)] + ([] if ranks_mode else [open_dump(args.dump_b)])
+    loaded = [w for d in dumps for w in d.all_warnings()]
+    ranks, notes = _selected(dumps, args.rank, its, args.base if ranks_mode else None)
+    cache = StatsCache.for_dump(dumps[0].root, args.cache_dir, enabled=not args.no_cache)
     progress = Progress("comparing")
     with cluster_workers(args) as workers:
         if ranks_mode:
-            result = compare_ranks(dump, base=args.base, ranks=args.rank, iterations=args.iterations,
+            result = compare_ranks(dumps[0], base=args.base, ranks=ranks, iterations=its,
                                    all_tensors=args.all_tensors, thresholds=thresholds, jobs=args.jobs, cache=cache,
                                    progress=progress, workers=workers)
         else:
-            dump_b = open_dump(args.dump_b)
-            result = compare_runs(dump, dump_b, ranks=args.rank, iterations=args.iterations,
+            result = compare_runs(dumps[0], dumps[1], ranks=ranks, iterations=its,
                                   mapping=args.mapping, thresholds=thresholds, jobs=args.jobs, cache=cache,
                                   progress=progress, workers=workers)
-            loaded += dump_b.all_warnings()
-    # the dumps' load problems (an unreadable graph, unparsed file names) belong with the answer
-    result.warnings[:0] = [w for w in loaded if w not in result.warnings]
+    # what the selection lacks and the dumps' load problems (an unreadable graph, unparsed file names)
+    # belong with the answer
+    result.warnings[:0] = [w for w in notes + loaded if w not in result.warnings]
     if args.json:
         json.dump(result.to_dict(all_pairs=args.all), out, indent=2, default=str)
         out.write("\n")
     else:
         print_result(result, out, all_pairs=args.all)
+    nothing = result.nothing_compared()
+    if nothing is not None:
+        # no pair is no evidence of agreement: never the "no divergence" of exit 0
+        err: TextIO = getattr(args, "err", sys.stderr)
+        err.write(f"tdbg: error: {result.a}: nothing compared: {nothing}\n")
+        return Exit.USAGE
     return Exit.FOUND if result.exit_code else Exit.OK
+
+
+def _selected(dumps: list[Dump], ranks: list[int] | None, its: set[int] | None,
+              base: int | None) -> tuple[list[int] | None, list[str]]:
+    """The requested ranks every dump holds, and warnings naming the ranks and iterations a dump lacks
+    (DumpError, exit 2, when a dump holds none of them)."""
+    notes: list[str] = []
+    if ranks is not None:
+        common = set(ranks)
+        for d in dumps:
+            held, lack = present_ranks(d, ranks)
+            common &= set(held or ())
+            notes += lack
+        ranks = sorted(common)
+        if not ranks:
+            raise DumpError(dumps[0].root, f"nothing to read: no requested rank is in both dumps (it has ranks "
+                            f"{ranges_text(dumps[0].rank_ids, ', ')}, {dumps[-1].root} has ranks "
+                            f"{ranges_text(dumps[-1].rank_ids, ', ')})")
+    # ranks mode reads the base rank too; run mode the ranks both dumps hold
+    read = None if ranks is None else sorted(set(ranks) | ({base} if base in dumps[0].rank_ids else set()))
+    for d in dumps:
+        notes += lacking_iterations(d, read, its)
+    return ranks, notes
 
 
 # -- human output -------------------------------------------------------------------------------
@@ -142,7 +176,10 @@ def print_result(result: CompareResult, out: TextIO, all_pairs: bool = False) ->
         out.write(f"Compared {result.a} (a)\n    with {result.b} (b, baseline)\n"
                   f"  ranks {ranges_text(result.ranks)}, iterations {its}: {s['pairs']} pair(s)\n")
     f = result.first_divergence
-    if f is None:
+    nothing = result.nothing_compared()
+    if nothing is not None:
+        out.write(f"\nNothing compared: {nothing}.\n")
+    elif f is None:
         what = "every tensor that must agree does" if result.mode == "ranks" else "no pair is graded error"
         out.write(f"\nNo divergence: {what}.\n")
     else:

@@ -136,6 +136,24 @@ class CompareResult:
     computed: int = 0                       # pairs whose files were read
     cached: int = 0                         # pairs answered by the cache
     bytes_compared: int = 0                 # data bytes read
+    empty_reason: str = ""                  # why no pair could be made, when the builder knows best
+
+    def nothing_compared(self) -> str | None:
+        """Why nothing was compared (no pair; in ranks mode, no tensor that must agree), else None."""
+        if any(p.counted for p in self.pairs):
+            return None
+        if self.empty_reason:
+            return self.empty_reason
+        its = _fmt(self.iterations)
+        if self.mode == "runs":
+            return (f"iterations {its} hold no tensor on either side" if self.iterations
+                    else "no rank and graph of the two dumps has an iteration dumped on both sides")
+        ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {_fmt(self.ranks)}"
+        if not self.iterations:
+            return f"{ranks} and base rank {self.base} dumped no iteration"
+        listed = f" ({len(self.pairs)} tensor(s) that may differ are listed)" if self.pairs else ""
+        return (f"iterations {its} hold no tensor that must agree across ranks (weights, optimizer state, "
+                f"collective outputs){listed}")
 
     @property
     def errors(self) -> list[Pair]:
@@ -163,7 +181,7 @@ class CompareResult:
             total[p.grade] += 1
             if p.counted and p.grade == ERROR:
                 row["counted_errors"] += 1
-        return {"pairs": len(self.pairs), **total,
+        return {"pairs": len(self.pairs), "nothing_compared": self.nothing_compared(), **total,
                 "counted": sum(p.counted for p in self.pairs),
                 "counted_errors": sum(r["counted_errors"] for r in per.values()),
                 "missing": sum(p.missing for p in self.pairs),
@@ -476,6 +494,10 @@ def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int
         _runs_rank(result, ra, rb, sel, names, all_its)
     if sel is not None and not all_its:
         raise QueryError(da.root, f"no selected iteration ({_fmt(sel)}) was dumped on both sides")
+    if not all_its:
+        its_a, its_b = ({it for r in common for it in d.rank(r).iterations()} for d in (da, db))
+        result.empty_reason = (f"no iteration was dumped on both sides (a has {_fmt(its_a)}, b has {_fmt(its_b)}, "
+                               f"ranks {_fmt(common)})")
     return finish(result, all_its, jobs, cache, fast, progress, workers)
 
 

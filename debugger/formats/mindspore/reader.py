@@ -15,7 +15,7 @@ from .graph_ir import read_graph_ir
 from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
 from .semantics import annotate
-from .tree import RANK_RE, RankListing, TensorFile, is_rank_dir, list_rank, rank_dirs, read_metadata
+from .tree import RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, rank_dirs, read_metadata
 
 if TYPE_CHECKING:   # the tensor modules load numpy: they come with the first tensor asked for
     from .statistic import StatRow
@@ -88,13 +88,17 @@ class MindSporeRank(RankReader):
     def read_graph(self, graph_id: int) -> GraphRecord | None:
         """The .pb, falling back to the .ir; hints from MindSpore's conventions."""
         pb, ir = self.listing.graph_pb.get(graph_id), self.listing.graph_ir.get(graph_id)
+        if ir and not pb:
+            # MindSpore writes both; the text form can hold fewer nodes (93 of 122 in one real dump)
+            self.warnings.append(f"{os.path.join(os.path.dirname(ir), graph_pb_name(graph_id))}: missing; graph {graph_id} "
+                                 f"is read from {ir} instead, which can hold fewer nodes")
         for path, reader in ((pb, read_graph_pb), (ir, read_graph_ir)):
             if not path:
                 continue
             try:
                 record = reader(path, graph_id)
             except CorruptFileError as exc:
-                fallback = "; using the .ir text instead" if reader is read_graph_pb and ir else ""
+                fallback = f"; using the .ir text instead ({ir})" if reader is read_graph_pb and ir else ""
                 self.warnings.append(f"{exc}{fallback}")
                 continue
             names = {n.name for n in record.nodes}

@@ -20,6 +20,13 @@ GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.pb$", re.ASCI
 GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.ir$", re.ASCII)
 EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d{1,18})\.csv$", re.ASCII)
 RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d{1,18})\.csv$", re.ASCII)
+
+
+def graph_pb_name(graph_id: int) -> str:
+    """The name MindSpore gives a graph's protobuf file (what GRAPH_PB_RE matches)."""
+    return f"ms_output_trace_code_graph_{graph_id}.pb"
+
+
 _NOT_NETS = {"graphs", "execution_order"}
 
 

@@ -90,6 +90,7 @@ function compareView(r, all) {
       metric('counted errors', sm.counted_errors, sm.counted_errors ? 'bad' : ''), metric('missing', sm.missing)),
     h('div', { class: fd ? 'error-box' : 'note' }, fd
       ? [h('b', {}, 'First divergence: '), `iteration ${fd.iteration}, rank ${fd.a.rank} vs ${fd.b.rank}: `, h('code', {}, tensorLabel(fd)), ` (${fd.reason || fd.grade})`]
+      : sm.nothing_compared ? `Nothing compared: ${sm.nothing_compared}.`   // no pair is no evidence of agreement
       : `No divergence: every invariant tensor of rank${res.ranks.length > 1 ? 's' : ''} ${res.ranks.join(', ')} agrees with base rank ${res.base} in iterations ${res.iterations.join(', ')}.`),
     h('table', { class: 'tbl' }, h('thead', {}, h('tr', {}, ['iteration', 'pairs', 'pass', 'warning', 'error', 'counted errors'].map((c, i) => h('th', { class: i ? 'num' : '' }, c)))),
       h('tbody', {}, sm.iterations.map((x) => h('tr', {}, h('td', {}, x.iteration), h('td', { class: 'num' }, x.pairs), h('td', { class: 'num' }, x.pass),

@@ -157,7 +157,9 @@ export function mount(root) {
       put(body, h('div', { class: 'cmp-metrics' },
         ...[['pairs', sm.pairs, ''], ['pass', sm.pass, 'ok'], ['warning', sm.warning, sm.warning ? 'warn' : ''], ['error', sm.error, sm.error ? 'bad' : '']]
           .map(([l, v, c]) => h('div', { class: `cmp-metric ${c}` }, h('b', {}, fmt(v)), h('span', {}, l)))),
-      h('div', { class: fd ? 'error-box' : 'ok-box' }, fd
+      sm.nothing_compared   // no pair is no evidence of agreement
+        ? h('div', { class: 'muted' }, h('b', {}, 'Nothing compared: '), sm.nothing_compared)
+        : h('div', { class: fd ? 'error-box' : 'ok-box' }, fd
         ? [h('b', {}, 'First divergence: '), `iteration ${fd.iteration}, rank ${fd.a.rank} vs ${fd.b.rank}: `, h('code', {}, tensorLabel(fd)), ` (${fd.reason || fd.grade})`]
         : `Ranks ${[a.base, ...a.ranks].join(', ')} agree in iterations ${a.iterations.join(', ')}: parameters and all-reduced values are equal.`),
       h('button', { class: 'btn btn-small', onclick: () => set({ view: 'ranks' }) }, 'Compare in detail'));

@@ -17,11 +17,12 @@ data-flow edges and no word of which parameter an op belongs to. These facts dec
 Parameters whose value and gradient are both equal are one tensor under two names (tied
 embeddings: ``lm_head.weight`` is ``wte.weight``); they are placed as one.
 
-The weight's updates are the in-place ops of its parameter whose first input is a value the weight
-held in the step (the value read, or an earlier update's output); the output of the last one is the
-weight after the step (torch.optim's single-tensor loops update the weight last: ``add_``,
-``addcdiv_``; a zero-initialised bias equals a zero moment, so an earlier op may be taken for an
-update too, never the last). Every other op of the parameter is its optimizer state or computed from it
+The weight after the step is the output of the last in-place op of its parameter whose first input
+is a value the weight held in the step (the value read, or such an op's output): torch.optim's
+single-tensor loops write the weight last (``add_``, ``addcdiv_``). Its updates are that op and,
+back through the live outputs their first inputs are, the parameter's earlier in-place ops down to
+one whose first input is the value read (AdamW: ``mul_`` (decay), then ``addcdiv_``). A
+zero-initialised bias equals a zero moment: where the chain is ambiguous, fewer ops are updates. Every other op of the parameter is its optimizer state or computed from it
 (moments, momentum buffers, step counters, denominators). msprobe does not record ``zeros_like`` or
 ``clone`` (its API lists lack them): state appears first as the input of the op that updates it.
 ``torch._foreach_*`` ops (one op for many parameters) are placed only when one parameter fits.
@@ -41,6 +42,12 @@ class OptimizerFacts:
     updates: dict[str, str] = field(default_factory=dict)     # op key -> the weight it updates in place
     after: dict[str, Item] = field(default_factory=dict)      # parameter (every tied name) -> value after the step
     tied: dict[str, list[str]] = field(default_factory=dict)  # canonical name -> every name of that tensor
+
+
+def _sig(it: Item) -> tuple:
+    """dtype, shape and Max/Min/Mean/Norm; not msprobe's md5, which differed between the forward's record
+    of a weight and the optimizer's first read of it in one step with all four statistics equal."""
+    return (it.torch_dtype, it.shape, tuple(kv for kv in it.stats if kv[0] != "md5"))
 
 
 def is_in_place(key: str) -> bool:
@@ -77,7 +84,7 @@ def _ties(values: dict[str, Item], grads: dict[str, Item]) -> dict[str, str]:
     out: dict[str, str] = {}
     for p, it in values.items():
         g = grads.get(p)
-        key = (it.signature, g.signature) if g is not None else None
+        key = (_sig(it), _sig(g)) if g is not None else None
         try:
             out[p] = first.setdefault(key, p) if key is not None else p
         except TypeError:
@@ -112,35 +119,37 @@ def analyse(ops: list[Op], values: dict[str, Item], grads: dict[str, Item]) -> O
     facts = OptimizerFacts()
     for p, c in canon.items():
         facts.tied.setdefault(c, []).append(p)
-    v_index = _unique_index({p: it.signature for p, it in values.items() if canon[p] == p})
-    g_index = _unique_index({p: it.signature for p, it in grads.items() if canon.get(p, p) == p})
+    v_index = _unique_index({p: _sig(it) for p, it in values.items() if canon[p] == p})
+    g_index = _unique_index({p: _sig(it) for p, it in grads.items() if canon.get(p, p) == p})
     groups = _Groups(len(ops))
     live: dict[tuple, int] = {}
+    made_first: list[int | None] = []     # per op: the earlier op whose live output its first input is
     for i, op in enumerate(ops):
         ins = [it for it in op.items if it.io == "input"]
+        made_first.append(_live(live, _sig(ins[0])) if ins and ins[0].slot == 0 else None)
         anchor = _anchor(ins, g_index) or _anchor(ins, v_index)
         if anchor:
             groups.param[i] = anchor
         for it in ins:
-            j = _live(live, it.signature)
+            j = _live(live, _sig(it))
             if j is not None:
                 groups.join(j, i) if anchor is None else groups.join(i, j)
         if is_in_place(op.key) and ins:
-            _drop(live, ins[0].signature)
+            _drop(live, _sig(ins[0]))
         for it in op.items:
             if it.io == "output":
-                _set(live, it.signature, i)
+                _set(live, _sig(it), i)
     placed = [groups.param[groups.find(i)] for i in range(len(ops))]
     _by_order(placed)
     for op, p in zip(ops, placed):
         if p:
             facts.param_of[op.key] = p
-    _updates(ops, placed, values, facts)
+    _updates(ops, placed, values, made_first, facts)
     return facts
 
 
 def _anchor(items: list[Item], index: dict[tuple, str | None]) -> str | None:
-    found = {p for p in (_get(index, it.signature) for it in items) if p}
+    found = {p for p in (_get(index, _sig(it)) for it in items) if p}
     return found.pop() if len(found) == 1 else None
 
 
@@ -179,21 +188,44 @@ def _by_order(placed: list[str | None]) -> None:
             placed[i] = last
 
 
-def _updates(ops: list[Op], placed: list[str | None], values: dict[str, Item], facts: OptimizerFacts) -> None:
-    """In-place ops of a parameter whose first input is a value its weight held in the step (the value
-    read, or an earlier such op's output); the last one's output is the weight after the step."""
-    held: dict[str, set] = {p: {values[p].signature} for p in facts.tied}
-    for op, p in zip(ops, placed):
+def _updates(ops: list[Op], placed: list[str | None], values: dict[str, Item], made_first: list[int | None],
+             facts: OptimizerFacts) -> None:
+    """The last in-place op of a parameter whose first input is a value its weight held in the step leaves
+    the weight after the step; its updates are that op and, back through the live outputs their first
+    inputs are, the earlier in-place ops of the parameter, down to one that reads the value read."""
+    held: dict[str, set] = {p: {_sig(values[p])} for p in facts.tied}
+    last: dict[str, int] = {}
+    for i, (op, p) in enumerate(zip(ops, placed)):
         if not p or p not in held or not is_in_place(op.key):
             continue
-        first = next((it for it in op.items if it.io == "input" and it.slot == 0), None)
-        out = next((it for it in op.items if it.io == "output" and it.slot == 0), None)
+        first, out = _first_in(op), _first_out(op)
         try:
-            if first is None or out is None or first.signature not in held[p]:
+            if first is None or out is None or _sig(first) not in held[p]:
                 continue
-            held[p].add(out.signature)
+            held[p].add(_sig(out))
         except TypeError:
             continue
-        facts.updates[op.key] = p
+        last[p] = i
+    for p, i in last.items():
+        chain = [i]
+        j = made_first[i]
+        while j is not None and placed[j] == p and is_in_place(ops[j].key) and j not in chain:
+            chain.append(j)
+            j = made_first[j]
+        start = _first_in(ops[chain[-1]])
+        if start is None or _sig(start) != _sig(values[p]):
+            continue      # no chain back to the value read: the weight's update is not recognised
+        for k in chain:
+            facts.updates[ops[k].key] = p
+        out = _first_out(ops[i])
+        assert out is not None
         for name in facts.tied[p]:
             facts.after[name] = out
+
+
+def _first_in(op: Op) -> Item | None:
+    return next((it for it in op.items if it.io == "input" and it.slot == 0), None)
+
+
+def _first_out(op: Op) -> Item | None:
+    return next((it for it in op.items if it.io == "output" and it.slot == 0), None)

@@ -79,10 +79,7 @@ def _loss(model_kind: str, net, batch, step: int, planted: str):  # type: ignore
     import torch.nn.functional as F
 
     if model_kind == "gpt2":
-        if planted == "nan" and step == NAN_STEP:   # planted: a NaN in the token embedding before this step's forward
-            import torch
-            with torch.no_grad():
-                net.transformer.wte.weight[3, 5] = float("nan")
+        net.transformer.h[0].mlp.nan_now = planted == "nan" and step == NAN_STEP
         return net(input_ids=batch, labels=batch).loss
     x, y = batch
     return F.cross_entropy(net(x), y)
@@ -110,6 +107,13 @@ def _train(name: str) -> None:
     model_kind, opt_kind, task, level, steps, planted = DUMPS[name]
     net = _gpt2() if model_kind == "gpt2" else _cnn()
     net.train()
+    if planted == "nan":   # planted: log of the first MLP's output (negatives give NaN) at step NAN_STEP
+        import torch
+
+        def log_out(module, args, out):  # type: ignore[no-untyped-def]
+            return torch.log(out) if module.nan_now else out
+
+        net.transformer.h[0].mlp.register_forward_hook(log_out)
     opt = _optimizer(opt_kind, net, planted)
     names = {id(p): n for n, p in net.named_parameters()}
     truth: dict = {"model": model_kind, "optimizer": type(opt).__name__, "task": task, "level": level,

@@ -10,6 +10,10 @@ msprobe records no data-flow edges. This module draws only the edges it can just
   input equals, in that same sense, exactly one parameter's value as read in the step, or one
   parameter gradient (``parameters_grad``), gets that parameter or gradient as the input.
 
+A weight's tensor in a step is its value after that step's update: the output of the optimizer op
+that wrote it last (see :mod:`.optimizer`), else, when no update is recorded, the value its module
+read. Every other op under ``optimizer`` that belongs to a parameter is its ``optimizer_state``.
+
 Equal statistics alone are NOT taken as an edge between activations (a ReLU of a positive tensor
 equals its input): activations are a sequence in call order. Backward ops carry their forward op's
 stack (stack.json lists forward ops only), so code <-> graph finds both directions.

@@ -10,6 +10,10 @@ msprobe records no data-flow edges. This module draws only the edges it can just
   input equals, in that same sense, exactly one parameter's value as read in the step, or one
   parameter gradient (``parameters_grad``), gets that parameter or gradient as the input.
 
+A weight's tensor in a step is its value after that step's update: the output of the optimizer op
+that wrote it last (see :mod:`.optimizer`), else, when no update is recorded, the value its module
+read. Every other op under ``optimizer`` that belongs to a parameter is its ``optimizer_state``.
+
 Equal statistics alone are NOT taken as an edge between activations (a ReLU of a positive tensor
 equals its input): activations are a sequence in call order. Backward ops carry their forward op's
 stack (stack.json lists forward ops only), so code <-> graph finds both directions.
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..records import GraphRecord, NodeRecord, OutputType
 from .dumpjson import Item, Step, parse_api, parse_module
+from .optimizer import analyse
 
 UNRECORDED = "(unrecorded)"
 OPTIMIZER = "optimizer"
@@ -146,14 +151,13 @@ def _merge(order: list[str], nodes: dict[str, _Node], seq: list[tuple[str, _Node
                 order.append(k)
         return
     new_after: dict[str | None, list[str]] = {}
-    last: str | None = None
+    last: str | None = None      # the nearest earlier node already in ``order``: a run of new ones follows it
     for k, n in seq:
         if n is None or k in nodes:
             last = k
             continue
         nodes[k] = n
         new_after.setdefault(last, []).append(k)
-        last = k
     if not new_after:
         return
     merged = list(new_after.get(None, []))
@@ -193,7 +197,9 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
                 grad_param[gnode] = f"{path}.{pname}"
     param_sigs = {p: it.signature for p, it in params.items()}
     grad_sigs = {g: it.signature for g, it in grads.items()}
-    param_index, grad_index = _by_signature(param_sigs), _by_signature(grad_sigs)
+    grad_index = _by_signature(grad_sigs)
+    opt = analyse([op for op in step.ops if OPTIMIZER in _ancestors(step, op.key)], params,
+                  {grad_param[g]: it for g, it in grads.items()})
     emitted_params: set[str] = set()
     for op in step.ops:
         mod = parse_module(op.key)
@@ -222,7 +228,7 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
         for full in module_params.get(op.key, {}):
             if full not in emitted_params:
                 emitted_params.add(full)
-                it = params[full]
+                it = opt.after.get(full, params[full])   # the weight after the step's update, when recorded
                 rows.rows.append((full, "output", 0, it))
                 if full in known:
                     out.append((full, None))
@@ -242,14 +248,14 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
         srcs = [""] * n_in
         roles = ["hyper"] * n_in
         in_optimizer = OPTIMIZER in ancestors
+        mine = opt.param_of.get(op.key)
         for it in in_items:
             src = UNRECORDED
             if in_optimizer:
-                w = _lookup(param_index, it.signature)
                 g = _lookup(grad_index, it.signature)
-                if w is not None and g is None:
-                    src, roles[it.slot] = w, "weight"
-                elif g is not None and w is None:
+                if it.slot == 0 and op.key in opt.updates:
+                    src, roles[0] = opt.updates[op.key], "weight"
+                elif g is not None and opt.tied.get(mine or "") and grad_param[g] in opt.tied[mine or ""]:
                     src, roles[it.slot] = g, "gradient"
             elif own and not rec.is_backward:
                 w = _unique(it.signature, own)
@@ -263,6 +269,8 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
         if in_optimizer and "weight" in roles:
             rec.input_roles = tuple(roles)
             rec.param = srcs[roles.index("weight")]
+        elif mine is not None:   # the parameter's optimizer state, or a value computed from it
+            rec.kind, rec.param = "optimizer_state", mine
         n_out = max((it.slot for it in out_items), default=-1) + 1
         outs = [OutputType(None, None) for _ in range(n_out)]
         for it in out_items:

@@ -624,10 +624,35 @@ class Recorder:
         finally:
             self._in_backward -= 1
 
-    def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         g = self._graph
         if g is None:
-            return
+            return None
+        closure = _closure_of(args, kwargs)
+        if closure is not None:
+            # step(closure) (Lightning's automatic optimization, LBFGS) runs the forward and backward
+            # inside step(): they are the iteration's own ops, its gradients are there once it returns
+            return _with_closure(args, kwargs, self._closure_recorder(opt, closure))
+        self._enter_step(g, opt)
+        return None
+
+    def _closure_recorder(self, opt: torch.optim.Optimizer, closure: Any) -> Any:
+        """``closure`` run outside the optimizer's scope; the gradients recorded when it returns."""
+        def recorded_closure() -> Any:
+            self._in_step = None
+            result = closure()
+            g = self._graph
+            if g is not None:
+                try:
+                    self._enter_step(g, opt)
+                except Exception as exc:     # never break the training
+                    self._drop(exc)
+            self._in_step = opt
+            return result
+        return recorded_closure
+
+    def _enter_step(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
+        """Record ``opt``'s gradients and mark the ops that follow as its step."""
         self._busy = True
         try:
             with _own_ops():
@@ -665,6 +690,21 @@ class Recorder:
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = None
         self._grad_ptrs = set()
+
+
+def _closure_of(args: Any, kwargs: Any) -> Any:
+    """The closure passed to ``optimizer.step`` (``args`` starts with the optimizer), else None."""
+    closure = kwargs.get("closure") if kwargs else None
+    if closure is None and len(args) > 1:
+        closure = args[1]
+    return closure if callable(closure) else None
+
+
+def _with_closure(args: Any, kwargs: Any, closure: Any) -> tuple[Any, Any]:
+    """``(args, kwargs)`` of ``optimizer.step`` with ``closure`` in place of the one given."""
+    if kwargs and kwargs.get("closure") is not None:
+        return args, {**kwargs, "closure": closure}
+    return (args[0], closure, *args[2:]), kwargs
 
 
 def _is_wrapper(model: torch.nn.Module) -> bool:

@@ -286,6 +286,10 @@ def cmd_convert(args: argparse.Namespace, out: TextIO) -> int:
 def _print_scan(result: Any, out: TextIO) -> None:
     out.write(f"Scanned {result.dump}: ranks {ranges_text(result.ranks)}, iterations "
               f"{ranges_text(result.iterations)}, {len(result.watchpoints)} watchpoint(s)\n")
+    from .watch.steps import describe_skipped
+
+    for line in describe_skipped(result.skipped_steps):
+        out.write(f"{line}\n")
     if not result.hits:
         out.write("No watchpoint hit.\n")
     else:

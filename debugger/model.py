@@ -14,6 +14,7 @@ from .errors import QueryError
 from .formats import find_dump_roots as _find_roots
 from .formats import open_source
 from .formats.base import DumpSource, RankInfo, RankReader, TensorHeader, TensorSource
+from .formats.records import IterationFacts
 from .graph import Graph
 from .selection import ranges_text
 from .source import SourceIndex
@@ -156,6 +157,11 @@ class Rank:
     def run_history(self, graph_id: int) -> list[int]:
         """Iterations in which a graph ran: those the format recorded, and every dumped one."""
         return sorted(set(self.reader.run_history(graph_id)) | set(self.reader.iterations(graph_id)))
+
+    def iteration_facts(self, iteration: int) -> IterationFacts | None:
+        """What the run recorded about an iteration beyond its tensors (optimizer steps that did not
+        run, a loss scaler's check); None when the format records nothing."""
+        return self.reader.iteration_facts(iteration)
 
     def previous_iteration(self, graph_id: int, iteration: int) -> int | None:
         """The nearest earlier run of the graph (the run history holds every dumped iteration too)."""

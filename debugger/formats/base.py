@@ -20,7 +20,7 @@ if TYPE_CHECKING:   # annotations only: opening a dump must not load numpy
     import numpy as np
 
 from ..errors import QueryError
-from .records import GraphRecord
+from .records import GraphRecord, IterationFacts
 
 # What a dump holds per tensor.
 VALUES, STATISTICS, BOTH = "values", "statistics", "values+statistics"
@@ -169,6 +169,10 @@ class RankReader(ABC):
     @abstractmethod
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """Tensors of one graph and iteration, one per (node, io, slot), names matched against ``graph``."""
+
+    def iteration_facts(self, iteration: int) -> IterationFacts | None:
+        """What the run recorded about an iteration beyond its tensors (None: the format records nothing)."""
+        return None
 
     def node_alias(self, graph: GraphRecord, name: str) -> str | None:
         """A node's full name from another spelling the format uses (e.g. in file names), if any."""

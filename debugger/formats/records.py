@@ -67,3 +67,25 @@ class GraphRecord:
             if depth > MAX_SCOPE_DEPTH:
                 raise CorruptFileError(self.source_file, f"node {n.name[:80]!r}...: its scope nests {depth} levels "
                                        f"deep (a graph holds at most {MAX_SCOPE_DEPTH}); not a graph tdbg can show")
+
+
+@dataclass(frozen=True)
+class IterationFacts:
+    """What the run knew about one iteration beyond its tensors (a recorder's facts; None when unknown)."""
+
+    # weights (parameter names) whose optimizer's step() did not run in the iteration
+    not_stepped: frozenset[str] = frozenset()
+    # a loss scaler checked the gradients for NaN/Inf in the iteration (torch.amp.GradScaler's unscale)
+    loss_scaler: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready form (stored in tdbg-h5's iteration files)."""
+        return {"not_stepped": sorted(self.not_stepped), "loss_scaler": self.loss_scaler}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> "IterationFacts":
+        """Inverse of :meth:`to_dict` (ValueError when malformed)."""
+        names = d.get("not_stepped", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ValueError("not_stepped must be a list of parameter names")
+        return cls(frozenset(names), bool(d.get("loss_scaler", False)))

@@ -26,6 +26,7 @@ from . import capture as C
 from .devstats import rows_to_dicts, stats_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
+from .stepfacts import iteration_facts, mark_loss_scaler
 
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 _NUMPY_OK = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
@@ -117,6 +118,7 @@ class Recorder:
         self._handles: list[Any] = []
         self._scopes: list[tuple[Any, str, str]] = []     # (module, scope, model path)
         self._in_step: torch.optim.Optimizer | None = None
+        self._stepped: set[int] = set()     # ids of the optimizers whose step() ran in this iteration
         self._in_backward = 0
         self._backward_source = ""
         self._graph_ids: dict[str, int] = {}
@@ -218,6 +220,7 @@ class Recorder:
             self._stop_mode()
             return
         self._prune_reuse()
+        self._stepped = set()
         self._graph = C.IterationGraph()
         self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input)
         self._refresh_leaves()
@@ -262,6 +265,7 @@ class Recorder:
         self._sink.submit(job)
 
     def _job(self, g: C.IterationGraph) -> Job:
+        mark_loss_scaler(g.nodes)
         outputs = list(g.losses)
         record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order)
         sig = _signature(record)
@@ -297,7 +301,8 @@ class Recorder:
                     r.stats = next(it)
         g.captured.clear()
         g.made.clear()      # it holds host copies in values mode: not past the hand-over
-        return Job(self.iteration, new, [gid], rows)
+        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
+        return Job(self.iteration, new, [gid], rows, facts)
 
     # ---- facts about tensors ----------------------------------------------------------------
     def _refresh_leaves(self) -> None:
@@ -624,10 +629,36 @@ class Recorder:
         finally:
             self._in_backward -= 1
 
-    def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         g = self._graph
         if g is None:
-            return
+            return None
+        self._stepped.add(id(opt))
+        closure = _closure_of(args, kwargs)
+        if closure is not None:
+            # step(closure) (Lightning's automatic optimization, LBFGS) runs the forward and backward
+            # inside step(): they are the iteration's own ops, its gradients are there once it returns
+            return _with_closure(args, kwargs, self._closure_recorder(opt, closure))
+        self._enter_step(g, opt)
+        return None
+
+    def _closure_recorder(self, opt: torch.optim.Optimizer, closure: Any) -> Any:
+        """``closure`` run outside the optimizer's scope; the gradients recorded when it returns."""
+        def recorded_closure() -> Any:
+            self._in_step = None
+            result = closure()
+            g = self._graph
+            if g is not None:
+                try:
+                    self._enter_step(g, opt)
+                except Exception as exc:     # never break the training
+                    self._drop(exc)
+            self._in_step = opt
+            return result
+        return recorded_closure
+
+    def _enter_step(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
+        """Record ``opt``'s gradients and mark the ops that follow as its step."""
         self._busy = True
         try:
             with _own_ops():
@@ -665,6 +696,21 @@ class Recorder:
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = None
         self._grad_ptrs = set()
+
+
+def _closure_of(args: Any, kwargs: Any) -> Any:
+    """The closure passed to ``optimizer.step`` (``args`` starts with the optimizer), else None."""
+    closure = kwargs.get("closure") if kwargs else None
+    if closure is None and len(args) > 1:
+        closure = args[1]
+    return closure if callable(closure) else None
+
+
+def _with_closure(args: Any, kwargs: Any, closure: Any) -> tuple[Any, Any]:
+    """``(args, kwargs)`` of ``optimizer.step`` with ``closure`` in place of the one given."""
+    if kwargs and kwargs.get("closure") is not None:
+        return args, {**kwargs, "closure": closure}
+    return (args[0], closure, *args[2:]), kwargs
 
 
 def _is_wrapper(model: torch.nn.Module) -> bool:

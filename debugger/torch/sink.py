@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..formats.records import GraphRecord
+from ..formats.records import GraphRecord, IterationFacts
 from ..formats.tdbg_h5 import DumpWriter, digest_of
 
 
@@ -39,6 +39,7 @@ class Job:
     graphs: list[GraphRecord] = field(default_factory=list)
     ran: list[int] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
+    facts: IterationFacts | None = None     # the iteration's optimizer steps, when there is something to say
 
 
 class Sink:
@@ -108,6 +109,8 @@ class Sink:
         with w.iteration(job.iteration, replace=True) as it:
             for gid in job.ran:
                 it.ran(gid)
+            if job.facts is not None:
+                it.facts(job.facts)
             for r in job.rows:
                 if r.values is not None:
                     it.add(r.graph_id, r.node, r.op_type, r.io, r.slot, r.values, stats=r.stats)

@@ -24,7 +24,7 @@ __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
 _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
-_RESULT_FORMAT = 5   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 6   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
@@ -84,6 +84,9 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
         if own:
             pool.close()
         cache.flush()
+    from .steps import apply_step_facts
+
+    apply_step_facts(result, rank_objs)
     result.sort()
     if ranks is None:
         for r in dump.ranks:

@@ -140,6 +140,8 @@ class ScanResult:
     # a re-scan of the unchanged dump then need not load graphs and index again only to list them.
     rank_warnings: list[str] | None = None
     skipped: list[Skipped] = field(default_factory=list)
+    # optimizer steps that did not run ({rank, iteration, cause, weights, nonfinite_hits}; watch/steps.py)
+    skipped_steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def first(self) -> Hit | None:
@@ -169,7 +171,7 @@ class ScanResult:
         hits = [Hit.from_dict(h) for h in d["hits"]]
         errors = [ErrorRecord(**e) for e in d["errors"]]
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
-                   rank_warnings=d.get("rank_warnings"),
+                   rank_warnings=d.get("rank_warnings"), skipped_steps=list(d.get("skipped_steps", [])),
                    skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])])
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,4 +180,4 @@ class ScanResult:
                 "watchpoints": [{"name": w.name, "params": dict(w.params)} for w in self.watchpoints],
                 "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
                 "skipped": [s.to_dict() for s in self.skipped],
-                "first": self.first.to_dict() if self.first else None}
+                "first": self.first.to_dict() if self.first else None, "skipped_steps": self.skipped_steps}

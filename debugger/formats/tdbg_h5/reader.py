@@ -5,11 +5,12 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
 from ..files import hash_entries
-from ..records import GraphRecord
+from ..records import GraphRecord, IterationFacts
 from . import layout as L
 from .detect import read_json as _read_json
 from .detect import root_of, why_not
@@ -31,6 +32,7 @@ class _IterationInfo:
     graphs: frozenset[int]
     ran: frozenset[int]
     count: int
+    facts: IterationFacts | None = None
 
 
 class H5RankReader(RankReader):
@@ -102,7 +104,7 @@ class H5RankReader(RankReader):
                     raise CorruptFileError(f.path, f"version {a.get('version')} is newer than this tdbg reads")
                 graphs = frozenset(int(x) for x in np.asarray(a.get("graphs", [])).reshape(-1))
                 ran = frozenset(int(x) for x in np.asarray(a.get("ran", [])).reshape(-1))
-                self._iters[it] = _IterationInfo(f, graphs, ran, int(a.get("count", 0)))
+                self._iters[it] = _IterationInfo(f, graphs, ran, int(a.get("count", 0)), _facts(f.path, a))
             except DumpError as exc:
                 self._warn(f"{exc}; skipped")
             except (OSError, KeyError, ValueError, RuntimeError, TypeError) as exc:
@@ -171,6 +173,11 @@ class H5RankReader(RankReader):
         runs = set(g[1]) if g else set()
         runs |= {it for it, info in self._iterations().items() if graph_id in info.ran}
         return sorted(runs)
+
+    def iteration_facts(self, iteration: int) -> IterationFacts | None:
+        """The recorder's facts about the iteration (steps that did not run, a loss scaler's check)."""
+        info = self._iterations().get(iteration)
+        return None if info is None else info.facts
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One TensorRecord per index row; ``matched`` when the node is in ``graph``."""
@@ -251,3 +258,19 @@ class TdbgH5Format(Format):
 
 
 FORMAT = TdbgH5Format()
+
+
+def _facts(path: str, attrs: Any) -> IterationFacts | None:
+    """The iteration file's ``facts`` attribute (absent: None; malformed: the file is damaged)."""
+    text = attrs.get("facts")
+    if text is None:
+        return None
+    import json
+
+    try:
+        d = json.loads(text.decode() if isinstance(text, bytes) else str(text))
+        if not isinstance(d, dict):
+            raise ValueError("not an object")
+        return IterationFacts.from_dict(d)
+    except ValueError as exc:
+        raise CorruptFileError(path, f"malformed 'facts' attribute ({exc})") from None

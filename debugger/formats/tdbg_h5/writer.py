@@ -17,7 +17,7 @@ import numpy as np
 from ...errors import DumpError
 from ...stats import CHUNK, STAT_NAMES, Stats, stats_of_chunks
 from ..base import BOTH, STATISTICS, VALUES
-from ..records import GraphRecord
+from ..records import GraphRecord, IterationFacts
 from . import layout as L
 from .graphfile import write_graph
 
@@ -219,6 +219,7 @@ class IterationWriter:
         self._datasets: dict[str, Any] = {}
         self._groups: dict[int, Any] = {}
         self._nbytes = 0
+        self._facts: IterationFacts | None = None
 
     def __enter__(self) -> "IterationWriter":
         import h5py
@@ -243,6 +244,10 @@ class IterationWriter:
     def ran(self, graph_id: int) -> None:
         """Record that a graph ran in this iteration although none of its tensors was dumped."""
         self._ran.add(_check_id(graph_id, "graph_id"))
+
+    def facts(self, facts: IterationFacts) -> None:
+        """Store what the run knew about this iteration beyond its tensors (steps that did not run ...)."""
+        self._facts = facts
 
     def add(self, graph_id: int, node: str, op_type: str, io: str, slot: int,
             values: np.ndarray | None = None, *, stats: Stats | Mapping[str, float | None] | None = None,
@@ -371,6 +376,8 @@ class IterationWriter:
             "ran": np.asarray(sorted(self._ran | set(self._rows)), np.int64),
             "count": sum(len(r) for r in self._rows.values()), "nbytes": self._nbytes,
             "stat_names": np.asarray(STAT_NAMES, dtype="S16")})
+        if self._facts is not None:
+            f.attrs["facts"] = json.dumps(self._facts.to_dict(), sort_keys=True)
 
 
 @functools.lru_cache(maxsize=256)

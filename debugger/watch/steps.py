@@ -1,0 +1,94 @@
+"""Optimizer steps that did not run: their weights are not "unchanged", and the non-finite gradients
+of a step the loss scaler skipped are a loss-scale overflow, not a training failure.
+
+Facts come from the dump (``Rank.iteration_facts``: the recorder notes which optimizers' ``step()``
+ran and whether a loss scaler checked the gradients); formats that record none are left as they are.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..formats.records import IterationFacts
+from ..model import Rank
+from .registry import CONDITIONS, PREVIOUS
+from .results import ErrorRecord, ScanResult
+
+_NONFINITE_RULES = ("nonfinite", "overflow_origin")
+LOSS_SCALE_OVERFLOW = "loss_scale_overflow"
+NOT_STEPPED = "optimizer_step_not_run"
+
+
+def apply_step_facts(result: ScanResult, ranks: Iterable[Rank]) -> None:
+    """Drop what a skipped optimizer step explains from ``result`` and list the skipped steps."""
+    facts = {(r.rank, it): (r, f) for r in ranks for it in result.iterations
+             if (f := r.iteration_facts(it)) is not None and f.not_stepped}
+    if not facts:
+        return
+    for (rank_id, it), (rank, f) in sorted(facts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        mine = [h for h in result.hits if (h.rank, h.iteration) == (rank_id, it)]
+        nonfinite = [h for h in mine if _rule(h.watchpoint) in _NONFINITE_RULES]
+        overflow = f.loss_scaler and all(_in_backward(rank, h.graph, h.node, h.kind) for h in nonfinite)
+        drop = {id(h) for h in mine if _about_change(h.watchpoint) and h.kind == "weight" and h.param in f.not_stepped}
+        if overflow:
+            drop |= {id(h) for h in nonfinite}
+        result.hits = [h for h in result.hits if id(h) not in drop]
+        result.errors = [e for e in result.errors if not _explained_error(rank, e, rank_id, it, f, overflow)]
+        result.skipped_steps.append({"rank": rank_id, "iteration": it,
+                                     "cause": LOSS_SCALE_OVERFLOW if overflow and f.loss_scaler else NOT_STEPPED,
+                                     "weights": len(f.not_stepped), "nonfinite_hits": len(nonfinite) if overflow else 0})
+
+
+def _rule(watchpoint: str) -> str:
+    c = CONDITIONS.get(watchpoint)
+    return c.rule if c is not None else ""
+
+
+def _about_change(watchpoint: str) -> bool:
+    """A condition comparing a weight with its previous value (unchanged, update ratio)."""
+    c = CONDITIONS.get(watchpoint)
+    return c is not None and c.needs == PREVIOUS
+
+
+def _in_backward(rank: Rank, graph_id: int, name: str, kind: str) -> bool:
+    """The hit is on a backward kernel, a gradient or a kernel updating gradients in place (the loss
+    scaler's unscale): what a loss-scale overflow makes non-finite."""
+    if kind == "gradient":
+        return True
+    graph = rank.graphs.get(graph_id)
+    if graph is None or name not in graph.nx:
+        return False
+    node = graph.node(name)
+    return node.is_backward or "gradient" in node.input_roles
+
+
+def _explained_error(rank: Rank, e: ErrorRecord, rank_id: int, it: int, f: IterationFacts, overflow: bool) -> bool:
+    """An error record of a change condition on a weight whose step did not run (nothing to check),
+    or, in a loss-scale overflow, one on the backward pass's non-finite tensors."""
+    if (e.rank, e.iteration) != (rank_id, it):
+        return False
+    if overflow and _in_backward(rank, e.graph, e.node, ""):
+        return True
+    if not _about_change(e.watchpoint):
+        return False
+    graph = rank.graphs.get(e.graph)
+    node: Any = graph.node(e.node) if graph is not None and e.node in graph.nx else None
+    return node is not None and node.param in f.not_stepped
+
+
+def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
+    """Summary lines: how many steps were skipped, why, and where."""
+    from ..selection import ranges_text
+
+    lines = []
+    for cause, text in ((LOSS_SCALE_OVERFLOW, "the loss scaler skipped the step (a loss-scale overflow: non-finite "
+                                              "gradients, the scale is lowered; not a training failure)"),
+                        (NOT_STEPPED, "the optimizer's step() did not run")):
+        its: dict[int, list[int]] = {}
+        for s in skipped:
+            if s["cause"] == cause:
+                its.setdefault(s["rank"], []).append(s["iteration"])
+        if its:
+            where = "; ".join(f"rank {r}: iterations {ranges_text(v)}" for r, v in sorted(its.items()))
+            lines.append(f"{sum(map(len, its.values()))} optimizer step(s) skipped, {cause}: {text} ({where}); "
+                         "their weights are not reported as unchanged")
+    return lines

@@ -1,0 +1,250 @@
+"""debugger.torch.callbacks on the real trainers: ``transformers.Trainer`` and ``lightning.Trainer`` train
+tiny models made in the test; what plain torch says (each optimizer step's gradients, read by a
+step post-hook on the torch optimizer, and the final weights) is the truth the dump must hold, and
+the training must be bit-identical with and without the callback."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from clirun import run_cli  # noqa: E402
+
+from debugger.model import open_dump  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STEPS = 3
+
+
+class _Truth:
+    """Per optimizer step, every parameter's gradient as the torch optimizer's step used it."""
+
+    def __init__(self) -> None:
+        self.grads: list[dict[str, np.ndarray]] = []
+        self.names: dict[int, str] = {}
+
+    def watch(self, model: Any, opt: Any) -> None:
+        """Read ``opt``'s gradients after each of its steps (a read-only hook)."""
+        self.names = {id(p): n for n, p in model.named_parameters()}
+        opt.register_step_post_hook(self._after_step)
+
+    def _after_step(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self.grads.append({self.names[id(p)]: p.grad.detach().clone().numpy()
+                           for grp in opt.param_groups for p in grp["params"] if p.grad is not None})
+
+
+def _final(model: Any) -> dict[str, np.ndarray]:
+    return {n: p.detach().clone().numpy() for n, p in model.named_parameters()}
+
+
+def _tensors(dump: str, rank: int = 0) -> dict[int, dict[tuple[str, str, int], Any]]:
+    r = open_dump(dump).rank(rank)
+    out: dict[int, dict] = {}
+    for gid in r.graphs:
+        for it in r.iterations(gid):
+            out.setdefault(it, {}).update(r.tensor_map(gid, it))
+    return out
+
+
+def _losses_per_iteration(dump: str) -> dict[int, int]:
+    r = open_dump(dump).rank(0)
+    return {it: sum(1 for _, a in r.graphs[gid].nx.nodes.items() if a.get("kind") == "loss")
+            for gid in r.graphs for it in r.iterations(gid)}
+
+
+def _assert_dump_holds(dump: str, truth: _Truth, final: dict[str, np.ndarray], trainable: set[str]) -> None:
+    """Every trainable parameter is a weight with its gradient at every step (as torch's), and the
+    weight recorded at the last iteration is the trained parameter."""
+    info = run_cli("info", dump, "--json")
+    assert info.code == 0, info.err
+    tensors = _tensors(dump)
+    assert sorted(tensors) == list(range(len(truth.grads))) == list(range(STEPS))
+    for it, grads in enumerate(truth.grads):
+        assert set(grads) == trainable
+        for name, g in grads.items():
+            weight = tensors[it][(name, "output", 0)]
+            assert weight.kind == "weight" and weight.param == name
+            ref = tensors[it][(f"{name}.grad", "output", 0)]
+            assert ref.kind == "gradient" and ref.param == name
+            assert np.array_equal(np.asarray(ref.source.array()), g), (it, name)
+    for name in trainable:
+        assert np.array_equal(np.asarray(tensors[STEPS - 1][(name, "output", 0)].source.array()), final[name]), name
+
+
+# ---- transformers.Trainer ------------------------------------------------------------------------
+def _hf_run(out: str, callback: Any, accumulate: int = 2, **args: Any) -> tuple[_Truth, dict[str, np.ndarray], Any]:
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+    class Ids(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            self.ids = torch.randint(0, 64, (24, 16), generator=torch.Generator().manual_seed(1))
+
+        def __len__(self) -> int:
+            return len(self.ids)
+
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            return {"input_ids": self.ids[i], "labels": self.ids[i]}
+
+    truth = _Truth()
+
+    class Watch(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
+                           **kw: Any) -> None:
+            truth.watch(model, optimizer.optimizer)       # accelerate's wrapper holds the torch optimizer
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                                       bos_token_id=0, eos_token_id=0))
+    targs = TrainingArguments(output_dir=os.path.join(out, "hf"), max_steps=STEPS, per_device_train_batch_size=4,
+                              gradient_accumulation_steps=accumulate, report_to=[], use_cpu=True,
+                              save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=0, **args)
+    trainer = Trainer(model, targs, train_dataset=Ids(), callbacks=[Watch()] + ([callback] if callback else []))
+    trainer.train()
+    return truth, _final(model), trainer
+
+
+def test_hf_trainer_records_every_optimizer_step(tmp_path: Any) -> None:
+    """GPT-2 under transformers.Trainer (AdamW through accelerate, 2 micro-batches a step, grad clipping):
+    one iteration per optimizer step with both micro-batches' losses, gradients and final weights as torch
+    has them, and training bit-identical without the callback."""
+    pytest.importorskip("transformers")
+    from debugger.torch.callbacks import TdbgTrainerCallback
+
+    dump = str(tmp_path / "dump")
+    truth, final, trainer = _hf_run(str(tmp_path), TdbgTrainerCallback(dump), max_grad_norm=0.5)
+    plain, plain_final, _ = _hf_run(str(tmp_path), None, max_grad_norm=0.5)
+    assert trainer.state.global_step == STEPS
+    assert all(np.array_equal(final[n], plain_final[n]) for n in final)
+    assert all(np.array_equal(a[n], b[n]) for a, b in zip(truth.grads, plain.grads) for n in a)
+    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    _assert_dump_holds(dump, truth, final, trainable)
+    assert _losses_per_iteration(dump) == {i: 2 for i in range(STEPS)}
+
+
+def test_hf_trainer_passes_the_recorders_options(tmp_path: Any) -> None:
+    """save, iterations and rank reach the Recorder: a statistics dump of iterations 1-2 in rank_1."""
+    pytest.importorskip("transformers")
+    from debugger.torch.callbacks import TdbgTrainerCallback
+
+    dump = str(tmp_path / "dump")
+    _hf_run(str(tmp_path), TdbgTrainerCallback(dump, save="statistics", iterations="1-2", rank=1), accumulate=1)
+    res = run_cli("info", dump, "--json")
+    assert res.code == 0, res.err
+    [rank] = res.json["ranks"]
+    assert (rank["rank"], rank["saved"], rank["iterations"]) == (1, "statistics", [1, 2])
+
+
+# ---- lightning.Trainer ---------------------------------------------------------------------------
+def _lightning_run(callback: Any, accumulate: int = 2) -> tuple[_Truth, dict[str, np.ndarray]]:
+    import lightning as L
+
+    truth = _Truth()
+
+    class Net(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+
+        def forward(self, x: Any) -> Any:
+            return self.net(x)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            x, y = batch
+            return torch.nn.functional.mse_loss(self(x), y)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+
+    class Watch(L.Callback):
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+            truth.watch(pl_module, trainer.optimizers[0])
+
+    torch.manual_seed(0)
+    model = Net()
+    x = torch.randn(48, 8, generator=torch.Generator().manual_seed(1))
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
+    trainer = L.Trainer(accelerator="cpu", max_steps=STEPS, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False, accumulate_grad_batches=accumulate,
+                        gradient_clip_val=0.5, callbacks=[Watch()] + ([callback] if callback else []))
+    trainer.fit(model, data)
+    return truth, _final(model)
+
+
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+def test_lightning_trainer_records_every_optimizer_step(tmp_path: Any) -> None:
+    """A LightningModule (SGD with momentum, its forward and backward run inside optimizer.step(closure),
+    2 batches accumulated per step, gradient clipping after the closure): one iteration per optimizer
+    step, the forward in the model's scope (not the optimizer's), gradients as clipped and used by the
+    step, final weights as trained, training bit-identical without the callback."""
+    pytest.importorskip("lightning")
+    from debugger.torch.callbacks import TdbgLightningCallback
+
+    dump = str(tmp_path / "dump")
+    truth, final = _lightning_run(TdbgLightningCallback(dump))
+    plain, plain_final = _lightning_run(None)
+    assert all(np.array_equal(final[n], plain_final[n]) for n in final)
+    assert all(np.array_equal(a[n], b[n]) for a, b in zip(truth.grads, plain.grads) for n in a)
+    _assert_dump_holds(dump, truth, final, set(final))
+    assert _losses_per_iteration(dump) == {i: 2 for i in range(STEPS)}
+    r = open_dump(dump).rank(0)
+    for gid, g in r.graphs.items():
+        ops = {(n.split("/")[0], a.get("op_type")) for n, a in g.nx.nodes.items()}
+        assert ("model", "addmm") in ops and not any(s.startswith("optimizer-") and op == "addmm" for s, op in ops)
+
+
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+def test_a_recorder_that_cannot_start_warns_and_training_goes_on(tmp_path: Any) -> None:
+    """A dump path that is a file: a RuntimeWarning naming it, and the same training as without the callback."""
+    pytest.importorskip("lightning")
+    from debugger.torch.callbacks import TdbgLightningCallback
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    with pytest.warns(RuntimeWarning, match="could not start recording in .*a-file"):
+        _, final = _lightning_run(TdbgLightningCallback(blocked))
+    _, plain_final = _lightning_run(None)
+    assert all(np.array_equal(final[n], plain_final[n]) for n in final)
+    assert blocked.read_text() == "not a folder"
+
+
+def test_recorder_follows_a_positional_step_closure(tmp_path: Any) -> None:
+    """opt.step(closure) in a plain loop: the closure's forward is the model's, its gradients recorded."""
+    from debugger.torch import Recorder
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    truth = _Truth()
+    truth.watch(model, opt)
+    x = torch.randn(5, 3)
+
+    def closure() -> Any:
+        opt.zero_grad()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    dump = str(tmp_path / "dump")
+    with Recorder(dump, model, opt) as rec:
+        for _ in range(STEPS):
+            opt.step(closure)
+            rec.step()
+    _assert_dump_holds(dump, truth, _final(model), {"weight", "bias"})
+
+
+def test_importing_callbacks_imports_neither_trainer_library() -> None:
+    """debugger.torch.callbacks loads transformers or lightning only when their class is asked for."""
+    code = ("import sys, debugger.torch.callbacks as c; "
+            "assert not {'transformers', 'lightning', 'pytorch_lightning'} & set(sys.modules), 'eager'; "
+            "import transformers, lightning.pytorch as lp; "
+            "assert issubclass(c.TdbgTrainerCallback, transformers.TrainerCallback); "
+            "assert issubclass(c.TdbgLightningCallback, lp.Callback)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 0, p.stderr[-2000:]

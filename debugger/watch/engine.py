@@ -115,12 +115,15 @@ def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations:
 
 def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int:
     from .conditions import family_of
+    from .layers import apply_whole_layer
 
     steps, batch, parts = running
     result.files_checked += batch.finish(parts)
     for step in steps:
+        first_hit = len(result.hits)
         for item in step.planned:
             family_of(item.wp.condition).evaluate(item, batch, result)
+        apply_whole_layer(step, result, first_hit)
     return len(steps)
 
 

@@ -157,6 +157,8 @@ _RANGE = (setting("range_start_inclusive", None, "lower end of the range"),
           cmp("range_percentage_lt", help="percent of elements inside the range below", min=0, max=100),
           cmp("range_percentage_gt", help="percent of elements inside the range above", min=0, max=100),
           cmp("max_min_lt", help="max - min below", min=0), cmp("max_min_gt", help="max - min above", min=0))
+_WHOLE_LAYER = setting("whole_layer", None, "1: fire only when every checked parameter of the layer (the parameters "
+                       "sharing a module path) does", type="bool")
 _EPS = setting("epsilon", 1e-9, "added to the previous mean |x| in the ratio's denominator", min=0)
 _UNITS = (setting("threshold_inactivity", 1.0, "a unit is inactive when active on fewer than this percent of samples", min=0, max=100),
           setting("threshold_layer", 50.0, "fires when more than this percent of units are inactive", min=0, max=100))
@@ -179,14 +181,15 @@ _CONDITIONS = [
     Condition("tensor_too_large", "any", "Tensor statistics above thresholds.", _TOO_LARGE),
     Condition("weight_too_small", "weight", "Weight statistics below thresholds.", _TOO_SMALL),
     Condition("gradient_vanishing", "gradient", "Gradient too small to train (mean |g| below a threshold).",
-              (cmp("abs_mean_lt", 1e-9, "mean of |g| below"),) + _TOO_SMALL[1:],
+              (cmp("abs_mean_lt", 1e-9, "mean of |g| below"),) + _TOO_SMALL[1:] + (_WHOLE_LAYER,),
               advice="Saturated activations or a too deep net without normalisation kill gradients.", cause=4),
     Condition("tensor_too_small", "any", "Tensor statistics below thresholds.", _TOO_SMALL),
     Condition("tensor_all_zero", "computed", "Tensor (nearly) all zero (optimizer state is not checked).",
               (cmp("zero_percentage_ge", 100.0, "percent of zeros at least", min=0, max=100),)),
     Condition("weight_not_changed", "weight",
               "Weight unchanged since the previous iteration: every |cur - prev| <= atol + rtol * |prev|.",
-              (setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0)),
+              (setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0),
+               _WHOLE_LAYER),
               PREVIOUS, advice="A zero learning rate, a frozen layer or a zero gradient.", rule="unchanged", cause=5),
     Condition("weight_change_too_large", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) above a threshold.",
@@ -257,9 +260,9 @@ CONDITIONS: dict[str, Condition] = {c.name: c for c in _CONDITIONS}
 PRESETS: dict[str, list[str]] = {
     "recommended": [
         "overflow",
-        "gradient_vanishing:abs_mean_lt=1e-9",
+        "gradient_vanishing:abs_mean_lt=1e-9,whole_layer=1",
         "weight_change_too_large:abs_mean_update_ratio_gt=10",
-        "weight_not_changed:rtol=1e-5,atol=1e-8",
+        "weight_not_changed:rtol=1e-5,atol=1e-8,whole_layer=1",
         "tensor_all_zero:zero_percentage_ge=100",
         "activation_saturated_layer:tolerance=1e-3,saturated_percentage_gt=50",
         "activation_dead_layer:zero_percentage_gt=90",

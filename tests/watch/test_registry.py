@@ -27,7 +27,7 @@ def test_readme_table_is_generated_from_the_registry():
 
 def test_mindinsight_names_and_parameters_are_kept():
     names = {p.name for p in CONDITIONS["weight_not_changed"].params}
-    assert names == {"rtol", "atol"}
+    assert names == {"rtol", "atol", "whole_layer"}      # whole_layer: tdbg's, unset unless given
     assert {p.name for p in CONDITIONS["weight_change_too_large"].params} == {"abs_mean_update_ratio_gt", "epsilon"}
     assert {p.name for p in CONDITIONS["activation_range"].params} >= {
         "range_start_inclusive", "range_end_inclusive", "range_percentage_lt", "range_percentage_gt",

@@ -44,6 +44,11 @@ class NodeRecord:
     input_roles: tuple[str, ...] = ()   # optimizer update kernels: "weight" | "gradient" | "state" | "hyper" per input
     value_inputs: tuple[str, ...] = ()  # per input slot, the node whose value arrives (through routing nodes)
     base_name: str = ""            # the name without numbers that change between runs ("" = name)
+    # The activation function the node applies as a layer ("relu", "relu6", "tanh", "sigmoid", "gelu",
+    # "silu", "hardswish", "softmax" ...; see docs/tdbg-h5-format.md), whatever the op is called
+    # (relu_, threshold(x, 0, 0), hardtanh(x, 0, 6)); "" when it is none, also for a tanh or sigmoid
+    # that is only a part of a composite function (GPT-2's tanh-approximated GELU).
+    activation: str = ""
 
 
 @dataclass

@@ -15,6 +15,8 @@ from .layout import EDGE_CODES, FORMAT_NAME, VERSION
 
 # NodeRecord fields stored as string and boolean columns of /nodes (None is stored as "").
 _STR_FIELDS = ("name", "op_type", "scope", "source", "instance_name", "kind", "param", "base_name")
+# Columns added after version 1 of the graph file: a file without one reads as "".
+_OPTIONAL_STR_FIELDS = ("activation",)
 _BOOL_FIELDS = ("source_outermost_first", "is_parameter", "is_constant", "has_default",
                 "is_backward", "is_routing", "is_collective")
 
@@ -34,7 +36,7 @@ def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None
                     "source_file": record.source_file, "key": graph_key(record)})
     nodes = record.nodes
     g = f.create_group("nodes")
-    for name in _STR_FIELDS:
+    for name in _STR_FIELDS + _OPTIONAL_STR_FIELDS:
         write_strings(g, name, [getattr(n, name) or "" for n in nodes])
     for name in _BOOL_FIELDS:
         write_ints(g, name, [bool(getattr(n, name)) for n in nodes], "u1")
@@ -72,6 +74,8 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
         raise CorruptFileError(path, f"tdbg-h5 version {a.get('version')} is newer than this tdbg reads ({VERSION})")
     cols: dict[str, list[Any]] = {n: strings(read_table_column(f, f"nodes/{n}", path)) for n in _STR_FIELDS}
     n_nodes = len(cols["name"])
+    for n in _OPTIONAL_STR_FIELDS:
+        cols[n] = strings(read_table_column(f, f"nodes/{n}", path, n_nodes)) if f"nodes/{n}" in f else [""] * n_nodes
     for n in _STR_FIELDS + _BOOL_FIELDS:
         if n not in cols:
             cols[n] = [bool(x) for x in read_table_column(f, f"nodes/{n}", path, n_nodes)]
@@ -91,7 +95,8 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
             pos += max(ndim, 0)
             outs.append(OutputType(dtype or None, shape))
         nodes.append(NodeRecord(
-            **{k: cols[k][i] for k in _STR_FIELDS if k != "param"}, param=cols["param"][i] or None,
+            **{k: cols[k][i] for k in _STR_FIELDS + _OPTIONAL_STR_FIELDS if k != "param"},
+            param=cols["param"][i] or None,
             **{k: cols[k][i] for k in _BOOL_FIELDS},
             inputs=[(s, _code(EDGE_CODES, e, path)) for s, e in inputs[i]], outputs=outs,
             input_roles=tuple(r for (r,) in roles[i]), value_inputs=tuple(v for (v,) in values[i])))

@@ -176,17 +176,18 @@ def stored_update(cur: TensorRef, prev: TensorRef) -> dict[str, float] | None:
     return extras if same else None
 
 
-def unchanged_from_update(update: dict[str, float], prev: Stats, rtol: float, atol: float) -> bool | None:
-    """Whether every |cur - prev| <= atol + rtol * |prev|, from stored update statistics: max|d| <= atol
-    settles it for any rtol, the stored max(|d| - rtol * |p|) at its own rtol, and max|d| - rtol * max|p|
-    > atol proves a change at any rtol. None when they cannot tell."""
-    if update["update_max"] <= atol:
-        return True
+def excess_from_update(update: dict[str, float], prev: Stats, rtol: float, atol: float) -> float | None:
+    """max(|cur - prev| - rtol * |prev|) from stored update statistics, or a stand-in on the same side
+    of ``atol`` (unchanged exactly when it is <= atol): the stored value at its own rtol; 0 when
+    max|d| <= atol (within tolerance at any rtol); inf when max|d| - rtol * max|p| > atol (a change
+    at any rtol). None when they cannot tell."""
     if update.get("update_rtol") == rtol and "update_excess" in update:
-        return update["update_excess"] <= atol
+        return update["update_excess"]
+    if update["update_max"] <= atol:
+        return 0.0
     if prev.max is not None and prev.min is not None and \
             update["update_max"] - rtol * max(abs(prev.max), abs(prev.min)) > atol:
-        return False
+        return math.inf
     return None
 
 
@@ -510,6 +511,9 @@ class Unchanged(_Chain):
             if mismatch:
                 add_error(out, wp, chk.step, chk.ref.node, mismatch)
                 return
+            if isinstance(verdict, float):     # the excess itself, from stored update statistics
+                excess.append(verdict)
+                continue
             excess.append(None if verdict is None else (0.0 if verdict else math.inf))
             undecided = undecided or why
         if any(e is not None and e > atol for e in excess):
@@ -525,18 +529,20 @@ class Unchanged(_Chain):
 
     @staticmethod
     def _from_statistics(cur: TensorRef, prev: TensorRef, batch: Batch, rtol: float,
-                         atol: float) -> tuple[bool | None, str | None]:
-        """(allclose verdict, why it is undecided) for two comparable tensors, one without values."""
+                         atol: float) -> tuple[bool | float | None, str | None]:
+        """(allclose verdict, or the excess max(|d| - rtol |p|) when stored update statistics give it;
+        why it is undecided) for two comparable tensors, one without values."""
         hc, hp = cur.source.header(), prev.source.header()
         dc, dp = cur.source.digest(), prev.source.digest()
         same = dc is not None and dc == dp and hc.dtype == hp.dtype
         sc, _ = batch.stats(cur)
         sp, _ = batch.stats(prev)
         assert sc is not None and sp is not None   # ready() checked them
-        verdict = unchanged_from_statistics(sc, sp, hc.size, same, rtol, atol)
         update = stored_update(cur, prev)
-        if verdict is None and update is not None:
-            verdict = unchanged_from_update(update, sp, rtol, atol)
+        excess = None if update is None or same else excess_from_update(update, sp, rtol, atol)
+        if excess is not None:
+            return excess, None
+        verdict = unchanged_from_statistics(sc, sp, hc.size, same, rtol, atol)
         if verdict is not None:
             return verdict, None
         if dc is not None and dp is not None:

@@ -5,11 +5,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from . import history
 from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
 from .formats import DumpWriter
 from .model import Dump, Rank, TensorRef
+from .stats import ASYMPTOTES, saturated_count, update_stats
 
 
 @dataclass
@@ -113,13 +115,16 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
     plan = [(r, it) for r in rank_objs for it in r.iterations() if iterations is None or it in iterations]
     done = 0
     writers = {r.rank: _writer(r, target, statistics, result) for r in rank_objs}
+    activations = {r.rank: {gid: {n.name: n.activation for n in g.record.nodes if n.activation in ASYMPTOTES}
+                            for gid, g in r.graphs.items()} for r in rank_objs}
     try:
         for rank, it in plan:
             with writers[rank.rank].iteration(it, replace=replace) as w:
                 for ref in rank.tensors(iteration=it):
                     done += 1
                     try:
-                        _add(w, ref)
+                        extra = _extras(rank, ref, activations[rank.rank], iterations) if statistics else None
+                        _add(w, ref, extra)
                     except DumpError as exc:
                         result.warnings.append(f"{exc}; not converted")
                         continue
@@ -135,12 +140,34 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
             wr.close()
 
 
-def _add(w: Any, ref: TensorRef) -> None:
+def _extras(rank: Rank, ref: TensorRef, activations: dict[int, dict[str, str]],
+            iterations: set[int] | None) -> dict[str, float] | None:
+    """The statistics beyond STAT_NAMES a statistics-only target stores for ``ref`` (see
+    :data:`debugger.stats.EXTRA_STAT_NAMES`), computed from values as the recorder computes them:
+    a tanh/sigmoid layer's saturated count; a weight's update against the value before this
+    iteration's update (the iteration before when it is converted too, else what the forward read)."""
+    if not ref.source.has_values:
+        return dict(ref.source.stored_extras()) or None     # statistics only: what the source stored
+    if ref.io == "output" and ref.slot == 0 and ref.node in activations.get(ref.graph_id, {}):
+        return saturated_count(ref.value(), activations[ref.graph_id][ref.node])
+    if ref.kind != "weight" or ref.io != "output":
+        return None
+    prev, _ = history.previous_value(rank, ref)
+    if prev is None or not prev.ref.source.has_values:
+        return None
+    p = prev.ref
+    converted = iterations is None or p.iteration in iterations
+    if not (prev.how == history.BEFORE_UPDATE or (p.iteration == ref.iteration - 1 and converted)):
+        return None
+    return update_stats(ref.value(), p.value()) or None
+
+
+def _add(w: Any, ref: TensorRef, extra: dict[str, float] | None = None) -> None:
     """One tensor into an iteration writer: its values, or (a statistics-only source into a
     statistics-only dump) the statistics it stores, with its digest when it is tdbg-h5's kind."""
     src = ref.source
     if src.has_values or w.writer.saved != STATISTICS:
-        w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, values=ref.value())
+        w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, values=ref.value(), extra=extra)
         return
     stored = src.stored_stats()
     if not stored:
@@ -150,7 +177,7 @@ def _add(w: Any, ref: TensorRef) -> None:
     digest = src.digest()
     digest = digest if DumpWriter.is_digest(digest) else None
     w.add(ref.graph_id, ref.node, ref.op_type, ref.io, ref.slot, stats=stored, digest=digest,
-          dtype=head.dtype, shape=head.shape)
+          dtype=head.dtype, shape=head.shape, extra=extra)
 
 
 def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) -> DumpWriter:

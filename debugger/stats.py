@@ -287,3 +287,46 @@ def histogram(a: np.ndarray, bins: int = 40) -> dict[str, list[float]]:
         return {"edges": [], "counts": []}
     counts, edges = np.histogram(flat.astype(np.float64), bins=bins)
     return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+
+
+# -- statistics that answer a watchpoint without values ---------------------------------------------
+# Stored beside STAT_NAMES for the tensors they apply to (NaN, read as absent, elsewhere):
+#   saturated, saturated_tolerance: outputs of a tanh/sigmoid layer within the tolerance of an
+#       asymptote (closed ranges [lo, lo + tol] and [hi - tol, hi]), and that tolerance;
+#   update_abs_mean, update_max: mean and max of |cur - prev| of a trained weight against its value
+#       before this iteration's update (the value at the end of the iteration before);
+#   update_excess, update_rtol: max(|cur - prev| - rtol * |prev|) at that rtol (unchanged within
+#       rtol/atol exactly when update_excess <= atol);
+#   previous_abs_mean: mean |prev| (the denominator of the update ratio).
+EXTRA_STAT_NAMES = ("saturated", "saturated_tolerance", "update_abs_mean", "update_max", "update_excess",
+                    "update_rtol", "previous_abs_mean")
+SATURATION_TOLERANCE = 1e-3      # the recommended activation_saturated_layer's tolerance
+UNCHANGED_RTOL = 1e-5            # the recommended weight_not_changed's rtol
+ASYMPTOTES = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0)}
+
+
+def saturated_count(a: np.ndarray, activation: str, tolerance: float = SATURATION_TOLERANCE) -> dict[str, float]:
+    """``saturated`` and ``saturated_tolerance`` of a tanh/sigmoid output (compared in its own dtype,
+    as a scan counts ranges)."""
+    lo, hi = ASYMPTOTES[activation]
+    flat = np.asarray(a).reshape(-1)
+    n = int(np.count_nonzero((flat >= lo) & (flat <= lo + tolerance))) + \
+        int(np.count_nonzero((flat >= hi - tolerance) & (flat <= hi)))
+    return {"saturated": float(n), "saturated_tolerance": float(tolerance)}
+
+
+def update_stats(cur: np.ndarray, prev: np.ndarray, rtol: float = UNCHANGED_RTOL) -> dict[str, float]:
+    """The update statistics of a weight from its value now and before (float64, as a scan compares);
+    NaN where a value is not finite (read as absent)."""
+    c = np.asarray(cur, np.float64).reshape(-1)
+    p = np.asarray(prev, np.float64).reshape(-1)
+    if c.size == 0 or c.shape != p.shape:
+        return {}
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = np.abs(c - p)
+        ap = np.abs(p)
+        vals = {"update_abs_mean": float(d.mean()), "update_max": float(d.max()),
+                "update_excess": float((d - ap * rtol).max()), "previous_abs_mean": float(ap.mean())}
+    if not (np.isfinite(c).all() and np.isfinite(p).all()):
+        vals = {k: math.nan for k in vals}
+    return {**vals, "update_rtol": float(rtol)}

@@ -98,6 +98,10 @@ class TensorSource(ABC):
         """Statistics the format stores for this tensor (names of :data:`debugger.stats.STAT_NAMES`)."""
         return None
 
+    def stored_extras(self) -> Mapping[str, float]:
+        """Statistics of :data:`debugger.stats.EXTRA_STAT_NAMES` the format stores for this tensor."""
+        return {}
+
     def digest(self) -> str | None:
         """An exact digest of the values, when the format stores one (equal digests: equal values)."""
         return None

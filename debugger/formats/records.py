@@ -36,9 +36,10 @@ class NodeRecord:
     # Facts the format knows about the node (the MindSpore reader derives them from the graph,
     # tdbg's own format stores them); the model and the engines use these, never op names.
     kind: str = "other"            # one of debugger.kinds.KINDS
-    # the activation function the node applies as a layer, in the formats' common words ("relu",
-    # "relu6", "tanh", "sigmoid", "gelu", "silu", "softmax" ...): "" when it applies none, or when a
-    # tanh is only part of another function (GELU's tanh approximation is no tanh layer)
+    # The activation function the node applies as a layer, in words common to every format ("relu",
+    # "relu6", "tanh", "sigmoid", "gelu", "silu", "softmax" ...; see docs/tdbg-h5-format.md), whatever
+    # the op is called (relu_, threshold(x, 0, 0), ReLUV2); "" when it is none, also for a tanh or
+    # sigmoid that is only a part of a composite function (GPT-2's tanh-approximated GELU).
     activation: str = ""
     param: str | None = None       # the weight a weight, gradient or optimizer state belongs to
     is_backward: bool = False

@@ -17,13 +17,6 @@ import torch
 
 from ..formats.records import NodeRecord, OutputType
 
-# Forward ops whose outputs are activations (what the op computes, not where it is).
-ACTIVATION_OPS = frozenset({
-    "relu", "relu_", "sigmoid", "sigmoid_", "tanh", "tanh_", "gelu", "gelu_", "silu", "silu_", "hardtanh",
-    "hardtanh_", "leaky_relu", "leaky_relu_", "elu", "elu_", "softplus", "mish", "mish_", "hardsigmoid",
-    "hardsigmoid_", "hardswish", "hardswish_", "celu", "celu_", "selu", "selu_", "relu6", "prelu",
-    "_prelu_kernel", "log_sigmoid_forward", "_softmax", "_log_softmax", "threshold", "threshold_",
-})
 # Ops whose output is their input's value (followed when tracing a value back to its producer).
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
 # Ops whose output is the very view of their input's memory (same bits, same version counter).
@@ -63,6 +56,7 @@ class Captured:
     host: Any = None              # numpy copy for an exact digest (statistics mode)
     dtype: str = ""
     shape: tuple[int, ...] = ()
+    extra: dict[str, Any] | None = None   # statistics beyond STAT_NAMES (debugger.stats.EXTRA_STAT_NAMES)
 
 
 @dataclass
@@ -85,6 +79,9 @@ class IterationGraph:
     value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
     info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
     made: dict[tuple[str, int], tuple[int, tuple[Any, ...], Captured]] = field(default_factory=dict)   # (node, slot) -> (version, view, capture)
+    constants: set[str] = field(default_factory=set)        # forward nodes made from no data, weight or state
+    step_ops: list[Any] = field(default_factory=list)       # optstate.StepOp of the optimizer step running
+    step_first: int = 0                                      # index in ``nodes`` of its first operator
 
     def fresh_name(self, scope: str, op: str) -> str:
         """``scope/op-k`` with k the next number of ``op`` in ``scope``."""

@@ -9,10 +9,11 @@ as in :mod:`debugger.stats`; no finite element gives NaN (which the writer store
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
-from ..stats import STAT_NAMES, tensor_stats
+from ..stats import ASYMPTOTES, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, tensor_stats
 
 NCOLS = len(STAT_NAMES)
 _NAN = float("nan")
@@ -94,4 +95,51 @@ def rows_to_dicts(rows: "list[torch.Tensor | dict[str, float | None]]") -> list[
         for i, vals in zip(idx, host):
             out[i] = {name: (None if math.isnan(v) and name not in ("count",) else float(v))
                       for name, v in zip(STAT_NAMES, vals.tolist())}
+    return out
+
+
+def saturated_row(t: torch.Tensor, activation: str, tolerance: float = SATURATION_TOLERANCE) -> dict[str, Any]:
+    """:func:`debugger.stats.saturated_count` where the tensor lives (bfloat16 compared as float32,
+    the dtype it is stored as); the count is a 0-d tensor on the device until :func:`extras_to_host`."""
+    lo, hi = ASYMPTOTES[activation]
+    with torch.no_grad():
+        x = t.detach()
+        if x.dtype == torch.bfloat16:
+            x = x.to(torch.float32)
+        n = ((x >= lo) & (x <= lo + tolerance)).sum(dtype=torch.float64) + \
+            ((x >= hi - tolerance) & (x <= hi)).sum(dtype=torch.float64)
+    return {"saturated": n, "saturated_tolerance": float(tolerance)}
+
+
+def update_row(cur: torch.Tensor, prev: torch.Tensor, rtol: float = UNCHANGED_RTOL) -> dict[str, Any]:
+    """:func:`debugger.stats.update_stats` where the weight lives (0-d float64 tensors on its device)."""
+    with torch.no_grad():
+        c = cur.detach().to(torch.float64).reshape(-1)
+        p = prev.detach().to(torch.float64).reshape(-1)
+        if c.numel() == 0 or c.shape != p.shape:
+            return {}
+        d = (c - p).abs_()
+        ap = p.abs_()
+        finite = torch.isfinite(c).all() & torch.isfinite(p).all()
+        nan = torch.full((), _NAN, dtype=torch.float64, device=c.device)
+        vals = {"update_abs_mean": d.mean(), "update_max": d.max(), "update_excess": (d - ap * rtol).max(),
+                "previous_abs_mean": ap.mean()}
+        vals = {k: torch.where(finite, v, nan) for k, v in vals.items()}
+    return {**vals, "update_rtol": float(rtol)}
+
+
+def extras_to_host(extras: "list[dict[str, Any]]") -> list[dict[str, float]]:
+    """The extra statistics as floats, each device's tensors copied to the host at once."""
+    by_dev: dict[torch.device, list[tuple[int, str]]] = {}
+    out: list[dict[str, float]] = [{} for _ in extras]
+    for i, e in enumerate(extras):
+        for k, v in e.items():
+            if isinstance(v, torch.Tensor):
+                by_dev.setdefault(v.device, []).append((i, k))
+            else:
+                out[i][k] = float(v)
+    for dev, keys in by_dev.items():
+        host = torch.stack([extras[i][k].reshape(()) for i, k in keys]).cpu().tolist()
+        for (i, k), v in zip(keys, host):
+            out[i][k] = v
     return out

@@ -21,9 +21,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from ..formats.records import GraphRecord, NodeRecord, OutputType
 from ..formats.tdbg_h5 import DumpWriter
 from ..selection import parse_iterations
-from ..stats import compiled_kernel
+from ..stats import ASYMPTOTES, compiled_kernel
 from . import capture as C
-from .devstats import rows_to_dicts, stats_row
+from . import activations as A
+from . import optstate
+from .devstats import extras_to_host, rows_to_dicts, saturated_row, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
@@ -140,6 +142,10 @@ class Recorder:
         # not bump the version counter, so the reuse key counts the writes it saw as well
         self._writes: dict[int, int] = {}
         self._leaf_tensors: dict[int, torch.Tensor] = {}
+        self._composites = A.Composites()
+        # statistics mode: each trained weight as the iteration's first optimizer step found it (its
+        # value at the end of the iteration before), for the update statistics stored at step()
+        self._before_step: dict[int, torch.Tensor] = {}
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -221,6 +227,7 @@ class Recorder:
             return
         self._prune_reuse()
         self._stepped = set()
+        self._composites.clear()
         self._graph = C.IterationGraph()
         self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input)
         self._refresh_leaves()
@@ -256,11 +263,15 @@ class Recorder:
                         continue
                     self._tracker.make_leaf(leaf, t)
                     if self._want(self._leaf_module(leaf), "Parameter"):
-                        self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
+                        c = self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
+                        before = self._before_step.get(ptr)
+                        if c is not None and before is not None and leaf.kind == "weight":
+                            c.extra = update_row(t, before)
                 job = self._job(g)
         finally:
             self._busy = False
             self._graph = None
+            self._before_step.clear()
         assert self._sink is not None
         self._sink.submit(job)
 
@@ -287,12 +298,20 @@ class Recorder:
         # a loss node's other outputs (nll_loss's total weight) are no loss: not stored
         g.captured = [c for c in g.captured if not (c.io == "output" and c.node in g.loss_slots
                                                      and c.slot not in g.loss_slots[c.node])]
+        extras: list[dict[str, Any]] = []
         for c in g.captured:
             r = Row(gid, c.node, c.op_type, c.io, c.slot, values=c.values, digest_of=c.host,
                     dtype=c.dtype, shape=c.shape)
             rows.append(r)
             if c.stats is not None:
                 stat_rows.append(c.stats)
+            if c.extra:
+                extras.append(c.extra)
+        if extras:
+            hosted = iter(extras_to_host(extras))     # one host transfer per device
+            for r, c in zip(rows, g.captured):
+                if c.extra:
+                    r.extra = next(hosted)
         if stat_rows:
             dicts = rows_to_dicts(stat_rows)        # one host transfer per device
             it = iter(dicts)
@@ -524,11 +543,12 @@ class Recorder:
                                                  C.storage_ptr(w) in self._state_ptrs for w in writes):
                 roles = tuple(self._role(t) for t in ins)
             forward = not backward and self._in_step is None
-            kind = "activation" if (op in C.ACTIVATION_OPS and forward) else "other"
-            if forward and not srcs and scope == C.GLOBAL_SCOPE:
-                kind = "input"      # made outside any module from nothing: the step's data (torch.randn ...)
             is_routing = routing or op in C.PASS_THROUGH
             traced = tuple(g.value_of.get(s, s) for s in srcs)      # through views to the value's maker
+            kind, activation = "other", ""
+            if forward:
+                data_in = [v for v, t in zip(traced, ins) if id(t) not in overwritten] or list(traced)
+                kind, activation = self._forward_kind(g, op, args, kwargs, scope, per_rank, data_in, bool(lists))
             value_inputs = traced[:1] if is_routing else traced
             if is_routing and traced:
                 g.value_of[name] = traced[0]
@@ -537,11 +557,21 @@ class Recorder:
                              outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
                              source=source, kind=kind, is_backward=backward,
                              is_routing=is_routing, is_collective=collective,
-                             per_rank=per_rank, input_roles=roles, value_inputs=value_inputs)
+                             per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
+                             activation=activation)
             g.nodes.append(rec)
+            if kind == "constant":
+                g.constants.add(name)
+            elif activation in A.PART_OF_COMPOSITE and self._scopes and outs and \
+                    self._composites.needs_check(self._scopes[-1][0]):
+                self._composites.add(self._scopes[-1][0], rec, outs[0])
             g.order.append(name)
             if not backward:
                 g.info[name] = (scope, source, path)
+            if self._in_step is not None:
+                out_ptrs = tuple(C.storage_ptr(t) for t in outs if isinstance(t, torch.Tensor))
+                in_ptrs = {C.storage_ptr(t) for t in ins}
+                g.step_ops.append(optstate.StepOp(rec, out_ptrs, not any(p in in_ptrs for p in out_ptrs)))
             # Equal on every data-parallel rank when made only from weights, optimizer state and
             # collectives' results (what `tdbg compare --ranks` checks): stored with an exact digest.
             data = [v for v, (_, e) in zip(traced, rec.inputs) if e == "data"]
@@ -561,6 +591,23 @@ class Recorder:
                     c = self._capture(name, op, "output", slot, t, exact=invariant)
                     if c is not None:
                         g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
+                        if activation in ASYMPTOTES and not self.values and t.dtype.is_floating_point:
+                            c.extra = saturated_row(t, activation)
+
+    @staticmethod
+    def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
+                      per_rank: bool, data_in: list[str], is_list: bool) -> tuple[str, str]:
+        """(kind, activation) of a forward operator, from what it reads and computes."""
+        if not data_in:
+            if scope == C.GLOBAL_SCOPE:
+                return "input", ""      # made outside any module from nothing: the step's data (torch.randn ...)
+            # made inside the model from no tensor at all (zeros, arange, full ...): the same every
+            # iteration, not a computed value; random numbers are not
+            return ("other" if per_rank else "constant"), ""
+        if not per_rank and all(v in g.constants for v in data_in):
+            return "constant", ""       # computed from constants alone (a causal mask from arange)
+        activation = "" if is_list else A.activation_of(op, args, kwargs)
+        return ("activation" if activation else "other"), activation
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)
@@ -592,6 +639,13 @@ class Recorder:
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         if self._graph is None:
             return
+        if self._composites.pending:
+            self._busy = True
+            try:
+                with _own_ops():
+                    self._composites.settle(module, output)
+            finally:
+                self._busy = False
         for i in range(len(self._scopes) - 1, -1, -1):
             if self._scopes[i][0] is module:
                 del self._scopes[i:]
@@ -663,9 +717,22 @@ class Recorder:
         try:
             with _own_ops():
                 self._record_gradients(g, opt)
+                self._snapshot_weights(opt)
         finally:
             self._busy = False
+        g.step_ops = []
+        g.step_first = len(g.nodes)
         self._in_step = opt
+
+    def _snapshot_weights(self, opt: torch.optim.Optimizer) -> None:
+        """Statistics mode: a copy of each of ``opt``'s weights not yet copied in this iteration."""
+        if self.values:
+            return
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                ptr = C.storage_ptr(p)
+                if ptr and ptr not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
+                    self._before_step[ptr] = p.detach().clone()
 
     def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""
@@ -696,6 +763,26 @@ class Recorder:
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = None
         self._grad_ptrs = set()
+        g = self._graph
+        if g is None:
+            return
+        self._busy = True
+        try:
+            with _own_ops():
+                self._tag_state(g, opt)
+        except Exception as exc:     # never break the training
+            self._drop(exc)
+        finally:
+            self._busy = False
+
+    def _tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
+        """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""
+        owners = optstate.state_owners(opt, self._param_name)
+        optstate.tag_state_ops(g.step_ops, owners, self._param_ptrs)
+        ptr_of = {name: ptr for ptr, name in g.inputs_seen.items()}
+        optstate.tag_state_inputs(((n, ptr_of[n.name]) for n in g.nodes[g.step_first:]
+                                   if n.op_type == "Input" and n.name in ptr_of), owners)
+        g.step_ops = []
 
 
 def _closure_of(args: Any, kwargs: Any) -> Any:

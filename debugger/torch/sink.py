@@ -29,6 +29,7 @@ class Row:
     digest_of: "DigestBox | None" = None    # host copy hashed here for an exact digest
     dtype: str = ""
     shape: tuple[int, ...] = ()
+    extra: dict[str, float] | None = None   # debugger.stats.EXTRA_STAT_NAMES that apply
 
 
 @dataclass
@@ -113,10 +114,10 @@ class Sink:
                 it.facts(job.facts)
             for r in job.rows:
                 if r.values is not None:
-                    it.add(r.graph_id, r.node, r.op_type, r.io, r.slot, r.values, stats=r.stats)
+                    it.add(r.graph_id, r.node, r.op_type, r.io, r.slot, r.values, stats=r.stats, extra=r.extra)
                 else:
                     it.add(r.graph_id, r.node, r.op_type, r.io, r.slot, stats=r.stats, digest=_digest(r),
-                           dtype=r.dtype, shape=r.shape)
+                           dtype=r.dtype, shape=r.shape, extra=r.extra)
                 r.values = r.digest_of = None     # free as we go
 
 

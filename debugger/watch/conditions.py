@@ -176,6 +176,47 @@ def unchanged_from_statistics(cur: Stats, prev: Stats, n: int, same_digest: bool
     return None
 
 
+# -- statistics a dump stores to answer a watchpoint without values (debugger.stats.EXTRA_STAT_NAMES) --
+def stored_update(cur: TensorRef, prev: TensorRef) -> dict[str, float] | None:
+    """The update statistics stored with a statistics-only ``cur``, when they were taken against the
+    value ``prev`` holds: the same tensor at the end of the iteration before, or the value this
+    iteration's forward pass read before the update (None otherwise: another previous value)."""
+    if cur.source.has_values:
+        return None
+    extras = dict(cur.source.stored_extras())
+    if "update_max" not in extras:
+        return None
+    same = (prev.iteration == cur.iteration - 1 and prev.key == cur.key) or \
+        (prev.iteration == cur.iteration and prev.io == "input")
+    return extras if same else None
+
+
+def excess_from_update(update: dict[str, float], prev: Stats, rtol: float, atol: float) -> float | None:
+    """max(|cur - prev| - rtol * |prev|) from stored update statistics, or a stand-in on the same side
+    of ``atol`` (unchanged exactly when it is <= atol): the stored value at its own rtol; 0 when
+    max|d| <= atol (within tolerance at any rtol); inf when max|d| - rtol * max|p| > atol (a change
+    at any rtol). None when they cannot tell."""
+    if update.get("update_rtol") == rtol and "update_excess" in update:
+        return update["update_excess"]
+    if update["update_max"] <= atol:
+        return 0.0
+    if prev.max is not None and prev.min is not None and \
+            update["update_max"] - rtol * max(abs(prev.max), abs(prev.min)) > atol:
+        return math.inf
+    return None
+
+
+def stored_saturation(ref: TensorRef, tolerance: float) -> float | None:
+    """The stored count of a statistics-only tanh/sigmoid output near an asymptote, when counted at
+    ``tolerance``."""
+    if ref.source.has_values:
+        return None
+    extras = ref.source.stored_extras()
+    if "saturated" not in extras or extras.get("saturated_tolerance") != tolerance:
+        return None
+    return extras["saturated"]
+
+
 # -- families -----------------------------------------------------------------------------------------
 class Family(ABC):
     """A family of conditions: it plans the tensor work its watchpoints need and evaluates it."""
@@ -347,6 +388,16 @@ class Saturated(Thresholds):
         batch.want_stats(chk.ref, ranges=self.ranges(chk))
         return True
 
+    def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
+        """From the values; a statistics-only output from the count stored at the same tolerance."""
+        near = stored_saturation(chk.ref, chk.wp.setting("tolerance"))
+        if near is None:
+            super().evaluate_check(chk, batch, out)
+            return
+        stats = self.usable(chk, chk.ref, batch, out, Needs(frozenset(COUNTED)))
+        if stats is not None and stats.count:
+            compare(out, chk, {"saturated_percentage": 100.0 * near / stats.count})
+
     def more_values(self, chk: Check, batch: Batch, stats: Stats) -> dict[str, float | None]:
         """saturated_percentage = 100 * (count near the lower + count near the upper asymptote) / N."""
         got = batch.file_results[chk.ref.identity].ranges
@@ -429,9 +480,9 @@ class _Chain(PerTensor):
         """The counts of every value of the chain; the values where a pair is compared element-wise."""
         return Needs(COUNTED, earlier=self.earlier(wp))
 
-    def ready(self, chk: Check, batch: Batch, out: ScanResult) -> Stats | None:
+    def ready(self, chk: Check, batch: Batch, out: ScanResult, needs: Needs | None = None) -> Stats | None:
         """The current value's statistics when every value of the chain is finite and readable."""
-        needs = self.needs(chk.wp)
+        needs = needs or self.needs(chk.wp)
         stats = self.usable(chk, chk.ref, batch, out, needs)
         if stats is None:
             return None
@@ -475,6 +526,9 @@ class Unchanged(_Chain):
             if mismatch:
                 add_error(out, wp, chk.step, chk.ref.node, mismatch)
                 return
+            if isinstance(verdict, float):     # the excess itself, from stored update statistics
+                excess.append(verdict)
+                continue
             excess.append(None if verdict is None else (0.0 if verdict else math.inf))
             undecided = undecided or why
         if any(e is not None and e > atol for e in excess):
@@ -490,14 +544,19 @@ class Unchanged(_Chain):
 
     @staticmethod
     def _from_statistics(cur: TensorRef, prev: TensorRef, batch: Batch, rtol: float,
-                         atol: float) -> tuple[bool | None, str | None]:
-        """(allclose verdict, why it is undecided) for two comparable tensors, one without values."""
+                         atol: float) -> tuple[bool | float | None, str | None]:
+        """(allclose verdict, or the excess max(|d| - rtol |p|) when stored update statistics give it;
+        why it is undecided) for two comparable tensors, one without values."""
         hc, hp = cur.source.header(), prev.source.header()
         dc, dp = cur.source.digest(), prev.source.digest()
         same = dc is not None and dc == dp and hc.dtype == hp.dtype
         sc, _ = batch.stats(cur)
         sp, _ = batch.stats(prev)
         assert sc is not None and sp is not None   # ready() checked them
+        update = stored_update(cur, prev)
+        excess = None if update is None or same else excess_from_update(update, sp, rtol, atol)
+        if excess is not None:
+            return excess, None
         verdict = unchanged_from_statistics(sc, sp, hc.size, same, rtol, atol)
         if verdict is not None:
             return verdict, None
@@ -518,13 +577,21 @@ class UpdateRatio(_Chain):
 
     def evaluate_check(self, chk: Check, batch: Batch, out: ScanResult) -> None:
         """Hit when the ratio crosses a threshold; an all-zero previous value has no ratio."""
-        if self.ready(chk, batch, out) is None:
-            return
+        update = stored_update(chk.ref, chk.extra[0]) if chk.extra else None
+        if update is not None and "update_abs_mean" in update:
+            # the update statistics stored with the weight stand in for the values of both
+            if self.ready(chk, batch, out, Needs(COUNTED | {"zeros", "abs_mean"}, earlier=1)) is None:
+                return
+            diff_abs_mean: float | None = update["update_abs_mean"]
+        else:
+            if self.ready(chk, batch, out) is None:
+                return
+            pair = batch.pair_results[(chk.ref.identity, chk.extra[0].identity)]
+            if pair.error:
+                add_error(out, chk.wp, chk.step, chk.ref.node, pair.error)
+                return
+            diff_abs_mean = pair.diff_abs_mean
         wp = chk.wp
-        pair = batch.pair_results[(chk.ref.identity, chk.extra[0].identity)]
-        if pair.error:
-            add_error(out, wp, chk.step, chk.ref.node, pair.error)
-            return
         prev_stats, _ = batch.stats(chk.extra[0])
         assert prev_stats is not None
         if prev_stats.zeros == prev_stats.count:
@@ -532,7 +599,7 @@ class UpdateRatio(_Chain):
             add_error(out, wp, chk.step, chk.ref.node,
                       NotApplicable("previous value is all zero (a zero-initialised bias): update ratio undefined"))
             return
-        ratio = (pair.diff_abs_mean or 0.0) / ((prev_stats.abs_mean or 0.0) + wp.setting("epsilon"))
+        ratio = (diff_abs_mean or 0.0) / ((prev_stats.abs_mean or 0.0) + wp.setting("epsilon"))
         if _has_param(wp.condition, "large_threshold"):
             large, small = wp.setting("large_threshold"), wp.setting("small_threshold")
             if ratio > large:

@@ -96,7 +96,8 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
             pos += max(ndim, 0)
             outs.append(OutputType(dtype or None, shape))
         nodes.append(NodeRecord(
-            **{k: cols[k][i] for k in _STR_FIELDS if k != "param"}, param=cols["param"][i] or None,
+            **{k: cols[k][i] for k in _STR_FIELDS if k != "param"},
+            param=cols["param"][i] or None,
             **{k: cols[k][i] for k in _BOOL_FIELDS},
             inputs=[(s, _code(EDGE_CODES, e, path)) for s, e in inputs[i]], outputs=outs,
             input_roles=tuple(r for (r,) in roles[i]), value_inputs=tuple(v for (v,) in values[i])))

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from ...errors import CorruptFileError, DumpError
-from ...stats import STAT_NAMES
+from ...stats import EXTRA_STAT_NAMES, STAT_NAMES
 from ..base import TensorHeader, TensorSource
 from . import layout as L
 from ..files import open_regular
@@ -37,6 +37,7 @@ class GraphTable:
     digests: list[str]
     stats: np.ndarray | None     # (rows, len(STAT_NAMES)) in STAT_NAMES order
     stats_known: np.ndarray | None = None   # same shape, bool: which statistics a row holds (None: all)
+    extra: dict[str, np.ndarray] | None = None   # EXTRA_STAT_NAMES column by name (NaN: absent)
 
 
 @lru_cache(maxsize=256)
@@ -97,9 +98,22 @@ def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
             if mask.shape != raw.shape:
                 raise CorruptFileError(path, f"{group}/stats_known is not shaped like {group}/stats")
             known = np.asarray(mask[:, order], bool)
+    extra = _extra_columns(f, path, group, n)
     return GraphTable(strings(rows["node"]), strings(rows["op_type"]), [L.IO_CODES[int(x)] for x in rows["io"]],
                       [int(x) for x in rows["slot"]], dtypes, [d.name for d in dtypes], shapes, sizes, values, offsets,
-                      _digests(rows["digest"], f.attrs.get("version", L.VERSION)), stats, known)
+                      _digests(rows["digest"], f.attrs.get("version", L.VERSION)), stats, known, extra)
+
+
+def _extra_columns(f: Any, path: str, group: str, n: int) -> dict[str, np.ndarray] | None:
+    """The stats_extra table by column name (files written before it have none; names this tdbg
+    does not know are left out)."""
+    if f"{group}/stats_extra" not in f:
+        return None
+    raw = read_table_column(f, f"{group}/stats_extra", path, n)
+    names = [s.decode("ascii", "replace") for s in f.attrs.get("extra_stat_names", np.asarray([], "S24"))]
+    if raw.ndim != 2 or raw.shape[1] != len(names):
+        raise CorruptFileError(path, f"{group}/stats_extra does not have the columns named by extra_stat_names")
+    return {name: np.asarray(raw[:, i], np.float64) for i, name in enumerate(names) if name in EXTRA_STAT_NAMES}
 
 
 def _digests(column: np.ndarray, version: Any) -> list[str]:
@@ -178,6 +192,14 @@ class H5Tensor(TensorSource):
                 continue    # not recorded by the dump this one was converted from
             out[name] = int(v) if name in _INT_STATS else (None if math.isnan(v) else v)
         return out
+
+    def stored_extras(self) -> Mapping[str, float]:
+        """The statistics of :data:`debugger.stats.EXTRA_STAT_NAMES` stored for this tensor."""
+        t = self._table()
+        if not t.extra:
+            return {}
+        out = {name: float(col[self.row]) for name, col in t.extra.items()}
+        return {k: v for k, v in out.items() if not math.isnan(v)}
 
     def digest(self) -> str | None:
         """blake2b-128 of dtype, shape and C-order bytes (see ``layout.Digest``)."""

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 
 from ...errors import DumpError
-from ...stats import CHUNK, STAT_NAMES, Stats, stats_of_chunks
+from ...stats import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, stats_of_chunks
 from ..base import BOTH, STATISTICS, VALUES
 from ..records import GraphRecord, IterationFacts
 from . import layout as L
@@ -214,6 +214,7 @@ class IterationWriter:
         self._rows: dict[int, list[tuple[Any, ...]]] = {}
         self._stats: dict[int, list[list[float]]] = {}
         self._known: dict[int, list[list[bool]]] = {}
+        self._extra: dict[int, dict[int, list[float]]] = {}   # graph -> row -> EXTRA_STAT_NAMES (NaN: absent)
         self._seen: set[tuple[int, str, str, int]] = set()
         self._ran: set[int] = set()
         self._datasets: dict[str, Any] = {}
@@ -252,9 +253,10 @@ class IterationWriter:
     def add(self, graph_id: int, node: str, op_type: str, io: str, slot: int,
             values: np.ndarray | None = None, *, stats: Stats | Mapping[str, float | None] | None = None,
             digest: str | None = None, dtype: str | np.dtype | None = None,
-            shape: Sequence[int] | None = None) -> None:
+            shape: Sequence[int] | None = None, extra: Mapping[str, float] | None = None) -> None:
         """Add one tensor: its ``values`` (the writer derives what ``saved`` asks), or, in a
-        statistics-only dump, its ``stats``, ``dtype``, ``shape`` and ``digest`` (None: unknown) computed elsewhere."""
+        statistics-only dump, its ``stats``, ``dtype``, ``shape`` and ``digest`` (None: unknown) computed elsewhere.
+        ``extra``: statistics of :data:`debugger.stats.EXTRA_STAT_NAMES` that apply to this tensor."""
         if self._file is None:
             raise ValueError("add() outside 'with writer.iteration(...)'")
         graph_id = _check_id(graph_id, "graph_id")
@@ -274,6 +276,7 @@ class IterationWriter:
         if values is None and saved != STATISTICS:
             raise ValueError(f"saved={saved!r} needs values for {node}")
         given = _stat_row(stats, node) if stats is not None else None   # validated before anything is written
+        extra_row = _extra_row(extra, node) if extra else None
         if values is not None:
             if digest is not None:
                 raise ValueError("digest is computed from values; pass one only without values")
@@ -315,6 +318,8 @@ class IterationWriter:
             row_values, row_known = given  # type: ignore[misc]
             self._stats.setdefault(graph_id, []).append(row_values)
             self._known.setdefault(graph_id, []).append(row_known)
+            if extra_row is not None:
+                self._extra.setdefault(graph_id, {})[row] = extra_row
 
     def _consume(self, a: np.ndarray, name: str, graph_id: int, row: int,
                  want_stats: bool) -> tuple[Stats | None, str]:
@@ -369,13 +374,19 @@ class IterationWriter:
                 known = np.asarray(self._known[gid], np.uint8).reshape(-1, len(STAT_NAMES))
                 if not known.all():   # only where some statistic is unknown: a complete table needs no mask
                     g.create_dataset("stats_known", data=known)
+            if self._extra.get(gid):
+                table_x = np.full((len(rows), len(EXTRA_STAT_NAMES)), np.nan, np.float64)
+                for i, vals in self._extra[gid].items():
+                    table_x[i] = vals
+                g.create_dataset("stats_extra", data=table_x)
         f.attrs.update({
             "format": L.FORMAT_NAME, "version": L.VERSION, "kind": "iteration", "rank": self.writer.rank,
             "iteration": self.iteration, "saved": self.writer.saved,
             "graphs": np.asarray(sorted(self._rows), np.int64),
             "ran": np.asarray(sorted(self._ran | set(self._rows)), np.int64),
             "count": sum(len(r) for r in self._rows.values()), "nbytes": self._nbytes,
-            "stat_names": np.asarray(STAT_NAMES, dtype="S16")})
+            "stat_names": np.asarray(STAT_NAMES, dtype="S16"),
+            "extra_stat_names": np.asarray(EXTRA_STAT_NAMES, dtype="S24")})
         if self._facts is not None:
             f.attrs["facts"] = json.dumps(self._facts.to_dict(), sort_keys=True)
 
@@ -415,6 +426,15 @@ def _stat_row(stats: Stats | Mapping[str, float | None], node: str) -> tuple[lis
         raise ValueError(f"{node}: stats is empty")
     return ([math.nan if d.get(n) is None else float(d[n]) for n in STAT_NAMES],  # type: ignore[arg-type]
             [n in d for n in STAT_NAMES])
+
+
+def _extra_row(extra: Mapping[str, float], node: str) -> list[float]:
+    """One row of the stats_extra table in EXTRA_STAT_NAMES order (NaN: absent)."""
+    unknown = sorted(set(extra) - set(EXTRA_STAT_NAMES))
+    if unknown:
+        raise ValueError(f"{node}: extra has {', '.join(map(str, unknown))}, not among "
+                         "debugger.stats.EXTRA_STAT_NAMES")
+    return [math.nan if extra.get(n) is None else float(extra[n]) for n in EXTRA_STAT_NAMES]
 
 
 def _chunk_shape(a: np.ndarray) -> tuple[int, ...] | bool:

@@ -22,9 +22,11 @@ TARGET_KINDS = {
     "gradient": ("gradient",),
     "activation": ("activation",),
     "loss": ("loss",),
-    "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other"),
+    "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other", "backward"),
     # everything but optimizer state, which is legitimately all zero (moments before the first step,
-    # the momentum buffer of plain SGD)
+    # the momentum buffer of plain SGD), and the backward pass's intermediates ("backward": the gradients
+    # of activations, kind other on a backward node; watch/engine.py), all zero wherever the gradient
+    # above them is
     "computed": ("weight", "gradient", "activation", "loss", "input", "other"),
 }
 

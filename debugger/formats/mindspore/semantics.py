@@ -196,8 +196,9 @@ def _mark_gradient(nodes: dict[str, NodeRecord], node: str, slot: int | None, we
             b = nodes.get(_trace(nodes, src)) if src else None
             if b is None or b.is_constant or b.is_parameter:
                 continue
-            if weight in b.value_inputs:
-                # weight decay: a term made from the weight itself, added to its gradient by the optimizer
+            if weight in b.value_inputs and not b.is_backward:
+                # weight decay: a term the optimizer makes from the weight itself and adds to its gradient
+                # (backprop kernels read weights too: BatchNormGrad reads gamma)
                 b.kind, b.param = "optimizer_state", weight
                 continue
             nxt.append(src)

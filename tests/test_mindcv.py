@@ -163,3 +163,11 @@ def test_a_nan_in_the_data_is_found_at_its_origin_first() -> None:
     first = out.json["first"]
     assert (first["watchpoint"], first["iteration"], first["node"]) == ("overflow", 1, "inputs0")
     assert not [h for h in out.json["hits"] if h["iteration"] == 0]
+
+
+def test_converted_to_tdbg_h5_it_stays_quiet_and_keeps_each_slot_s_gradient(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "h5"
+    assert run_cli("convert", os.path.join(DATA, "resnet_healthy"), str(out)).code == 0
+    assert sorted(_gradients(str(out))) == sorted(_truth("resnet_healthy")["trainable"])
+    res = _scan(str(out))
+    assert res.hits == [], [(h.watchpoint, h.node, h.slot) for h in res.hits]

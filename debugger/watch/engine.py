@@ -11,7 +11,7 @@ from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
 from ..gcpause import paused_gc
-from .registry import Watchpoint
+from .registry import BACKWARD, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
 
@@ -167,11 +167,11 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
 
 
 def _target_kind(ref: TensorRef, graph: Graph | None) -> str:
-    """The kind a watchpoint target selects a tensor by: its own, except that the backward pass's
-    intermediates (gradients of activations, kind other) are ``backward``, which only "any" targets:
+    """The key a scan step sorts a tensor's output under: its kind, except that the backward pass's
+    intermediates (gradients of activations, kind other) are BACKWARD, which only "any" targets:
     one that is all zero follows from a zero gradient above it (a dead layer, a loss term weighted 0,
     the max shift of a log-softmax, whose gradient is exactly zero), and the weights' gradients below it
     are checked as gradients."""
     if ref.kind == "other" and graph is not None and ref.node in graph.nx and graph.nx.nodes[ref.node].get("is_backward"):
-        return "backward"
+        return BACKWARD
     return ref.kind

@@ -22,13 +22,14 @@ TARGET_KINDS = {
     "gradient": ("gradient",),
     "activation": ("activation",),
     "loss": ("loss",),
-    "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other", "backward"),
+    "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other"),
     # everything but optimizer state, which is legitimately all zero (moments before the first step,
-    # the momentum buffer of plain SGD), and the backward pass's intermediates ("backward": the gradients
-    # of activations, kind other on a backward node; watch/engine.py), all zero wherever the gradient
-    # above them is
+    # the momentum buffer of plain SGD), and the backward pass's intermediates (below)
     "computed": ("weight", "gradient", "activation", "loss", "input", "other"),
 }
+# The scan sorts the backward pass's intermediates (kind other on a backward node: the gradients of
+# activations) under this key (watch/engine.py); only "any" targets them.
+BACKWARD = "backward"
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,11 @@ class Condition:
     def kinds(self) -> tuple[str, ...]:
         """Node kinds this condition looks at."""
         return TARGET_KINDS[self.target]
+
+    @property
+    def scan_keys(self) -> tuple[str, ...]:
+        """The keys a scan step's outputs are sorted under that this condition looks at."""
+        return self.kinds + ((BACKWARD,) if self.target == "any" else ())
 
     def param(self, name: str) -> Param:
         """A parameter by name (ValueError when unknown)."""

@@ -237,13 +237,15 @@ class Rank:
             # (kind, param) per node, read once per graph, not once per tensor of every iteration
             hints = ({n: (a.get("kind", "other"), a.get("param")) for n, a in graph.nx.nodes(data=True)}
                      if graph is not None else {})
+            slot_hints = _slot_hints(graph) if graph is not None else {}
             for it in self.reader.iterations(gid):
                 keyed = []
                 n_matched = 0
                 for rec in self.reader.tensors(gid, it, record):
                     node = rec.node
                     if rec.matched:
-                        kind, param = hints.get(node) or _NO_HINTS
+                        kind, param = ((rec.io == "output" and slot_hints.get((node, rec.slot)))
+                                       or hints.get(node) or _NO_HINTS)
                         n_matched += 1
                     else:
                         kind, param = _NO_HINTS
@@ -466,6 +468,12 @@ class Dump:
                     out.append({"rank": r.rank, "graph": gid, "node": n, "op_type": a.get("op_type", ""),
                                 "kind": a.get("kind", "other"), "direction": "definition", "file": path})
         return out
+
+
+def _slot_hints(graph: Graph) -> dict[tuple[str, int], tuple[str, str | None]]:
+    """(node, output slot) -> (kind, param) for the outputs whose kind is their own, not their node's."""
+    return {(n, slot): (o.kind, o.param) for n, a in graph.nx.nodes(data=True)
+            for slot, o in enumerate(a.get("outputs") or ()) if getattr(o, "kind", None)}
 
 
 def _layer_nodes(g: Graph, name: str) -> list[str]:

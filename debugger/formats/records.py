@@ -12,10 +12,16 @@ MAX_SCOPE_DEPTH = 256
 
 @dataclass
 class OutputType:
-    """Type of one node output: a numpy dtype name (or MindSpore's word) and a shape."""
+    """Type of one node output: a numpy dtype name (or MindSpore's word) and a shape; and what the format
+    knows of this output alone, when a kernel's outputs differ (BatchNormGrad: the input's gradient,
+    then the gradients of gamma and beta)."""
 
     dtype: str | None
     shape: tuple[int, ...] | None
+    kind: str | None = None        # this output's kind when it is not the node's (None: the node's)
+    param: str | None = None       # with ``kind``: the weight it belongs to
+    undefined: bool = False        # its contents mean nothing (a slot the kernel does not write and no
+                                   # node reads): listed, never checked by watchpoints
 
 
 @dataclass
@@ -49,6 +55,8 @@ class NodeRecord:
     input_roles: tuple[str, ...] = ()   # optimizer update kernels: "weight" | "gradient" | "state" | "hyper" per input
     value_inputs: tuple[str, ...] = ()  # per input slot, the node whose value arrives (through routing nodes)
     base_name: str = ""            # the name without numbers that change between runs ("" = name)
+    item: int | None = None        # a node that passes on one element of its input's tuple (MindSpore's
+                                   # TupleGetItem): which one, when the graph says
 
 
 @dataclass

@@ -239,7 +239,7 @@ class PerTensor(Family):
 
     def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
         """One check per selected floating output of the watchpoint's target kinds."""
-        for kind in wp.condition.kinds:
+        for kind in wp.condition.scan_keys:
             for ref in step.outputs.get(kind, ()):
                 if not matches(wp, ref, step.graph):
                     continue

@@ -11,7 +11,7 @@ from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
 from ..gcpause import paused_gc
-from .registry import Watchpoint
+from .registry import BACKWARD, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
 
@@ -19,6 +19,8 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
     from ..executors import Workers
     from .batch import Batch, Parts
     from .conditions import Step
+    from ..graph import Graph
+    from ..model import TensorRef
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
@@ -150,12 +152,13 @@ def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected
 def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: dict[int, set[str]] | None,
                batch: Batch) -> Step:
     from .conditions import Step, family_of
-    from .select import is_float
+    from .select import is_float, is_undefined
 
     graph = rank.graphs.get(gid)
     tmap = rank.tensor_map(gid, it)
     where = None if selected is None else selected.get(gid, set())
-    floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)]
+    floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)
+              and not is_undefined(r, graph)]
     step = Step(rank, gid, graph, it, tmap, floats)
     in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph.nx
                 and graph.node(n).input_roles}
@@ -163,7 +166,18 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
         # an optimizer kernel updates its inputs in place: its outputs are aliases or, on some devices,
         # all-zero placeholders, never the values to check (the updated parameters are, as their own tensors)
         if r.io == "output" and r.node not in in_place:
-            step.outputs.setdefault(r.kind, []).append(r)
+            step.outputs.setdefault(_target_kind(r, graph), []).append(r)
     for order, wp in enumerate(wps):
         family_of(wp.condition).plan(wp, order, step, batch)
     return step
+
+
+def _target_kind(ref: TensorRef, graph: Graph | None) -> str:
+    """The key a scan step sorts a tensor's output under: its kind, except that the backward pass's
+    intermediates (gradients of activations, kind other) are BACKWARD, which only "any" targets:
+    one that is all zero follows from a zero gradient above it (a dead layer, a loss term weighted 0,
+    the max shift of a log-softmax, whose gradient is exactly zero), and the weights' gradients below it
+    are checked as gradients."""
+    if ref.kind == "other" and graph is not None and ref.node in graph.nx and graph.nx.nodes[ref.node].get("is_backward"):
+        return BACKWARD
+    return ref.kind

@@ -24,9 +24,12 @@ TARGET_KINDS = {
     "loss": ("loss",),
     "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other"),
     # everything but optimizer state, which is legitimately all zero (moments before the first step,
-    # the momentum buffer of plain SGD)
+    # the momentum buffer of plain SGD), and the backward pass's intermediates (below)
     "computed": ("weight", "gradient", "activation", "loss", "input", "other"),
 }
+# The scan sorts the backward pass's intermediates (kind other on a backward node: the gradients of
+# activations) under this key (watch/engine.py); only "any" targets them.
+BACKWARD = "backward"
 
 # What a scan's headline ("first problem") ranks by before the iteration: a finding nearer the cause of
 # a failing run comes first. A NaN made by one kernel poisons everything after it; weights blown up by
@@ -131,6 +134,11 @@ class Condition:
     def kinds(self) -> tuple[str, ...]:
         """Node kinds this condition looks at."""
         return TARGET_KINDS[self.target]
+
+    @property
+    def scan_keys(self) -> tuple[str, ...]:
+        """The keys a scan step's outputs are sorted under that this condition looks at."""
+        return self.kinds + ((BACKWARD,) if self.target == "any" else ())
 
     def param(self, name: str) -> Param:
         """A parameter by name (ValueError when unknown)."""

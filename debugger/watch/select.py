@@ -34,6 +34,8 @@ def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
                     weights |= {p for p in parameters_read(g, n) if g.nx.nodes[p].get("kind") == "weight"}
             nodes |= weights
             nodes |= {n for n, a in g.nx.nodes(data=True) if a.get("param") in weights and a.get("kind") == "gradient"}
+            nodes |= {n for n, a in g.nx.nodes(data=True)
+                      if any(o.kind == "gradient" and o.param in weights for o in a.get("outputs") or ())}
     return out
 
 
@@ -56,6 +58,14 @@ def activation(ref: TensorRef, graph: Graph | None) -> str:
     if graph is None or ref.node not in graph.nx:
         return ""
     return graph.nx.nodes[ref.node].get("activation", "")
+
+
+def is_undefined(ref: TensorRef, graph: Graph | None) -> bool:
+    """Whether a tensor is an output slot whose contents mean nothing (the format says so): never checked."""
+    if graph is None or ref.io != "output" or ref.node not in graph.nx:
+        return False
+    outs = graph.nx.nodes[ref.node].get("outputs") or []
+    return ref.slot < len(outs) and bool(getattr(outs[ref.slot], "undefined", False))
 
 
 def matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:

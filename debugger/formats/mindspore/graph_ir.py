@@ -12,6 +12,7 @@ _NODE_RE = re.compile(r"^\s*%(?P<id>\d+)\((?P<label>[^)]*)\)\s*=\s*(?P<op>[\w.:]
 _FULLNAME_RE = re.compile(r"#\s*Fullname with scope:\s*\((?P<name>[^)]*)\)")
 _REF_RE = re.compile(r"%(para\d+_[^,\s)]+|\d+)")
 _TENSOR_RE = re.compile(r"Tensor\[(?P<dtype>\w+)\],\s*\((?P<shape>[^)]*)\)")
+_INT_LITERAL_RE = re.compile(r"^I(?:8|16|32|64)\((?P<value>-?\d+)\)$")
 _RETURN_RE = re.compile(r"^\s*(?:%\d+\([^)]*\)\s*=\s*)?Return\((?P<arg>%\d+)")
 
 
@@ -89,7 +90,11 @@ def read_graph_ir(path: str, graph_id: int) -> GraphRecord:
             op = op[len("PrimFunc_"):] if op.startswith("PrimFunc_") else op
             current = NodeRecord(name="", op_type=op, scope="", source_outermost_first=True)
             source = []
-            pending.append((current, [_arg_ref(a) for a in _split_args(nm.group("args"))]))
+            args = _split_args(nm.group("args"))
+            if op == "TupleGetItem" and len(args) > 1:
+                lit = _INT_LITERAL_RE.match(args[1].strip())   # TupleGetItem(%3, I64(2)): element 2
+                current.item = int(lit.group("value")) if lit else None
+            pending.append((current, [_arg_ref(a) for a in args]))
             id_to_name[nm.group("id")] = ""
             current.instance_name = nm.group("id")  # temporary: the %N id until the full name is known
             continue

@@ -27,6 +27,42 @@ def _output_types(type_proto) -> list[OutputType]:  # type: ignore[no-untyped-de
     return []
 
 
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    out = shift = 0
+    while pos < len(data) and shift < 70:
+        b = data[pos]
+        out |= (b & 0x7F) << shift
+        pos += 1
+        shift += 7
+        if not b & 0x80:
+            return out, pos
+    raise ValueError("truncated varint")
+
+
+def _int_value(data: bytes) -> int | None:
+    """The integer of a constant's ValueProto (dtype=1, int_val=3), None when it holds no integer.
+    Decoded by hand: tdbg's proto keeps constant values as bytes (their layout varies)."""
+    pos = 0
+    try:
+        while pos < len(data):
+            tag, pos = _varint(data, pos)
+            field, wire = tag >> 3, tag & 7
+            if wire == 0:
+                value, pos = _varint(data, pos)
+                if field == 3:
+                    return value - (1 << 64) if value >= 1 << 63 else value
+            elif wire == 2:
+                size, pos = _varint(data, pos)
+                pos += size
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return None
+    except ValueError:
+        return None
+    return None
+
+
 def _text(value: str | bytes) -> str:
     """A proto2 string field as text: the parser hands back bytes when they are not valid UTF-8."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
@@ -49,6 +85,7 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
         raise CorruptFileError(path, "not a MindSpore ModelProto (no graph nodes)")
     g = model.graph
     consts = {_text(c.key): _text(c.full_name or c.key) for c in g.const_vals}
+    ints = {_text(c.key): _int_value(c.value) for c in g.const_vals if c.value}
     params = {_text(p.name) for p in g.parameters}
     seq_to_full: dict[str, str] = {}
     for n in g.node:
@@ -71,9 +108,12 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
         nodes.append(NodeRecord(name=full, op_type="Constant", scope="", is_constant=True))
     for n in g.node:
         inputs = [(resolve(i.name), "control" if i.type == 1 else "data") for i in n.input]
+        op_type = _text(n.op_type)
+        # a tuple element's index is a constant input: the element is which output slot a value is
+        item = ints.get(_text(n.input[1].name)) if op_type == "TupleGetItem" and len(n.input) > 1 else None
         nodes.append(NodeRecord(
-            name=seq_to_full[_text(n.name)], op_type=_text(n.op_type), scope=_text(n.scope), inputs=inputs,
+            name=seq_to_full[_text(n.name)], op_type=op_type, scope=_text(n.scope), inputs=inputs,
             outputs=_output_types(n.output_type), source=_text(n.source_address),
-            instance_name=_text(n.instance_name)))
+            instance_name=_text(n.instance_name), item=item))
     outputs = [resolve(o.name) for o in g.outputs]
     return GraphRecord(graph_id, _text(g.name) or f"graph_{graph_id}", nodes, outputs, path)

@@ -107,7 +107,7 @@ class MindSporeRank(RankReader):
             if len(record.execution_order) < len(order):
                 self.warnings.append(f"{self.listing.exec_order.get(graph_id)}: {len(order) - len(record.execution_order)} "
                                      f"name(s) match no node of graph {graph_id}; ignored")
-            return annotate(record)
+            return annotate(record, self.config.get("device_target"))
         if any(g == graph_id for g, _ in self.listing.tensors):
             self.warnings.append(f"{self.path}/graphs: no readable graph for graph {graph_id}; its tensors are "
                                  "listed without kinds or source")

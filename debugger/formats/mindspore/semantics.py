@@ -2,13 +2,21 @@
 
 Kinds come from graph evidence, not names: the optimizer kernel's inputs name the weights, their
 gradients and the optimizer state; the graph's scalar output is the loss. Routing ops (Load,
-Depend, TupleGetItem ...) are followed to the node that made a value.
+Depend, TupleGetItem ...) are followed to the node that made a value, and TupleGetItem's index to
+the output slot: BatchNormGrad's slots 1 and 2 are the gradients of gamma and beta, slot 0 is not.
+
+Outputs whose contents mean nothing are marked ``undefined`` (listed, never checked): a slot of a
+multi-output kernel that no node reads and the kernel does not write on this device. MindSpore's CPU
+BatchNorm kernel writes y (0), the batch mean (3) and the batch variance (4), and leaves slots 1 and 2
+as the memory held (zeros, or another layer's old values: verified on MindSpore 2.10 dumps of mindcv's
+ResNet, where slot 3 and 4 equal the batch statistics of the input and slots 1 and 2 do not); the
+graph reads slot 1 nowhere and slot 2 only as BatchNormGrad's reserve input, which the CPU kernel ignores.
 """
 from __future__ import annotations
 
 import re
 
-from ..records import GraphRecord, NodeRecord
+from ..records import GraphRecord, NodeRecord, OutputType
 
 # op_type -> (weight input, gradient input, optimizer-state inputs). Other Parameter inputs
 # of an optimizer kernel (learning rate, momentum, betas) are hyper-parameters, kind optimizer_state.
@@ -50,8 +58,13 @@ PER_RANK_OPS = frozenset({"ReduceScatter", "AllToAll", "AlltoAll", "AlltoAllV", 
                           "CollectiveGather", "Barrier", "BatchISendIRecv"})
 _RANDOM_WORDS = ("Random", "Dropout", "Uniform", "Normal", "Gamma", "Poisson", "Multinomial", "Shuffle", "GetNext")
 # Ops that transform a gradient on its way from backprop to the optimizer (data parallel
-# reduction, mean over ranks, loss scaling, casts).
-GRADIENT_TRANSFORM_OPS = {"AllReduce", "Mul", "RealDiv", "Div", "Cast", "Reshape", "_MirrorOperator"}
+# reduction, mean over ranks, loss scaling, casts, weight decay added by AddN).
+GRADIENT_TRANSFORM_OPS = {"AllReduce", "Mul", "RealDiv", "Div", "Cast", "Reshape", "_MirrorOperator", "AddN", "Add"}
+# Output slots a kernel leaves unwritten on a device (see the module docstring), when no node reads them
+# for their value; device_target as the dump's config.json names it.
+UNWRITTEN_OUTPUTS: dict[str, dict[str, frozenset[int]]] = {"CPU": {"BatchNorm": frozenset({1, 2})}}
+# Inputs a kernel takes but does not read on a device (BatchNormGrad's reserve space on CPU).
+UNREAD_INPUTS: dict[str, dict[str, frozenset[int]]] = {"CPU": {"BatchNormGrad": frozenset({5})}}
 _INPUT_PARAM_RE = re.compile(r"^inputs?\d+$")
 _OP_NUMBER_RE = re.compile(r"-op\d+")
 
@@ -61,8 +74,9 @@ def is_backward(name: str) -> bool:
     return name.startswith("Gradients/") or "/Gradients/" in name
 
 
-def annotate(record: GraphRecord) -> GraphRecord:
-    """Fill every node's hints (kind, param, backward, routing, collective, roles, traced inputs)."""
+def annotate(record: GraphRecord, device: str | None = None) -> GraphRecord:
+    """Fill every node's hints (kind, param, backward, routing, collective, roles, traced inputs, and
+    per output slot a gradient's weight and undefined contents); ``device``: the dump's device_target."""
     nodes = {n.name: n for n in record.nodes}
     for n in record.nodes:
         n.is_backward = is_backward(n.name)
@@ -86,6 +100,7 @@ def annotate(record: GraphRecord) -> GraphRecord:
     loss = _find_loss(nodes, record.outputs)
     if loss is not None:
         nodes[loss].kind = "loss"
+    _mark_undefined_outputs(record.nodes, device)
     return record
 
 
@@ -105,6 +120,28 @@ def _trace(nodes: dict[str, NodeRecord], name: str) -> str:
             return name
         name = n.inputs[0][0]
     return name
+
+
+def _trace_slot(nodes: dict[str, NodeRecord], name: str) -> tuple[str, int | None]:
+    """Follow pass-through nodes back to the value's producer and the output slot it comes from
+    (None: the producer's only or whole output, or a slot the graph does not say)."""
+    seen: set[str] = set()
+    items: list[int | None] = []   # tuple indices still to apply, innermost last
+    while name in nodes and name not in seen:
+        seen.add(name)
+        n = nodes[name]
+        if n.op_type not in PASS_THROUGH_OPS or not n.inputs:
+            break
+        if n.op_type == "TupleGetItem":
+            items.append(n.item)
+        elif n.op_type == "MakeTuple" and items:
+            k = items.pop()
+            if k is None or not 0 <= k < len(n.inputs):
+                return name, None
+            name = n.inputs[k][0]
+            continue
+        name = n.inputs[0][0]
+    return name, items[0] if len(items) == 1 else None
 
 
 def _base_kind(n: NodeRecord) -> str:
@@ -137,25 +174,77 @@ def _mark_optimizer(nodes: dict[str, NodeRecord], n: NodeRecord, spec: tuple[int
             nodes[p].param = weight if i in state_idx else p
     if g_idx < len(traced):
         roles[g_idx] = "gradient"
-        _mark_gradient(nodes, traced[g_idx], weight)
+        src, slot = _trace_slot(nodes, n.inputs[g_idx][0]) if g_idx < len(n.inputs) else (traced[g_idx], None)
+        _mark_gradient(nodes, src, slot, weight)
     n.input_roles = tuple(roles)
 
 
-def _mark_gradient(nodes: dict[str, NodeRecord], node: str, weight: str) -> None:
+def _mark_gradient(nodes: dict[str, NodeRecord], node: str, slot: int | None, weight: str) -> None:
+    """Mark the gradient of ``weight`` back from the optimizer through the ops that transform it; a
+    multi-output backward kernel gets only the slot that holds it."""
     seen: set[str] = set()
     while node in nodes and node not in seen:
         seen.add(node)
         a = nodes[node]
         if a.is_parameter or a.is_constant:
             return
+        if slot is not None and (slot > 0 or len(a.outputs) > 1):
+            _mark_output(a, slot, "gradient", weight)
+            return
         a.kind = "gradient"
         a.param = weight
         if a.op_type not in GRADIENT_TRANSFORM_OPS:
             return
-        nxt = [i for i, _ in a.inputs if i in nodes and not nodes[i].is_constant and not nodes[i].is_parameter]
+        nxt = []
+        for src, _ in a.inputs:
+            b = nodes.get(_trace(nodes, src)) if src else None
+            if b is None or b.is_constant or b.is_parameter:
+                continue
+            if weight in b.value_inputs and not b.is_backward:
+                # weight decay: a term the optimizer makes from the weight itself and adds to its gradient
+                # (backprop kernels read weights too: BatchNormGrad reads gamma)
+                b.kind, b.param = "optimizer_state", weight
+                continue
+            nxt.append(src)
         if not nxt:
             return
-        node = _trace(nodes, nxt[0])
+        node, slot = _trace_slot(nodes, nxt[0])
+
+
+def _mark_output(n: NodeRecord, slot: int, kind: str, param: str | None) -> None:
+    """Give one output slot of ``n`` its own kind (outputs the graph did not type are added untyped)."""
+    while len(n.outputs) <= slot:
+        n.outputs.append(OutputType(None, None))
+    n.outputs[slot].kind = kind
+    n.outputs[slot].param = param
+
+
+def _mark_undefined_outputs(nodes: list[NodeRecord], device: str | None) -> None:
+    """Mark the output slots a kernel leaves unwritten on ``device`` that no node reads for their value."""
+    unwritten = UNWRITTEN_OUTPUTS.get((device or "").upper(), {})
+    if not unwritten:
+        return
+    ignored = UNREAD_INPUTS.get((device or "").upper(), {})
+    users: dict[str, list[tuple[NodeRecord, int]]] = {}
+    for n in nodes:
+        for i, (src, _) in enumerate(n.inputs):
+            if _carries_value(n, i) and n.op_type not in ROUTING_OPS - PASS_THROUGH_OPS:
+                users.setdefault(src, []).append((n, i))
+    for n in nodes:
+        slots = unwritten.get(n.op_type)
+        if not slots:
+            continue
+        read: set[int] = set()
+        for user, _ in users.get(n.name, ()):
+            if user.op_type != "TupleGetItem" or user.item is None:
+                read = set(slots)   # the whole tuple is passed on: any slot may be read
+                break
+            if any(i not in ignored.get(u.op_type, ()) for u, i in users.get(user.name, ())):
+                read.add(user.item)
+        for slot in sorted(slots - read):
+            while len(n.outputs) <= slot:
+                n.outputs.append(OutputType(None, None))
+            n.outputs[slot].undefined = True
 
 
 def _find_loss(nodes: dict[str, NodeRecord], outputs: list[str]) -> str | None:

@@ -45,6 +45,9 @@ def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None
     _write_ragged(f, "outputs", nodes, lambda n: n.outputs, {"dtype": lambda o: o.dtype or ""},
                   {"ndim": lambda o: -1 if o.shape is None else len(o.shape)})
     write_ints(f["outputs"], "dims", [d for n in nodes for o in n.outputs for d in (o.shape or ())])
+    # what a format knows of one output alone (a gradient slot of a multi-output kernel, an undefined slot)
+    _write_ragged(f, "output_hints", nodes, lambda n: n.outputs, {"kind": lambda o: o.kind or "",
+                  "param": lambda o: o.param or ""}, {"undefined": lambda o: int(o.undefined)})
     _write_ragged(f, "input_roles", nodes, lambda n: n.input_roles, {"role": lambda r: r}, {})
     _write_ragged(f, "value_inputs", nodes, lambda n: n.value_inputs, {"node": lambda v: v}, {})
     write_strings(f, "graph_outputs", record.outputs)
@@ -85,16 +88,21 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
     inputs = _read_ragged(f, "inputs", path, n_nodes, ["source"], ["edge"])
     outputs = _read_ragged(f, "outputs", path, n_nodes, ["dtype"], ["ndim"])
     dims = [int(d) for d in read_table_column(f, "outputs/dims", path)]
+    # files written before output hints were stored have none: every output is its node's
+    hints = (_read_ragged(f, "output_hints", path, n_nodes, ["kind", "param"], ["undefined"])
+             if "output_hints" in f else [[("", "", 0)] * len(o) for o in outputs])
     roles = _read_ragged(f, "input_roles", path, n_nodes, ["role"], [])
     values = _read_ragged(f, "value_inputs", path, n_nodes, ["node"], [])
     nodes = []
     pos = 0
     for i in range(n_nodes):
         outs = []
-        for dtype, ndim in outputs[i]:
+        if len(hints[i]) != len(outputs[i]):
+            raise CorruptFileError(path, "output_hints does not match outputs")
+        for (dtype, ndim), (kind, param, undefined) in zip(outputs[i], hints[i]):
             shape = None if ndim < 0 else tuple(dims[pos:pos + ndim])
             pos += max(ndim, 0)
-            outs.append(OutputType(dtype or None, shape))
+            outs.append(OutputType(dtype or None, shape, kind or None, param or None, bool(undefined)))
         nodes.append(NodeRecord(
             **{k: cols[k][i] for k in _STR_FIELDS if k != "param"},
             param=cols["param"][i] or None,

@@ -40,8 +40,10 @@ EVERY_CONDITION = [
 NEEDS_VALUES = {"activation_range", "activation_saturation", "activation_dead_relu", "weight_change_too_large",
                 "weight_change_too_small", "weight_update_ratio", "activation_saturated_layer"}
 
-# Answered on a statistics-only conversion from the update statistics it stores beside the others.
-FROM_UPDATE_STATISTICS = {"weight_change_too_large", "weight_change_too_small", "weight_update_ratio"}
+# Answered on a statistics-only conversion from the update and saturation statistics it stores beside the
+# others (the saturated count at the preset's tolerance, 1e-3, which the watchpoint here keeps).
+FROM_UPDATE_STATISTICS = {"weight_change_too_large", "weight_change_too_small", "weight_update_ratio",
+                          "activation_saturated_layer"}
 
 
 def test_every_condition_is_covered() -> None:

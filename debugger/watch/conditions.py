@@ -30,6 +30,9 @@ COUNTED = NONFINITE | {"count"}
 # The statistics each comparison reads; range_percentage and the update ratio need values.
 _READS = {"abs_mean": {"abs_mean"}, "max": {"max"}, "min": {"min"}, "mean": {"mean"},
           "zero_percentage": {"zeros", "count"}, "max_min": {"max", "min"}}
+# Element counts stay exact beside NaN/Inf: a check reading only these (the zero share of
+# tensor_all_zero) is answered on a tensor that holds some, such as attention scores masked with -inf.
+_COUNTS = COUNTED | {"zeros", "positives", "negatives"}
 # SageMaker's non-saturated input ranges of tanh and sigmoid.
 _ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
 
@@ -47,6 +50,7 @@ class Step:
     floats: list[TensorRef]                      # the floating-point tensors selected (--where applied)
     outputs: dict[str, list[TensorRef]] = field(default_factory=dict)   # floating outputs by node kind
     planned: list["Planned"] = field(default_factory=list)
+    inputs_of: dict[str, list[TensorRef]] | None = None      # node -> its captured inputs (watch/zeros.py)
 
 
 @dataclass
@@ -141,6 +145,11 @@ def unsupplied(batch: Batch, ref: TensorRef, statistics: Iterable[str] = (), val
         return None
     plural = "s" if len(lacking) > 1 else ""
     return NotApplicable(f"needs statistic{plural} {', '.join(lacking)}; this dump holds statistics only: {held}")
+
+
+def _counts_only(needs: Needs) -> bool:
+    """Whether a check reads element counts only (a zero share), which NaN/Inf beside them leave exact."""
+    return "zeros" in needs.statistics and needs.statistics <= _COUNTS and not needs.values and not needs.earlier
 
 
 # -- the rule statistics can decide for unchanged tensors ----------------------------------------------
@@ -274,7 +283,7 @@ class PerTensor(Family):
         lack = unsupplied(batch, ref, needs.statistics, needs.values)
         if lack:
             return None, prefix + lack
-        if stats.has_nonfinite:
+        if stats.has_nonfinite and not _counts_only(needs):
             return None, prefix + nonfinite_text(stats)
         return stats, None
 

@@ -11,7 +11,7 @@ from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
 from ..gcpause import paused_gc
-from .registry import BACKWARD, Watchpoint
+from .registry import BACKWARD, COPY, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
 
@@ -26,7 +26,7 @@ __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
 _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
-_RESULT_FORMAT = 6   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 7   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
@@ -118,6 +118,7 @@ def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations:
 def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int:
     from .conditions import family_of
     from .layers import apply_whole_layer
+    from .zeros import apply_zero_origins
 
     steps, batch, parts = running
     result.files_checked += batch.finish(parts)
@@ -125,6 +126,7 @@ def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int
         first_hit = len(result.hits)
         for item in step.planned:
             family_of(item.wp.condition).evaluate(item, batch, result)
+        apply_zero_origins(step, batch, result, first_hit)
         apply_whole_layer(step, result, first_hit)
     return len(steps)
 
@@ -153,6 +155,7 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
                batch: Batch) -> Step:
     from .conditions import Step, family_of
     from .select import is_float, is_undefined
+    from .zeros import plan_upstream
 
     graph = rank.graphs.get(gid)
     tmap = rank.tensor_map(gid, it)
@@ -169,15 +172,20 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
             step.outputs.setdefault(_target_kind(r, graph), []).append(r)
     for order, wp in enumerate(wps):
         family_of(wp.condition).plan(wp, order, step, batch)
+    plan_upstream(step, batch)
     return step
 
 
 def _target_kind(ref: TensorRef, graph: Graph | None) -> str:
     """The key a scan step sorts a tensor's output under: its kind, except that the backward pass's
-    intermediates (gradients of activations, kind other) are BACKWARD, which only "any" targets:
-    one that is all zero follows from a zero gradient above it (a dead layer, a loss term weighted 0,
-    the max shift of a log-softmax, whose gradient is exactly zero), and the weights' gradients below it
-    are checked as gradients."""
-    if ref.kind == "other" and graph is not None and ref.node in graph.nx and graph.nx.nodes[ref.node].get("is_backward"):
-        return BACKWARD
-    return ref.kind
+    intermediates (gradients of activations, kind other) are BACKWARD and copies of values made elsewhere
+    (kind other on a routing node: clone, detach, Load) COPY, which only "any" targets. A backward
+    intermediate that is all zero follows from a zero gradient above it (a dead layer, a loss term
+    weighted 0, the max shift of a log-softmax, whose gradient is exactly zero), and the weights' gradients
+    below it are checked as gradients; a copy's value is checked where it was made."""
+    if ref.kind != "other" or graph is None or ref.node not in graph.nx:
+        return ref.kind
+    attrs = graph.nx.nodes[ref.node]
+    if attrs.get("is_routing"):
+        return COPY
+    return BACKWARD if attrs.get("is_backward") else ref.kind

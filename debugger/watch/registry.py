@@ -30,6 +30,10 @@ TARGET_KINDS = {
 # The scan sorts the backward pass's intermediates (kind other on a backward node: the gradients of
 # activations) under this key (watch/engine.py); only "any" targets them.
 BACKWARD = "backward"
+# ... and the outputs of nodes that only route or copy a value (clone, detach, Load) under this one: a copy
+# of a zero-initialised bias taken before the first step is all zero, and its value is judged where it
+# was made.
+COPY = "copy"
 
 # What a scan's headline ("first problem") ranks by before the iteration: a finding nearer the cause of
 # a failing run comes first. A NaN made by one kernel poisons everything after it; weights blown up by
@@ -138,7 +142,7 @@ class Condition:
     @property
     def scan_keys(self) -> tuple[str, ...]:
         """The keys a scan step's outputs are sorted under that this condition looks at."""
-        return self.kinds + ((BACKWARD,) if self.target == "any" else ())
+        return self.kinds + ((BACKWARD, COPY) if self.target == "any" else ())
 
     def param(self, name: str) -> Param:
         """A parameter by name (ValueError when unknown)."""

@@ -470,7 +470,7 @@ def nan_dump(tmp_path_factory, layout):
 
 
 @pytest.mark.parametrize("name, params, target", [
-    ("weight_initialization", {}, "fc2.weight@0"),
+    ("weight_initialization", {"max_gt": 1e30}, "fc2.weight@0"),
     ("weight_too_large", {"max_gt": 1e30}, "fc1.weight"),
     ("weight_too_small", {"max_lt": -1e30}, "fc1.weight"),
     ("weight_not_changed", {}, "fc1.weight"),
@@ -481,7 +481,6 @@ def nan_dump(tmp_path_factory, layout):
     ("gradient_vanishing", {}, "gradient"),
     ("tensor_too_large", {"max_gt": 1e30}, "sigmoid"),
     ("tensor_too_small", {"max_lt": -1e30}, "sigmoid"),
-    ("tensor_all_zero", {}, "sigmoid"),
     ("tensor_range", {"range_start_inclusive": 0.0, "range_percentage_gt": 0.0}, "sigmoid"),
     ("tensor_unchanged", {"num_steps": 2}, "sigmoid"),
     ("activation_range", {"max_min_gt": 0.0}, "sigmoid"),
@@ -502,6 +501,19 @@ def test_nan_makes_every_other_condition_an_error_record(nan_dump, name, params,
     over = "tensor_exploding" if target != "fc1.weight" and target != "fc2.weight@0" else "weight_overflow"
     if target != "fc2.weight@0":
         assert (it, node) in hit_keys(run(root, over))
+
+
+@pytest.mark.parametrize("name, target", [("tensor_all_zero", "sigmoid"), ("weight_initialization", "fc2.weight@0")])
+def test_a_zero_share_is_answered_beside_nan(nan_dump, name, target):
+    """Counts stay exact beside NaN/Inf: the share of zeros of a tensor holding NaN is answered (not all
+    zero: no hit), neither an error record nor a skip."""
+    root, lay = nan_dump
+    it = 0 if target.endswith("@0") else 2
+    node = {"fc2.weight@0": "fc2.weight", "sigmoid": lay.activation("Sigmoid")}[target]
+    res = run(root, wp(name, zero_percentage_ge=100.0))
+    assert (it, node) not in hit_keys(res) and (it, node) not in {(i, n) for i, n, _ in errors(res)}
+    assert not res.skipped
+    assert (it, node) in hit_keys(run(root, wp(name, zero_percentage_ge=0.0)))
 
 
 def test_statistics_of_huge_finite_values_are_exact_not_inf(tmp_path, layout):

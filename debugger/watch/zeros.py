@@ -1,0 +1,106 @@
+"""Where zeros start: an all-zero tensor computed from an all-zero input is reported where the zeros began.
+
+Zeros propagate the way NaN does. An LSTM's zero initial state times its forget gate is zero at the first
+time step; a head initialised to zero (torchvision's ViT) makes every gradient below it exactly zero in
+the first step, and so leaves every weight there unchanged by plain SGD; a dead ReLU layer zeroes the
+gradients of the layers before it. Reported per tensor, one cause becomes dozens of findings (or a
+false alarm on a healthy run); reported where the zeros start, it is one.
+
+The rules, for the conditions in :data:`ZERO_RULES`, on the graph's data edges (a format without them,
+msprobe, keeps every finding):
+- an all-zero tensor whose node reads an all-zero value (an input captured at the node, or the output of
+  the kernel that made the input; not a parameter's output, which is the value after its update) is not
+  where the zeros start: ``tensor_all_zero`` and ``gradient_vanishing`` skip it;
+- a weight whose gradient in the same iteration is all zero did not change because of that gradient
+  (judged itself): ``weight_not_changed`` skips it, and ``tensor_all_zero`` a zero-initialised weight
+  that such a gradient left at zero.
+Each skip is counted once per watchpoint in the scan's ``skipped`` summary.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..model import TensorRef
+from .results import ScanResult
+from .select import is_float
+
+if TYPE_CHECKING:
+    from .batch import Batch
+    from .conditions import Step
+
+ZERO_RULES = frozenset({"tensor_all_zero", "gradient_vanishing", "weight_not_changed"})
+FROM_UPSTREAM = "all zero because a value it reads is all zero: reported where the zeros start"
+FROM_GRADIENT = "its gradient is all zero in this iteration: judged as the gradient"
+
+
+def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
+    """The floating-point tensors ``ref``'s node reads (flags such as MatMul's transpose_a are no value it
+    computes with): its captured inputs and its producers' outputs (not parameters')."""
+    graph = step.graph
+    if graph is None or ref.node not in graph.nx:
+        return []
+    node = ref.node
+    if step.inputs_of is None:
+        step.inputs_of = {}
+        for (n, io, _), r in step.tmap.items():
+            if io == "input":
+                step.inputs_of.setdefault(n, []).append(r)
+    out = list(step.inputs_of.get(node, ()))
+    nodes = graph.nx.nodes
+    for src in graph.value_inputs(node):
+        if not src or src not in nodes or nodes[src].get("is_parameter"):
+            continue
+        for slot in range(max(1, len(nodes[src].get("outputs") or ()))):
+            r = step.tmap.get((src, "output", slot))
+            if r is not None:
+                out.append(r)
+    return [r for r in out if is_float(r, graph)]
+
+
+def gradient_of(step: Step, ref: TensorRef) -> TensorRef | None:
+    """The gradient of the weight ``ref`` in this step (None when the step has none)."""
+    if not ref.param:
+        return None
+    return next((g for g in step.outputs.get("gradient", ()) if g.param == ref.param), None)
+
+
+def plan_upstream(step: Step, batch: Batch) -> None:
+    """Ask for the statistics the zero rules read, when a watchpoint of the step uses them."""
+    from .conditions import Check
+
+    for item in step.planned:
+        if isinstance(item, Check) and item.wp.name in ZERO_RULES:
+            grad = gradient_of(step, item.ref) if item.ref.kind == "weight" else None
+            for r in upstream(step, item.ref) + ([grad] if grad is not None else []):
+                batch.want_stats(r)
+
+
+def _all_zero(batch: Batch, ref: TensorRef | None) -> bool:
+    if ref is None:
+        return False
+    stats, err = batch.stats(ref)
+    return not err and stats is not None and stats.count > 0 and stats.zeros == stats.count
+
+
+def apply_zero_origins(step: Step, batch: Batch, result: ScanResult, first_hit: int) -> None:
+    """Move the step's hits (from ``first_hit`` on) that zeros made upstream explain to ``skipped``."""
+    if step.graph is None:
+        return
+    refs = {(r.node, r.io, r.slot): r for r in step.tmap.values()}
+    keep = []
+    for h in result.hits[first_hit:]:
+        ref = refs.get((h.node, h.io, h.slot))
+        reason = None if ref is None or h.watchpoint not in ZERO_RULES else _explained(step, batch, h.watchpoint, ref)
+        if reason is None:
+            keep.append(h)
+        else:
+            result.skip(h.watchpoint, reason, h.rank, h.iteration, h.node)
+    result.hits[first_hit:] = keep
+
+
+def _explained(step: Step, batch: Batch, watchpoint: str, ref: TensorRef) -> str | None:
+    if watchpoint == "weight_not_changed" or ref.kind == "weight":
+        return FROM_GRADIENT if _all_zero(batch, gradient_of(step, ref)) else None
+    if _all_zero(batch, ref) and any(_all_zero(batch, r) for r in upstream(step, ref)):
+        return FROM_UPSTREAM
+    return None

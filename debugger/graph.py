@@ -116,7 +116,7 @@ class Graph:
             g.add_node(n.name, op_type=n.op_type, scope=n.scope, inputs=list(n.inputs),
                        outputs=list(n.outputs), source=n.source,
                        source_outermost_first=n.source_outermost_first,
-                       is_parameter=n.is_parameter, is_constant=n.is_constant,
+                       is_parameter=n.is_parameter, is_constant=n.is_constant, has_default=n.has_default,
                        instance_name=n.instance_name, kind=n.kind, activation=n.activation, param=n.param,
                        is_backward=n.is_backward,
                        is_routing=n.is_routing, is_collective=n.is_collective, per_rank=n.per_rank, input_roles=n.input_roles,

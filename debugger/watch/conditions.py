@@ -189,13 +189,16 @@ def unchanged_from_statistics(cur: Stats, prev: Stats, n: int, same_digest: bool
 def stored_update(cur: TensorRef, prev: TensorRef) -> dict[str, float] | None:
     """The update statistics stored with a statistics-only ``cur``, when they were taken against the
     value ``prev`` holds: the same tensor at the end of the iteration before, or the value this
-    iteration's forward pass read before the update (None otherwise: another previous value)."""
+    iteration's forward pass read before the update; or the same weight at an earlier run of its graph
+    when ``cur``'s own update is stored (the recorder takes it against the iteration before, whatever
+    graph that iteration ran: a step whose operators differ, the first one that creates the optimizer's
+    state, is another graph). None otherwise: another previous value."""
     if cur.source.has_values:
         return None
     extras = dict(cur.source.stored_extras())
     if "update_max" not in extras:
         return None
-    same = (prev.iteration == cur.iteration - 1 and prev.key == cur.key) or \
+    same = (prev.iteration < cur.iteration and prev.key == cur.key) or \
         (prev.iteration == cur.iteration and prev.io == "input")
     return extras if same else None
 
@@ -735,6 +738,15 @@ class OverflowOrigin(Family):
             elif stats is not None and stats.has_nonfinite:
                 bad[ref.key] = stats
         if not bad:
+            return
+        inherited = next((ref for ref in item.refs if ref.key in bad and ref.io == "input"
+                          and ref.kind in ("weight", "optimizer_state")), None)
+        if inherited is not None:
+            # the iteration began with a non-finite weight or state: made by an earlier iteration's update,
+            # whose origin that iteration's search reports; what follows here is its consequence
+            add_error(out, wp, step, inherited.node, NotApplicable(
+                "weights or optimizer state were already non-finite when the iteration began: the origin is "
+                "in an earlier iteration"))
             return
         by_node: dict[str, list[tuple[str, int]]] = {}
         for node, io, slot in bad:

@@ -11,7 +11,7 @@ from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump, Rank
 from ..gcpause import paused_gc
-from .registry import BACKWARD, COPY, Watchpoint
+from .registry import BACKWARD, BUFFER, COPY, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
 
@@ -179,7 +179,8 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
 def _target_kind(ref: TensorRef, graph: Graph | None) -> str:
     """The key a scan step sorts a tensor's output under: its kind, except that the backward pass's
     intermediates (gradients of activations, kind other) are BACKWARD and copies of values made elsewhere
-    (kind other on a routing node: clone, detach, Load) COPY, which only "any" targets. A backward
+    (kind other on a routing node: clone, detach, Load) COPY, and the model's buffers (kind other on a
+    parameter with a value of its own: BatchNorm's running statistics) BUFFER, which only "any" targets. A backward
     intermediate that is all zero follows from a zero gradient above it (a dead layer, a loss term
     weighted 0, the max shift of a log-softmax, whose gradient is exactly zero), and the weights' gradients
     below it are checked as gradients; a copy's value is checked where it was made."""
@@ -188,4 +189,6 @@ def _target_kind(ref: TensorRef, graph: Graph | None) -> str:
     attrs = graph.nx.nodes[ref.node]
     if attrs.get("is_routing"):
         return COPY
+    if attrs.get("is_parameter") and attrs.get("has_default"):
+        return BUFFER
     return BACKWARD if attrs.get("is_backward") else ref.kind

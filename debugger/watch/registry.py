@@ -34,6 +34,9 @@ BACKWARD = "backward"
 # of a zero-initialised bias taken before the first step is all zero, and its value is judged where it
 # was made.
 COPY = "copy"
+# ... and the model's buffers (BatchNorm's running mean and variance: leaves with a value of their own that
+# no optimizer trains) under this one: model state a kernel updates in place, not a computed tensor.
+BUFFER = "buffer"
 
 # What a scan's headline ("first problem") ranks by before the iteration: a finding nearer the cause of
 # a failing run comes first. A NaN made by one kernel poisons everything after it; weights blown up by
@@ -142,7 +145,7 @@ class Condition:
     @property
     def scan_keys(self) -> tuple[str, ...]:
         """The keys a scan step's outputs are sorted under that this condition looks at."""
-        return self.kinds + ((BACKWARD, COPY) if self.target == "any" else ())
+        return self.kinds + ((BACKWARD, COPY, BUFFER) if self.target == "any" else ())
 
     def param(self, name: str) -> Param:
         """A parameter by name (ValueError when unknown)."""

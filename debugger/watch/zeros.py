@@ -10,7 +10,8 @@ The rules, for the conditions in :data:`ZERO_RULES`, on the graph's data edges (
 msprobe, keeps every finding):
 - an all-zero tensor whose node reads an all-zero value (an input captured at the node, or the output of
   the kernel that made the input; not a parameter's output, which is the value after its update) is not
-  where the zeros start: ``tensor_all_zero`` and ``gradient_vanishing`` skip it;
+  where the zeros start: ``tensor_all_zero``, ``gradient_vanishing`` and ``activation_dead_layer`` skip it
+  (a ReLU after a dead block reads only zeros: the block that died is the finding);
 - a weight whose gradient in the same iteration is all zero did not change because of that gradient
   (judged itself): ``weight_not_changed`` skips it, and ``tensor_all_zero`` a zero-initialised weight
   that such a gradient left at zero.
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from .batch import Batch
     from .conditions import Step
 
-ZERO_RULES = frozenset({"tensor_all_zero", "gradient_vanishing", "weight_not_changed"})
+ZERO_RULES = frozenset({"tensor_all_zero", "gradient_vanishing", "weight_not_changed", "activation_dead_layer"})
 FROM_UPSTREAM = "all zero because a value it reads is all zero: reported where the zeros start"
 FROM_GRADIENT = "its gradient is all zero in this iteration: judged as the gradient"
 
@@ -47,7 +48,11 @@ def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
                 step.inputs_of.setdefault(n, []).append(r)
     out = list(step.inputs_of.get(node, ()))
     nodes = graph.nx.nodes
+    for src, _ in nodes[node].get("inputs", ()):
+        if src in nodes and nodes[src].get("is_routing"):   # a view of a weight (t, view): what it read
+            out.extend(step.inputs_of.get(src, ()))
     for src in graph.value_inputs(node):
+        src = graph.value_source(src) if src in nodes else src     # through routing (AccumulateGrad's detach)
         if not src or src not in nodes or nodes[src].get("is_parameter"):
             continue
         for slot in range(max(1, len(nodes[src].get("outputs") or ()))):

@@ -32,7 +32,7 @@ class Model:
     """A model, its batch of step ``i`` and its loss on that batch."""
 
     module: nn.Module
-    batch: Callable[[int], Any]
+    batch: Callable[[int], Any]        # micro-batch k of every step (the same data each step: the loss falls)
     loss: Callable[[nn.Module, Any], torch.Tensor]
     embeddings: list[nn.Parameter] = field(default_factory=list)   # what "frozen embeddings" freezes
 
@@ -173,6 +173,12 @@ def char_lstm() -> Model:
     return Model(CharLSTM(), lambda i: _tokens(i)[:, :6], loss)
 
 
+def build(name: str) -> Model:
+    """Model ``name`` with the same random weights every time."""
+    torch.manual_seed(0)
+    return MODELS[name]()
+
+
 MODELS: dict[str, Callable[[], Model]] = {
     "gpt2": gpt2, "gpt2-sdpa": lambda: gpt2("sdpa"), "bert": bert, "llama": llama, "resnet18": resnet18,
     "mobilenet_v3": mobilenet_v3, "vit": vit, "efficientnet": efficientnet, "mlp": mlp, "char_lstm": char_lstm,
@@ -193,7 +199,7 @@ class Loop:
 
 
 _LR = {"adamw": 1e-3, "adamw-fused": 1e-3, "adam": 1e-3, "sgd-momentum": 0.01, "sgd-nesterov": 0.01,
-       "rmsprop": 1e-3, "adagrad": 0.01}
+       "rmsprop": 1e-4, "adagrad": 1e-3}
 
 
 def make_optimizer(loop: Loop, params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -266,7 +272,7 @@ def train(path: str | None, model: Model, loop: Loop, save: str = "statistics", 
                 total = 0.0
                 for k in range(loop.accumulate):
                     with _precision(loop):
-                        loss = model.loss(m, model.batch(i * loop.accumulate + k)) / loop.accumulate
+                        loss = model.loss(m, model.batch(k)) / loop.accumulate
                     loss.backward()
                     total += float(loss.detach())
                 if loop.clip is not None:

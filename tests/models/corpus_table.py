@@ -17,8 +17,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", action="append")
     args = ap.parse_args()
-    print("| model | loop | mode | hits (by watchpoint) | error records | skipped checks | s |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | loop | mode | loss (torch) | hits (by watchpoint) | error records | skipped checks | s |")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp, corpus.quiet_threads():
         for name, loop, modes in corpus.HEALTHY:
             if args.only and name not in args.only:
@@ -26,11 +26,12 @@ def main() -> None:
             for save in modes:
                 t = time.perf_counter()
                 path = os.path.join(tmp, f"{name}-{save}")
-                corpus.train(path, corpus.MODELS[name](), loop, save=save)
+                truth = corpus.train(path, corpus.build(name), loop, save=save)
                 s = corpus.summary(corpus.scan_recommended(path))
                 errors, skipped = s.pop("errors"), s.pop("skipped")
                 hits = ", ".join(f"{k} {v}" for k, v in sorted(s.items())) or "0"
-                print(f"| {name} | {corpus.loop_label(loop)} | {save} | {hits} | {errors} | {skipped} | "
+                loss = f"{truth.losses[0]:.3g} -> {truth.losses[-1]:.3g}"
+                print(f"| {name} | {corpus.loop_label(loop)} | {save} | {loss} | {hits} | {errors} | {skipped} | "
                       f"{time.perf_counter() - t:.1f} |", flush=True)
 
 

@@ -1,0 +1,223 @@
+"""The real-model corpus: quiet on every healthy variant, and each planted fault found with the right headline.
+
+Models are built by transformers, torchvision and timm (tests/models/corpus.py); truth comes from plain
+torch, collected beside the recorder from the same run: the loss, which weights the step left bit-identical,
+a layer's zero share from a forward hook, gradients from ``.grad``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+pytest.importorskip("timm")
+
+import torch.nn as nn  # noqa: E402
+
+import corpus  # noqa: E402
+from corpus import HEALTHY, Loop, build, scan_recommended, train  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with corpus.quiet_threads():
+        yield
+
+
+def _cases() -> list[Any]:
+    return [pytest.param(name, loop, save, id=f"{name}-{save}") for name, loop, modes in HEALTHY for save in modes]
+
+
+@pytest.mark.parametrize("name, loop, save", _cases())
+def test_healthy_runs_are_quiet(tmp_path, name: str, loop: Loop, save: str) -> None:
+    """No hit and no error record from the recommended preset on a healthy run (the loss falls, per torch)."""
+    path = str(tmp_path / "dump")
+    truth = train(path, build(name), loop, save=save)
+    assert all(math.isfinite(v) for v in truth.losses) and truth.losses[-1] < truth.losses[0], truth.losses
+    res = scan_recommended(path)
+    assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
+    assert [(e.watchpoint, e.iteration, e.node, e.error) for e in res.errors] == []
+    # what does not apply is said once per watchpoint and reason, never as a needs-values record
+    assert not any("needs tensor values" in s.reason for s in res.skipped), res.skipped
+    if loop.freeze_embeddings:          # left out of the optimizer: not a trained weight, not "frozen"
+        weights = {n.param for n in _graph(path).nodes("weight")}
+        assert not weights & {"bert.embeddings.word_embeddings.weight"}
+        assert weights == truth.trained
+
+
+def _graph(path: str) -> Any:
+    from debugger import open_dump
+
+    return open_dump(path).rank(0).graph(0)
+
+
+# -- planted faults -----------------------------------------------------------------------------------
+def _first(res: Any) -> tuple[str, int]:
+    assert res.first is not None, "nothing found"
+    return res.first.watchpoint, res.first.iteration
+
+
+@pytest.mark.parametrize("save", ["statistics", "tensors"])
+def test_a_nan_made_at_iteration_2_heads_the_scan_at_its_line(tmp_path, save: str) -> None:
+    """GPT-2 (AdamW): a forward hook takes the log of block 1's MLP output at iteration 2 (GELU outputs are
+    negative too: NaN). The headline is that log, on the hook's line, at iteration 2, though zero and
+    saturation findings could come earlier; torch says the hook's input is finite and its output not."""
+    seen: dict[str, bool] = {}
+
+    def poison(module: nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
+        seen["finite_in"] = bool(torch.isfinite(output).all())
+        bad = output.log()      # NAN_LINE
+        seen["finite_out"] = bool(torch.isfinite(bad).all())
+        return bad
+
+    def at_2(i: int, m: nn.Module) -> Any:
+        if i != 2:
+            return None
+        return _hooked(m.transformer.h[1].mlp, poison)
+
+    path = str(tmp_path / "dump")
+    train(path, build("gpt2"), Loop("adamw"), save=save, before_step=at_2)
+    assert seen == {"finite_in": True, "finite_out": False}
+    res = scan_recommended(path)
+    assert _first(res) == ("overflow", 2)
+    assert res.first.op_type == "log" and res.first.source == f"{__file__}:{_line('NAN_LINE')}"
+    assert {h.iteration for h in res.hits if h.watchpoint == "overflow"} == {2}
+
+
+class _hooked:
+    """A forward hook on a module for one step (a context manager)."""
+
+    def __init__(self, module: nn.Module, hook: Any) -> None:
+        self.module, self.hook = module, hook
+
+    def __enter__(self) -> None:
+        self.handle = self.module.register_forward_hook(self.hook)
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.remove()
+
+
+def _line(tag: str) -> int:
+    with open(__file__, encoding="utf-8") as f:
+        return next(i for i, text in enumerate(f, 1) if f"# {tag}" in text)
+
+
+def test_a_frozen_layer_is_the_headline(tmp_path) -> None:
+    """ResNet-18, SGD with momentum; its classifier in a parameter group with learning rate 0: torch leaves
+    exactly fc.weight and fc.bias unchanged at every step, and weight_not_changed names them and only them."""
+    def groups(m: nn.Module, params: list[nn.Parameter]) -> Any:
+        fc = {id(p) for p in m.fc.parameters()}
+        return [{"params": [p for p in params if id(p) not in fc]},
+                {"params": [p for p in params if id(p) in fc], "lr": 0.0}]
+
+    path = str(tmp_path / "dump")
+    truth = train(path, build("resnet18"), Loop("sgd-momentum"), groups=groups)
+    assert all(u == {"fc.weight", "fc.bias"} for u in truth.unchanged), truth.unchanged
+    res = scan_recommended(path)
+    assert _first(res) == ("weight_not_changed", 0)
+    frozen = {(h.iteration, h.param) for h in res.hits if h.watchpoint == "weight_not_changed"}
+    assert frozen == {(i, p) for i in range(corpus.STEPS) for p in ("fc.weight", "fc.bias")}
+    assert {h.watchpoint for h in res.hits} == {"weight_not_changed"}
+
+
+@pytest.mark.parametrize("save", ["statistics", "tensors"])
+def test_a_dead_in_place_relu_layer_is_the_headline(tmp_path, save: str) -> None:
+    """ResNet-18's first ReLU is ``nn.ReLU(inplace=True)`` (ATen relu_); bn1's bias at -100 kills it. torch
+    counts 100 % zeros at its output; activation_dead_layer names it, and the zeros it causes below (the
+    gradients of conv1 and bn1, which then do not change) are reported there, not as findings of their own."""
+    zero_share: list[float] = []
+
+    def kill(i: int, m: nn.Module) -> Any:
+        if i == 0:
+            with torch.no_grad():
+                m.bn1.bias.fill_(-100.0)
+        return _hooked(m.relu, lambda mod, a, out: zero_share.append(float((out == 0).float().mean())) or None)
+
+    path = str(tmp_path / "dump")
+    train(path, build("resnet18"), Loop("sgd-momentum"), save=save, before_step=kill)
+    assert zero_share and all(s == 1.0 for s in zero_share), zero_share
+    res = scan_recommended(path)
+    assert _first(res) == ("activation_dead_layer", 0)
+    dead = {h.node for h in res.hits if h.watchpoint == "activation_dead_layer"}
+    assert dead == {"model/relu-ReLU/relu_-0"}, dead
+    # every finding is that ReLU's (its all-zero output is also tensor_all_zero's): none below it
+    assert {h.node for h in res.hits} == dead, {(h.watchpoint, h.node) for h in res.hits}
+
+
+def test_a_saturated_lstm_cell_is_found_at_its_gates(tmp_path) -> None:
+    """The LSTM cell's weights scaled by 30: its gates (ATen sigmoid_/tanh_ inside nn.LSTMCell) sit at their
+    asymptotes; torch computes the first time step's gates by hand and finds most within 1e-3 of them."""
+    model = build("char_lstm")
+    with torch.no_grad():
+        for p in model.module.cell.parameters():
+            p.mul_(30.0)
+    ids = model.batch(0)
+    cell = model.module.cell
+    x = model.module.embed(ids[:, 0])
+    gates = x @ cell.weight_ih.T + cell.bias_ih + cell.bias_hh
+    i, f, g, o = gates.chunk(4, 1)
+    acts = torch.cat([torch.sigmoid(i), torch.sigmoid(f), torch.sigmoid(o)]).flatten()
+    share = float(((acts < 1e-3) | (acts > 1 - 1e-3)).float().mean())
+    assert share > 0.5, share
+    path = str(tmp_path / "dump")
+    train(path, model, Loop("sgd-momentum", clip=1.0))
+    res = scan_recommended(path)
+    assert _first(res) == ("activation_saturated_layer", 0)
+    sat = {h.op_type for h in res.hits if h.watchpoint == "activation_saturated_layer"}
+    assert sat <= {"sigmoid_", "tanh_", "tanh"} and "sigmoid_" in sat
+
+
+def test_vanishing_gradients_of_a_deep_plain_net(tmp_path) -> None:
+    """Twenty sigmoid layers, no normalisation, SGD: torch's first-layer gradients are below 1e-9 and
+    gradient_vanishing heads the scan with the first layers."""
+    grads: dict[str, float] = {}
+
+    def deep() -> corpus.Model:
+        return corpus.Model(corpus.MLP(depth=20, width=16, act=nn.Sigmoid), corpus._vectors, corpus._classify)
+
+    def note(i: int, m: nn.Module) -> Any:
+        if i == 1:
+            for n, p in m.named_parameters():
+                if p.grad is not None:
+                    grads[n] = float(p.grad.abs().mean())
+        return None
+
+    torch.manual_seed(0)
+    path = str(tmp_path / "dump")
+    train(path, deep(), Loop("sgd-momentum"), before_step=note)
+    assert grads["layers.0.weight"] < 1e-9 and grads["head.weight"] > 1e-4, grads
+    res = scan_recommended(path)
+    assert _first(res) == ("gradient_vanishing", 0)
+    vanished = {h.param for h in res.hits if h.watchpoint == "gradient_vanishing" and h.iteration == 0}
+    assert "layers.0.weight" in vanished and "head.weight" not in vanished
+    # torch's truth, layer by layer, at the gradients noted before step 1 (those of step 0)
+    assert {p for p in vanished if p.endswith(".weight")} == {n for n, g in grads.items()
+                                                              if n.endswith(".weight") and g < 1e-9}
+
+
+def test_exploding_weights_from_a_too_high_learning_rate(tmp_path) -> None:
+    """An MLP with SGD at lr 50: torch's update moves a weight by more than ten times its size in the
+    first step (the losses stay finite); weight_change_too_large heads the scan."""
+    ratios: dict[str, float] = {}
+    before: dict[str, torch.Tensor] = {}
+
+    def note(i: int, m: nn.Module) -> Any:
+        if i == 0:
+            before.update({n: p.detach().clone() for n, p in m.named_parameters()})
+        elif i == 1:
+            ratios.update({n: float((p.detach() - before[n]).abs().mean() / before[n].abs().mean())
+                           for n, p in m.named_parameters()})
+        return None
+
+    path = str(tmp_path / "dump")
+    truth = train(path, build("mlp"), Loop("sgd-momentum", lr=50.0), before_step=note)
+    assert all(math.isfinite(v) for v in truth.losses), truth.losses
+    assert max(ratios.values()) > 10, ratios
+    res = scan_recommended(path)
+    assert _first(res) == ("weight_change_too_large", 0)
+    big = {h.param for h in res.hits if h.watchpoint == "weight_change_too_large" and h.iteration == 0}
+    assert big == {n for n, r in ratios.items() if r > 10}

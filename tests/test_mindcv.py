@@ -142,6 +142,7 @@ def test_a_dead_relu_block_is_found_first() -> None:
     dead = {h.node for h in res.hits if h.watchpoint == "activation_dead_layer"}
     assert relu in dead and all(BLOCK in n for n in dead)
     assert res.hits[0].node == relu
+    assert (res.first.watchpoint, res.first.node) == ("activation_dead_layer", relu)   # the headline: the cause
 
 
 def test_a_frozen_layer_is_found_first() -> None:

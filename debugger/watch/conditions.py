@@ -739,21 +739,21 @@ class OverflowOrigin(Family):
                 bad[ref.key] = stats
         if not bad:
             return
-        inherited = next((ref for ref in item.refs if ref.key in bad and ref.io == "input"
-                          and ref.kind in ("weight", "optimizer_state")), None)
-        if inherited is not None:
-            # the iteration began with a non-finite weight or state: made by an earlier iteration's update,
-            # whose origin that iteration's search reports; what follows here is its consequence
-            add_error(out, wp, step, inherited.node, NotApplicable(
-                "weights or optimizer state were already non-finite when the iteration began: the origin is "
-                "in an earlier iteration"))
-            return
         by_node: dict[str, list[tuple[str, int]]] = {}
         for node, io, slot in bad:
             by_node.setdefault(node, []).append((io, slot))
         graph = step.graph
         order_idx = graph.execution_index if graph is not None else {}
+        # the first kernel that read a weight or optimizer state already non-finite when the iteration began
+        # (an earlier iteration's update made it: that iteration's search reports the origin)
+        inherited = min((ref for ref in item.refs if ref.key in bad and _read_at_start(graph, ref)),
+                        key=lambda ref: order_idx.get(ref.node, 1 << 30), default=None)
         for node, ios in sorted(by_node.items(), key=lambda kv: order_idx.get(kv[0], 1 << 30)):
+            if inherited is not None and order_idx.get(inherited.node, 1 << 30) <= order_idx.get(node, 1 << 30):
+                add_error(out, wp, step, inherited.node, NotApplicable(
+                    "weights or optimizer state were already non-finite when the iteration began: the origin "
+                    "is in an earlier iteration"))
+                return
             outs = sorted(s for io, s in ios if io == "output")
             if not outs:
                 continue
@@ -769,6 +769,21 @@ class OverflowOrigin(Family):
                     "a non-finite constant made from no input (an attention mask's -inf) is no overflow origin"))
                 continue
             add_hit(out, wp, item.order, step, ref, nonfinite_counts(bad[(node, "output", outs[0])]), {})
+
+
+def _read_at_start(graph: Graph | None, ref: TensorRef) -> bool:
+    """Whether ``ref`` is a weight or optimizer state as the forward pass read it: its value when the
+    iteration began (not as the optimizer's own kernels read it after this iteration's gradients)."""
+    if ref.io != "input" or graph is None or ref.node not in graph.nx:
+        return False
+    nodes = graph.nx.nodes
+    a = nodes[ref.node]
+    if a.get("is_backward") or a.get("input_roles") or a.get("kind") == "optimizer_state":
+        return False
+    values = graph.value_inputs(ref.node)
+    src = values[ref.slot] if ref.slot < len(values) else None
+    s = nodes[src] if src in nodes else {}
+    return bool(s.get("is_parameter")) and s.get("kind") in ("weight", "optimizer_state")
 
 
 def _reads_nonfinite(graph: Graph | None, node: str, bad_nodes: dict[str, list[tuple[str, int]]]) -> bool:

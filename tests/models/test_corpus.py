@@ -221,3 +221,58 @@ def test_exploding_weights_from_a_too_high_learning_rate(tmp_path) -> None:
     assert _first(res) == ("weight_change_too_large", 0)
     big = {h.param for h in res.hits if h.watchpoint == "weight_change_too_large" and h.iteration == 0}
     assert big == {n for n, r in ratios.items() if r > 10}
+
+
+# -- every model and loop: a NaN and a frozen layer planted -------------------------------------------
+def _first_with_parameters(m: nn.Module) -> nn.Module:
+    """The first module (in definition order) that holds parameters of its own."""
+    return next(mod for mod in m.modules() if next(mod.parameters(recurse=False), None) is not None)
+
+
+def _last_layer(m: nn.Module) -> str:
+    """The module path of the last parameter the model lists (its head, or its final norm)."""
+    return [n for n, _ in m.named_parameters()][-1].rsplit(".", 1)[0]
+
+
+@pytest.mark.parametrize("name, loop", [pytest.param(n, loop, id=n) for n, loop, _ in HEALTHY])
+def test_every_model_and_loop_heads_a_planted_nan_with_its_line(tmp_path, name: str, loop: Loop) -> None:
+    """At iteration 2 a forward hook on the model's first layer takes the square root of a negative copy
+    of its output: torch says the hook's input is finite and its output not; the headline is that sqrt."""
+    seen: list[tuple[bool, bool]] = []
+
+    def poison(module: nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
+        bad = torch.sqrt(output - output.detach().abs().max() - 1)     # SQRT_LINE
+        seen.append((bool(torch.isfinite(output).all()), bool(torch.isfinite(bad).all())))
+        return bad
+
+    def at_2(i: int, m: nn.Module) -> Any:
+        return _hooked(_first_with_parameters(m), poison) if i == 2 else None
+
+    path = str(tmp_path / "dump")
+    train(path, build(name), loop, before_step=at_2)
+    assert seen and seen[0] == (True, False), seen
+    res = scan_recommended(path)
+    assert _first(res) == ("overflow", 2)
+    assert res.first.op_type == "sqrt" and res.first.source == f"{__file__}:{_line('SQRT_LINE')}"
+
+
+@pytest.mark.parametrize("name, loop", [pytest.param(n, loop, id=n) for n, loop, _ in HEALTHY])
+def test_every_model_and_loop_heads_a_layer_at_learning_rate_0(tmp_path, name: str, loop: Loop) -> None:
+    """The model's last layer in a parameter group with learning rate 0: torch leaves exactly its
+    parameters unchanged at every step, and weight_not_changed is the headline, on exactly those."""
+    model = build(name)
+    layer = _last_layer(model.module)
+    frozen = {n for n, _ in model.module.named_parameters() if n.rsplit(".", 1)[0] == layer}
+
+    def groups(m: nn.Module, params: list[nn.Parameter]) -> Any:
+        names = {id(p): n for n, p in m.named_parameters()}
+        return [{"params": [p for p in params if names[id(p)] not in frozen]},
+                {"params": [p for p in params if names[id(p)] in frozen], "lr": 0.0}]
+
+    path = str(tmp_path / "dump")
+    truth = train(path, model, loop, groups=groups)
+    assert all(frozen <= u for u in truth.unchanged), (frozen, truth.unchanged)
+    res = scan_recommended(path)
+    assert _first(res) == ("weight_not_changed", 0)
+    found = {h.param for h in res.hits if h.watchpoint == "weight_not_changed"}
+    assert found == frozen

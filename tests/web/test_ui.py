@@ -262,6 +262,24 @@ def _timed_triage(page: Any, url: str) -> float:
     return time.perf_counter() - t0
 
 
+def test_triage_says_once_what_did_not_apply(page: Any, tmp_path: Any) -> None:
+    """A healthy mindcv ResNet-18: nothing fired, and the zero-initialised betas' update ratio is one line."""
+    dump = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "mindcv", "resnet_healthy")
+    srv = _serve(dump, str(tmp_path / "cache"))
+    try:
+        _timed_triage(page, srv.url + "#/triage")
+        card = page.locator(".card.findings")
+        assert "Nothing fired" in card.inner_text()
+        lines = page.locator(".card.findings .skip")
+        assert lines.count() == 1
+        text = lines.first.inner_text()
+        assert text.startswith("weight_change_too_large skipped") and "zero-initialised" in text
+        shot(page, "triage-skipped")
+    finally:
+        page.goto("about:blank")
+        srv.stop()
+
+
 def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> None:
     from conftest import SAMPLE
 

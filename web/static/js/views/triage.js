@@ -112,7 +112,8 @@ export function mount(root) {
         } }, 'Watch these'));
     if (!t.findings.length) {
       return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
-        h('div', { class: 'ok-box' }, `Nothing fired: no NaN/Inf, vanishing gradient, frozen or exploding weight, all-zero tensor, saturated or dead layer in ${t.checked.length} iterations.`)));
+        h('div', { class: 'ok-box' }, `Nothing fired: no NaN/Inf, vanishing gradient, frozen or exploding weight, all-zero tensor, saturated or dead layer in ${t.checked.length} iterations.`),
+        skippedNote(t)));
     }
     const rows = t.findings.map((f) => {
       const x = f.first;
@@ -132,7 +133,16 @@ export function mount(root) {
             : h('span', { class: 'faint small' }, 'no code line')),
         h('div', { class: 'f-what small' }, hitText(x)));
     });
-    return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' }, rows));
+    return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' }, rows, skippedNote(t)));
+  }
+
+  // What did not apply (an update ratio of a zero-initialised bias ...): one line per watchpoint and reason.
+  function skippedNote(t) {
+    const skipped = t.skipped || [];
+    if (!skipped.length) return null;
+    return h('div', { class: 'skipped muted small' }, h('b', {}, 'Not applicable'),
+      skipped.map((s) => h('div', { class: 'skip', 'data-watchpoint': s.watchpoint, title: `e.g. ${s.example.node}, iteration ${s.example.iteration}` },
+        h('span', { class: 'mono' }, s.watchpoint), ` skipped ${fmt(s.checks)} check${s.checks === 1 ? '' : 's'}: ${s.reason}`)));
   }
 
   function lossCard(t) {

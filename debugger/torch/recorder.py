@@ -693,7 +693,10 @@ class Recorder:
             # step(closure) (Lightning's automatic optimization, LBFGS) runs the forward and backward
             # inside step(): they are the iteration's own ops, its gradients are there once it returns
             return _with_closure(args, kwargs, self._closure_recorder(opt, closure))
-        self._enter_step(g, opt)
+        try:
+            self._enter_step(g, opt)
+        except Exception as exc:     # never break the training: drop this iteration instead
+            self._drop(exc)
         return None
 
     def _closure_recorder(self, opt: torch.optim.Optimizer, closure: Any) -> Any:

@@ -11,8 +11,10 @@ msprobe records no data-flow edges. This module draws only the edges it can just
   parameter gradient (``parameters_grad``), gets that parameter or gradient as the input.
 
 A weight's tensor in a step is its value after that step's update: the output of the optimizer op
-that wrote it last (see :mod:`.optimizer`), else, when no update is recorded, the value its module
-read. Every other op under ``optimizer`` that belongs to a parameter is its ``optimizer_state``.
+that wrote it last (see :mod:`.optimizer`). When no update is recorded (level L0, MindSpore PyNative
+dumps, which record no optimizer) the step holds no value after the update, and the weight has no
+tensor of its own there: the value read is its readers' input (taken for the value after the update,
+it made every weight "unchanged" in its first step). Every other op under ``optimizer`` that belongs to a parameter is its ``optimizer_state``.
 
 Equal statistics alone are NOT taken as an edge between activations (a ReLU of a positive tensor
 equals its input): activations are a sequence in call order. Backward ops carry their forward op's
@@ -228,8 +230,12 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
         for full in module_params.get(op.key, {}):
             if full not in emitted_params:
                 emitted_params.add(full)
-                it = opt.after.get(full, params[full])   # the weight after the step's update, when recorded
-                rows.rows.append((full, "output", 0, it))
+                # the weight after the step's update, when recorded; else the step's dump holds only the value
+                # read before it (MindSpore PyNative dumps record no optimizer): no value after the update
+                it = opt.after.get(full)
+                if it is not None:
+                    rows.rows.append((full, "output", 0, it))
+                it = it or params[full]
                 if full in known:
                     out.append((full, None))
                     continue

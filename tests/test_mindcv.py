@@ -65,8 +65,6 @@ def test_every_trainable_weight_has_its_backprop_gradient(variant: str) -> None:
     truth = _truth(variant)
     found = _gradients(os.path.join(DATA, variant))
     assert sorted(found) == sorted(truth["trainable"])
-    rank = open_dump(os.path.join(DATA, variant)).ranks[0]
-    tmap = rank.tensor_map(0, 0)
     for name in truth["trainable"]:
         if name.endswith((".gamma", ".beta")):   # BatchNormGrad: gamma's gradient is slot 1, beta's slot 2
             (ref,) = found[name]

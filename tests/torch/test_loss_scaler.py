@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from clirun import run_cli  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
+from debugger.triage import triage  # noqa: E402
 
 STEPS = 5
 
@@ -70,6 +71,10 @@ def test_skipped_steps_are_a_loss_scale_overflow(tmp_path: Any, save: str) -> No
         assert out["errors"] == []
     text = run_cli("scan", dump, "--no-cache")
     assert f"{len(skipped)} optimizer step(s) skipped, loss_scale_overflow" in text.out
+    # the triage (the web UI's landing page) says the same
+    tri = triage(open_dump(dump))
+    assert tri["findings"] == [] and [(s["iteration"], s["cause"]) for s in tri["skipped_steps"]] == [
+        (i, "loss_scale_overflow") for i in skipped]
 
 
 def test_a_nan_in_the_forward_pass_stays_the_headline(tmp_path: Any) -> None:

@@ -136,11 +136,21 @@ export function mount(root) {
     return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' }, rows, skippedNote(t)));
   }
 
-  // What did not apply (an update ratio of a zero-initialised bias ...): one line per watchpoint and reason.
+  // What did not apply (an update ratio of a zero-initialised bias ...): one line per watchpoint and reason;
+  // optimizer steps that did not run (a loss scaler's skipped steps): one line per cause.
   function skippedNote(t) {
     const skipped = t.skipped || [];
-    if (!skipped.length) return null;
-    return h('div', { class: 'skipped muted small' }, h('b', {}, 'Not applicable'),
+    const steps = t.skipped_steps || [];
+    if (!skipped.length && !steps.length) return null;
+    const causes = {};
+    for (const s of steps) (causes[s.cause] = causes[s.cause] || []).push(s.iteration);
+    const WHY = { loss_scale_overflow: 'the loss scaler found NaN/Inf in the scaled gradients and skipped the step (its NaN/Inf are not findings)',
+      optimizer_step_not_run: 'the optimizer did not step' };
+    return h('div', { class: 'skipped muted small' },
+      Object.entries(causes).map(([cause, its]) => h('div', { class: 'skipped-step', 'data-cause': cause },
+        h('b', {}, `${its.length} optimizer step${its.length === 1 ? '' : 's'} skipped`),
+        ` (iteration${its.length === 1 ? '' : 's'} ${[...new Set(its)].join(', ')}): ${WHY[cause] || cause}`)),
+      skipped.length ? h('b', {}, 'Not applicable') : null,
       skipped.map((s) => h('div', { class: 'skip', 'data-watchpoint': s.watchpoint, title: `e.g. ${s.example.node}, iteration ${s.example.iteration}` },
         h('span', { class: 'mono' }, s.watchpoint), ` skipped ${fmt(s.checks)} check${s.checks === 1 ? '' : 's'}: ${s.reason}`)));
   }

@@ -108,6 +108,8 @@ def _train(name: str) -> None:
     net = _gpt2() if model_kind == "gpt2" else _cnn()
     net.train()
     if planted == "nan":   # planted: log of the first MLP's output (negatives give NaN) at step NAN_STEP
+        import torch
+
         def log_out(module, args, out):  # type: ignore[no-untyped-def]
             return torch.log(out) if module.nan_now else out
 

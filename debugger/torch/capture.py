@@ -66,8 +66,8 @@ class IterationGraph:
     nodes: list[NodeRecord] = field(default_factory=list)
     order: list[str] = field(default_factory=list)
     counters: dict[tuple[str, str], int] = field(default_factory=dict)
-    by_view: dict[tuple[Any, ...], tuple[int, str, Any, int, int]] = field(default_factory=dict)
-    by_storage: dict[int, tuple[int, str, Any, int, int]] = field(default_factory=dict)
+    by_view: dict[tuple[Any, ...], tuple[int, str, Any, int]] = field(default_factory=dict)
+    by_storage: dict[int, tuple[int, str, Any, int]] = field(default_factory=dict)
     seq: int = 0
     leaves: dict[str, NodeRecord] = field(default_factory=dict)
     inputs_seen: dict[int, str] = field(default_factory=dict)
@@ -114,16 +114,6 @@ def storage_ptr(t: torch.Tensor) -> int:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
         return 0
-
-
-def storage_ids(t: torch.Tensor) -> tuple[int, int]:
-    """(address of the tensor's memory, address of its storage object): 0s when it has none. The storage
-    object outlives any one Python tensor on it (autograd's saved tensors come back as new ones)."""
-    try:
-        s = t.untyped_storage()
-        return s.data_ptr(), s._cdata
-    except (RuntimeError, NotImplementedError):
-        return 0, 0
 
 
 def view_key(t: torch.Tensor, ptr: int | None = None) -> tuple[Any, ...]:
@@ -250,20 +240,13 @@ class Tracker:
         self.make_leaf(leaf, t)
         return leaf.name, leaf
 
-    def newest(self, t: torch.Tensor) -> tuple[int, str, Any, int, int] | None:
-        """The newest live (seq, node, tensor ref, slot, storage object) that made ``t``'s view or wrote
-        its memory. Live: the Python tensor it made is alive, or ``t`` is the same view of the very storage
-        object it made (a tensor autograd saved in the forward comes back in the backward as a new Python
-        object; before this, such a tensor became a new data input, and the iteration a graph of its own
-        whenever the garbage collector had freed the forward's object)."""
+    def newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
+        """The newest live (seq, node, tensor ref, slot) that made ``t``'s view or wrote its memory."""
         g = self.g
         best = None
-        ptr, sid = storage_ids(t)
-        by_view = g.by_view.get(view_key(t, ptr))
-        for e in (by_view, g.by_storage.get(ptr)):
-            if e is None or (best is not None and e[0] <= best[0]):
-                continue
-            if e[2]() is not None or (e is by_view and sid and e[4] == sid):
+        ptr = storage_ptr(t)
+        for e in (g.by_view.get(view_key(t, ptr)), g.by_storage.get(ptr)):
+            if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
                 best = e
         return best
 
@@ -309,8 +292,8 @@ class Tracker:
             ref = weakref.ref(t)
         except TypeError:
             return
-        ptr, sid = storage_ids(t)
-        e = (g.seq, node, ref, slot, sid)
+        e = (g.seq, node, ref, slot)
+        ptr = storage_ptr(t)
         g.by_view[view_key(t, ptr)] = e
         if not view:
             g.by_storage[ptr] = e

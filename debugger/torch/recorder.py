@@ -10,10 +10,11 @@ the weight's readers (the first one is what tdbg's "previous value" uses for the
 """
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import weakref
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -248,13 +249,32 @@ class Recorder:
             self._mode.__exit__(None, None, None)
             self._mode = None
 
+    @contextlib.contextmanager
+    def _own_work(self) -> Iterator[None]:
+        """The recorder's own tensor work: no dispatch mode (its own included) sees its operators."""
+        self._busy = True
+        try:
+            with _own_ops():
+                yield
+        finally:
+            self._busy = False
+
+    @contextlib.contextmanager
+    def _guarded(self) -> Iterator[None]:
+        """:meth:`_own_work` in a hook of the user's training: a failure drops this iteration, never the
+        training."""
+        try:
+            with self._own_work():
+                yield
+        except Exception as exc:
+            self._drop(exc)
+
     def _end(self) -> None:
         g = self._graph
         if g is None:
             return
-        self._busy = True
         try:
-            with _own_ops():
+            with self._own_work():
                 C.tag_pending(g)
                 self._refresh_leaves()
                 for ptr, leaf in list(self._leaf_by_ptr.items()):
@@ -269,7 +289,6 @@ class Recorder:
                             c.extra = update_row(t, before)
                 job = self._job(g)
         finally:
-            self._busy = False
             self._graph = None
             self._before_step.clear()
         assert self._sink is not None
@@ -640,12 +659,8 @@ class Recorder:
         if self._graph is None:
             return
         if self._composites.pending:
-            self._busy = True
-            try:
-                with _own_ops():
-                    self._composites.settle(module, output)
-            finally:
-                self._busy = False
+            with self._guarded():
+                self._composites.settle(module, output)
         for i in range(len(self._scopes) - 1, -1, -1):
             if self._scopes[i][0] is module:
                 del self._scopes[i:]
@@ -656,27 +671,23 @@ class Recorder:
         g = self._graph
         if g is None or self._busy:
             return self._orig_backward(tensors, *args, **kwargs)
-        self._busy = True
-        try:
-            with _own_ops():
-                C.tag_pending(g)
-                roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-                for t in roots:     # every root is a loss (micro-batches accumulating gradients call backward often)
-                    if not isinstance(t, torch.Tensor):
-                        continue
-                    src, _ = self._tracker.source(t, data=False)
-                    slot = self._tracker.slot_of(t)
-                    if slot is not None:
-                        g.loss_slots.setdefault(src, set()).add(slot)
-                    if src not in g.losses:
-                        g.losses.append(src)
-                        for n in reversed(g.nodes):
-                            if n.name == src and not n.is_parameter:
-                                n.kind = "loss"
-                                break
-                self._backward_source = user_stack(2)
-        finally:
-            self._busy = False
+        with self._own_work():
+            C.tag_pending(g)
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            for t in roots:     # every root is a loss (micro-batches accumulating gradients call backward often)
+                if not isinstance(t, torch.Tensor):
+                    continue
+                src, _ = self._tracker.source(t, data=False)
+                slot = self._tracker.slot_of(t)
+                if slot is not None:
+                    g.loss_slots.setdefault(src, set()).add(slot)
+                if src not in g.losses:
+                    g.losses.append(src)
+                    for n in reversed(g.nodes):
+                        if n.name == src and not n.is_parameter:
+                            n.kind = "loss"
+                            break
+            self._backward_source = user_stack(2)
         self._in_backward += 1
         try:
             return self._orig_backward(tensors, *args, **kwargs)
@@ -716,13 +727,9 @@ class Recorder:
 
     def _enter_step(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """Record ``opt``'s gradients and mark the ops that follow as its step."""
-        self._busy = True
-        try:
-            with _own_ops():
-                self._record_gradients(g, opt)
-                self._snapshot_weights(opt)
-        finally:
-            self._busy = False
+        with self._own_work():
+            self._record_gradients(g, opt)
+            self._snapshot_weights(opt)
         g.step_ops = []
         g.step_first = len(g.nodes)
         self._in_step = opt
@@ -769,14 +776,8 @@ class Recorder:
         g = self._graph
         if g is None:
             return
-        self._busy = True
-        try:
-            with _own_ops():
-                self._tag_state(g, opt)
-        except Exception as exc:     # never break the training
-            self._drop(exc)
-        finally:
-            self._busy = False
+        with self._guarded():
+            self._tag_state(g, opt)
 
     def _tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""

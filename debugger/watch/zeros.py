@@ -89,12 +89,11 @@ def _all_zero(batch: Batch, ref: TensorRef | None) -> bool:
 
 def apply_zero_origins(step: Step, batch: Batch, result: ScanResult, first_hit: int) -> None:
     """Move the step's hits (from ``first_hit`` on) that zeros made upstream explain to ``skipped``."""
-    if step.graph is None:
+    if step.graph is None or len(result.hits) == first_hit:
         return
-    refs = {(r.node, r.io, r.slot): r for r in step.tmap.values()}
     keep = []
     for h in result.hits[first_hit:]:
-        ref = refs.get((h.node, h.io, h.slot))
+        ref = step.tmap.get((h.node, h.io, h.slot))
         reason = None if ref is None or h.watchpoint not in ZERO_RULES else _explained(step, batch, h.watchpoint, ref)
         if reason is None:
             keep.append(h)

@@ -1,6 +1,6 @@
 """debugger.torch.Recorder: real training runs (in real processes), expectations from plain torch.
 
-Every run is tests/torch/train_script.py in a subprocess: it trains a small net under the
+Every run is tests/recorder/train_script.py in a subprocess: it trains a small net under the
 recorder and, as it goes, writes what plain torch says (gradient means per parameter, the
 parameters the optimizer step left unchanged, rank equality under DDP) to a JSON file.
 """
@@ -20,6 +20,7 @@ import pytest
 pytest.importorskip("torch")
 
 from clirun import run_cli  # noqa: E402
+from recorder_kit import tensors_by_iteration  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
 from debugger.stats import STAT_NAMES, tensor_stats  # noqa: E402
@@ -73,16 +74,6 @@ def stats_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[dict]
     return out, facts[0]
 
 
-def _tensors(dump: str, rank: int = 0) -> dict[int, dict[tuple[str, str, int], object]]:
-    """iteration -> (node, io, slot) -> TensorRef, over every graph of the rank."""
-    r = open_dump(dump).rank(rank)
-    out: dict[int, dict] = {}
-    for gid in r.graphs:
-        for it in r.iterations(gid):
-            out.setdefault(it, {}).update(r.tensor_map(gid, it))
-    return out
-
-
 def _graph_of(dump: str, rank: int = 0):
     r = open_dump(dump).rank(rank)
     return r, r.graphs
@@ -91,7 +82,7 @@ def _graph_of(dump: str, rank: int = 0):
 def test_gradients_match_plain_torch(values_run: tuple[str, list[dict]]) -> None:
     """The gradient node of every parameter holds what p.grad held before the step (its mean)."""
     dump, facts = values_run
-    tensors = _tensors(dump)
+    tensors = tensors_by_iteration(dump)
     assert sorted(tensors) == list(range(STEPS))
     for it, fact in enumerate(facts):
         for name, mean in fact["grad_mean"].items():
@@ -167,7 +158,7 @@ def test_code_to_graph_both_directions(values_run: tuple[str, list[dict]]) -> No
 def test_statistics_mode_equals_values(values_run: tuple[str, list[dict]], stats_run: tuple[str, list[dict]]) -> None:
     """save="statistics" stores, for every tensor, the statistics debugger.stats computes from the values
     of the same (deterministic) run; exact digests for weights and gradients."""
-    vals, sts = _tensors(values_run[0]), _tensors(stats_run[0])
+    vals, sts = tensors_by_iteration(values_run[0]), tensors_by_iteration(stats_run[0])
     assert sorted(vals) == sorted(sts)
     n = 0
     for it in vals:
@@ -207,7 +198,7 @@ def test_killed_mid_iteration_reads_up_to_last_complete(tmp_path: pytest.TempPat
     assert p.returncode == -9, p.stderr[-2000:]
     res = run_cli("info", out, "--json")
     assert res.code == 0, res.err
-    tensors = _tensors(out)
+    tensors = tensors_by_iteration(out)
     assert sorted(tensors) == [0, 1, 2]
     for it in tensors:
         for ref in tensors[it].values():
@@ -236,7 +227,7 @@ def test_ddp_two_ranks(tmp_path: pytest.TempPathFactory, save: str = "statistics
         for name in facts[0][0]["grad_mean"]:
             assert {name, f"{name}.grad", f"momentum_buffer.{name}"} & set(g.nx.nodes) <= inv
     for r in (0, 1):
-        tensors = _tensors(out, r)
+        tensors = tensors_by_iteration(out, r)
         for it, fact in enumerate(facts[r]):
             for name, mean in fact["grad_mean"].items():
                 st = tensors[it][(f"{name}.grad", "output", 0)].source.stored_stats()
@@ -261,7 +252,7 @@ def test_foreach_optimizers(tmp_path: pytest.TempPathFactory, optim: str) -> Non
     got: dict[int, set[str]] = {}
     for h in res.json["hits"]:
         got.setdefault(h["iteration"], set()).add(h["node"])
-    tensors = _tensors(out)
+    tensors = tensors_by_iteration(out)
     for it, fact in enumerate(facts0):
         assert got.get(it, set()) == set(fact["unchanged"]), it
         for name, mean in fact["grad_mean"].items():
@@ -371,7 +362,7 @@ def test_two_optimizer_steps_in_one_iteration(tmp_path: pytest.TempPathFactory) 
     out = str(tmp_path / "d")
     recorded, plain = _recorded_and_plain(out, build, loop)
     assert recorded == plain
-    tensors = _tensors(out)
+    tensors = tensors_by_iteration(out)
     for it in range(2):
         for k, suffix in enumerate(("grad", "grad-1")):
             got = [float(np.asarray(tensors[it][(f"{p}.{suffix}", "output", 0)].source.array(), np.float64).mean())
@@ -408,7 +399,7 @@ def test_gradient_statistics_follow_accumulation_and_clipping(tmp_path: pytest.T
     recorded, plain = _recorded_and_plain(out, build, loop, save="statistics")
     for a, b in zip(recorded, plain):
         assert all(np.array_equal(a[n], b[n]) for n in a)
-    tensors = _tensors(out)
+    tensors = tensors_by_iteration(out)
     for it, want in enumerate(plain):
         for name, g in want.items():
             src = tensors[it][(f"{name}.grad", "output", 0)].source
@@ -454,7 +445,7 @@ def test_gradient_that_is_a_view_of_a_larger_tensor(tmp_path: pytest.TempPathFac
         opt.step()
         rec.step()
     want = {n: p.grad.numpy() for n, p in model.named_parameters()}
-    tensors = _tensors(out)
+    tensors = tensors_by_iteration(out)
     for name, g in want.items():
         src = tensors[0][(f"{name}.grad", "output", 0)].source
         got, exp = src.stored_stats(), tensor_stats(g).to_dict()
@@ -478,7 +469,7 @@ def test_inference_mode_forward_is_recorded(tmp_path: pytest.TempPathFactory) ->
             with torch.inference_mode():
                 y = model(torch.ones(2, 3))
             rec.step()
-        relu = [ref for key, ref in _tensors(out)[0].items() if "relu" in key[0] and key[1] == "output"]
+        relu = [ref for key, ref in tensors_by_iteration(out)[0].items() if "relu" in key[0] and key[1] == "output"]
         assert len(relu) == 1
         want = torch.relu(model[0](torch.ones(2, 3))).detach().numpy()
         src = relu[0].source
@@ -553,7 +544,7 @@ def test_transformer_statistics_equal_its_values(tmp_path: pytest.TempPathFactor
         model, opt = build()
         with Recorder(out, model, opt, save=save) as rec:
             loop(model, opt, rec)
-    vals, sts = _tensors(runs["tensors"]), _tensors(runs["statistics"])
+    vals, sts = tensors_by_iteration(runs["tensors"]), tensors_by_iteration(runs["statistics"])
     assert sorted(vals) == sorted(sts) == [0, 1]
     kinds: set[str] = set()
     big = 0

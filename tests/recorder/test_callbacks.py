@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from clirun import run_cli  # noqa: E402
+from recorder_kit import tensors_by_iteration  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
 
@@ -43,15 +44,6 @@ def _final(model: Any) -> dict[str, np.ndarray]:
     return {n: p.detach().clone().numpy() for n, p in model.named_parameters()}
 
 
-def _tensors(dump: str, rank: int = 0) -> dict[int, dict[tuple[str, str, int], Any]]:
-    r = open_dump(dump).rank(rank)
-    out: dict[int, dict] = {}
-    for gid in r.graphs:
-        for it in r.iterations(gid):
-            out.setdefault(it, {}).update(r.tensor_map(gid, it))
-    return out
-
-
 def _losses_per_iteration(dump: str) -> dict[int, int]:
     r = open_dump(dump).rank(0)
     return {it: sum(1 for _, a in r.graphs[gid].nx.nodes.items() if a.get("kind") == "loss")
@@ -63,7 +55,7 @@ def _assert_dump_holds(dump: str, truth: _Truth, final: dict[str, np.ndarray], t
     weight recorded at the last iteration is the trained parameter."""
     info = run_cli("info", dump, "--json")
     assert info.code == 0, info.err
-    tensors = _tensors(dump)
+    tensors = tensors_by_iteration(dump)
     assert sorted(tensors) == list(range(len(truth.grads))) == list(range(STEPS))
     for it, grads in enumerate(truth.grads):
         assert set(grads) == trainable

@@ -289,3 +289,4 @@ def test_saturated_count_equals_plain_torch(tmp_path: Any) -> None:
                   if io == "output" and ref.op_type in ("tanh", "sigmoid")}
         assert {op: int(e["saturated"]) for op, e in stored.items()} == truth
         assert all(math.isclose(e["saturated_tolerance"], 1e-3) for e in stored.values())
+

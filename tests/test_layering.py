@@ -1,15 +1,126 @@
-"""The data flows one way: debugger/ never imports Flask, web/ never reads dump files itself."""
+"""The data flows one way, as tests/layers.py declares it, read from every import of debugger/ and web/ (AST).
+
+Module-level and function-local imports both count: a local import is a dependency that waits for a call.
+Also: debugger/ never imports Flask, and web/ never reads dump files itself.
+"""
+from __future__ import annotations
+
 import os
 import subprocess
 import sys
 
+import importscan
+from layers import LAYERS, Layer
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def layer_of(module: importscan.Module, layers: tuple[Layer, ...] = LAYERS) -> tuple[Layer, str] | None:
+    """The layer covering ``module`` and its unit inside it (a format folder for ``.*`` entries), None if none."""
+    best: tuple[int, Layer, str] | None = None
+    for layer in layers:
+        for name in layer.exact:
+            if module.name == name:
+                return layer, name
+        for prefix in layer.prefixes:
+            unit = _unit(module, prefix)
+            if unit is not None and (best is None or len(unit) > best[0]):
+                best = (len(unit), layer, unit)
+    return (best[1], best[2]) if best else None
+
+
+def _unit(module: importscan.Module, prefix: str) -> str | None:
+    """The part of ``module`` that ``prefix`` covers, or None: ``a.*`` covers each package folder under ``a``."""
+    if prefix.endswith(".*"):
+        parts, base = module.name.split("."), prefix[:-2].split(".")
+        folder = parts[:len(base) + 1]
+        deep_enough = parts[:len(base)] == base and len(parts) > len(base)
+        is_folder = deep_enough and (len(parts) > len(base) + 1 or module.is_package)
+        return ".".join(folder) if is_folder else None
+    return prefix if module.name == prefix or module.name.startswith(prefix + ".") else None
+
+
+def violations(root: str, layers: tuple[Layer, ...] = LAYERS) -> tuple[list[str], list[str]]:
+    """Imports the table forbids ("path:line imports X (layer L may not import layer M)"), and modules it lacks."""
+    mods = importscan.modules(root)
+    known = {m.name: m for m in mods}
+    bad: dict[tuple[str, int, str], str] = {}     # one line per statement and problem: its most specific target
+    unplaced = []
+    for module in mods:
+        placed = layer_of(module, layers)
+        if placed is None:
+            unplaced.append(f"{module.path} ({module.name}) is in no layer of tests/layers.py")
+            continue
+        for imp in importscan.imports(root, module):
+            target = importscan.resolve(imp.target, known)
+            if target is None or imp.type_only:
+                continue
+            problem = _forbidden(placed, target, layers)
+            key = (module.path, imp.line, problem or "")
+            if problem and len(target.name) > len(bad.get(key, "")):
+                bad[key] = target.name
+    return [f"{path}:{line} imports {name} ({problem})" for (path, line, problem), name in sorted(bad.items())], unplaced
+
+
+def _forbidden(placed: tuple[Layer, str], target: importscan.Module, layers: tuple[Layer, ...]) -> str | None:
+    layer, unit = placed
+    other = layer_of(target, layers)
+    if other is None:
+        return None       # reported as unplaced on its own
+    other_layer, other_unit = other
+    if other_layer is layer:
+        siblings = unit != other_unit and any(p.endswith(".*") for p in layer.prefixes)
+        return f"{unit} may not import its sibling {other_unit}" if siblings else None
+    allowed = other_layer.name in layer.may_import or any(
+        target.name == m or target.name.startswith(m + ".") for m in layer.may_import)
+    return None if allowed else f"layer {layer.name} may not import layer {other_layer.name}"
+
+
+def test_every_import_follows_the_layer_table():
+    bad, _ = violations(ROOT)
+    assert not bad, "\n".join(bad)
+
+
+def test_every_module_is_placed_in_a_layer():
+    _, unplaced = violations(ROOT)
+    assert not unplaced, "\n".join(unplaced)
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    """A planted model module importing the CLI, a format importing another, a new unplaced top module."""
+    for rel, text in {"debugger/__init__.py": "", "debugger/formats/__init__.py": "",
+                      "debugger/formats/records.py": "from ..errors import DumpError\n",
+                      "debugger/errors.py": "", "debugger/cli.py": "",
+                      "debugger/formats/alpha/__init__.py": "from ..beta import reader\n",
+                      "debugger/formats/beta/__init__.py": "", "debugger/formats/beta/reader.py": "",
+                      "debugger/model.py": "def f():\n    from .cli import main\n",
+                      "debugger/newthing.py": "", "web/__init__.py": ""}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    bad, unplaced = violations(str(tmp_path))
+    assert bad == [
+        "debugger/formats/alpha/__init__.py:1 imports debugger.formats.beta.reader "
+        "(debugger.formats.alpha may not import its sibling debugger.formats.beta)",
+        "debugger/model.py:2 imports debugger.cli (layer model may not import layer cli)",
+    ]
+    assert unplaced == ["debugger/newthing.py (debugger.newthing) is in no layer of tests/layers.py"]
+
+
+def test_type_only_imports_are_not_dependencies(tmp_path):
+    (tmp_path / "debugger").mkdir()
+    (tmp_path / "debugger" / "errors.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .model import Dump\nfrom .cli import x\n")
+    (tmp_path / "debugger" / "model.py").write_text("")
+    (tmp_path / "debugger" / "cli.py").write_text("")
+    bad, _ = violations(str(tmp_path))
+    assert bad == ["debugger/errors.py:4 imports debugger.cli (layer base may not import layer cli)"]
 
 
 def test_the_library_and_cli_do_not_import_flask():
     code = ("import sys, debugger, debugger.cli, debugger.watch, debugger.compare, debugger.query; "
             "print('flask' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
     assert out.stdout.strip() == "False"
 
 
@@ -20,94 +131,3 @@ def test_the_web_layer_only_asks_the_library():
                 text = f.read()
             for banned in ("np.load", "import numpy", "debugger.formats", "import h5py", " open(", "import pydot"):
                 assert banned not in text, f"web/{name} uses {banned}"
-
-
-def _imports(path: str) -> list[tuple[str, int]]:
-    """Every imported module of a Python file, absolute (relative imports resolved against its package)."""
-    import ast
-
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    rel = os.path.relpath(path, ROOT)[:-3].split(os.sep)
-    package = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
-    if rel[0] == "web":
-        package = ["tdbg_web"] + package[1:]
-    out: list[tuple[str, int]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            out.extend((a.name, node.lineno) for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package[:len(package) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            out.append((mod, node.lineno))
-            out.extend((f"{mod}.{a.name}", node.lineno) for a in node.names)
-    return out
-
-
-def _python_files(*tops: str) -> list[str]:
-    files = []
-    for top in tops:
-        for d, _, names in os.walk(os.path.join(ROOT, top)):
-            files.extend(os.path.join(d, n) for n in names if n.endswith(".py"))
-    return files
-
-
-def test_nothing_outside_formats_imports_a_format():
-    """A format lives in one folder under debugger/formats/: the rest of tdbg sees only the seam."""
-    formats_dir = os.path.join(ROOT, "debugger", "formats")
-    formats = [n for n in os.listdir(formats_dir)
-               if n not in ("__init__.py", "__pycache__") and not n.startswith(("base", "records"))]
-    assert "mindspore" in formats
-    allowed = {"debugger.formats", "debugger.formats.base", "debugger.formats.records"}
-    bad = []
-    for path in _python_files("debugger", "web"):
-        if path.startswith(formats_dir + os.sep):
-            continue
-        for mod, line in _imports(path):
-            if mod.startswith("debugger.formats.") and not any(mod == a or mod.startswith(a + ".") for a in allowed):
-                bad.append(f"{os.path.relpath(path, ROOT)}:{line} imports {mod}")
-    assert not bad, "\n".join(bad)
-
-
-def test_the_model_never_imports_upward():
-    """files -> reader -> model -> engines -> CLI/web: a format imports neither the model nor an engine."""
-    bad = []
-    for path in _python_files(os.path.join("debugger", "formats")):
-        for mod, line in _imports(path):
-            if mod.split(".")[:2] in (["debugger", "model"], ["debugger", "graph"], ["debugger", "watch"],
-                                      ["debugger", "compare"], ["debugger", "views"], ["debugger", "cli"]):
-                bad.append(f"{os.path.relpath(path, ROOT)}:{line} imports {mod}")
-    assert not bad, "\n".join(bad)
-
-
-def test_no_framework_words_outside_the_formats():
-    """MindSpore's and msprobe's conventions (op names, file names, op numbering) stay inside their readers."""
-    words = ("ApplyMomentum", "ms_version", "saved_data", "Gradients/", "-op\\d", "rank_N", "ms_output_trace",
-             "Load-op", "\"Depend\"", "AllReduce", "UpdateState", "MakeTuple", "TupleGetItem",
-             # msprobe's files and op names
-             "dump.json", "construct.json", "stack.json", "dump_tensor_data", "parameters_grad", "Functional.",
-             "Tensor.add_", "_rebuild_tensor")
-    bad = []
-    for path in _python_files("debugger", "web") + [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(ROOT, "web", "static"))
-                                                      for n in ns if n.endswith(".js")]:
-        if path.startswith(os.path.join(ROOT, "debugger", "formats") + os.sep):
-            continue
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        bad.extend(f"{os.path.relpath(path, ROOT)}: {w}" for w in words if w in text)
-    assert not bad, "\n".join(bad)
-
-
-def test_every_package_is_installed():
-    """pyproject lists packages by name: a new sub-package left out installs broken (editable installs hide it)."""
-    import pytest
-
-    tomllib = pytest.importorskip("tomllib")   # Python 3.11+
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        listed = set(tomllib.load(f)["tool"]["setuptools"]["packages"])
-    found = {os.path.relpath(d, ROOT).replace(os.sep, ".") for d, _, names in os.walk(os.path.join(ROOT, "debugger"))
-             if "__init__.py" in names}
-    assert found <= listed, sorted(found - listed)

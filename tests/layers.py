@@ -1,0 +1,63 @@
+"""The declared layers of tdbg, bottom first: which module may import which (checked by tests/test_layering.py).
+
+Data flows one way: files -> readers (formats) -> records -> model -> engines -> tools -> CLI / web.
+A layer is named by module-name prefixes: ``debugger.model`` covers the module ``debugger/model.py`` and,
+once it is a package, every module below ``debugger/model/``. The most specific entry wins. An entry
+ending in ``.*`` covers each sub-package of a folder as a sibling of its own (each format folder), so a
+new format folder needs no line here; a new module anywhere else must be placed (the test says so).
+``may_import`` names lower layers, or single modules of one (the recorder may use the tdbg-h5 writer and
+no other format). Imports inside a layer are free, except between the siblings of a ``.*`` entry and
+between modules of different layers. Imports under ``if TYPE_CHECKING:`` never run and are not checked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layer:
+    """A named group of modules and the layers (or single modules) it may import."""
+
+    name: str
+    prefixes: tuple[str, ...]
+    may_import: tuple[str, ...] = ()
+    exact: tuple[str, ...] = ()        # modules covered by their exact name only (a package's __init__)
+
+
+_BASE = ("base",)
+_READ = _BASE + ("seam",)
+_MODEL = _READ + ("table", "model")
+_ENGINES = ("query", "watch", "compare")
+
+LAYERS: tuple[Layer, ...] = (
+    # Leaf helpers that know no dump: errors and exit statuses, lazy loading, number ranges, statistics and
+    # their cache, executors, the generated protobuf module. The package's __init__ only names its exports.
+    Layer("base", ("debugger.errors", "debugger.exits", "debugger.lazy", "debugger.kinds", "debugger.gcpause",
+                   "debugger.slices", "debugger.validate", "debugger.report", "debugger.executors",
+                   "debugger.selection", "debugger.stats", "debugger.stats_kernel", "debugger.cache",
+                   "debugger.proto"), exact=("debugger",)),
+    # The seam every format reads through: records, the reader protocol, safe file access, .npy headers.
+    Layer("seam", ("debugger.formats.records", "debugger.formats.base", "debugger.formats.files",
+                   "debugger.formats.npy"), _BASE),
+    # One folder per format; a format imports no other format.
+    Layer("formats", ("debugger.formats.*",), _READ),
+    # The table of formats (debugger/formats/__init__.py): the one place that names them all.
+    Layer("table", (), _READ + ("formats",), exact=("debugger.formats",)),
+    # The PyTorch recorder writes tdbg-h5 and reads nothing back.
+    Layer("recorder", ("debugger.torch",), _READ + ("debugger.formats.tdbg_h5",)),
+    # The model of a dump: ranks, graphs, nodes, source stacks, history, their JSON form and source roots.
+    Layer("model", ("debugger.model", "debugger.graph", "debugger.source", "debugger.locate", "debugger.history",
+                    "debugger.serialize", "debugger.sourceroots"), _READ + ("table",)),
+    # Engines, each on its own: none imports another.
+    Layer("query", ("debugger.query",), _MODEL),
+    Layer("watch", ("debugger.watch", "debugger.watchstore"), _MODEL),
+    Layer("compare", ("debugger.compare",), _MODEL),
+    # Tools built on the engines, each on its own.
+    Layer("export", ("debugger.export",), _MODEL + ("query",)),
+    Layer("triage", ("debugger.triage",), _MODEL + _ENGINES),
+    Layer("convert", ("debugger.convert",), _MODEL),
+    # The web layer asks the library only: never a format or the seam (it reads no files itself).
+    Layer("web", ("tdbg_web",), _BASE + ("model",) + _ENGINES + ("export", "triage")),
+    # The command line: every command; `tdbg serve` starts the web layer.
+    Layer("cli", ("debugger.cli",), _MODEL + _ENGINES + ("export", "triage", "convert", "web")),
+)

@@ -98,6 +98,8 @@ class SourceRoots:
             if os.path.isdir(real) and real not in roots:
                 roots.append(real)
         self.roots: tuple[str, ...] = tuple(roots)
+        self.dump_trees: tuple[str, ...] = tuple(
+            r for r in (os.path.realpath(os.path.expanduser(d)) for d in dump_paths) if os.path.isdir(r))
         self.pairs: tuple[tuple[list[str], str], ...] = tuple(
             (_split(old), os.path.realpath(os.path.expanduser(new))) for old, new in pairs)
 
@@ -133,6 +135,21 @@ class SourceRoots:
             for root in self.roots:
                 yield os.path.join(root, *tail), root
 
+    def _relocated(self, recorded: str) -> Iterable[tuple[str, str]]:
+        """The recorded path re-rooted where the dump's own checkout is now: a dump that travelled with its
+        source tree (``/work/a/dumps/make.py`` recorded, the dump now under ``/tmp/b/dumps/``) names a
+        folder above the dump, and what follows that folder in the recorded path is looked up below it,
+        nearest folder first. Command line only: above the dump is outside what the server may read."""
+        parts = _split(recorded)
+        for tree in self.dump_trees:
+            folder = tree
+            while os.path.basename(folder):
+                name = os.path.basename(folder)
+                if name in parts[:-1]:
+                    after = len(parts) - 1 - parts[:-1][::-1].index(name)    # just past its last occurrence
+                    yield os.path.join(folder, *parts[after:]), folder
+                folder = os.path.dirname(folder)
+
     def find(self, recorded: str) -> Found | None:
         """Where ``recorded`` is on this machine under an allowed root (None when nowhere)."""
         if not recorded or len(recorded) > MAX_PATH_CHARS or "\0" in recorded:
@@ -141,6 +158,11 @@ class SourceRoots:
             real = self._check(cand, root)
             if real is not None:
                 return Found(recorded, real, root)
+        if self.trust_recorded:
+            for cand, root in self._relocated(recorded):
+                real = self._check(cand, root)
+                if real is not None:
+                    return Found(recorded, real, root)
         if self.trust_recorded and os.path.isabs(recorded):
             real = self._check(recorded, os.path.dirname(os.path.realpath(recorded)))
             if real is not None:

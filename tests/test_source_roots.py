@@ -67,3 +67,18 @@ def test_longest_suffix_wins_and_links_cannot_leave_the_roots(tmp_path: Any) -> 
     assert roots.read("/x/s.py")["exists"] is False
     assert roots.read("/x/../../out/s.py")["exists"] is False
     assert parse_entries(["/old=/new", str(a)]) == (["/new", str(a)], [("/old", "/new")])
+
+
+def test_the_command_line_follows_a_dump_that_travelled_with_its_tree(tmp_path):
+    """Recorded under /gone/job/, the dump now at tmp/job/runs/r1: the command line finds tmp/job/src/train.py
+    (the recorded path re-rooted at the folder named 'job' above the dump); the server never reads above
+    the folder it serves."""
+    dump = tmp_path / "job" / "runs" / "r1"
+    dump.mkdir(parents=True)
+    (tmp_path / "job" / "src").mkdir()
+    (tmp_path / "job" / "src" / "train.py").write_text("x = 1\n")
+    recorded = "/gone/job/src/train.py"
+    hit = SourceRoots([str(dump)], trust_recorded=True).find(recorded)
+    assert hit is not None and hit.path == os.path.realpath(tmp_path / "job" / "src" / "train.py")
+    assert SourceRoots([str(dump)]).find(recorded) is None
+    assert SourceRoots([str(dump)], trust_recorded=True).find("/gone/other/src/train.py") is None

@@ -100,57 +100,56 @@ def _frames(line: int, code: str, lib: str) -> list[str]:
             f"{SITE}/nn/{lib}:100, 8~40/        x = self.op(x)/", f"{SITE}/nn/wrap/cell_wrapper.py:442, 8~40/        loss = self.network(*inputs)/"]
 
 
-def make_graph_dump(root: str, blocks: int = 270, hidden: int = 8, batch: int = 2, dumped_blocks: int = 10,
-                    iterations: int = 2) -> dict[str, Any]:
-    """Write the dump; return {"root", "nodes", "files", "seconds"}."""
-    global USER
-    t0 = time.perf_counter()
-    USER = os.path.join(os.path.dirname(os.path.abspath(root)), "train_big.py")
-    g = _G()
-    H, B = hidden, batch
-    net = "Default/network-WithLossCell/_backbone-Net"
-    x = g.op(net + "/embed-Embedding", "Gather", [g.param("embed.weight", (64, H)), g.param("inputs0", (B,))], (B, H),
-             _frames(30, "x = self.embed(ids)", "layer/embedding.py"))
-    fwd: list[tuple[str, str, str, list[str]]] = []     # (seq, scope, op, weight params read)
-    block_of: dict[str, int] = {}
-    weights: list[tuple[str, str]] = []                 # (param, scope of its layer)
+class _Forward:
+    """The forward pass of a transformer-like net, written into ``g``: its kernels, the weights they read."""
 
-    def pname(scope: str) -> str:     # layers-CellList/3-Block/attn-Attention/q-Dense -> layers.3.attn.q
+    def __init__(self, g: _G, hidden: int, batch: int) -> None:
+        self.g, self.H, self.B = g, hidden, batch
+        self.fwd: list[tuple[str, str, str, list[str]]] = []     # (seq, scope, op, weight params read)
+        self.block_of: dict[str, int] = {}
+        self.weights: list[tuple[str, str]] = []                 # (param, scope of its layer)
+
+    @staticmethod
+    def pname(scope: str) -> str:
+        """layers-CellList/3-Block/attn-Attention/q-Dense -> layers.3.attn.q"""
         return ".".join(seg.split("-")[0] for seg in scope.split("/")[3:])
 
-    def dense(scope: str, inp: str, line: int, code: str, blk: int) -> str:
-        w = g.param(f"{pname(scope)}.weight", (H, H))
-        b = g.param(f"{pname(scope)}.bias", (H,))
+    def dense(self, scope: str, inp: str, line: int, code: str, blk: int) -> str:
+        g, H, B = self.g, self.H, self.B
+        w = g.param(f"{self.pname(scope)}.weight", (H, H))
+        b = g.param(f"{self.pname(scope)}.bias", (H,))
         lw = g.op(scope, "Load", [w, g.umonad], (H, H), kernel=False)
         lb = g.op(scope, "Load", [b, g.umonad], (H,), kernel=False)
         m = g.op(scope, "MatMul", [inp, lw], (B, H), _frames(line, code, "layer/basic.py"))
         o = g.op(scope, "BiasAdd", [m, lb], (B, H), _frames(line, code, "layer/basic.py"))
         for s in (m, o):
-            fwd.append((s, scope, g.full[s].rsplit("/", 1)[1].split("-")[0], [w] if s == m else [b]))
-            block_of[s] = blk
-        weights.extend([(w, scope), (b, scope)])
+            self.fwd.append((s, scope, g.full[s].rsplit("/", 1)[1].split("-")[0], [w] if s == m else [b]))
+            self.block_of[s] = blk
+        self.weights.extend([(w, scope), (b, scope)])
         return o
 
-    def norm(scope: str, inp: str, line: int, blk: int) -> str:
-        gm = g.param(f"{pname(scope)}.gamma", (H,))
-        bt = g.param(f"{pname(scope)}.beta", (H,))
+    def norm(self, scope: str, inp: str, line: int, blk: int) -> str:
+        g, H, B = self.g, self.H, self.B
+        gm = g.param(f"{self.pname(scope)}.gamma", (H,))
+        bt = g.param(f"{self.pname(scope)}.beta", (H,))
         lg = g.op(scope, "Load", [gm, g.umonad], (H,), kernel=False)
         lb = g.op(scope, "Load", [bt, g.umonad], (H,), kernel=False)
         o = g.op(scope, "LayerNorm", [inp, lg, lb], (B, H), _frames(line, "x = self.norm(x)", "layer/normalization.py"))
-        fwd.append((o, scope, "LayerNorm", [gm, bt]))
-        block_of[o] = blk
-        weights.extend([(gm, scope), (bt, scope)])
+        self.fwd.append((o, scope, "LayerNorm", [gm, bt]))
+        self.block_of[o] = blk
+        self.weights.extend([(gm, scope), (bt, scope)])
         return o
 
-    def simple(scope: str, op: str, ins: list[str], line: int, code: str, blk: int) -> str:
-        o = g.op(scope, op, ins, (B, H), _frames(line, code, "ops/function/math_func.py"))
-        fwd.append((o, scope, op, []))
-        block_of[o] = blk
+    def simple(self, scope: str, op: str, ins: list[str], line: int, code: str, blk: int) -> str:
+        o = self.g.op(scope, op, ins, (self.B, self.H), _frames(line, code, "ops/function/math_func.py"))
+        self.fwd.append((o, scope, op, []))
+        self.block_of[o] = blk
         return o
 
-    for i in range(blocks):
-        blk = f"{net}/layers-CellList/{i}-Block"
-        h1 = norm(f"{blk}/ln1-LayerNorm", x, 41, i)
+    def block(self, net: str, x: str, i: int) -> str:
+        """Block ``i``: layer norm, attention, residual, layer norm, MLP, residual."""
+        blk, simple, dense = f"{net}/layers-CellList/{i}-Block", self.simple, self.dense
+        h1 = self.norm(f"{blk}/ln1-LayerNorm", x, 41, i)
         att = f"{blk}/attn-Attention"
         q = dense(f"{att}/q-Dense", h1, 42, "q = self.q(x)", i)
         k = dense(f"{att}/k-Dense", h1, 43, "k = self.k(x)", i)
@@ -165,30 +164,48 @@ def make_graph_dump(root: str, blocks: int = 270, hidden: int = 8, batch: int = 
         a = simple(att, "Reshape", [a], 48, "a = self.bmm(p, v)", i)
         o = dense(f"{att}/o-Dense", a, 49, "a = self.o(a)", i)
         x1 = simple(blk, "Add", [x, o], 50, "x = x + self.attn(self.ln1(x))", i)
-        h2 = norm(f"{blk}/ln2-LayerNorm", x1, 51, i)
+        h2 = self.norm(f"{blk}/ln2-LayerNorm", x1, 51, i)
         f1 = dense(f"{blk}/mlp-MLP/fc1-Dense", h2, 52, "h = self.fc1(x)", i)
         ge = simple(f"{blk}/mlp-MLP/act-GELU", "GeLU", [f1], 53, "h = self.act(h)", i)
         f2 = dense(f"{blk}/mlp-MLP/fc2-Dense", ge, 54, "h = self.fc2(h)", i)
-        x = simple(blk, "Add", [x1, f2], 55, "x = x + self.mlp(self.ln2(x))", i)
-    logits = dense(f"{net}/head-Dense", x, 60, "logits = self.head(x)", blocks)
-    loss_scope = "Default/network-WithLossCell/_loss_fn-SoftmaxCrossEntropyWithLogits"
-    label = g.param("inputs1", (B,))
-    loss = g.op(loss_scope, "SparseSoftmaxCrossEntropyWithLogits", [logits, label], (),
+        return simple(blk, "Add", [x1, f2], 55, "x = x + self.mlp(self.ln2(x))", i)
+
+
+_LOSS_SCOPE = "Default/network-WithLossCell/_loss_fn-SoftmaxCrossEntropyWithLogits"
+
+
+def _forward(g: _G, blocks: int, hidden: int, batch: int) -> tuple[_Forward, str, str, str]:
+    """The forward pass and the loss: (the pass, logits, label, loss)."""
+    net = "Default/network-WithLossCell/_backbone-Net"
+    f = _Forward(g, hidden, batch)
+    x = g.op(net + "/embed-Embedding", "Gather", [g.param("embed.weight", (64, hidden)), g.param("inputs0", (batch,))],
+             (batch, hidden), _frames(30, "x = self.embed(ids)", "layer/embedding.py"))
+    for i in range(blocks):
+        x = f.block(net, x, i)
+    logits = f.dense(f"{net}/head-Dense", x, 60, "logits = self.head(x)", blocks)
+    label = g.param("inputs1", (batch,))
+    loss = g.op(_LOSS_SCOPE, "SparseSoftmaxCrossEntropyWithLogits", [logits, label], (),
                 [f"{SITE}/nn/loss/loss.py:891, 16~60/                x = self.sparse_softmax_cross_entropy(logits, labels)/"])
-    # backward: two kernels per forward kernel, in reverse, mirrored under Gradients/
+    return f, logits, label, loss
+
+
+def _backward(g: _G, f: _Forward, logits: str, label: str) -> dict[str, str]:
+    """Two kernels per forward kernel, in reverse, mirrored under Gradients/; returns param -> its gradient."""
     grad_of: dict[str, str] = {}
-    gsig = g.op("Gradients/" + loss_scope + "/Grad_SparseSoftmaxCrossEntropyWithLogits",
-                "SparseSoftmaxCrossEntropyWithLogits", [logits, label], (B, H), backward=True)
-    prev = gsig
-    for seq, scope, op, params in reversed(fwd):
+    prev = g.op("Gradients/" + _LOSS_SCOPE + "/Grad_SparseSoftmaxCrossEntropyWithLogits",
+                "SparseSoftmaxCrossEntropyWithLogits", [logits, label], (f.B, f.H), backward=True)
+    for seq, scope, op, params in reversed(f.fwd):
         gs = f"Gradients/{scope}/Grad_{op}"
-        code_frames = [f"{USER}:{40 + (block_of.get(seq, 0) % 20)}, 8~30/        x = self.layer(x)/"]
+        code_frames = [f"{USER}:{40 + (f.block_of.get(seq, 0) % 20)}, 8~30/        x = self.layer(x)/"]
         dx = g.op(gs, op + "Grad" if op not in ("MatMul", "BatchMatMul") else op, [prev, seq], g.shape[seq], code_frames, True)
         for p in params:
-            dw = g.op(gs, "MatMul" if op == "MatMul" else op + "GradWeight", [dx, seq], g.shape[p], code_frames, True)
-            grad_of[p] = dw
+            grad_of[p] = g.op(gs, "MatMul" if op == "MatMul" else op + "GradWeight", [dx, seq], g.shape[p], code_frames, True)
         prev = dx
-    # optimizer: one Adam per trainable parameter, with its two moments
+    return grad_of
+
+
+def _optimizer(g: _G, weights: list[tuple[str, str]], grad_of: dict[str, str]) -> None:
+    """One Adam per trainable parameter, with its two moments, chained by UpdateState."""
     opt = "Default/optimizer-Adam"
     lr = g.param("learning_rate", ())
     betas = [g.param(n, ()) for n in ("beta1_power", "beta2_power", "beta1", "beta2", "eps")]
@@ -201,12 +218,10 @@ def make_graph_dump(root: str, blocks: int = 270, hidden: int = 8, batch: int = 
         a = g.op(opt, "Adam", [lp, m, v, betas[0], betas[1], lr, betas[2], betas[3], betas[4], grad_of[p]], g.shape[p],
                  [f"{SITE}/nn/optim/adam.py:700, 8~40/        success = self.opt(params, moment1, moment2)/"])
         state = g.op(opt, "UpdateState", [state, a], (), kernel=False)
-    out = g.g.outputs.add(name=loss)
-    g._type(out.type, ())
 
-    # files
-    shutil.rmtree(root, ignore_errors=True)
-    rank = os.path.join(root, "rank_0")
+
+def _write_graph_files(g: _G, rank: str, iterations: int) -> None:
+    """The .pb, both execution-order csv files and the dump's metadata of one rank."""
     for d in ("graphs", "execution_order", ".dump_metadata"):
         os.makedirs(os.path.join(rank, d), exist_ok=True)
     with open(os.path.join(rank, "graphs", "ms_output_trace_code_graph_0.pb"), "wb") as f:
@@ -220,11 +235,13 @@ def make_graph_dump(root: str, blocks: int = 270, hidden: int = 8, batch: int = 
     with open(os.path.join(rank, ".dump_metadata", "data_dump.json"), "w") as f:
         json.dump({"common_dump_settings": {"net_name": "Net", "iteration": "all", "saved_data": "tensor",
                                             "input_output": 0, "dump_mode": 0}}, f)
-    n_nodes = len(g.g.node) + len(g.g.parameters) + len(g.g.const_vals)
+
+
+def _write_tensors(g: _G, rank: str, block_of: dict[str, int], dumped_blocks: int, iterations: int) -> int:
+    """The .npy files: every kernel of the first blocks, then every 25th kernel, and parameters; returns the count."""
     rng = np.random.default_rng(0)
-    dumped = [s for s in g.order if block_of.get(s, -1) < dumped_blocks]
     # the backward and optimizer kernels of the dumped blocks too (they come after the forward ones)
-    dumped_set = set(dumped)
+    dumped_set = {s for s in g.order if block_of.get(s, -1) < dumped_blocks}
     files = 0
     for it in range(iterations):
         d = os.path.join(rank, "Net", "0", str(it))
@@ -235,16 +252,33 @@ def make_graph_dump(root: str, blocks: int = 270, hidden: int = 8, batch: int = 
             if s not in dumped_set and k % 25:       # the first blocks fully, then every 25th kernel
                 continue
             op = full.rsplit("/", 1)[1].split("-op")[0]
-            shape = g.shape[s]
-            arr = rng.standard_normal(shape).astype(np.float32)
+            arr = rng.standard_normal(g.shape[s]).astype(np.float32)
             np.save(os.path.join(d, f"{op}.{full.replace('/', '_')}.0.0.{ts + k}.output.0.DefaultFormat.Float32.npy"), arr)
             files += 1
         for name, shape in g.params[: 40 * max(dumped_blocks, 1)]:
             arr = rng.standard_normal(shape).astype(np.float32)
             np.save(os.path.join(d, f"Parameter.{name.replace('.', '_')}.0.0.{ts}.output.0.DefaultFormat.Float32.npy"), arr)
             files += 1
-    with open(USER, "w") as f:      # the user script the stacks point at
-        f.write("\n".join(f"# line {i} of the training script" for i in range(1, 70)) + "\n")
+    return files
+
+
+def make_graph_dump(root: str, blocks: int = 270, hidden: int = 8, batch: int = 2, dumped_blocks: int = 10,
+                    iterations: int = 2) -> dict[str, Any]:
+    """Write the dump; return {"root", "nodes", "files", "seconds"}."""
+    global USER
+    t0 = time.perf_counter()
+    USER = os.path.join(os.path.dirname(os.path.abspath(root)), "train_big.py")
+    g = _G()
+    f, logits, label, loss = _forward(g, blocks, hidden, batch)
+    _optimizer(g, f.weights, _backward(g, f, logits, label))
+    g._type(g.g.outputs.add(name=loss).type, ())
+    shutil.rmtree(root, ignore_errors=True)
+    rank = os.path.join(root, "rank_0")
+    _write_graph_files(g, rank, iterations)
+    files = _write_tensors(g, rank, f.block_of, dumped_blocks, iterations)
+    with open(USER, "w") as fh:      # the user script the stacks point at
+        fh.write("\n".join(f"# line {i} of the training script" for i in range(1, 70)) + "\n")
+    n_nodes = len(g.g.node) + len(g.g.parameters) + len(g.g.const_vals)
     return {"root": root, "nodes": n_nodes, "files": files, "seconds": time.perf_counter() - t0}
 
 
@@ -416,6 +450,85 @@ def browser_timings(root: str, cache_dir: str, repeat: int = 40,
             "node": {"n": len(timing["n"]), "median_ms": statistics.median(timing["n"]), "p95_ms": _pct(timing["n"], 0.95)}}
 
 
+def _browser_only(a: argparse.Namespace) -> int:
+    """``--browser``: Chromium against ``tdbg serve`` only."""
+    info = ensure_dump(a.root, a.blocks, a.dumped_blocks)
+    cache_dir = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
+    try:
+        r = browser_timings(info["root"], cache_dir, a.repeat)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+    print(f"{info['nodes']:,} nodes; Chromium against tdbg serve: first graph view {r['first_graph_view_ms']:.0f} ms "
+          f"after the server is up (drawn at {r['graph_drawn_ms']:.0f} ms of the page's clock); scope p95 {r['scope']['p95_ms']:.1f} ms (median {r['scope']['median_ms']:.1f}, "
+          f"n={r['scope']['n']}); node p95 {r['node']['p95_ms']:.1f} ms (median {r['node']['median_ms']:.1f}, n={r['node']['n']})")
+    for name, at, ms in r["api"]:
+        print(f"  /api/{name:60s} at {at:5d} ms, took {ms:4d} ms")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(r, f, indent=2)
+    return 0
+
+
+def _first_view(root: str, cache_dir: str) -> dict[str, Any]:
+    """The first graph view in a fresh process, printed and returned."""
+    fv = first_view(root, cache_dir)
+    view = fv["import_and_create_app"] + fv["dumps"] + fv["watchpoints"] + fv["graphs"] + fv["scope"]
+    fv["first_view"] = view
+    print(f"first graph view (fresh process, server side): {view:.0f} ms = "
+          f"{fv['import_and_create_app']:.0f} ms import+create_app + dumps {fv['dumps']:.0f} + watchpoints "
+          f"{fv['watchpoints']:.0f} + graphs {fv['graphs']:.0f} + root scope {fv['scope']:.0f} ms; "
+          f"then the overview's info {fv['info (overview pane, after the graph)']:.0f} ms")
+    return fv
+
+
+_BLOCKS_PAGE = "/api/ranks/0/graphs/0/scope?path=Default/network-WithLossCell/_backbone-Net/layers-CellList"
+
+
+def _big_latencies(c: Any, repeat: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """API latencies on the big dump, the largest pages and cold statistics; and the JS layout of those pages."""
+    lat = api_latencies(c, repeat)
+    # the largest pages: the block list and the folded Adam group, first (structure built) and warm
+    lat["scope_blocks_page"] = timed(c, _BLOCKS_PAGE, repeat)
+    adam = next(x for x in c.get("/api/ranks/0/graphs/0/scope?path=Default/optimizer-Adam").get_json()["children"]["items"]
+                if x["type"] == "group" and x["op_type"] == "Adam")
+    lat["scope_adam_group_page"] = timed(c, f"/api/ranks/0/graphs/0/scope?path={adam['path']}", repeat)
+    lat["adam_group_size"] = adam["count"]
+    # cold statistics: the first request for each of many different tensors
+    refs = [x["node"] for x in c.get("/api/ranks/0/graphs/0/search?q=BiasAdd").get_json()["items"]
+            if not x["is_backward"]][:repeat]
+    cold = []
+    for n in refs:
+        t = time.perf_counter()
+        r = c.get(f"/api/ranks/0/graphs/0/tensor?node={n}&iteration=1")
+        if r.status_code == 200:
+            cold.append((time.perf_counter() - t) * 1000)
+    lat["tensor_stats_cold"] = {"n": len(cold), "median_ms": statistics.median(cold), "p95_ms": _pct(cold, 0.95)}
+    blocks_page = c.get(_BLOCKS_PAGE).get_json()
+    adam_page = c.get(f"/api/ranks/0/graphs/0/scope?path={adam['path']}").get_json()
+    js = {"blocks_page": js_layout_ms(blocks_page), "adam_group_page": js_layout_ms(adam_page),
+          "blocks_page_children": len(blocks_page["children"]["items"]),
+          "adam_group_page_children": len(adam_page["children"]["items"])}
+    return lat, js
+
+
+def _print_latencies(report: dict[str, Any], repeat: int) -> None:
+    def row(name: str, d: dict[str, float]) -> str:
+        first = f"{d['first_ms']:8.1f}" if "first_ms" in d else "       -"
+        return f"  {name:24s} first {first} ms   median {d['median_ms']:7.2f} ms   p95 {d['p95_ms']:7.2f} ms"
+
+    for title, key in (("50k-node dump", "big"), ("dumps_sample/single", "sample")):
+        if key not in report:
+            continue
+        print(f"{title} API latencies (server side, {repeat} warm requests each):")
+        for k, v in report[key].items():
+            if isinstance(v, dict):
+                print(row(k, v))
+    js = report["js_layout_ms"]
+    if js["blocks_page"] is not None:
+        print(f"browser layout (layout.js under node): blocks page ({js['blocks_page_children']} scopes) "
+              f"{js['blocks_page']:.1f} ms, Adam group page ({js['adam_group_page_children']} nodes) {js['adam_group_page']:.1f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "tdbg-bench-web"))
@@ -427,21 +540,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the Chromium measurement against `tdbg serve` (first graph view, scope/node p95)")
     a = ap.parse_args(argv)
     if a.browser:
-        info = ensure_dump(a.root, a.blocks, a.dumped_blocks)
-        cache_dir = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
-        try:
-            r = browser_timings(info["root"], cache_dir, a.repeat)
-        finally:
-            shutil.rmtree(cache_dir, ignore_errors=True)
-        print(f"{info['nodes']:,} nodes; Chromium against tdbg serve: first graph view {r['first_graph_view_ms']:.0f} ms "
-              f"after the server is up (drawn at {r['graph_drawn_ms']:.0f} ms of the page's clock); scope p95 {r['scope']['p95_ms']:.1f} ms (median {r['scope']['median_ms']:.1f}, "
-              f"n={r['scope']['n']}); node p95 {r['node']['p95_ms']:.1f} ms (median {r['node']['median_ms']:.1f}, n={r['node']['n']})")
-        for name, at, ms in r["api"]:
-            print(f"  /api/{name:60s} at {at:5d} ms, took {ms:4d} ms")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(r, f, indent=2)
-        return 0
+        return _browser_only(a)
 
     from tdbg_web import create_app
 
@@ -452,63 +551,17 @@ def main(argv: list[str] | None = None) -> int:
           f"(generated in {info['seconds']:.1f} s)")
     cache_dir = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
     try:
-        report["first_view"] = fv = first_view(info["root"], cache_dir)
-        view = fv["import_and_create_app"] + fv["dumps"] + fv["watchpoints"] + fv["graphs"] + fv["scope"]
-        fv["first_view"] = view
-        print(f"first graph view (fresh process, server side): {view:.0f} ms = "
-              f"{fv['import_and_create_app']:.0f} ms import+create_app + dumps {fv['dumps']:.0f} + watchpoints "
-              f"{fv['watchpoints']:.0f} + graphs {fv['graphs']:.0f} + root scope {fv['scope']:.0f} ms; "
-              f"then the overview's info {fv['info (overview pane, after the graph)']:.0f} ms")
-        app = create_app(info["root"], {"CACHE_DIR": cache_dir})
-        c = app.test_client()
+        report["first_view"] = _first_view(info["root"], cache_dir)
+        c = create_app(info["root"], {"CACHE_DIR": cache_dir}).test_client()
         c.get("/api/info")
-        lat = api_latencies(c, a.repeat)
-        # the largest pages: the block list and the folded Adam group, first (structure built) and warm
-        lat["scope_blocks_page"] = timed(
-            c, "/api/ranks/0/graphs/0/scope?path=Default/network-WithLossCell/_backbone-Net/layers-CellList", a.repeat)
-        adam = next(x for x in c.get("/api/ranks/0/graphs/0/scope?path=Default/optimizer-Adam").get_json()["children"]["items"]
-                    if x["type"] == "group" and x["op_type"] == "Adam")
-        lat["scope_adam_group_page"] = timed(c, f"/api/ranks/0/graphs/0/scope?path={adam['path']}", a.repeat)
-        lat["adam_group_size"] = adam["count"]
-        # cold statistics: the first request for each of many different tensors
-        refs = [x["node"] for x in c.get("/api/ranks/0/graphs/0/search?q=BiasAdd").get_json()["items"]
-                if not x["is_backward"]][:a.repeat]
-        cold = []
-        for n in refs:
-            t = time.perf_counter()
-            r = c.get(f"/api/ranks/0/graphs/0/tensor?node={n}&iteration=1")
-            if r.status_code == 200:
-                cold.append((time.perf_counter() - t) * 1000)
-        lat["tensor_stats_cold"] = {"n": len(cold), "median_ms": statistics.median(cold), "p95_ms": _pct(cold, 0.95)}
-        report["big"] = lat
-        blocks_page = c.get("/api/ranks/0/graphs/0/scope?path=Default/network-WithLossCell/_backbone-Net/layers-CellList").get_json()
-        adam_page = c.get(f"/api/ranks/0/graphs/0/scope?path={adam['path']}").get_json()
-        report["js_layout_ms"] = {"blocks_page": js_layout_ms(blocks_page), "adam_group_page": js_layout_ms(adam_page),
-                                  "blocks_page_children": len(blocks_page["children"]["items"]),
-                                  "adam_group_page_children": len(adam_page["children"]["items"])}
-
+        report["big"], report["js_layout_ms"] = _big_latencies(c, a.repeat)
         sample = os.path.join(ROOT, "dumps_sample")
         if os.path.isdir(sample):
             sc = create_app(sample, {"CACHE_DIR": cache_dir}).test_client()
             report["sample"] = api_latencies(sc, a.repeat, lambda u: u + ("&" if "?" in u else "?") + "dump=single")
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
-
-    def row(name: str, d: dict[str, float]) -> str:
-        first = f"{d['first_ms']:8.1f}" if "first_ms" in d else "       -"
-        return f"  {name:24s} first {first} ms   median {d['median_ms']:7.2f} ms   p95 {d['p95_ms']:7.2f} ms"
-
-    for title, key in (("50k-node dump", "big"), ("dumps_sample/single", "sample")):
-        if key not in report:
-            continue
-        print(f"{title} API latencies (server side, {a.repeat} warm requests each):")
-        for k, v in report[key].items():
-            if isinstance(v, dict):
-                print(row(k, v))
-    js = report["js_layout_ms"]
-    if js["blocks_page"] is not None:
-        print(f"browser layout (layout.js under node): blocks page ({js['blocks_page_children']} scopes) "
-              f"{js['blocks_page']:.1f} ms, Adam group page ({js['adam_group_page_children']} nodes) {js['adam_group_page']:.1f} ms")
+    _print_latencies(report, a.repeat)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 from _util import ROOT, children_cpu, drop_page_cache, run_tree, time_command, tree_size
 from bigdump import bench_dump_from_args
@@ -126,64 +127,51 @@ def in_checkout(cmd: list[str], checkout: str) -> list[str]:
     return ["env", f"PYTHONPATH={checkout}", "sh", "-c", 'cd "$0" && exec "$@"', checkout, *cmd]
 
 
-def main() -> None:
-    own = _own_options()
-    a, dump = bench_dump_from_args(__doc__)
-    n, size = tree_size(dump)
-    if not own.as_found:
-        for checkout in [ROOT] + ([own.baseline] if own.baseline else []):
-            compile_bytecode(checkout)
+def _commands(dump: str, jobs: int, cache: str, base_cache: str) -> dict[str, Any]:
+    """The command lines timed: reading the files (cat, find, numpy) and tdbg's scan and info."""
     tdbg = [sys.executable, "-m", "debugger.cli"]
-    cat = f"find {dump} -name '*.npy' -print0 | xargs -0 cat > /dev/null"
-    # the same one stat per file in C, no Python at all: what no re-scan that sees every file beats
-    find_stat = f"find {dump} -type f -printf '%T@ %s\\n' > /dev/null"
-    numpy_loop = [sys.executable, "-c", NUMPY_LOOP, dump]
-    scan = [*tdbg, "scan", "--no-cache", "--jobs", str(a.jobs), dump]
-    cache = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
-    cached = [*tdbg, "scan", "--cache-dir", cache, "--jobs", str(a.jobs), dump]
-    info = [*tdbg, "info", dump]
-    rep: dict = {"dump": dump, "files": n, "bytes": size, "jobs": a.jobs, "rounds": a.rounds,
-                 "bytecode": "as found" if own.as_found else "compiled", "baseline": own.baseline,
-                 "cold_cache_possible": drop_page_cache()}
-    base_cache = tempfile.mkdtemp(prefix="tdbg-bench-cache-base-")
-    try:
-        if rep["cold_cache_possible"]:
-            rep["cat_cold_s"] = round(time_command(cat, cold=True), 3)
-            rep["numpy_loop_cold"] = run_tree(numpy_loop, cold=True)
-            rep["scan_first_cold"] = run_tree(scan, cold=True)
-        run_tree(cached)   # fills the cache (the cached re-scans below read it)
-        base_cached = base_info = None
-        if own.baseline:
-            base_cached = in_checkout([*tdbg, "scan", "--cache-dir", base_cache, "--jobs", str(a.jobs), dump],
-                                      own.baseline)
-            base_info = in_checkout(info, own.baseline)
-            run_tree(base_cached)
-        warm: dict[str, list] = {"cat": [], "numpy_loop": [], "scan_first": [], "scan_cached": [], "info": [],
-                                 "stat_floor": [], "stat_floor_forked": [], "find_stat": []}
-        if own.baseline:
-            warm.update({"baseline_scan_cached": [], "baseline_info": []})
-        for _ in range(a.rounds):
-            warm["stat_floor"].append(stat_floor(dump))
-            if hasattr(os, "fork"):
-                warm["stat_floor_forked"].append(stat_floor(dump, STAT_FLOOR_FORKED))
-            warm["find_stat"].append(round(time_command(find_stat), 3))
-            cpu0 = children_cpu()
-            warm["cat"].append(round(time_command(cat), 3))
-            warm.setdefault("cat_cpu", []).append(round(children_cpu() - cpu0, 3))
-            warm["numpy_loop"].append(run_tree(numpy_loop))
-            warm["scan_first"].append(run_tree(scan))
-            warm["scan_cached"].append(run_tree(cached))
-            warm["info"].append(run_tree(info))
-            if own.baseline:
-                warm["baseline_scan_cached"].append(run_tree(base_cached))
-                warm["baseline_info"].append(run_tree(base_info))
-    finally:
-        shutil.rmtree(cache, ignore_errors=True)
-        shutil.rmtree(base_cache, ignore_errors=True)
+    return {
+        "cat": f"find {dump} -name '*.npy' -print0 | xargs -0 cat > /dev/null",
+        # the same one stat per file in C, no Python at all: what no re-scan that sees every file beats
+        "find_stat": f"find {dump} -type f -printf '%T@ %s\\n' > /dev/null",
+        "numpy_loop": [sys.executable, "-c", NUMPY_LOOP, dump],
+        "scan": [*tdbg, "scan", "--no-cache", "--jobs", str(jobs), dump],
+        "cached": [*tdbg, "scan", "--cache-dir", cache, "--jobs", str(jobs), dump],
+        "info": [*tdbg, "info", dump],
+        "base_cached": [*tdbg, "scan", "--cache-dir", base_cache, "--jobs", str(jobs), dump],   # run in a baseline
+    }
+
+
+def _warm_rounds(dump: str, rounds: int, cmd: dict[str, Any], base: tuple[Any, Any] | None) -> dict[str, list]:
+    """Each measurement once per round, interleaved so that all see the same load."""
+    warm: dict[str, list] = {"cat": [], "numpy_loop": [], "scan_first": [], "scan_cached": [], "info": [],
+                             "stat_floor": [], "stat_floor_forked": [], "find_stat": []}
+    if base:
+        warm.update({"baseline_scan_cached": [], "baseline_info": []})
+    for _ in range(rounds):
+        warm["stat_floor"].append(stat_floor(dump))
+        if hasattr(os, "fork"):
+            warm["stat_floor_forked"].append(stat_floor(dump, STAT_FLOOR_FORKED))
+        warm["find_stat"].append(round(time_command(cmd["find_stat"]), 3))
+        cpu0 = children_cpu()
+        warm["cat"].append(round(time_command(cmd["cat"]), 3))
+        warm.setdefault("cat_cpu", []).append(round(children_cpu() - cpu0, 3))
+        warm["numpy_loop"].append(run_tree(cmd["numpy_loop"]))
+        warm["scan_first"].append(run_tree(cmd["scan"]))
+        warm["scan_cached"].append(run_tree(cmd["cached"]))
+        warm["info"].append(run_tree(cmd["info"]))
+        if base:
+            warm["baseline_scan_cached"].append(run_tree(base[0]))
+            warm["baseline_info"].append(run_tree(base[1]))
+    return warm
+
+
+def _best_of_rounds(rep: dict, warm: dict[str, list], baseline: bool) -> None:
+    """Into ``rep``: per measurement the best round, every round and the median."""
     rep["cat_warm_s"] = min(warm["cat"])
     rows = ["numpy_loop", "scan_first", "scan_cached", "info", "stat_floor"] + (["stat_floor_forked"]
                                                                                 if warm["stat_floor_forked"] else [])
-    for k in rows + (["baseline_scan_cached", "baseline_info"] if own.baseline else []):
+    for k in rows + (["baseline_scan_cached", "baseline_info"] if baseline else []):
         rep[f"{k}_warm"] = min(warm[k], key=lambda r: r["seconds"])
         rep[f"{k}_warm_all_s"] = [r["seconds"] for r in warm[k]]
         rep[f"{k}_warm_median_s"] = round(statistics.median(r["seconds"] for r in warm[k]), 3)
@@ -194,6 +182,10 @@ def main() -> None:
     rep["find_stat_warm_all_s"] = warm["find_stat"]
     rep["cat_warm_cpu_s"] = min(warm["cat_cpu"])
     rep["load_average"] = os.getloadavg()   # other work on the machine: the figures are best-of-rounds
+
+
+def _goals(rep: dict, warm: dict[str, list]) -> None:
+    """Into ``rep``: each goal, what was measured and whether it is met."""
     first = rep["scan_first_warm"]["seconds"]
     got = {"first_scan_vs_cat_warm": first / rep["cat_warm_s"],
            "cached_rescan_s": rep["scan_cached_warm"]["seconds"],
@@ -208,6 +200,37 @@ def main() -> None:
     # The goal of 0.2 s lies below what one stat per file costs on some machines: the floor, side by side
     rep["cached_rescan_vs_stat_floor"] = round(rep["scan_cached_warm"]["seconds"]
                                                / rep["stat_floor_warm"]["seconds"], 2)
+
+
+def main() -> None:
+    own = _own_options()
+    a, dump = bench_dump_from_args(__doc__)
+    n, size = tree_size(dump)
+    if not own.as_found:
+        for checkout in [ROOT] + ([own.baseline] if own.baseline else []):
+            compile_bytecode(checkout)
+    cache = tempfile.mkdtemp(prefix="tdbg-bench-cache-")
+    base_cache = tempfile.mkdtemp(prefix="tdbg-bench-cache-base-")
+    cmd = _commands(dump, a.jobs, cache, base_cache)
+    rep: dict = {"dump": dump, "files": n, "bytes": size, "jobs": a.jobs, "rounds": a.rounds,
+                 "bytecode": "as found" if own.as_found else "compiled", "baseline": own.baseline,
+                 "cold_cache_possible": drop_page_cache()}
+    try:
+        if rep["cold_cache_possible"]:
+            rep["cat_cold_s"] = round(time_command(cmd["cat"], cold=True), 3)
+            rep["numpy_loop_cold"] = run_tree(cmd["numpy_loop"], cold=True)
+            rep["scan_first_cold"] = run_tree(cmd["scan"], cold=True)
+        run_tree(cmd["cached"])   # fills the cache (the cached re-scans below read it)
+        base = None
+        if own.baseline:
+            base = (in_checkout(cmd["base_cached"], own.baseline), in_checkout(cmd["info"], own.baseline))
+            run_tree(base[0])
+        warm = _warm_rounds(dump, a.rounds, cmd, base)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(base_cache, ignore_errors=True)
+    _best_of_rounds(rep, warm, bool(own.baseline))
+    _goals(rep, warm)
     rep["tdbg"] = ROOT
     print(json.dumps(rep, indent=2))
 

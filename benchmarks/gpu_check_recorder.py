@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -144,6 +145,83 @@ def train(device: str, steps: int, save: str | None, out: str, counter: D2H | No
     return float(np.median(times[1:] if len(times) > 1 else times)), net
 
 
+def _deterministic() -> None:
+    """Same numbers in both recorded runs: deterministic kernels, no TF32."""
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def _stat_matches(name: str, want: float | None, got: float | None) -> bool:
+    """A stored statistic against debugger.stats: counts exactly, values to 1e-4 relative."""
+    if want is None:
+        return got is None or math.isnan(got)
+    if name in COUNT_NAMES:
+        return got == want
+    return got is not None and math.isclose(got, want, rel_tol=1e-4, abs_tol=1e-6)
+
+
+def _check_statistics(rs: Any, rv: Any, failures: list[str]) -> tuple[int, int, int]:
+    """Check 1: every stored statistic against debugger.stats over the values run's tensor; returns the bytes
+    of tensors with a digest, of the others (activations), and the number of tensors compared."""
+    digest_bytes = act_bytes = compared = 0
+    for gid in rv.graphs:
+        for it in rv.iterations(gid):
+            tv, ts = rv.tensor_map(gid, it), rs.tensor_map(gid, it) if gid in rs.graphs else {}
+            if set(tv) != set(ts):
+                failures.append(f"graph {gid} iteration {it}: tensor sets differ ({len(tv)} vs {len(ts)})")
+                continue
+            for key, ref in tv.items():
+                src = ts[key].source
+                want = tensor_stats(ref.source.array()).to_dict()
+                got = src.stored_stats() or {}
+                nbytes = src.header().nbytes if hasattr(src.header(), "nbytes") else 0
+                if src.digest():
+                    digest_bytes += nbytes
+                else:
+                    act_bytes += nbytes
+                failures.extend(f"it {it} {key}: {n} stored {got.get(n)} vs debugger.stats {want[n]}"
+                                for n in STAT_NAMES if not _stat_matches(n, want[n], got.get(n)))
+                compared += 1
+    print(f"statistics compared with debugger.stats on the CPU: {compared} tensors")
+    nan_rows = sum(1 for gid in rs.graphs for it in rs.iterations(gid)
+                   for r in rs.tensor_map(gid, it).values() if (r.source.stored_stats() or {}).get("nan"))
+    if nan_rows == 0:
+        failures.append("the planted NaN is in no tensor's statistics")
+    return digest_bytes, act_bytes, compared
+
+
+def _check_parameters(rs: Any, net: nn.Module, failures: list[str]) -> None:
+    """Check 2: the last iteration's parameters against plain torch."""
+    last = max(rs.iterations(max(rs.graphs)))
+    tmap = rs.tensor_map(max(rs.graphs), last)
+    for name, p in net.named_parameters():
+        ref = tmap.get((name, "output", 0))
+        if ref is None:
+            failures.append(f"{name}: not in the last iteration")
+            continue
+        want = tensor_stats(p.detach().cpu().numpy()).to_dict()
+        got = ref.source.stored_stats() or {}
+        for n in ("count", "nan", "min", "max", "mean", "l2norm"):
+            if want[n] is not None and not math.isclose(got.get(n, math.nan), want[n], rel_tol=1e-5, abs_tol=1e-7):
+                failures.append(f"{name}: {n} {got.get(n)} vs {want[n]}")
+
+
+def _check_traffic(counter: D2H, digest_bytes: int, act_bytes: int, rows: int, failures: list[str]) -> None:
+    """Check 3: device-to-host bytes within the digest tensors and the statistics tables, far below activations."""
+    table = rows * len(STAT_NAMES) * 8
+    limit = digest_bytes + table + (1 << 20)
+    print(f"device->host: {counter.bytes / 2**20:.2f} MiB in {counter.calls} calls; tensors with exact digest "
+          f"{digest_bytes / 2**20:.2f} MiB, statistics tables {table / 2**20:.3f} MiB, "
+          f"activations (never copied) {act_bytes / 2**20:.1f} MiB")
+    if counter.bytes > limit:
+        failures.append(f"device->host copies {counter.bytes} bytes > {limit} (digest tensors + tables + 1 MiB)")
+    if act_bytes and counter.bytes > 0.5 * act_bytes:
+        failures.append("device->host copies are not far below the activations' bytes")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the checks; print a report."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -155,11 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing checked")
         return 2
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    _deterministic()
     root = a.keep or tempfile.mkdtemp(prefix="tdbg-gpu-check-")
     failures: list[str] = []
     try:
@@ -173,67 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         t_vals, _ = train(a.device, a.steps, "tensors", val_dir)
         print(f"per step: plain {t_plain * 1e3:.1f} ms, statistics {t_stats * 1e3:.1f} ms "
               f"({t_stats / t_plain:.2f}x), tensors {t_vals * 1e3:.1f} ms ({t_vals / t_plain:.2f}x)")
-
-        # 1. statistics == debugger.stats over the values of the same run
         rs, rv = open_dump(st_dir).rank(0), open_dump(val_dir).rank(0)
-        digest_bytes = act_bytes = rows = compared = 0
-        for gid in rv.graphs:
-            for it in rv.iterations(gid):
-                tv, ts = rv.tensor_map(gid, it), rs.tensor_map(gid, it) if gid in rs.graphs else {}
-                if set(tv) != set(ts):
-                    failures.append(f"graph {gid} iteration {it}: tensor sets differ ({len(tv)} vs {len(ts)})")
-                    continue
-                for key, ref in tv.items():
-                    src = ts[key].source
-                    want = tensor_stats(ref.source.array()).to_dict()
-                    got = src.stored_stats() or {}
-                    rows += 1
-                    nbytes = src.header().nbytes if hasattr(src.header(), "nbytes") else 0
-                    if src.digest():
-                        digest_bytes += nbytes
-                    else:
-                        act_bytes += nbytes
-                    for n in STAT_NAMES:
-                        w, g = want[n], got.get(n)
-                        if w is None:
-                            ok = g is None or math.isnan(g)
-                        elif n in COUNT_NAMES:
-                            ok = g == w
-                        else:
-                            ok = g is not None and math.isclose(g, w, rel_tol=1e-4, abs_tol=1e-6)
-                        if not ok:
-                            failures.append(f"it {it} {key}: {n} stored {g} vs debugger.stats {w}")
-                    compared += 1
-        print(f"statistics compared with debugger.stats on the CPU: {compared} tensors")
-        nan_rows = sum(1 for gid in rs.graphs for it in rs.iterations(gid)
-                       for r in rs.tensor_map(gid, it).values() if (r.source.stored_stats() or {}).get("nan"))
-        if nan_rows == 0:
-            failures.append("the planted NaN is in no tensor's statistics")
-
-        # 2. final parameters against plain torch
-        last = max(rs.iterations(max(rs.graphs)))
-        tmap = rs.tensor_map(max(rs.graphs), last)
-        for name, p in net.named_parameters():
-            ref = tmap.get((name, "output", 0))
-            if ref is None:
-                failures.append(f"{name}: not in the last iteration")
-                continue
-            want = tensor_stats(p.detach().cpu().numpy()).to_dict()
-            got = ref.source.stored_stats() or {}
-            for n in ("count", "nan", "min", "max", "mean", "l2norm"):
-                if want[n] is not None and not math.isclose(got.get(n, math.nan), want[n], rel_tol=1e-5, abs_tol=1e-7):
-                    failures.append(f"{name}: {n} {got.get(n)} vs {want[n]}")
-
-        # 3. host traffic
-        table = rows * len(STAT_NAMES) * 8
-        limit = digest_bytes + table + (1 << 20)
-        print(f"device->host: {counter.bytes / 2**20:.2f} MiB in {counter.calls} calls; tensors with exact digest "
-              f"{digest_bytes / 2**20:.2f} MiB, statistics tables {table / 2**20:.3f} MiB, "
-              f"activations (never copied) {act_bytes / 2**20:.1f} MiB")
-        if counter.bytes > limit:
-            failures.append(f"device->host copies {counter.bytes} bytes > {limit} (digest tensors + tables + 1 MiB)")
-        if act_bytes and counter.bytes > 0.5 * act_bytes:
-            failures.append("device->host copies are not far below the activations' bytes")
+        digest_bytes, act_bytes, rows = _check_statistics(rs, rv, failures)
+        _check_parameters(rs, net, failures)
+        _check_traffic(counter, digest_bytes, act_bytes, rows, failures)
     finally:
         if not a.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -112,17 +112,8 @@ def _user_script(layers: Sequence[Layer]) -> tuple[list[str], dict[str, int], st
     return lines, at, f"{start}~{len(lines) - 6}"
 
 
-def _build(layers: Sequence[Layer], batch: int, adam: bool, dp: bool, mean_grads: bool, ranks: int, short: bool,
-           user: str, at: dict[str, int], span: str) -> tuple[_Graph, list[str]]:
-    """The training graph of an MLP; also returns the activation-gradient kernels (renumbering targets)."""
-    g = _Graph(short)
-    um, f_, t_ = (g.const("UMonad", None, "UMonad[U]"), g.const("bool", False, "Bool(0)", b"\x08\x01\x10\x00"),
-                  g.const("bool", True, "Bool(1)", b"\x08\x01\x10\x01"))
-    i0, one = g.const("int64", 0, "I64(0)", b"\x08\x05\x18\x00"), g.const("int32", [1], "Tensor(shape=[1], "
-                                                                          "dtype=Int32, value=[1])")
-    mean = g.const("float32", 1 / ranks, f"Tensor(shape=[], dtype=Float32, value={1 / ranks:g})") if dp and mean_grads \
-        else ""
-    b1, b2, eps = (g.const("float32", v, f"F32({v:g})") for v in (0.9, 0.999, 1e-8)) if adam else ("", "", "")
+def _parameters(layers: Sequence[Layer], batch: int, adam: bool) -> dict[str, tuple[tuple[int, ...], str, bool]]:
+    """name -> (shape, dtype, is a Ref) of the graph's parameters, in a real graph's order."""
     params: list[tuple[str, tuple[int, ...], str, bool]] = []
     for name, i, o, _ in reversed(layers):
         params += [(f"{name}.bias", (o,), "float32", True), (f"{name}.weight", (o, i), "float32", True)]
@@ -131,7 +122,13 @@ def _build(layers: Sequence[Layer], batch: int, adam: bool, dp: bool, mean_grads
     params += [(n, (), "float32", True) for n in (("beta1_power", "beta2_power") if adam else ("momentum",))]
     for s in ("moment1", "moment2") if adam else ("moments",):
         params += [(f"{s}.{p}", shape, "float32", True) for p, shape, _, _ in params[: 2 * len(layers)]]
-    g.params = {n: (shape, dt, ref) for n, shape, dt, ref in params}
+    return {n: (shape, dt, ref) for n, shape, dt, ref in params}
+
+
+def _forward(g: _Graph, layers: Sequence[Layer], batch: int, user: str, at: dict[str, int], span: str,
+             consts: tuple[str, str, str, str]) -> tuple[str, list[tuple[Any, ...]], list[str]]:
+    """The forward kernels of every Dense and activation, with their stacks: (logits, per layer its facts, loads)."""
+    um, f_, t_, i0 = consts
     x, fwd, loads = "inputs0", list[tuple[Any, ...]](), list[str]()
     for name, i, o, act in layers:
         up = [(user, str(at[name]), f"        x = self.{name}(x)"), (user, span, "    def construct(self, x):"),
@@ -151,6 +148,22 @@ def _build(layers: Sequence[Layer], batch: int, adam: bool, dp: bool, mean_grads
             y = g.add(f"{BACKBONE}/{name}_act-{act}", act, [y], (batch, o), frames=act_f)
         fwd.append((name, i, o, act, x, lw, y, mm_f, ba_f, act_f))
         loads, x = loads + [lb, lw], y
+    return x, fwd, loads
+
+
+def _build(layers: Sequence[Layer], batch: int, adam: bool, dp: bool, mean_grads: bool, ranks: int, short: bool,
+           user: str, at: dict[str, int], span: str) -> tuple[_Graph, list[str]]:
+    """The training graph of an MLP; also returns the activation-gradient kernels (renumbering targets)."""
+    g = _Graph(short)
+    um, f_, t_ = (g.const("UMonad", None, "UMonad[U]"), g.const("bool", False, "Bool(0)", b"\x08\x01\x10\x00"),
+                  g.const("bool", True, "Bool(1)", b"\x08\x01\x10\x01"))
+    i0, one = g.const("int64", 0, "I64(0)", b"\x08\x05\x18\x00"), g.const("int32", [1], "Tensor(shape=[1], "
+                                                                          "dtype=Int32, value=[1])")
+    mean = g.const("float32", 1 / ranks, f"Tensor(shape=[], dtype=Float32, value={1 / ranks:g})") if dp and mean_grads \
+        else ""
+    b1, b2, eps = (g.const("float32", v, f"F32({v:g})") for v in (0.9, 0.999, 1e-8)) if adam else ("", "", "")
+    g.params = _parameters(layers, batch, adam)
+    x, fwd, loads = _forward(g, layers, batch, user, at, span, (um, f_, t_, i0))
     loss = g.add(LOSS, "SparseSoftmaxCrossEntropyWithLogits", [x, "inputs1"], (), frames=_LOSS_F)
     gl, logits = f"Gradients/{LOSS}/Grad_SparseSoftmaxCrossEntropyWithLogits", (batch, layers[-1][2])
     lg = g.add(gl, "SparseSoftmaxCrossEntropyWithLogits", [x, "inputs1"], logits, frames=_LOSS_F, backward=True)

@@ -137,10 +137,20 @@ def sizes_section(root: str) -> list[str]:
              "### Largest 15 modules", "", *_table(["module", "lines"], [[f"`{p}`", n] for p, n in largest]), ""])
 
 
+def all_functions(root: str) -> list[Function]:
+    """Every function of the checkout's Python and JavaScript."""
+    found = [f for rel in _files(root, PY_FOLDERS, ".py") for f in python_functions(root, rel)]
+    return found + [f for rel in _files(root, JS_FOLDERS, ".js") for f in javascript_functions(root, rel)]
+
+
+def long_functions(root: str) -> list[Function]:
+    """The functions over LONG lines, longest first."""
+    return sorted((f for f in all_functions(root) if f.lines > LONG), key=lambda f: -f.lines)
+
+
 def functions_section(root: str) -> list[str]:
     """Functions over LONG lines, Python and JavaScript, reasoned or not."""
-    found = [f for rel in _files(root, PY_FOLDERS, ".py") for f in python_functions(root, rel)]
-    found += [f for rel in _files(root, JS_FOLDERS, ".js") for f in javascript_functions(root, rel)]
+    found = all_functions(root)
     long = sorted((f for f in found if f.lines > LONG), key=lambda f: -f.lines)
     rows = [[f"`{f.path}:{f.line}`", f"`{f.name}`", f.lines, "yes" if f.reasoned else "**no**"] for f in long]
     summary = Counter((f.path.split(os.sep)[0], f.reasoned) for f in long)

@@ -16,7 +16,7 @@ import importscan
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Each marker is a piece of one framework's text: finding it in a string means the code parses, builds or
-# tests that text. Why each belongs to its format:
+# tests that text. A marker in double quotes must be the whole string. Why each belongs to its format:
 MARKERS: dict[str, str] = {
     # MindSpore: graph files (.pb / .ir) and their stack text
     "In file": "MindSpore's stack frames in a graph's debug info ('# In file /x.py:12')",
@@ -32,6 +32,9 @@ MARKERS: dict[str, str] = {
     "-op\\d": "MindSpore's op numbering in node names (a regex on 'Conv2D-op12')",
     "ms_output_trace": "a MindSpore graph file name",
     "ms_version": "a field of MindSpore's dump configuration",
+    "saved_data": "a field of MindSpore's dump configuration (tensor, statistic or full)",
+    "rank_N": "MindSpore's rank folders",
+    '"Depend"': "a MindSpore IR primitive (the whole string: 'Depend' is an English word too)",
     "execution_order": "MindSpore's folder of per-graph execution order files",
     "statistic.csv": "MindSpore's statistics-only dump file",
     # msprobe (MindStudio Probe)
@@ -101,7 +104,9 @@ def js_strings(path: str) -> list[tuple[int, str]]:
     text = re.sub(r"(?m)(^|\s)//.*$", r"\1", text)
     out = []
     for m in _JS_STRING.finditer(text):
-        out.append((text.count("\n", 0, m.start()) + 1, m.group()))
+        literal = m.group()
+        inner = literal[1:-1] if literal[0] in "'\"`" else literal      # a regex keeps its slashes and flags
+        out.append((text.count("\n", 0, m.start()) + 1, inner))
     return out
 
 
@@ -118,7 +123,8 @@ def offenders(root: str) -> dict[str, dict[str, list[int]]]:
         strings = python_strings(path) if rel.endswith(".py") else js_strings(path)
         for line, text in strings:
             for marker in MARKERS:
-                if marker in text:
+                whole = marker.startswith('"') and marker.endswith('"')
+                if (text == marker[1:-1]) if whole else (marker in text):
                     found.setdefault(rel, {}).setdefault(marker, []).append(line)
     return found
 
@@ -144,10 +150,12 @@ def test_the_check_finds_a_planted_marker(tmp_path):
         "debugger/formats/mindspore/reader.py": 'FRAME = "# In file "\n',
         "debugger/torch/stacks.py": 'SITE = "site-packages"\n',
         "web/__init__.py": "",
-        "web/static/js/view.js": "// Default/ in a comment\nconst root = 'Default/';\nconst re1 = /aten::\\w+/;\n",
+        "web/static/js/view.js": "// Default/ in a comment\nconst root = 'Default/';\nconst re1 = /aten::\\w+/;\n"
+                                 "const op = 'Depend', text = 'Depends on';\n",
     }
     for rel, text in planted.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert offenders(str(tmp_path)) == {"debugger/model.py": {"In file": [3]},
-                                        os.path.join("web", "static", "js", "view.js"): {"Default/": [2], "aten::": [3]}}
+                                        os.path.join("web", "static", "js", "view.js"): {"Default/": [2], "aten::": [3],
+                                                                                        '"Depend"': [4]}}

@@ -1,4 +1,4 @@
-"""Watchpoints: the condition registry, the condition families and the scan engine."""
+"""Watchpoints: the condition registry, the condition rules and the scan engine."""
 from __future__ import annotations
 
 from .engine import scan

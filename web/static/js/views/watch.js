@@ -35,7 +35,7 @@ export function mount(root, { onWatchChange }) {
   function drawForm(selected) {
     clear(formCard);
     const byFamily = {};
-    for (const c of conditions) (byFamily[c.family] ||= []).push(c);
+    for (const c of conditions) (byFamily[c.origin] ||= []).push(c);
     const sel = h('select', { class: 'input cond-select', 'aria-label': 'condition' },
       Object.entries(byFamily).map(([fam, cs]) => h('optgroup', { label: FAMILY[fam] || fam },
         cs.map((c) => h('option', { value: c.name, selected: c.name === selected }, `${c.name}  ·  ${c.target}`)))));

@@ -20,7 +20,7 @@ from ..model import Rank, TensorRef
 from ..stats import STAT_NAMES, Stats
 from .batch import Batch
 from .compute import UnitSpec, pair_mismatch
-from .registry import HISTORY, OPS, PREVIOUS, Condition, Watchpoint
+from .registry import HISTORY, OPS, Condition, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from .select import activation, matches
 
@@ -461,31 +461,14 @@ class _Chain(PerTensor):
         return True
 
     def chain(self, chk: Check) -> list[TensorRef] | None:
-        """[this, previous, ...]; None with ``chk.error`` set when an earlier value is missing."""
-        needs, ref, rank, gid = chk.wp.condition.needs, chk.ref, chk.step.rank, chk.step.gid
+        """[this, previous, ...] (:func:`debugger.history.earlier_values`): the previous runs of the graph
+        (PREVIOUS), or the last num_steps dumped iterations (HISTORY, as SageMaker); None with
+        ``chk.error`` set when an earlier value is missing."""
         count = self.needs(chk.wp).earlier + 1
-        chain = [ref]
-        it = chk.step.iteration
-        while len(chain) < count:
-            if needs == PREVIOUS:   # the previous run of the graph
-                prev_it = rank.previous_iteration(gid, it)
-            else:                   # tensor_unchanged: the last num_steps DUMPED iterations (as SageMaker)
-                prev_it = max((i for i in rank.iterations(gid) if i < it), default=None)
-            if prev_it is None and needs == PREVIOUS:
-                before = value_before_update(chk)
-                if before is not None:
-                    chain.append(before)
-                    break
-            if prev_it is None:
-                chk.error = "no previous iteration" if len(chain) == 1 else \
-                    f"needs {count} dumped iterations, only {len(chain)} up to this one"
-                return None
-            prev = rank.tensor_map(gid, prev_it).get(ref.key)
-            if prev is None:
-                chk.error = f"no previous value: iteration {prev_it} has no dump of this tensor"
-                return None
-            chain.append(prev)
-            it = prev_it
+        dumped = chk.wp.condition.needs == HISTORY
+        chain, why = history.earlier_values(chk.step.rank, chk.ref, count, dumped=dumped)
+        if chain is None:
+            chk.error = why
         return chain
 
     def needs(self, wp: Watchpoint) -> Needs:

@@ -117,7 +117,8 @@ def add_error(out: ScanResult, wp: Watchpoint, step: Step, node: str, msg: str) 
     if isinstance(msg, NotApplicable):
         out.skip(wp.name, str(msg), step.rank.rank, step.iteration, node)
         return
-    out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid))
+    order = next((i for i, w in enumerate(out.watchpoints) if w is wp), 0)   # which one, when two share a name
+    out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid, order))
 
 
 def nonfinite_text(s: Stats) -> str:

@@ -26,7 +26,7 @@ __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
 _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
-_RESULT_FORMAT = 7   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 8   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,

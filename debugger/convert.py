@@ -9,7 +9,7 @@ from . import history
 from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
-from .formats import DumpWriter
+from .formats.tdbg_h5.writer import DumpWriter   # convert writes tdbg's own format, whatever it reads
 from .model import Dump, Rank, TensorRef
 from .stats import ASYMPTOTES, saturated_count, update_stats
 

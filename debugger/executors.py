@@ -9,8 +9,6 @@ result, stored once).
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import re
 import threading
@@ -164,22 +162,3 @@ def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], 
     slots = sum(client.nthreads().values())
     # pure=False: a task runs for every submit (its arguments are plain data, no key is hashed from them)
     return client.get_executor(pure=False), slots, closers
-
-
-def add_scheduler(parser: argparse.ArgumentParser) -> None:
-    """The ``--scheduler`` option of the commands that read tensors."""
-    parser.add_argument("--scheduler", metavar="ADDRESS|local[:N]",
-                        help="run the tensor work on a Dask cluster: a scheduler's address (tcp://host:8786; its "
-                             "workers must see the dump path) or local[:N] for N local worker processes "
-                             "(needs tdbg[dask])")
-
-
-def cluster_workers(args: argparse.Namespace) -> Any:
-    """The Dask cluster of ``--scheduler`` as a context manager (None without the flag: the local pool)."""
-    spec = getattr(args, "scheduler", None)
-    if not spec:
-        return contextlib.nullcontext(None)
-    try:
-        return connect(spec, getattr(args, "jobs", None))
-    except ValueError as exc:
-        raise DumpError(None, str(exc)) from None

@@ -66,7 +66,7 @@ class Workers:
         """Run ``fn(*args)`` on a worker (here, at once, when there is no executor)."""
         executor = self.executor
         if executor is None:
-            from concurrent.futures import Future
+            from concurrent.futures import Future   # local: a cached re-scan loads no concurrent.futures
 
             fut: Future = Future()
             try:
@@ -98,6 +98,7 @@ def local_workers(jobs: int | None = None) -> Workers:
     jobs = max(1, jobs or os.cpu_count() or 1)
     if jobs == 1:
         return Workers(None, 1)
+    # local: a cached re-scan starts no pool and loads neither (tests/test_lazy_imports.py)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -144,7 +145,7 @@ def client_workers(client: Any) -> Workers:
 
 def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], Any], ...]]:
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster   # local: Dask is optional (tdbg[dask]), for --scheduler only
     except ImportError:
         raise DumpError(None, "--scheduler needs Dask: pip install 'tdbg[dask]'") from None
     closers: tuple[Callable[[], Any], ...]

@@ -629,7 +629,7 @@ def test_a_slow_tensor_does_not_hold_up_another(make_app: Any, tmp_path: Any) ->
     import threading
     import time as _t
 
-    from debugger.formats import DumpWriter
+    from debugger.formats.tdbg_h5.writer import DumpWriter
     from debugger.formats.records import GraphRecord, NodeRecord
 
     root = str(tmp_path / "d")

@@ -16,8 +16,9 @@ from ..exits import Exit
 from ..model import Dump, open_dump
 from ..report import Progress
 from ..selection import lacking_iterations, parse_iterations, parse_ranks, present_ranks, ranges_text
-from ..watch.engine import scan, scan_warnings
+from ..watch.engine import scan_warnings
 from ..watch.registry import Watchpoint, describe_conditions, preset
+from ..watch.session import ScanSession
 from .common import add_cache, add_json, add_scheduler, cluster_workers, print_json, report_warnings
 from .scan_report import print_conditions, print_scan
 
@@ -60,9 +61,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     dump = open_dump(args.dump)
     ranks, selection_notes = present_ranks(dump, ranks)
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
+    session = ScanSession(dump, cache, watchpoints=wps)   # no store: a command line's scan is its own
     with cluster_workers(args) as workers:
-        result = scan(dump, wps, ranks=ranks, iterations=its, where=args.where, jobs=args.jobs, cache=cache,
-                      progress=Progress("scanning"), workers=workers)
+        result = session.scan(ranks=ranks, iterations=its, where=args.where, jobs=args.jobs,
+                              progress=Progress("scanning"), workers=workers)
     warnings = scan_warnings(dump, result)
     try:
         # after the scan, from what it found: a stored result is answered without listing the iterations

@@ -3,7 +3,8 @@
 // graph pane and the code pane.
 import { api } from './api.js';
 import { state, set } from './state.js';
-import { put, h, clear, fmt, fmtBytes, shape, kindChip, KIND_COLORS, errorBox, basename, shortName } from './dom.js';
+import { put, h, clear, fmt, fmtBytes, shape, kindChip, kindDot, errorBox, basename, shortName } from './dom.js';
+import { KIND_COLORS, kindColor } from './kinds.js';
 import { histogram } from './charts.js';
 
 const STAT_TILES = [['min', 'min'], ['max', 'max'], ['mean', 'mean'], ['abs_mean', 'abs mean'], ['std', 'std'], ['count', 'count']];
@@ -64,7 +65,7 @@ export function createInspector(el, { context = 'graph' } = {}) {
   function draw(d) {
     clear(el);
     const head = h('div', { class: 'insp-head' },
-      h('div', { class: 'insp-title' }, h('i', { class: 'kbar', style: { background: KIND_COLORS[d.kind] } }),
+      h('div', { class: 'insp-title' }, h('i', { class: 'kbar', style: { background: kindColor(d.kind) } }),
         h('span', { class: 'insp-name', title: d.node }, d.name)),
       h('div', { class: 'insp-chips' }, h('span', { class: 'chip op' }, d.op_type), kindChip(d.kind),
         h('span', { class: 'chip' }, d.is_backward ? 'backward' : 'forward'),
@@ -113,7 +114,7 @@ export function createInspector(el, { context = 'graph' } = {}) {
         iteration: state.iteration }).then((t) => {
         if (my !== seq) return;
         put(clear(statsBox), statTiles(t.stats), h('div', { class: 'hist-title' }, 'Histogram of finite values'),
-          histogram(t.histogram, { width: 372, height: 130, color: KIND_COLORS[d.kind] === KIND_COLORS.other ? '#4c6ef5' : KIND_COLORS[d.kind] }));
+          histogram(t.histogram, { width: 372, height: 130, color: d.kind in KIND_COLORS && d.kind !== 'other' ? KIND_COLORS[d.kind] : '#4c6ef5' }));
       }).catch((e) => { if (my === seq) put(clear(statsBox), errorBox(e)); });
     }
 
@@ -122,7 +123,7 @@ export function createInspector(el, { context = 'graph' } = {}) {
     if (ins.length || d.consumers.length) {
       put(el, section('Inputs and consumers', h('div', { class: 'io-lists' },
         ins.length ? h('div', {}, h('div', { class: 'sub-title' }, `Inputs (${ins.length})`), h('ul', { class: 'link-list' },
-          ins.map((i) => h('li', {}, h('span', { class: 'slot' }, i.slot), h('i', { class: 'kdot', style: { background: KIND_COLORS[i.kind] || KIND_COLORS.other } }),
+          ins.map((i) => h('li', {}, h('span', { class: 'slot' }, i.slot), kindDot(i.kind),
             h('a', { href: '#', title: i.node, onclick: (e) => { e.preventDefault(); set({ node: i.node, io: 'output', slot: 0 }); } }, i.name),
             i.op_type ? h('span', { class: 'faint' }, ` ${i.op_type}`) : null)))) : null,
         d.consumers.length ? h('div', {}, h('div', { class: 'sub-title' }, `Consumers (${d.consumers.length})`), h('ul', { class: 'link-list' },

@@ -2,7 +2,7 @@
 // file with its node-creating lines marked, and the nodes of the chosen line, forward and backward.
 import { api } from '../api.js';
 import { state, set } from '../state.js';
-import { put, h, clear, KIND_COLORS, errorBox, basename, empty, debounce, toast } from '../dom.js';
+import { put, h, clear, kindDot, errorBox, basename, empty, debounce, toast } from '../dom.js';
 import { createInspector } from '../inspector.js';
 
 const PY_KEYWORDS = new Set(('False None True and as assert async await break class continue def del elif else except finally for from '
@@ -187,7 +187,7 @@ export function mount(root) {
       h('div', { class: 'sub-title' }, h('span', { class: `chip ${cls}` }, title), ` ${items.length} node${items.length > 1 ? 's' : ''}`),
       h('ul', { class: 'node-list' }, items.map((n) => h('li', { class: `${n.node === state.node ? 'active' : ''}`, title: n.node,
         onclick: () => set({ node: n.node, graph: n.graph, io: 'output', slot: 0 }) },
-      h('i', { class: 'kdot', style: { background: KIND_COLORS[n.kind] } }),
+      kindDot(n.kind),
       h('span', { class: 'nl-name' }, n.name), h('span', { class: 'chip op' }, n.op_type),
       h('div', { class: 'nl-scope' }, manyGraphs ? `graph ${n.graph}${n.scope ? ' · ' + n.scope : ''}` : n.scope))))) : null;
     // a layer's definition (self.fc2 = ...) makes no node itself: its nodes are the layer's

@@ -2,7 +2,8 @@
 // all iterations, and values as a table or heat map of a slice such as [0, :, :], capped.
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
-import { put, h, clear, fmt, fmtBytes, shape, kindChip, errorBox, empty, KIND_COLORS } from '../dom.js';
+import { put, h, clear, fmt, fmtBytes, shape, kindChip, errorBox, empty } from '../dom.js';
+import { kindColor } from '../kinds.js';
 import { histogram, lineChart, heatmap } from '../charts.js';
 
 const STATS = [['min', 'min'], ['max', 'max'], ['mean', 'mean'], ['abs_mean', 'abs mean'], ['std', 'std'], ['l2norm', 'L2 norm'],
@@ -39,7 +40,7 @@ export function mount(root) {
       selected: cur && t.io === cur.io && t.slot === cur.slot }, `${t.io} ${t.slot}  ${shape(t.shape)} ${t.dtype || ''}${t.dumped ? '' : ' (not dumped)'}`)));
     put(page, h('div', { class: 'tensor-head card' },
       h('div', { class: 'th-main' },
-        h('div', { class: 'th-title' }, h('i', { class: 'kbar', style: { background: KIND_COLORS[node.kind] } }), h('h1', {}, node.name),
+        h('div', { class: 'th-title' }, h('i', { class: 'kbar', style: { background: kindColor(node.kind) } }), h('h1', {}, node.name),
           h('span', { class: 'chip op' }, node.op_type), kindChip(node.kind)),
         h('div', { class: 'mono muted th-full' }, node.node)),
       h('div', { class: 'th-controls' }, h('label', { class: 'muted' }, 'Tensor '), tensorSelect,

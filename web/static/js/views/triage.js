@@ -5,7 +5,7 @@
 // Also the dump chooser: every dump of the folder with its health at a glance.
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
-import { put, h, clear, fmt, errorBox, basename, KIND_COLORS, toast, dumpHead } from '../dom.js';
+import { put, h, clear, fmt, errorBox, basename, kindDot, toast, dumpHead } from '../dom.js';
 import { lineChart } from '../charts.js';
 import { hitText, tensorLabel } from '../inspector.js';
 
@@ -126,7 +126,7 @@ export function mount(root) {
           h('span', { class: 'faint small' }, 'first'),
           h('a', { href: '#', class: 'f-node mono', title: `${x.node}\nshow in the graph at iteration ${x.iteration}`,
             onclick: (e) => { e.preventDefault(); set({ view: 'graph', rank: x.rank, graph: x.graph, iteration: x.iteration, node: x.node, io: x.io, slot: x.slot, scope: '' }); } },
-          h('i', { class: 'kdot', style: { background: KIND_COLORS[x.kind] || KIND_COLORS.other } }), tensorLabel(x)),
+          kindDot(x.kind), tensorLabel(x)),
           h('span', { class: 'small' }, `iteration ${x.iteration}${t.ranks.length > 1 ? `, rank ${x.rank}` : ''}`),
           loc ? h('a', { href: '#', class: 'f-loc mono small', title: `${loc}\nopen this line in the code view`,
             onclick: (e) => { e.preventDefault(); set({ view: 'code', file: loc.slice(0, loc.lastIndexOf(':')), line: loc }); } }, basename(loc))

@@ -2,7 +2,7 @@
 // hits grouped by watchpoint (click a hit: its node in the graph at its iteration).
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
-import { put, h, clear, fmt, errorBox, empty, toast, shortName, basename, KIND_COLORS } from '../dom.js';
+import { put, h, clear, fmt, errorBox, empty, toast, shortName, basename, kindDot } from '../dom.js';
 import { hitText, tensorLabel } from '../inspector.js';
 
 const FAMILY = { mindinsight: 'MindInsight conditions', sagemaker: 'Rules over several iterations or units', tdbg: 'tdbg' };
@@ -163,7 +163,7 @@ export function mount(root, { onWatchChange }) {
           h('tbody', {}, mine.slice(0, 300).map((x) => h('tr', { class: 'clickable', title: `${x.node}\nclick: show in the graph at iteration ${x.iteration}`,
             onclick: () => set({ view: 'graph', rank: x.rank, graph: x.graph, iteration: x.iteration, node: x.node, io: x.io, slot: x.slot }) },
           h('td', { class: 'num' }, x.iteration),
-          h('td', {}, h('i', { class: 'kdot', style: { background: KIND_COLORS[x.kind] } }), h('span', { class: 'mono' }, tensorLabel({ ...x, io: null }))),
+          h('td', {}, kindDot(x.kind), h('span', { class: 'mono' }, tensorLabel({ ...x, io: null }))),
           h('td', { class: 'mono' }, `${x.io}:${x.slot}`),
           h('td', { class: 'small' }, hitText(x)),
           h('td', { class: 'mono small muted' }, x.source ? basename(x.source) : '—'))))));

@@ -2,7 +2,7 @@
 import { api, onBusy, invalidate } from './api.js';
 import { state, set, start, subscribe, ctx, touch } from './state.js';
 import { put, h, clear, toast, errorBox } from './dom.js';
-import { tensorLabel } from './inspector.js';
+import { tensorLabel } from './hits.js';
 import { setKinds } from './kinds.js';
 import * as overview from './views/overview.js';
 import * as triage from './views/triage.js';

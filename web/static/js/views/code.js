@@ -5,7 +5,7 @@
 import { api } from '../api.js';
 import { state, set } from '../state.js';
 import { put, h, clear, errorBox, basename, empty, debounce, toast } from '../dom.js';
-import { createInspector } from '../inspector.js';
+import { createInspector } from '../components/inspector.js';
 import { defaultFile, fileOfAnswer, lineGroups, parseLoc, selectedLine } from './code/state.js';
 import { fileItems, nodeGroup, sourceHead, sourceTable } from './code/render.js';
 

@@ -7,7 +7,7 @@ import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
 import { put, h, s, clear, debounce, errorBox, toast, kindSwatch } from '../dom.js';
 import { kinds } from '../kinds.js';
-import { createInspector } from '../inspector.js';
+import { createInspector } from '../components/inspector.js';
 import { createPanZoom } from '../components/panzoom.js';
 import { startWorker, runLayout } from './graph/layout-run.js';
 import { drawScene, graphDefs, sizeOf } from './graph/draw.js';

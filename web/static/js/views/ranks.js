@@ -4,7 +4,7 @@ import { api } from '../api.js';
 import { state, set } from '../state.js';
 import { put, h, clear, fmt, fmtBytes, errorBox, kindDot } from '../dom.js';
 import { kindsIn, kindColor, kindLabel } from '../kinds.js';
-import { tensorLabel } from '../inspector.js';
+import { tensorLabel } from '../hits.js';
 
 export function mount(root) {
   const page = h('div', { class: 'page' });

@@ -4,7 +4,7 @@ import { api } from '../../api.js';
 import { state, set } from '../../state.js';
 import { put, h, fmt, basename, kindDot, toast } from '../../dom.js';
 import { lineChart } from '../../charts.js';
-import { hitText, tensorLabel } from '../../inspector.js';
+import { hitText, tensorLabel } from '../../hits.js';
 import { stepCauses } from './state.js';
 
 const RANK_COLORS = ['#3b5bdb', '#e8590c', '#2f9e44', '#ae3ec9', '#1098ad', '#f08c00', '#c2255c', '#5c940d'];

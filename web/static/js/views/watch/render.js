@@ -2,7 +2,7 @@
 // active list and the hit tables. Actions are handed in (`on`); nothing here calls the API.
 import { set } from '../../state.js';
 import { h, fmt, basename, kindDot } from '../../dom.js';
-import { hitText, tensorLabel } from '../../inspector.js';
+import { hitText, tensorLabel } from '../../hits.js';
 import { groupByOrigin, paramPlaceholder, paramRange } from './state.js';
 
 /** The condition select, grouped by origin. */

@@ -31,11 +31,11 @@ _ENGINES = ("query", "watch", "compare")
 
 LAYERS: tuple[Layer, ...] = (
     # Leaf helpers that know no dump: errors and exit statuses, lazy loading, number ranges, statistics and
-    # their cache, executors, the generated protobuf module. The package's __init__ only names its exports.
+    # their cache, executors, the generated protobuf module.
     Layer("base", ("debugger.errors", "debugger.exits", "debugger.lazy", "debugger.kinds", "debugger.gcpause",
                    "debugger.slices", "debugger.validate", "debugger.report", "debugger.executors",
                    "debugger.selection", "debugger.stats", "debugger.stats_kernel", "debugger.cache",
-                   "debugger.proto"), exact=("debugger",)),
+                   "debugger.proto")),
     # The seam every format reads through: records, the reader protocol, safe file access, .npy headers.
     Layer("seam", ("debugger.formats.records", "debugger.formats.base", "debugger.formats.files",
                    "debugger.formats.npy"), _BASE),
@@ -46,8 +46,9 @@ LAYERS: tuple[Layer, ...] = (
     # The PyTorch recorder writes tdbg-h5 and reads nothing back.
     Layer("recorder", ("debugger.torch",), _READ + ("debugger.formats.tdbg_h5",)),
     # The model of a dump: ranks, graphs, nodes, source stacks, history, their JSON form and source roots.
+    # The package's __init__ (``from debugger import open_dump``, ``__version__``) re-exports the model.
     Layer("model", ("debugger.model", "debugger.graph", "debugger.source", "debugger.locate", "debugger.history",
-                    "debugger.serialize", "debugger.sourceroots"), _READ + ("table",)),
+                    "debugger.serialize", "debugger.sourceroots"), _READ + ("table",), exact=("debugger",)),
     # Engines, each on its own: none imports another.
     Layer("query", ("debugger.query",), _MODEL),
     Layer("watch", ("debugger.watch", "debugger.watchstore"), _MODEL),
@@ -55,7 +56,8 @@ LAYERS: tuple[Layer, ...] = (
     # Tools built on the engines, each on its own.
     Layer("export", ("debugger.export",), _MODEL + ("query",)),
     Layer("triage", ("debugger.triage",), _MODEL + _ENGINES),
-    Layer("convert", ("debugger.convert",), _MODEL),
+    # convert writes tdbg's own format, whatever it reads: through the one tdbg-h5 writer, as the recorder does.
+    Layer("convert", ("debugger.convert",), _MODEL + ("debugger.formats.tdbg_h5.writer",)),
     # The web layer asks the library only: never a format or the seam (it reads no files itself).
     Layer("web", ("tdbg_web",), _BASE + ("model",) + _ENGINES + ("export", "triage")),
     # The command line: every command; `tdbg serve` starts the web layer.

@@ -14,15 +14,10 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import structure  # noqa: E402
 
 # PENDING (issue 21): long functions that the parallel work splits (helper A: msprobe/sequence.py,
-# query/scopes.py; helper C: cli.py; helper D: the front end's views). Goes when that work is merged; an
-# entry that is no longer long fails the test below, so the list only shrinks.
+# query/scopes.py). Goes when that work is merged; an entry that is no longer long fails the test below,
+# so the list only shrinks.
 _PENDING = {
-    ("web/static/js/views/graph.js", "mount"), ("web/static/js/layout.js", "layout"),
-    ("web/static/js/views/code.js", "mount"), ("web/static/js/views/watch.js", "mount"),
-    ("web/static/js/views/triage.js", "mount"), ("web/static/js/views/tensor.js", "mount"),
-    ("web/static/js/inspector.js", "createInspector"), ("web/static/js/views/tensor.js", "render"),
     ("debugger/formats/msprobe/sequence.py", "_step_nodes"), ("debugger/query/scopes.py", "_structure"),
-    ("debugger/cli.py", "build_parser"),
 }
 
 

@@ -26,7 +26,7 @@ NEEDS_GRAPHVIZ = frozenset({"svg", "png"})
 MIMETYPES = {"dot": "text/vnd.graphviz", "svg": "image/svg+xml", "png": "image/png"}
 RENDER_TIMEOUT = 120     # seconds Graphviz may take for one scope level
 
-# The web UI's kind colours (web/static/js/dom.js KIND_COLORS), so an export reads like the view.
+# Each kind's colour, for the graph export and the web UI alike (served by /api/kinds): an export reads like the view.
 KIND_COLORS = {
     "weight": "#1c7ed6", "gradient": "#f08c00", "optimizer_state": "#9c36b5", "activation": "#2f9e44",
     "loss": "#d6336c", "input": "#0c8599", "constant": "#868e96", "other": "#5c677d",

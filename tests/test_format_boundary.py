@@ -63,7 +63,6 @@ MARKERS: dict[str, str] = {
 # carry ("-" is everywhere); helper A's layer/module field removes it.
 _PENDING: dict[str, set[str]] = {
     os.path.join("debugger", "source.py"): {"In file", "Corresponding forward node candidate", "site-packages", "torch/"},
-    os.path.join("web", "static", "js", "views", "watch.js"): {"Default/"},
 }
 
 

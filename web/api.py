@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import KINDS, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
+from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
@@ -133,7 +133,7 @@ def info() -> dict[str, Any]:
 @bp.get("/kinds")
 def kinds() -> dict[str, Any]:
     """The library's node kinds, in its order: the front end draws its legends and colours from them."""
-    return {"items": [str(getattr(k, "value", k)) for k in KINDS]}
+    return {"items": [str(getattr(k, "value", k)) for k in KINDS], "colors": dict(export.KIND_COLORS)}
 
 
 @bp.get("/ranks")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dumpmaker
-from debugger import KINDS, open_dump, tensor_stats, watch
+from debugger import KINDS, export, open_dump, tensor_stats, watch
 from debugger.stats import STAT_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,8 +82,11 @@ def test_graphs_of_a_rank(client: Any) -> None:
 
 
 def test_kinds_are_the_librarys_and_cover_every_node_of_the_dump(client: Any) -> None:
-    kinds = ok(client.get("/api/kinds"))["items"]
+    answer = ok(client.get("/api/kinds"))
+    kinds = answer["items"]
     assert kinds == [getattr(k, "value", k) for k in KINDS] and "weight" in kinds
+    # every kind has its colour, the one the graph export draws with
+    assert set(answer["colors"]) == set(kinds) and answer["colors"]["weight"] == export.KIND_COLORS["weight"]
     seen = {k for g in ok(client.get("/api/ranks/0/graphs"))["items"] for k in g["kinds"]}
     assert seen and seen <= set(kinds)
 

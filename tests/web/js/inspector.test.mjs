@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { currentTensor, histogramColor } from '../../../web/static/js/components/inspector.js';
-import { KIND_COLORS } from '../../../web/static/js/kinds.js';
+import { setKinds } from '../../../web/static/js/kinds.js';
 import { hitText, tensorLabel } from '../../../web/static/js/hits.js';
 
 test('the panel details the chosen dumped tensor, else the first dumped output, else none', () => {
@@ -13,7 +13,8 @@ test('the panel details the chosen dumped tensor, else the first dumped output, 
 });
 
 test('histograms take their kind\'s colour, a neutral one for other and unknown kinds', () => {
-  assert.equal(histogramColor('weight'), KIND_COLORS.weight);
+  setKinds(['weight', 'other'], { weight: '#1c7ed6', other: '#5c677d' });
+  assert.equal(histogramColor('weight'), '#1c7ed6');
   assert.equal(histogramColor('other'), '#4c6ef5');
   assert.equal(histogramColor('sharded_weight'), '#4c6ef5');
 });

@@ -1,21 +1,26 @@
-// The node kinds: the list and its order come from the library (/api/kinds, set once at start-up
-// by main.js); the front end only owns their colours, with a fallback for a kind it does not know.
+// The node kinds: the list, its order and each kind's colour come from the library (/api/kinds, set
+// once at start-up by main.js; the graph export draws with the same colours); a kind without a colour
+// takes the fallback.
 
-export const KIND_COLORS = {
-  weight: '#1c7ed6', gradient: '#f08c00', optimizer_state: '#9c36b5', activation: '#2f9e44',
-  loss: '#d6336c', input: '#0c8599', constant: '#868e96', other: '#5c677d',
-};
 export const FALLBACK_COLOR = '#5c677d';
 
 let known = [];
+let colors = {};
 
-/** Take the library's kind list (the `items` of /api/kinds). */
-export function setKinds(list) { known = Array.from(list || [], String); return known; }
+/** Take the library's kind list and colours (the `items` and `colors` of /api/kinds). */
+export function setKinds(list, colorMap = {}) {
+  known = Array.from(list || [], String);
+  colors = { ...colorMap };
+  return known;
+}
 
 /** The library's kinds, in its order. */
 export function kinds() { return known.slice(); }
 
-export function kindColor(kind) { return KIND_COLORS[kind] || FALLBACK_COLOR; }
+export function kindColor(kind) { return colors[kind] || FALLBACK_COLOR; }
+
+/** Whether the library gave ``kind`` a colour of its own. */
+export function hasColor(kind) { return Object.hasOwn(colors, kind); }
 
 /** A kind as people read it: optimizer_state -> 'optimizer state'. */
 export function kindLabel(kind) { return String(kind ?? 'other').replace(/_/g, ' '); }

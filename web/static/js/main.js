@@ -209,7 +209,7 @@ async function boot() {
   try {
     clear(main).append(h('div', { class: 'boot' }, h('div', { class: 'boot-spinner' }), 'Opening the dump…'));
     const [d, k] = await Promise.all([api.dumps(), api.kinds()]);
-    setKinds(k.items);
+    setKinds(k.items, k.colors);
     ctx.dumps = d.items;
     const sel = $('dump-select');
     put(sel, ...d.items.map((x) => h('option', { value: x.id }, x.id)));

@@ -5,7 +5,7 @@
 import { api } from '../api.js';
 import { state, set } from '../state.js';
 import { put, h, clear, fmt, fmtBytes, shape, kindChip, kindDot, errorBox, basename, shortName } from '../dom.js';
-import { KIND_COLORS, kindColor } from '../kinds.js';
+import { hasColor, kindColor } from '../kinds.js';
 import { histogram } from '../charts.js';
 import { hitText } from '../hits.js';
 
@@ -33,7 +33,7 @@ export function currentTensor(tensors, io, slot) {
 
 /** The histogram colour of a kind: its own, but a neutral blue for 'other' and unknown kinds. */
 export function histogramColor(kind) {
-  return kind in KIND_COLORS && kind !== 'other' ? KIND_COLORS[kind] : '#4c6ef5';
+  return hasColor(kind) && kind !== 'other' ? kindColor(kind) : '#4c6ef5';
 }
 
 export function createInspector(el, { context = 'graph' } = {}) {

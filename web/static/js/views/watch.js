@@ -55,7 +55,7 @@ function drawForm(v) {
   const fields = h('div', { class: 'param-fields' });
   const helpEl = h('p', { class: 'cond-help' });
   const nodeInput = h('input', { type: 'text', placeholder: 'e.g. fc1.* or *MatMul*', 'aria-label': 'node filter' });
-  const scopeInput = h('input', { type: 'text', placeholder: 'e.g. Default/network-WithLossCell', 'aria-label': 'scope filter' });
+  const scopeInput = h('input', { type: 'text', placeholder: 'a scope path prefix', 'aria-label': 'scope filter' });
   const errBox = h('div');
   const drawFields = () => {
     const c = v.conditions.find((x) => x.name === sel.value);

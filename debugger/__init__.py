@@ -8,13 +8,14 @@ from __future__ import annotations
 from .lazy import lazy_names
 
 __all__ = [
-    "CorruptFileError", "Dump", "DumpError", "Graph", "KINDS", "Node", "NotADumpError", "QueryError",
+    "CorruptFileError", "Dump", "DumpError", "Graph", "KINDS", "Kind", "Node", "NotADumpError", "QueryError",
     "Rank", "Stats", "StatsCache", "TensorRef", "find_dump_roots", "open_dump", "open_dumps", "tensor_stats",
 ]
 __version__ = "0.1.0"
 
 _WHERE = {"CorruptFileError": "errors", "DumpError": "errors", "NotADumpError": "errors", "QueryError": "errors",
-          "Graph": "graph", "Node": "graph", "KINDS": "kinds", "Dump": "model", "Rank": "model",
+          "Graph": "model", "Node": "model", "KINDS": "formats.records", "Kind": "formats.records",
+          "Dump": "model", "Rank": "model",
           "TensorRef": "model", "find_dump_roots": "model", "open_dump": "model", "open_dumps": "model",
           "StatsCache": "cache", "Stats": "stats", "tensor_stats": "stats"}
 

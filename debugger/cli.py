@@ -126,7 +126,7 @@ def cmd_node(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_code(args: argparse.Namespace, out: TextIO) -> int:
     """Every node created by a source line, forward and backward marked."""
     from .model import open_dump
-    from .source import parse_location
+    from .model.source import parse_location
 
     dump = open_dump(args.dump)
     file, line = parse_location(args.location)

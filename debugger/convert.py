@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from . import history
+from .model import history
 from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
@@ -132,7 +132,7 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
                         result.warnings.append(f"{ref.location}: {exc}; not converted")
                         continue
                     result.tensors += 1
-                    result.bytes_read += ref.size
+                    result.bytes_read += ref.stored_bytes
                     if progress is not None and (done % 256 == 0 or done == total):
                         progress(done, total)
     finally:

@@ -17,7 +17,7 @@ from typing import Any
 import pydot
 
 from .errors import DumpError
-from .graph import Graph
+from .model.graph import Graph
 from .errors import InvalidQueryError
 from .query import FOLD, MAX_PAGE, scope_view
 

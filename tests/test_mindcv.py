@@ -95,7 +95,7 @@ def test_the_gradient_found_is_what_the_optimizer_adds_weight_decay_to() -> None
 
 
 def _forward_readers(graph, weight: str):  # type: ignore[no-untyped-def]
-    from debugger.locate import readers
+    from debugger.model.locate import readers
     return readers(graph)[weight]
 
 

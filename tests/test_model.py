@@ -135,7 +135,7 @@ def test_model_tensor_refs_carry_kind_param_and_order(make_dump) -> None:
         rank.tensor(0, 0, MM1, "output", 7)
     assert rank.find_node("fc1_weight") == [(0, "fc1.weight")]
     assert rank.find_node(MM1.replace("/", "_")) == [(0, MM1)] == rank.find_node("fc1-Dense/MatMul-op0")
-    assert rank.tensor_file_count() == 90 and rank.tensor_bytes() == sum(t.size for t in refs)
+    assert rank.tensor_file_count() == 90 and rank.tensor_bytes() == sum(t.stored_bytes for t in refs)
 
 
 def test_model_newest_timestamp_wins(make_dump) -> None:

@@ -22,7 +22,7 @@ from difflib import SequenceMatcher
 from typing import Callable, Iterator, Mapping
 
 from ..errors import DumpError
-from ..graph import Graph
+from ..model.graph import Graph
 from ..model import TensorRef
 
 EXACT, FUZZY, MAPPING = "exact", "fuzzy", "mapping"

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Mapping
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..executors import Workers
-from ..graph import Graph
+from ..model.graph import Graph
 from ..model import Dump
 from .match import match_graphs, match_tensors
 from .metrics import Thresholds, as_thresholds

@@ -15,8 +15,8 @@ from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..executors import Workers, local_workers
 from ..formats.base import TensorSource
-from ..graph import Graph
-from ..locate import optimizer_slots, position, user_location
+from ..model.graph import Graph
+from ..model.locate import optimizer_slots, position, user_location
 from ..model import Dump, Rank, TensorRef
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
 from .metrics import (ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, as_thresholds, cache_names,

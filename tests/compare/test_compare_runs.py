@@ -36,7 +36,7 @@ def test_runs_that_differ_from_iteration_1_on(sample_copy):
     alter(find(b, 0, 1, mm), bump)                     # the kernel where B starts to differ ...
     alter(find(b, 0, 1, add, "input", 0), bump)        # ... and its consumer's input, as it would
     for ref in open_dump(b).rank(0).tensors(0, 2):     # from then on everything differs
-        if ref.dtype.kind == "f" and ref.size:
+        if ref.dtype.kind == "f" and ref.stored_bytes:
             alter(ref.location, lambda x: x * 1.1 + 0.5)
     res = compare_runs(a, b)
     f = res.first_divergence

@@ -112,8 +112,8 @@ def test_model_tensor_index_matches_every_version_style(make_dump, options: dict
         assert all(t.node in g for t in refs)
         kernels = {t.node for t in refs if not g.node(t.node).op_type == "Parameter"}
         assert kernels == set(g.execution_order)
-        assert {t.node for t in refs if t.op_type == "Parameter"} == {n for n, a in g.nx.nodes(data=True)
-                                                                      if a.get("is_parameter")}
+        assert {t.node for t in refs if t.op_type == "Parameter"} == {n.name for n in g.nodes()
+                                                                      if n.is_parameter}
         dtype_field = options.get("dtype_field", options.get("version", "2.10") in ("2.10", ">=2.4"))
         assert all((t.file_dtype == t.dtype.name) if dtype_field else t.file_dtype is None for t in refs)
     assert dump.all_warnings() == []

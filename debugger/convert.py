@@ -10,6 +10,7 @@ from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
 from .formats import DumpWriter
+from .formats.records import Kind
 from .model import Dump, Rank, TensorRef
 from .stats import ASYMPTOTES, saturated_count, update_stats
 
@@ -150,7 +151,7 @@ def _extras(rank: Rank, ref: TensorRef, activations: dict[int, dict[str, str]],
         return dict(ref.source.stored_extras()) or None     # statistics only: what the source stored
     if ref.io == "output" and ref.slot == 0 and ref.node in activations.get(ref.graph_id, {}):
         return saturated_count(ref.value(), activations[ref.graph_id][ref.node])
-    if ref.kind != "weight" or ref.io != "output":
+    if ref.kind != Kind.WEIGHT or ref.io != "output":
         return None
     prev, _ = history.previous_value(rank, ref)
     if prev is None or not prev.ref.source.has_values:

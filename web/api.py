@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
+from debugger import KINDS, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
 from debugger.errors import InvalidQueryError
 
 from . import guard
@@ -110,6 +110,12 @@ def dumps() -> dict[str, Any]:
         t = ws.peek_triage(k)     # health only when known: the chooser asks /triage for the others
         items.append({"id": k, "path": v, "ranks": ws.dump(k).rank_ids, "health": t["health"] if t else None})
     return _page(items, path=ws.path)
+
+
+@bp.get("/kinds")
+def kinds() -> dict[str, Any]:
+    """The node kinds every format assigns, in the order views list them."""
+    return {"kinds": list(KINDS)}
 
 
 @bp.get("/triage")

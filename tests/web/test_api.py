@@ -57,6 +57,15 @@ def test_dumps_lists_the_one_dump_of_a_dump_root(client: Any, mlp_dump: str) -> 
     assert d["items"][0]["path"] == mlp_dump
 
 
+def test_kinds_come_from_the_library_in_one_order(client: Any, mlp_dump: str) -> None:
+    from debugger.formats.records import Kind
+
+    kinds = ok(client.get("/api/kinds"))["kinds"]
+    assert kinds == [k.value for k in Kind] and kinds[0] == "weight" and kinds[-1] == "other"
+    graphs = ok(client.get("/api/ranks/0/graphs"))["items"]
+    assert set(graphs[0]["kinds"]) <= set(kinds)
+
+
 def test_dumps_of_a_parent_folder_lets_the_user_choose(sample_client: Any) -> None:
     d = ok(sample_client.get("/api/dumps"))
     assert [x["id"] for x in d["items"] if not x["id"].startswith(("msprobe/", "torch_"))] == ["dp2", "single"]

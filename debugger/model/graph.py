@@ -10,7 +10,7 @@ from ..formats.records import GraphRecord, Kind, NodeRecord, OutputType, StackFr
 from .source import user_first
 
 if TYPE_CHECKING:   # networkx loads when a graph is built, not when this module is imported
-    import networkx as nx
+    import networkx
 
 T = TypeVar("T")
 
@@ -157,13 +157,13 @@ class Graph:
         self.name = record.name
         self.source_file = record.source_file
         self.outputs = list(record.outputs)
-        import networkx as nx  # ~0.1 s to import: only when a graph is read
+        import networkx  # ~0.1 s to import: only when a graph is read
 
         # a name read twice keeps its first place and its last record, as the graph always did
         self._records: dict[str, NodeRecord] = {}
         for n in record.nodes:
             self._records[n.name] = n
-        topo = nx.DiGraph()
+        topo = networkx.DiGraph()
         topo.add_nodes_from(self._records)
         for n in record.nodes:
             for slot, (src, edge) in enumerate(n.inputs):
@@ -175,7 +175,7 @@ class Graph:
         self.execution_index = {k: i for i, k in enumerate(self.execution_order)}
         self._derived: dict[Any, Any] = {}
         self._derived_lock = threading.RLock()
-        self._legacy_nx: "nx.DiGraph | None" = None
+        self._legacy_nx: "networkx.DiGraph | None" = None
 
     def __contains__(self, name: object) -> bool:
         return name in self._records
@@ -257,7 +257,7 @@ class Graph:
             return self._derived[key]  # type: ignore[no-any-return]
 
     @property
-    def nx(self) -> "nx.DiGraph":
+    def nx(self) -> "networkx.DiGraph":
         """The topology with every record field as node attributes.
         # compare/ still reads it; removed once converted (temporary: use the methods above)."""
         with self._derived_lock:

@@ -10,7 +10,7 @@ from .formats.records import StackFrame
 
 def frame_dict(f: StackFrame) -> dict[str, Any]:
     """A stack frame."""
-    return {"file": f.file, "line": f.line, "end_line": f.end_line, "code": f.code,
+    return {"file": f.file, "line": f.line, "end_line": f.end_line, "column": f.column, "code": f.code,
             "is_framework": f.is_framework, "forward_candidate": f.forward_candidate}
 
 
@@ -31,7 +31,8 @@ def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:
         src_kind = src_node.kind if src_node is not None else None
         inputs.append({"slot": slot, "node": src or None, "edge": edge, "kind": src_kind})
     out = {
-        "graph": g.graph_id, "node": n.name, "op_type": n.op_type, "scope": n.scope, "kind": n.kind,
+        "graph": g.graph_id, "node": n.name, "op_type": n.op_type, "scope": n.scope, "module": n.module,
+        "kind": n.kind,
         "param": n.param, "is_backward": n.is_backward, "execution_index": n.execution_index,
         "inputs": inputs,
         "outputs": [{"slot": i, "dtype": o.dtype, "shape": list(o.shape) if o.shape is not None else None}

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 from typing import Any
 
 import pytest
+from clirun import run_cli
 
 from debugger.formats.records import GraphRecord, NodeRecord, StackFrame
 from debugger.model import Graph, open_dump
@@ -41,6 +43,10 @@ def test_mindspore_frames_and_module(sample_root: str) -> None:
     assert framework and all(f.is_framework for f in framework)
     assert all(not f.is_framework for f in _user_frames(conv.stack, "make_sample.py"))
     assert conv.stack_user_first[0] == user
+    shown = run_cli("node", os.path.join(sample_root, "single"), conv.name, "--json")
+    (d,) = json.loads(shown.out)["nodes"]
+    assert d["module"] == conv.module and {k: d["stack"][0][k] for k in ("file", "line", "column", "code")} == {
+        "file": user.file, "line": user.line, "column": user.column, "code": user.code}
     # a backward kernel's frames are its forward node's candidates, the user's line among them
     (bwd,) = [n for n in g.nodes() if n.op_type == "Conv2DBackpropFilter"]
     assert _user_frames(bwd.stack, "make_sample.py")[0].line == user.line

@@ -21,7 +21,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from debugger.formats.npy import NpyTensor  # noqa: E402
-from debugger.formats.tdbg_h5 import FORMAT, DumpWriter  # noqa: E402
+from debugger.formats.tdbg_h5.reader import FORMAT  # noqa: E402
+from debugger.formats.tdbg_h5.writer import DumpWriter  # noqa: E402
 
 RANKS, ITERATIONS, PER_ITERATION, ELEMENTS = 2, 10, 1000, 11_520   # 11,520 float32 = 45 KB
 

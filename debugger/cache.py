@@ -77,7 +77,7 @@ class StatsCache:
                 self._loaded = True
 
     def _read_file(self) -> None:
-        import h5py
+        import h5py   # local: a cached re-scan (StatsCache's stored results) must not load h5py, numpy
 
         from .stats import STAT_NAMES
 
@@ -100,7 +100,7 @@ class StatsCache:
             _warnings.warn(f"{self.path}: unreadable statistics cache ignored ({exc})", RuntimeWarning, 2)
 
     def _row(self, k: bytes) -> Stats | None:
-        from .stats import COUNT_NAMES, STAT_NAMES, Stats
+        from .stats import COUNT_NAMES, STAT_NAMES, Stats   # local: numpy (see _read_file)
 
         i = self._rows.get(k)
         if i is None:
@@ -179,7 +179,7 @@ class StatsCache:
 
     def stats(self, ref: Any) -> Stats:
         """Statistics of a TensorRef: as its dump stores them, else from the cache, else computed (and cached)."""
-        from .stats import Stats, tensor_stats
+        from .stats import Stats, tensor_stats   # local: numpy (see _read_file)
 
         stored = ref.source.stored_stats()
         if stored:
@@ -197,7 +197,7 @@ class StatsCache:
         """Append new entries to the HDF5 file."""
         if not self.enabled or not self.path or not (self._new_stats or self._new_extra):
             return
-        import h5py
+        import h5py   # local: see _read_file
 
         with self._lock:
             new_stats, self._new_stats = self._new_stats, {}
@@ -214,7 +214,7 @@ class StatsCache:
 
     def _append_entries(self, h5py: Any, new_stats: dict[bytes, Stats], new_extra: dict[bytes, float]) -> None:
         """Append entries to the file (the caller holds the lock)."""
-        import numpy as np
+        import numpy as np   # local: see _read_file
 
         from .stats import STAT_NAMES
 
@@ -270,7 +270,7 @@ def _file_lock(path: str, exclusive: bool, timeout: float = 60.0) -> Iterator[No
     Without ``fcntl`` (Windows) it is a no-op and HDF5's lock is all there is.
     """
     try:
-        import fcntl
+        import fcntl   # local: POSIX only (see above)
     except ImportError:
         yield
         return

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -9,9 +10,9 @@ from .model import history
 from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
-from .formats import DumpWriter
 from .formats.records import Kind
-from .model import Dump, Rank, TensorRef
+from .formats.tdbg_h5.writer import DumpWriter   # convert writes tdbg's own format, whatever it reads
+from .model import Dump, Rank, TensorRef, open_dump
 from .stats import ASYMPTOTES, saturated_count, update_stats
 
 
@@ -78,8 +79,6 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
 
 def convert_rank(root: str, rank: int, target: str, statistics: bool, iterations: set[int] | None) -> ConvertResult:
     """Worker entry point: convert one rank of the dump at ``root`` (opened here) into ``target``."""
-    from .model import open_dump
-
     result = ConvertResult(root, target, [rank])
     # replace: the client checked the target was new or empty, so an iteration file already there was
     # written by an earlier try of this very task (Dask runs a task again when its worker died)
@@ -92,8 +91,6 @@ def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iter
                 workers: Workers) -> None:
     """One task per rank; results merged in rank order, as a local conversion orders them. A rank Dask
     converts again after losing its worker writes the same files again (each is published by a rename)."""
-    from concurrent.futures import as_completed
-
     futs = {workers.submit(convert_rank, root, r, target, statistics, iterations): r for r in ranks}
     parts: dict[int, ConvertResult] = {}
     done = 0

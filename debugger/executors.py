@@ -9,8 +9,6 @@ result, stored once).
 """
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import re
 import threading
@@ -68,7 +66,7 @@ class Workers:
         """Run ``fn(*args)`` on a worker (here, at once, when there is no executor)."""
         executor = self.executor
         if executor is None:
-            from concurrent.futures import Future
+            from concurrent.futures import Future   # local: a cached re-scan loads no concurrent.futures
 
             fut: Future = Future()
             try:
@@ -100,6 +98,7 @@ def local_workers(jobs: int | None = None) -> Workers:
     jobs = max(1, jobs or os.cpu_count() or 1)
     if jobs == 1:
         return Workers(None, 1)
+    # local: a cached re-scan starts no pool and loads neither (tests/test_lazy_imports.py)
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -146,7 +145,7 @@ def client_workers(client: Any) -> Workers:
 
 def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], Any], ...]]:
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster   # local: Dask is optional (tdbg[dask]), for --scheduler only
     except ImportError:
         raise DumpError(None, "--scheduler needs Dask: pip install 'tdbg[dask]'") from None
     closers: tuple[Callable[[], Any], ...]
@@ -164,22 +163,3 @@ def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], 
     slots = sum(client.nthreads().values())
     # pure=False: a task runs for every submit (its arguments are plain data, no key is hashed from them)
     return client.get_executor(pure=False), slots, closers
-
-
-def add_scheduler(parser: argparse.ArgumentParser) -> None:
-    """The ``--scheduler`` option of the commands that read tensors."""
-    parser.add_argument("--scheduler", metavar="ADDRESS|local[:N]",
-                        help="run the tensor work on a Dask cluster: a scheduler's address (tcp://host:8786; its "
-                             "workers must see the dump path) or local[:N] for N local worker processes "
-                             "(needs tdbg[dask])")
-
-
-def cluster_workers(args: argparse.Namespace) -> Any:
-    """The Dask cluster of ``--scheduler`` as a context manager (None without the flag: the local pool)."""
-    spec = getattr(args, "scheduler", None)
-    if not spec:
-        return contextlib.nullcontext(None)
-    try:
-        return connect(spec, getattr(args, "jobs", None))
-    except ValueError as exc:
-        raise DumpError(None, str(exc)) from None

@@ -80,7 +80,7 @@ def compiled_kernel() -> Kernel | None:
     global _kernel
     if _kernel is None:
         try:
-            from .stats_kernel import one_pass
+            from .stats_kernel import one_pass   # local: numba is optional and costs ~1 s to start (see its docstring)
         except ImportError:      # no numba, or its JIT disabled
             _kernel = False
         else:
@@ -89,7 +89,7 @@ def compiled_kernel() -> Kernel | None:
 
 
 class _Part:
-    """The statistics of one chunk, for :class:`_Acc` to merge in chunk order."""
+    """The statistics of one chunk, for :class:`_StatsAccumulator` to merge in chunk order."""
 
     __slots__ = ("count", "nan", "pos_inf", "neg_inf", "zeros", "positives", "n", "mean", "m2",
                  "abs_sum", "min", "max")
@@ -197,7 +197,7 @@ class _Part:
         return True
 
 
-class _Acc:
+class _StatsAccumulator:
     """Mergeable partial statistics (Chan et al. for the variance)."""
 
     def __init__(self) -> None:
@@ -258,7 +258,7 @@ def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, flo
     ``compiled``: float chunks in one pass of :func:`compiled_kernel` (float64 sums: equal to numpy's
     float32 ones to rounding); scans leave it off so that every process gives the same bits."""
     kernel = compiled_kernel() if compiled else None
-    acc = _Acc()
+    acc = _StatsAccumulator()
     counts = {r: 0 for r in ranges}
     # One errstate for the whole tensor, not one per reduction: Inf, NaN and overflowing float32
     # sums are handled by _Part itself (a warning would say nothing more).

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .cache import StatsCache
+from .compare import compare_ranks
 from .errors import DumpError
 from .executors import Workers
 from .formats.records import Kind
@@ -96,8 +97,6 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     agreement = None
     if len(dump.rank_ids) > 1:
         say("compare", 0, 1)
-        from .compare import compare_ranks
-
         cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers).to_dict()
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}

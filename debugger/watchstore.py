@@ -1,5 +1,6 @@
-"""Where the web UI keeps a dump's watchpoints and their hits between server runs: one JSON file
-per dump in the cache folder (never inside the dump), written atomically."""
+"""Where a scan session (debugger.watch.session, the web UI's watch panel) keeps a dump's watchpoints
+and their hits between runs: one JSON file per dump in the cache folder (never inside the dump),
+written atomically."""
 from __future__ import annotations
 
 import hashlib

@@ -197,11 +197,11 @@ def test_an_internal_error_has_its_own_status_and_names_the_file(tmp_path) -> No
     import subprocess
     import sys
 
-    code = ("import sys, debugger.cli as c\n"
+    code = ("import sys, debugger.cli as c, debugger.cli.info as info\n"
             "def broken(args, out):\n"
             "    path = '/data/job/rank_0/Net/0/3/x.npy'\n"
             "    return {}['no such key']\n"
-            "c.cmd_info = broken\n"
+            "info.run = broken\n"
             "sys.exit(c.main(sys.argv[1:]))\n")
     for extra, traced in (([], False), (["--debug"], True)):
         r = subprocess.run([sys.executable, "-c", code, *extra, "info", str(tmp_path)], capture_output=True, text=True)
@@ -243,11 +243,11 @@ def test_an_internal_error_names_a_file_not_a_scope_and_stays_on_one_line(tmp_pa
     import subprocess
     import sys
 
-    code = ("import sys, debugger.cli as c\n"
+    code = ("import sys, debugger.cli as c, debugger.cli.info as info\n"
             "def broken(args, out):\n"
             "    path = 'Default/' * 5000 + 'MatMul-op0'\n"
             "    raise RuntimeError('two\\nlines ' + 'x' * 5000)\n"
-            "c.cmd_info = broken\n"
+            "info.run = broken\n"
             "sys.exit(c.main(sys.argv[1:]))\n")
     r = subprocess.run([sys.executable, "-c", code, "info", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 3, r.stderr

@@ -47,9 +47,12 @@ def test_a_cached_rescan_imports_no_heavy_library(sample_root: str, tmp_path: An
 def test_public_names_still_import(tmp_path: Any) -> None:
     code = ("import sys, debugger, debugger.formats as f, debugger.query as q, debugger.compare as c\n"
             "from debugger import Dump, open_dump, StatsCache, Stats, Graph, KINDS, tensor_stats\n"
-            "from debugger.formats.tdbg_h5 import FORMAT, DumpWriter, H5Tensor, digest_of\n"
-            "from debugger.formats.msprobe import FORMAT as M\n"
-            "assert f.DumpWriter is DumpWriter and q.FOLD > 0 and c.Thresholds and M.name == 'msprobe'\n"
+            "from debugger.formats.tdbg_h5.reader import FORMAT\n"
+            "from debugger.formats.tdbg_h5.writer import DumpWriter\n"
+            "from debugger.formats.tdbg_h5.tensor import H5Tensor\n"
+            "from debugger.formats.tdbg_h5.layout import digest_of\n"
+            "from debugger.formats.msprobe.reader import FORMAT as M\n"
+            "assert f.TDBG_H5.load() is FORMAT and q.FOLD > 0 and c.GradeThresholds and M.name == 'msprobe'\n"
             "assert set(debugger.__all__) <= set(dir(debugger))\n"
             "try:\n    debugger.nothing\nexcept AttributeError:\n    pass\nelse:\n    sys.exit(1)\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

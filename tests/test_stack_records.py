@@ -85,7 +85,7 @@ def test_tdbg_h5_version_2_sample_reads_frames_from_its_text(sample_root: str) -
 
 def test_version_2_frames_survive_a_conversion_to_the_current_version(sample_root: str, tmp_path: Any) -> None:
     from debugger.convert import convert
-    from debugger.formats.tdbg_h5 import VERSION
+    from debugger.formats.tdbg_h5.layout import VERSION
 
     old = open_dump(os.path.join(sample_root, "torch_single"))
     target = str(tmp_path / "v3")

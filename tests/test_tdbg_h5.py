@@ -15,7 +15,10 @@ import pytest
 from debugger.errors import CorruptFileError, DumpError
 from debugger.formats.base import ValuesUnavailableError
 from debugger.formats.records import GraphRecord, NodeRecord, OutputType, StackFrame
-from debugger.formats.tdbg_h5 import FORMAT, DumpWriter, H5Tensor, digest_of
+from debugger.formats.tdbg_h5.layout import digest_of
+from debugger.formats.tdbg_h5.reader import FORMAT
+from debugger.formats.tdbg_h5.tensor import H5Tensor
+from debugger.formats.tdbg_h5.writer import DumpWriter
 from debugger.formats.tdbg_h5 import layout
 from debugger.stats import compute_stats
 

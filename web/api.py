@@ -13,6 +13,7 @@ from flask import Blueprint, Response, current_app, request
 
 from debugger import KINDS, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
 from debugger.errors import InvalidQueryError
+from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
 from . import guard
 from .session import Workspace
@@ -112,12 +113,6 @@ def dumps() -> dict[str, Any]:
     return _page(items, path=ws.path)
 
 
-@bp.get("/kinds")
-def kinds() -> dict[str, Any]:
-    """The node kinds every format assigns, in the order views list them."""
-    return {"kinds": list(KINDS)}
-
-
 @bp.get("/triage")
 def triage() -> dict[str, Any]:
     """What is wrong with the dump: ``{"state": "running", "progress"}`` while the background job
@@ -133,6 +128,12 @@ def info() -> dict[str, Any]:
     out["id"] = dump_id
     out["watch"] = _watch_summary(dump_id)
     return out
+
+
+@bp.get("/kinds")
+def kinds() -> dict[str, Any]:
+    """The library's node kinds, in its order: the front end draws its legends and colours from them."""
+    return {"items": [str(getattr(k, "value", k)) for k in KINDS]}
 
 
 @bp.get("/ranks")
@@ -164,7 +165,7 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
         w = _ws().watch(dump_id)
         if len(w):
             w.check(rank, [it])
-            marks["hit"] = query.hit_nodes(g, [h for h in w.hits(rank, it) if h["graph"] == graph_id])
+            marks["hit"] = query.hit_nodes(g, [h.to_dict() for h in w.hits(rank, it) if h.hit.graph == graph_id])
     line = request.args.get("line")
     if line:
         marks.update(query.marks_for_line(_ws().dump(dump_id), r, graph_id, line, _ws().sources.statement_lines))
@@ -191,7 +192,7 @@ def node(rank: int, graph_id: int) -> dict[str, Any]:
         w = _ws().watch(_dump_id())
         if len(w):
             w.check(rank, [it])
-            out["hits"] = [h for h in w.hits(rank, it) if h["node"] == name and h["graph"] == graph_id]
+            out["hits"] = [h.to_dict() for h in w.hits(rank, it) if h.hit.node == name and h.hit.graph == graph_id]
     return out
 
 
@@ -303,8 +304,8 @@ def _watch_summary(dump_id: str) -> dict[str, Any]:
     hits = w.hits()
     by: dict[int, int] = {}
     for h in hits:
-        by[h["watchpoint_id"]] = by.get(h["watchpoint_id"], 0) + 1
-    items = w.items()
+        by[h.watchpoint_id] = by.get(h.watchpoint_id, 0) + 1
+    items = w.describe()
     return {"watchpoints": len(items), "hits": len(hits), "checked": w.checked(),
             "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0)} for i in items]}
 
@@ -320,21 +321,31 @@ def conditions() -> dict[str, Any]:
 @bp.get("/watchpoints")
 def watchpoints() -> dict[str, Any]:
     """Watchpoints set on the dump."""
-    return _page(_ws().watch(_dump_id()).items())
+    return _page(_ws().watch(_dump_id()).describe())
 
 
 @bp.post("/watchpoints")
 def add_watchpoint() -> tuple[dict[str, Any], int]:
     """Add one (``{"name", "params", "node", "scope"}`` or ``{"spec": "name:k=v"}``) or a preset."""
-    created = _ws().watch(_dump_id()).add(validate.watchpoint_request(_body()))
-    return {"created": created, "watchpoints": _ws().watch(_dump_id()).items()}, 201
+    try:
+        wps = watchpoints_from_request(validate.watchpoint_request(_body()))
+    except ValueError as exc:
+        raise InvalidQueryError(str(exc)) from None
+    w = _ws().watch(_dump_id())
+    ids = w.add(wps)
+    have = w.watchpoints()
+    return {"created": [describe_watchpoint(i, have[i]) for i in ids], "watchpoints": w.describe()}, 201
 
 
 @bp.delete("/watchpoints/<int:wid>")
 def delete_watchpoint(wid: int) -> dict[str, Any]:
     """Remove one watchpoint (its hits go with it)."""
-    _ws().watch(_dump_id()).remove(wid)
-    return {"deleted": wid, "watchpoints": _ws().watch(_dump_id()).items()}
+    w = _ws().watch(_dump_id())
+    try:
+        w.remove(wid)
+    except KeyError:
+        raise QueryError(None, f"no watchpoint {wid}") from None
+    return {"deleted": wid, "watchpoints": w.describe()}
 
 
 @bp.delete("/watchpoints")
@@ -361,17 +372,17 @@ def hits() -> dict[str, Any]:
             w.check(r, [it])
         elif _flag("all"):
             w.check(r, its)
-    found = w.hits(rank, it, wid)
+    found = [h.to_dict() for h in w.hits(rank, it, wid)]
     groups: dict[int, dict[str, Any]] = {}
-    for i in w.items():
+    for i in w.describe():
         groups[i["id"]] = {"id": i["id"], "text": i["text"], "name": i["name"], "hits": 0}
     for h in w.hits(rank, it):
-        g = groups.get(h["watchpoint_id"])
+        g = groups.get(h.watchpoint_id)
         if g is not None:
             g["hits"] += 1
     errors = w.errors(rank, it)
-    return _page(found, groups=list(groups.values()), checked=w.checked(rank), errors=errors[:100],
-                 error_count=len(errors))
+    return _page(found, groups=list(groups.values()), checked=w.checked(rank),
+                 errors=[e.to_dict() for e in errors[:100]], error_count=len(errors))
 
 
 @bp.post("/replay/next_hit")
@@ -388,7 +399,7 @@ def next_hit() -> dict[str, Any]:
     after = -1 if after is None else after
     r = d.rank(rank)
     it, scanned = w.next_hit(rank, after, r.iterations())
-    found = w.hits(rank, it) if it is not None else []
+    found = [h.to_dict() for h in w.hits(rank, it)] if it is not None else []
     return {"rank": rank, "after": after, "iteration": it, "checked": scanned,
             "hits": query.page(found, 0, None, 200).to_dict()}
 

@@ -1,27 +1,26 @@
 """Multi-card and run-vs-run comparison: which rank, which tensor, which iteration diverged first.
 
-- :func:`compare_ranks`: every rank of one dump against a base rank, on the tensors data
+- :func:`compare_ranks` (:mod:`.ranks`): every rank of one dump against a base rank, on the tensors data
   parallelism keeps equal (weights, optimizer state, collective outputs and what is computed
   from them only).
-- :func:`compare_runs`: dump A (under test) against dump B (baseline), the same rank and
-  iteration on both sides; tensors matched by full name, then by aligned execution orders, then
-  by an optional mapping.
+- :func:`compare_runs` (:mod:`.runs`): dump A (under test) against dump B (baseline), the same rank and
+  iteration on both sides; tensors matched (:mod:`.match`) by full name, then by aligned execution orders,
+  then by an optional mapping.
 
-Both return a :class:`CompareResult`: graded :class:`Pair` objects (msprobe's metrics, see
-:mod:`debugger.compare.metrics`) and the first divergence.
-
-The names load on first use (PEP 562): building the command line does not load numpy.
+Both return a :class:`CompareResult` (:mod:`.pairs`): :class:`Pair` objects graded (:mod:`.evaluate`,
+:mod:`.grades`) from msprobe's metrics (:mod:`.outcome`, computed in :mod:`.values` and :mod:`.accumulator`,
+or from statistics in :mod:`.statistics_only`; kept in the cache as :mod:`.cachecodec` says) and the
+first divergence (:mod:`.divergence`).
 """
 from __future__ import annotations
 
-from ..lazy import lazy_names
+from .grades import ERROR, PASS, WARNING, GradeThresholds, grade
+from .outcome import Metrics, Outcome
+from .pairs import CompareResult, Pair, Side
+from .ranks import compare_ranks, invariant_nodes, is_invariant
+from .runs import compare_runs
+from .values import compare_arrays, compare_sources
 
-__all__ = ["compare_ranks", "compare_runs", "CompareResult", "Pair", "Side", "Thresholds", "Metrics", "Outcome",
-           "compare_sources", "compare_arrays", "grade", "invariant_nodes", "is_invariant", "PASS", "WARNING", "ERROR"]
-
-_WHERE = {**dict.fromkeys(("ERROR", "PASS", "WARNING", "Metrics", "Outcome", "Thresholds", "compare_arrays",
-                           "compare_sources", "grade"), "metrics"),
-          **dict.fromkeys(("compare_ranks", "invariant_nodes", "is_invariant"), "ranks"),
-          **dict.fromkeys(("CompareResult", "Pair", "Side", "compare_runs"), "runs")}
-
-__getattr__, __dir__ = lazy_names(__name__, _WHERE, __all__)
+__all__ = ["compare_ranks", "compare_runs", "CompareResult", "Pair", "Side", "GradeThresholds", "Metrics",
+           "Outcome", "compare_sources", "compare_arrays", "grade", "invariant_nodes", "is_invariant", "PASS",
+           "WARNING", "ERROR"]

@@ -24,9 +24,11 @@ from ..errors import DumpError, QueryError
 from ..executors import Workers
 from ..model.graph import Graph
 from ..model import Dump
+from ..selection import ranges_text
+from .evaluate import finish
+from .grades import GradeThresholds, as_grade_thresholds
 from .match import match_graphs, match_tensors
-from .metrics import Thresholds, as_thresholds
-from .runs import CompareResult, Progress, Side, _fmt, finish, iteration_set, make_pair, open_any
+from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
 
 INVARIANT_KINDS = frozenset({"weight", "optimizer_state"})
 
@@ -95,13 +97,13 @@ def is_invariant(graph: Graph | None, key: tuple[str, str, int]) -> bool:
 
 def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None = None,
                   iterations: "Iterable[int] | str | None" = None, all_tensors: bool = False,
-                  thresholds: "Thresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
+                  thresholds: "GradeThresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
                   cache: StatsCache | None = None, *, fast: bool = True,
                   progress: Progress | None = None, workers: Workers | None = None) -> CompareResult:
     """Compare every selected rank of ``dump`` (side a) with the ``base`` rank (side b), iteration by
     iteration; ``all_tensors`` also lists the tensors that may differ (not counted)."""
     d = open_any(dump)
-    th = as_thresholds(thresholds)
+    th = as_grade_thresholds(thresholds)
     if len(d.rank_ids) < 2:
         raise DumpError(d.root, f"has only rank {d.rank_ids[0] if d.rank_ids else '-'}: comparing ranks needs "
                         "two or more (to compare two dumps, give both)")
@@ -133,7 +135,7 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
             for only, who in ((its_b - its_a, r), (its_a - its_b, base)):
                 if only:
                     result.warnings.append(f"{d.root}: rank {who} has no dump of graph {gid} iteration(s) "
-                                           f"{_fmt(only)}: its tensors are missing")
+                                           f"{ranges_text(only)}: its tensors are missing")
             for it in sorted(its_a | its_b):
                 all_its.add(it)
                 tb_map = rb.tensor_map(gid, it)
@@ -143,5 +145,5 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
                     if counted or all_tensors:
                         result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb, counted))
     if sel is not None and not all_its:
-        raise QueryError(d.root, f"no selected iteration ({_fmt(sel)}) was dumped")
+        raise QueryError(d.root, f"no selected iteration ({ranges_text(sel)}) was dumped")
     return finish(result, all_its, jobs, cache, fast, progress, workers)

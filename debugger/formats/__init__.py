@@ -9,7 +9,6 @@ import importlib
 import os
 
 from ..errors import NotADumpError
-from ..lazy import lazy_names
 from .base import DumpSource, Format
 from .mindspore.reader import FORMAT as MINDSPORE
 
@@ -54,11 +53,7 @@ MSPROBE = _Deferred("msprobe", ".msprobe.detect", ".msprobe.reader")
 # Tried in order: a format with a marker file of its own comes before one recognised by layout.
 FORMATS: tuple[Format, ...] = (TDBG_H5, MINDSPORE, MSPROBE)
 
-__all__ = ["FORMATS", "DumpWriter", "find_dump_roots", "format_names", "open_source"]
-
-
-# DumpWriter, with h5py and numpy, imported on first use
-__getattr__, __dir__ = lazy_names(__name__, {"DumpWriter": "tdbg_h5.writer"}, __all__)
+__all__ = ["FORMATS", "find_dump_roots", "format_names", "open_source"]
 
 
 _MAX_DEPTH = 3

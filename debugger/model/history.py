@@ -45,8 +45,43 @@ def previous_value(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
         before = value_before_update(rank, ref)
         if before is not None:
             return Previous(before, BEFORE_UPDATE), ""
-        return None, "no previous iteration"
-    prev = rank.tensor_map(ref.graph_id, prev_it).get(ref.key)
+    return _in_iteration(rank, ref, prev_it)
+
+
+def previous_dumped(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
+    """The same tensor in the nearest earlier dumped iteration, whatever ran between (SageMaker's
+    notion of the last steps: no value before the update stands in)."""
+    prev_it = max((i for i in rank.iterations(ref.graph_id) if i < ref.iteration), default=None)
+    return _in_iteration(rank, ref, prev_it)
+
+
+def earlier_values(rank: Rank, ref: TensorRef, count: int,
+                   dumped: bool = False) -> tuple[list[TensorRef] | None, str]:
+    """([ref, its previous value, the one before ...], "") up to ``count`` values, each the previous
+    value of the one before it (``dumped``: :func:`previous_dumped`), or (None, why one is missing).
+
+    A value from before the update ends the chain: nothing earlier belongs to the same run."""
+    chain = [ref]
+    how = EARLIER_RUN
+    while len(chain) < count and how == EARLIER_RUN:
+        prev, why = (previous_dumped if dumped else previous_value)(rank, chain[-1])
+        if prev is None:
+            if len(chain) > 1 and why == _NO_PREVIOUS:
+                why = f"needs {count} dumped iterations, only {len(chain)} up to this one"
+            return None, why
+        chain.append(prev.ref)
+        how = prev.how
+    return chain, ""
+
+
+_NO_PREVIOUS = "no previous iteration"
+
+
+def _in_iteration(rank: Rank, ref: TensorRef, iteration: int | None) -> tuple[Previous | None, str]:
+    """The same tensor in ``iteration`` (an earlier run of its graph), or why there is none."""
+    if iteration is None:
+        return None, _NO_PREVIOUS
+    prev = rank.tensor_map(ref.graph_id, iteration).get(ref.key)
     if prev is None:
-        return None, f"no previous value: iteration {prev_it} has no dump of this tensor"
+        return None, f"no previous value: iteration {iteration} has no dump of this tensor"
     return Previous(prev, EARLIER_RUN), ""

@@ -21,7 +21,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..formats.records import GraphRecord, Kind, NodeRecord, OutputType, StackFrame
-from ..formats.tdbg_h5 import DumpWriter
+from ..formats.tdbg_h5.writer import DumpWriter
 from ..selection import parse_iterations
 from ..stats import ASYMPTOTES, compiled_kernel
 from . import capture as C

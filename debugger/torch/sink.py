@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.records import GraphRecord, IterationFacts
-from ..formats.tdbg_h5 import DumpWriter, digest_of
+from ..formats.tdbg_h5.layout import digest_of
+from ..formats.tdbg_h5.writer import DumpWriter
 
 
 @dataclass

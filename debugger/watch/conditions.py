@@ -1,6 +1,6 @@
-"""Condition families: each plans what its checks need from the dump and evaluates them.
+"""Condition rules: each plans what its checks need from the dump and evaluates them.
 
-A family is named by the registry's ``Condition.rule``. It declares what it reads from each tensor
+A rule is named by the registry's ``Condition.rule``. It declares what it reads from each tensor
 (named statistics, the values, previous iterations, per-unit values); when a dump cannot supply
 that, for instance because it stores statistics only, the check is an error record that says what
 is missing, never a hit and never a silent pass.
@@ -21,7 +21,7 @@ from ..model import Rank, TensorRef
 from ..stats import STAT_NAMES, Stats
 from .batch import Batch
 from .compute import UnitSpec, pair_mismatch
-from .registry import HISTORY, OPS, PREVIOUS, Condition, Watchpoint
+from .registry import HISTORY, OPS, Condition, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from .select import activation, matches
 
@@ -38,7 +38,7 @@ _COUNTS = COUNTED | {"zeros", "positives", "negatives"}
 _ACTIVE_INPUT = {"tanh": (-9.4999, 9.4999), "sigmoid": (-23.0, 16.99999)}
 
 
-# -- what families plan over ----------------------------------------------------------------------
+# -- what rules plan over ----------------------------------------------------------------------
 @dataclass
 class Step:
     """One (rank, graph, iteration) of a scan: its floating-point tensors and the checks planned on them."""
@@ -118,7 +118,8 @@ def add_error(out: ScanResult, wp: Watchpoint, step: Step, node: str, msg: str) 
     if isinstance(msg, NotApplicable):
         out.skip(wp.name, str(msg), step.rank.rank, step.iteration, node)
         return
-    out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid))
+    order = next((i for i, w in enumerate(out.watchpoints) if w is wp), 0)   # which one, when two share a name
+    out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid, order))
 
 
 def nonfinite_text(s: Stats) -> str:
@@ -230,9 +231,9 @@ def stored_saturation(ref: TensorRef, tolerance: float) -> float | None:
     return extras["saturated"]
 
 
-# -- families -----------------------------------------------------------------------------------------
-class Family(ABC):
-    """A family of conditions: it plans the tensor work its watchpoints need and evaluates it."""
+# -- rules ---------------------------------------------------------------------------------------------
+class Rule(ABC):
+    """How the conditions naming it behave: it plans the tensor work its watchpoints need and evaluates it."""
 
     @abstractmethod
     def needs(self, wp: Watchpoint) -> Needs:
@@ -247,8 +248,8 @@ class Family(ABC):
         """Turn the computed results of one planned item into hits and error records."""
 
 
-class PerTensor(Family):
-    """Families that check each selected tensor on its own (every family but the overflow search)."""
+class PerTensor(Rule):
+    """Rules that check each selected tensor on its own (every rule but the overflow search)."""
 
     def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
         """One check per selected floating output of the watchpoint's target kinds."""
@@ -327,7 +328,7 @@ class NonFinite(PerTensor):
             add_hit(out, chk.wp, chk.order, chk.step, chk.ref, nonfinite_counts(stats), {})
 
 
-class Thresholds(PerTensor):
+class StatisticComparisons(PerTensor):
     """Comparisons of statistics with thresholds (``max_gt``, ``zero_percentage_ge``...)."""
 
     def needs(self, wp: Watchpoint) -> Needs:
@@ -360,8 +361,8 @@ class Thresholds(PerTensor):
         return {}
 
 
-class Range(Thresholds):
-    """Thresholds plus the share of values inside [range_start_inclusive, range_end_inclusive]."""
+class Range(StatisticComparisons):
+    """Statistic comparisons plus the share of values inside [range_start_inclusive, range_end_inclusive]."""
 
     @staticmethod
     def bounds(wp: Watchpoint) -> tuple[float, float]:
@@ -379,7 +380,7 @@ class Range(Thresholds):
         return {"range_percentage": None if count is None else 100.0 * count / stats.count}
 
 
-class Saturated(Thresholds):
+class Saturated(StatisticComparisons):
     """The share of a tanh/sigmoid layer's outputs within ``tolerance`` of an asymptote."""
 
     ASYMPTOTES = {"tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0)}
@@ -420,8 +421,8 @@ class Saturated(Thresholds):
         return {"saturated_percentage": 100.0 * sum(counts) / stats.count}   # type: ignore[arg-type]
 
 
-class InitialWeights(Thresholds):
-    """Thresholds on a weight's value before its first update, in the first iteration its graph ran."""
+class InitialWeights(StatisticComparisons):
+    """Statistic comparisons on a weight's value before its first update, in the first iteration its graph ran."""
 
     def plan_check(self, chk: Check, batch: Batch) -> bool:
         """Only the first run of the graph; the value the forward kernels read, else the weight's own."""
@@ -462,31 +463,14 @@ class _Chain(PerTensor):
         return True
 
     def chain(self, chk: Check) -> list[TensorRef] | None:
-        """[this, previous, ...]; None with ``chk.error`` set when an earlier value is missing."""
-        needs, ref, rank, gid = chk.wp.condition.needs, chk.ref, chk.step.rank, chk.step.gid
+        """[this, previous, ...] (:func:`debugger.model.history.earlier_values`): the previous runs of the graph
+        (PREVIOUS), or the last num_steps dumped iterations (HISTORY, as SageMaker); None with
+        ``chk.error`` set when an earlier value is missing."""
         count = self.needs(chk.wp).earlier + 1
-        chain = [ref]
-        it = chk.step.iteration
-        while len(chain) < count:
-            if needs == PREVIOUS:   # the previous run of the graph
-                prev_it = rank.previous_iteration(gid, it)
-            else:                   # tensor_unchanged: the last num_steps DUMPED iterations (as SageMaker)
-                prev_it = max((i for i in rank.iterations(gid) if i < it), default=None)
-            if prev_it is None and needs == PREVIOUS:
-                before = value_before_update(chk)
-                if before is not None:
-                    chain.append(before)
-                    break
-            if prev_it is None:
-                chk.error = "no previous iteration" if len(chain) == 1 else \
-                    f"needs {count} dumped iterations, only {len(chain)} up to this one"
-                return None
-            prev = rank.tensor_map(gid, prev_it).get(ref.key)
-            if prev is None:
-                chk.error = f"no previous value: iteration {prev_it} has no dump of this tensor"
-                return None
-            chain.append(prev)
-            it = prev_it
+        dumped = chk.wp.condition.needs == HISTORY
+        chain, why = history.earlier_values(chk.step.rank, chk.ref, count, dumped=dumped)
+        if chain is None:
+            chk.error = why
         return chain
 
     def needs(self, wp: Watchpoint) -> Needs:
@@ -712,7 +696,7 @@ class LossHistory(PerTensor):
             add_hit(out, wp, chk.order, chk.step, chk.ref, {"diff_percent": decrease}, {"diff_percent": d})
 
 
-class OverflowOrigin(Family):
+class OverflowOrigin(Rule):
     """Kernels whose inputs are finite and whose outputs are not, and data inputs that are not finite."""
 
     def needs(self, wp: Watchpoint) -> Needs:
@@ -817,14 +801,14 @@ def _has_param(cond: Condition, name: str) -> bool:
     return any(p.name == name for p in cond.params)
 
 
-FAMILIES: dict[str, Family] = {
-    "nonfinite": NonFinite(), "thresholds": Thresholds(), "range": Range(), "initial": InitialWeights(),
+RULES: dict[str, Rule] = {
+    "nonfinite": NonFinite(), "thresholds": StatisticComparisons(), "range": Range(), "initial": InitialWeights(),
     "saturated": Saturated(),
     "unchanged": Unchanged(), "update_ratio": UpdateRatio(), "units": UnitActivity(),
     "loss_history": LossHistory(), "overflow_origin": OverflowOrigin(),
 }
 
 
-def family_of(cond: Condition) -> Family:
-    """The family that plans and evaluates a condition (named by ``Condition.rule``)."""
-    return FAMILIES[cond.rule]
+def rule_of(cond: Condition) -> Rule:
+    """The rule that plans and evaluates a condition (named by ``Condition.rule``)."""
+    return RULES[cond.rule]

@@ -27,7 +27,7 @@ __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
 _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
-_RESULT_FORMAT = 7   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 8   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
@@ -117,7 +117,7 @@ def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations:
 
 
 def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int:
-    from .conditions import family_of
+    from .conditions import rule_of
     from .layers import apply_whole_layer
     from .zeros import apply_zero_origins
 
@@ -126,7 +126,7 @@ def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int
     for step in steps:
         first_hit = len(result.hits)
         for item in step.planned:
-            family_of(item.wp.condition).evaluate(item, batch, result)
+            rule_of(item.wp.condition).evaluate(item, batch, result)
         apply_zero_origins(step, batch, result, first_hit)
         apply_whole_layer(step, result, first_hit)
     return len(steps)
@@ -154,7 +154,7 @@ def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected
 
 def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: dict[int, set[str]] | None,
                batch: Batch) -> Step:
-    from .conditions import Step, family_of
+    from .conditions import Step, rule_of
     from .select import is_float, is_undefined
     from .zeros import plan_upstream
 
@@ -172,7 +172,7 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
         if r.io == "output" and r.node not in in_place:
             step.outputs.setdefault(_target_kind(r, graph), []).append(r)
     for order, wp in enumerate(wps):
-        family_of(wp.condition).plan(wp, order, step, batch)
+        rule_of(wp.condition).plan(wp, order, step, batch)
     plan_upstream(step, batch)
     return step
 

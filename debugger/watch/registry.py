@@ -133,8 +133,8 @@ class Condition:
     needs: str = STATS
     op_types: tuple[str, ...] = ()   # restrict to nodes applying these activation functions (NodeRecord.activation)
     advice: str = ""
-    family: str = "mindinsight"      # "mindinsight" | "sagemaker" | "tdbg"
-    rule: str = "thresholds"         # the family of rules that plans and evaluates it (watch/conditions.py)
+    origin: str = "mindinsight"      # where the condition comes from: "mindinsight" | "sagemaker" | "tdbg"
+    rule: str = "thresholds"         # the rule that plans and evaluates it (watch/conditions.RULES)
     cause: int = 6                   # headline rank: lower is nearer a cause (see CAUSES)
 
     @property
@@ -158,7 +158,7 @@ class Condition:
     def describe(self) -> dict[str, Any]:
         """JSON-ready description."""
         return {"name": self.name, "target": self.target, "kinds": list(self.kinds), "help": self.help,
-                "advice": self.advice, "needs": self.needs, "family": self.family,
+                "advice": self.advice, "needs": self.needs, "origin": self.origin,
                 "op_types": list(self.op_types), "params": [p.describe() for p in self.params],
                 "cause": self.cause}
 
@@ -247,26 +247,26 @@ _CONDITIONS = [
               "Tensor unchanged (allclose) over the last num_steps dumped iterations.",
               (setting("num_steps", 3, "number of dumped iterations compared (this one included)", type="int", min=2),
                setting("rtol", 1e-5, "relative tolerance", min=0), setting("atol", 1e-8, "absolute tolerance", min=0)),
-              HISTORY, family="sagemaker", rule="unchanged", cause=5),
+              HISTORY, origin="sagemaker", rule="unchanged", cause=5),
     Condition("weight_update_ratio", "weight",
               "Update ratio mean|cur - prev| / (mean|prev| + epsilon) outside [small_threshold, large_threshold].",
               (setting("large_threshold", 10.0, "fires when the ratio is above", min=0),
                setting("small_threshold", 1e-8, "fires when the ratio is below", min=0), _EPS), PREVIOUS,
-              family="sagemaker", rule="update_ratio", cause=2),
+              origin="sagemaker", rule="update_ratio", cause=2),
     Condition("loss_not_decreasing", "loss",
               "Loss not lower than num_steps iterations earlier by at least diff_percent %.",
               (setting("num_steps", 10, "iterations back to compare with", type="int", min=1),
                setting("diff_percent", 0.0, "fires when the loss fell by at most this percent")),
-              LOSS_HISTORY, family="sagemaker", rule="loss_history"),
+              LOSS_HISTORY, origin="sagemaker", rule="loss_history"),
     Condition("tensor_exploding", "any", "Non-finite values (only NaN when only_nan is set).",
-              (setting("only_nan", 0, "count only NaN, not +-Inf", type="bool"),), STATS, family="sagemaker",
+              (setting("only_nan", 0, "count only NaN, not +-Inf", type="bool"),), STATS, origin="sagemaker",
               rule="nonfinite", cause=1),
     # tdbg: where the first NaN/Inf came from.
     Condition("overflow", "any",
               "Origin of non-finite values: the first kernel in execution order whose inputs are finite and "
               "whose outputs are not, in the earliest iteration with any NaN/Inf.", (), OVERFLOW,
               advice="Look at this kernel's inputs: log/div/sqrt of zero or negatives, or an fp16 overflow.",
-              family="tdbg", rule="overflow_origin", cause=0),
+              origin="tdbg", rule="overflow_origin", cause=0),
 ]
 
 CONDITIONS: dict[str, Condition] = {c.name: c for c in _CONDITIONS}

@@ -114,6 +114,7 @@ class ErrorRecord:
     node: str
     error: str
     graph: int = 0
+    order: int = 0          # the watchpoint's place in the scan's list (as Hit.order)
 
     def sort_key(self) -> tuple:
         """(iteration, rank, watchpoint, node): the order of a scan's error records."""
@@ -122,7 +123,14 @@ class ErrorRecord:
     def to_dict(self) -> dict[str, Any]:
         """The documented ERR object."""
         return {"watchpoint": self.watchpoint, "rank": self.rank, "graph": self.graph,
-                "iteration": self.iteration, "node": self.node, "error": self.error}
+                "iteration": self.iteration, "node": self.node, "error": self.error,
+                "watchpoint_index": self.order}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ErrorRecord":
+        """Inverse of :meth:`to_dict`."""
+        return cls(d["watchpoint"], d["rank"], d["iteration"], d["node"], d["error"], d["graph"],
+                   d.get("watchpoint_index", 0))
 
 
 @dataclass
@@ -169,7 +177,7 @@ class ScanResult:
     def from_dict(cls, d: dict[str, Any], watchpoints: list[Watchpoint]) -> "ScanResult":
         """Inverse of :meth:`to_dict` (the watchpoints are given again, as objects)."""
         hits = [Hit.from_dict(h) for h in d["hits"]]
-        errors = [ErrorRecord(**e) for e in d["errors"]]
+        errors = [ErrorRecord.from_dict(e) for e in d["errors"]]
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
                    rank_warnings=d.get("rank_warnings"), skipped_steps=list(d.get("skipped_steps", [])),
                    skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])])

@@ -7,8 +7,10 @@ import os
 import numpy as np
 import pytest
 
-from debugger.compare.metrics import (ERROR, PASS, WARNING, Metrics, Outcome, Thresholds, cache_names,
-                                      cached_outcome, compare_arrays, compare_sources, grade, outcome_to_extras)
+from debugger.compare.cachecodec import cache_names, cached_outcome, outcome_to_extras
+from debugger.compare.grades import ERROR, PASS, WARNING, GradeThresholds, grade
+from debugger.compare.outcome import Metrics, Outcome
+from debugger.compare.values import compare_arrays, compare_sources
 from debugger.formats.npy import NpyTensor
 from debugger.stats import CHUNK
 
@@ -69,7 +71,7 @@ def test_zero_vectors():
     assert compare_arrays(z, z).metrics.cosine == 1.0
     o = compare_arrays(np.ones(5, F32), z)
     assert o.metrics.cosine == 0.0
-    assert grade(o, Thresholds())[0] == ERROR
+    assert grade(o, GradeThresholds())[0] == ERROR
 
 
 def test_nan_on_one_side_only_is_an_error_and_the_rest_is_measured():
@@ -78,21 +80,21 @@ def test_nan_on_one_side_only_is_an_error_and_the_rest_is_measured():
     o = compare_arrays(a, b)
     assert (o.only_a, o.only_b) == (1, 0)
     assert o.metrics.max_abs_err == 0.0 and o.metrics.cosine == 1.0       # over the 3 finite-on-both elements
-    g, reason = grade(o, Thresholds())
+    g, reason = grade(o, GradeThresholds())
     assert g == ERROR and reason == "NaN/Inf on a only (1 element)"
-    assert grade(compare_arrays(b, a), Thresholds()) == (ERROR, "NaN/Inf on b only (1 element)")
+    assert grade(compare_arrays(b, a), GradeThresholds()) == (ERROR, "NaN/Inf on b only (1 element)")
 
 
 def test_the_same_nan_and_inf_on_both_sides_are_left_out():
     a = np.array([1, np.nan, np.inf, 4], F32)
     o = compare_arrays(a, a.copy())
     assert o.nonfinite_both == 2 and o.identical
-    assert grade(o, Thresholds()) == (PASS, "identical (2 NaN/Inf on both sides)")
+    assert grade(o, GradeThresholds()) == (PASS, "identical (2 NaN/Inf on both sides)")
     b = a.copy()
     b[2] = -np.inf
     o = compare_arrays(a, b)
     assert o.nonfinite_differ == 1
-    assert grade(o, Thresholds())[1] == "different NaN/Inf on the two sides (1 element)"
+    assert grade(o, GradeThresholds())[1] == "different NaN/Inf on the two sides (1 element)"
 
 
 def test_overflowing_float32_squares_fall_back_to_float64():
@@ -106,14 +108,14 @@ def test_overflowing_float32_squares_fall_back_to_float64():
 def test_shape_mismatch(tmp_path):
     o = compare_files(*files(tmp_path, np.zeros((2, 3), F32), np.zeros((3, 2), F32)))
     assert o.metrics is None
-    assert grade(o, Thresholds()) == (ERROR, "shape (2, 3) vs (3, 2)")
+    assert grade(o, GradeThresholds()) == (ERROR, "shape (2, 3) vs (3, 2)")
 
 
 def test_dtype_mismatch_is_an_error_with_metrics(tmp_path):
     a = np.arange(6, dtype=F32)
     o = compare_files(*files(tmp_path, a, a.astype(np.float64)))
     assert o.metrics.max_abs_err == 0.0 and o.metrics.cosine == 1.0
-    assert grade(o, Thresholds()) == (ERROR, "dtype float32 vs float64")
+    assert grade(o, GradeThresholds()) == (ERROR, "dtype float32 vs float64")
 
 
 def test_integer_bool_and_float16_tensors():
@@ -121,7 +123,7 @@ def test_integer_bool_and_float16_tensors():
     assert compare_arrays(i, i + np.array([0, 0, 1])).metrics.max_abs_err == 1.0
     t = np.array([True, False, True])
     o = compare_arrays(t, ~t)
-    assert o.metrics.max_abs_err == 1.0 and grade(o, Thresholds())[0] == ERROR
+    assert o.metrics.max_abs_err == 1.0 and grade(o, GradeThresholds())[0] == ERROR
     h = np.array([1, 0, 2], np.float16)
     m = compare_arrays(h + np.float16(1), h).metrics
     assert m.max_rel_err == pytest.approx(1 / float(np.finfo(np.float16).eps))   # 1 vs 0 in float16
@@ -169,7 +171,7 @@ def test_truncated_file_is_an_error(tmp_path):
     with open(pa, "r+b") as f:
         f.truncate(os.path.getsize(pa) - 40)
     o = compare_files(pa, pb)
-    g, reason = grade(o, Thresholds())
+    g, reason = grade(o, GradeThresholds())
     assert g == ERROR and "truncated" in reason and pa in reason
 
 
@@ -188,23 +190,23 @@ def _o(cos: float, mx: float, ratio: float = 1.0) -> Outcome:
     (1.0, 5e-5, 0.99, WARNING),            # 1 % of the elements off by >= 0.1 %
 ])
 def test_default_grades(cos, mx, ratio, want):
-    assert grade(_o(cos, mx, ratio), Thresholds())[0] == want
+    assert grade(_o(cos, mx, ratio), GradeThresholds())[0] == want
 
 
 def test_grade_reasons_name_the_rule():
-    assert grade(_o(0.98, 2e-3), Thresholds())[1] == "cosine 0.98 < 0.99 and max_abs_err 0.002 > 0.001"
-    assert grade(_o(0.995, 1e-5), Thresholds())[1] == "cosine 0.995 < 0.999"
-    assert grade(_o(1.0, 0.0), Thresholds()) == (PASS, "within thresholds")
+    assert grade(_o(0.98, 2e-3), GradeThresholds())[1] == "cosine 0.98 < 0.99 and max_abs_err 0.002 > 0.001"
+    assert grade(_o(0.995, 1e-5), GradeThresholds())[1] == "cosine 0.995 < 0.999"
+    assert grade(_o(1.0, 0.0), GradeThresholds()) == (PASS, "within thresholds")
 
 
 def test_threshold_overrides():
-    th = Thresholds.parse("cos_warn=0.9, abs_warn=1,ratio_warn=0")
+    th = GradeThresholds.parse("cos_warn=0.9, abs_warn=1,ratio_warn=0")
     assert (th.cos_warn, th.abs_warn, th.ratio_warn, th.cos_error) == (0.9, 1.0, 0.0, 0.99)
     assert grade(_o(0.995, 1e-2), th)[0] == PASS
-    assert Thresholds.parse(None) == Thresholds()
+    assert GradeThresholds.parse(None) == GradeThresholds()
     for bad in ("foo=1", "cos_warn=x", "cos_warn", "abs_fail=inf"):
         with pytest.raises(ValueError):
-            Thresholds.parse(bad)
+            GradeThresholds.parse(bad)
 
 
 def test_cache_records_round_trip():

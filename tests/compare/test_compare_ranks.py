@@ -11,7 +11,7 @@ import pytest
 from clirun import run_cli
 from compare_kit import DP2, METRIC_KEYS, PAIR_KEYS, WEIGHTS, alter, find, graph, kernel
 from debugger.compare import compare_ranks, invariant_nodes
-from debugger.compare import runs as runs_mod
+from debugger.compare import evaluate as evaluate_mod
 from debugger import open_dump
 
 
@@ -170,7 +170,7 @@ def test_process_pool_gives_the_same_result(sample_copy, monkeypatch):
     root = sample_copy()
     alter(find(root, 1, 1, "fc2.bias"), lambda a: a + 1e-3)
     one = compare_ranks(root, all_tensors=True, jobs=1)
-    monkeypatch.setattr(runs_mod, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(evaluate_mod, "POOL_MIN_BYTES", 0)
     two = compare_ranks(open_dump(root), all_tensors=True, jobs=2)
     assert [p.to_dict() for p in two.pairs] == [p.to_dict() for p in one.pairs]
 

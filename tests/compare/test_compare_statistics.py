@@ -7,7 +7,9 @@ import os
 import numpy as np
 
 from clirun import run_cli
-from debugger.compare.metrics import ERROR, PASS, WARNING, Outcome, Thresholds, _compare_statistics, grade
+from debugger.compare.grades import ERROR, PASS, WARNING, GradeThresholds, grade
+from debugger.compare.outcome import Outcome
+from debugger.compare.statistics_only import compare_statistics
 from debugger.stats import tensor_stats
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
@@ -16,8 +18,8 @@ SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 
 def _graded(a: np.ndarray, b: np.ndarray) -> tuple[str, str]:
     out = Outcome()
-    assert _compare_statistics(vars(tensor_stats(a)), vars(tensor_stats(b)), out)
-    return grade(out, Thresholds())
+    assert compare_statistics(vars(tensor_stats(a)), vars(tensor_stats(b)), out)
+    return grade(out, GradeThresholds())
 
 
 def test_statistics_only_runs_name_the_same_first_divergence_as_values(tmp_path):

@@ -227,7 +227,7 @@ watchpoints:
 """
 HIT_KEYS = {"watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual", "threshold",
             "source", "op_type", "position", "watchpoint_index", "collective"}
-ERR_KEYS = {"watchpoint", "rank", "graph", "iteration", "node", "error"}
+ERR_KEYS = {"watchpoint", "rank", "graph", "iteration", "node", "error", "watchpoint_index"}
 
 
 @pytest.fixture

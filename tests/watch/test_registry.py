@@ -72,8 +72,8 @@ def test_every_preset_parses():
         assert preset(name)
 
 
-def test_every_condition_names_a_family_that_evaluates_it():
-    from debugger.watch.conditions import FAMILIES, family_of
-    assert {c.rule for c in CONDITIONS.values()} == set(FAMILIES)
+def test_every_condition_names_a_rule_that_evaluates_it():
+    from debugger.watch.conditions import RULES, rule_of
+    assert {c.rule for c in CONDITIONS.values()} == set(RULES)
     for c in CONDITIONS.values():
-        assert family_of(c) is FAMILIES[c.rule]
+        assert rule_of(c) is RULES[c.rule]

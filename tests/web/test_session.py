@@ -26,10 +26,10 @@ def test_hits_follow_the_scan_order_a_relayed_collective_after_its_origin(tmp_pa
     root = dumpmaker.make_dump(str(tmp_path / "d"), layers=layers, iterations=2, batch=4, ranks=2, values=values)
     ws = Workspace(root, use_cache=False)
     watch = ws.watch(None)
-    watch.add({"spec": "overflow"})
+    watch.add([Watchpoint.parse("overflow")])
     for rank in (0, 1):
         watch.check(rank, [1])
-    got = [(h["rank"], h["node"], h["op_type"]) for h in watch.hits()]
+    got = [(h.hit.rank, h.hit.node, h.hit.op_type) for h in watch.hits()]
     assert (0, "AllReduce") in {(r, op) for r, _, op in got}
     assert got[0] == (1, local, "MatMul")
     want = scan(open_dump(root), [Watchpoint.parse("overflow")], iterations={1}, jobs=1)

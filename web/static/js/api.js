@@ -88,6 +88,7 @@ const T = (rank, graph) => `/ranks/${rank}/graphs/${graph}`;
 
 export const api = {
   dumps: () => get('/dumps', {}),
+  kinds: () => get('/kinds', {}),
   info: (dump) => get('/info', { dump }, { reuse: false }),
   triage: (dump) => get('/triage', { dump }, { reuse: false }),
   ranks: (dump) => get('/ranks', { dump }),

@@ -1,14 +1,5 @@
-// Small DOM helpers, number formatting and the kind palette shared by every view.
-
-export const KINDS = ['weight', 'gradient', 'optimizer_state', 'activation', 'loss', 'input', 'constant', 'other'];
-export const KIND_COLORS = {
-  weight: '#1c7ed6', gradient: '#f08c00', optimizer_state: '#9c36b5', activation: '#2f9e44',
-  loss: '#d6336c', input: '#0c8599', constant: '#868e96', other: '#5c677d',
-};
-export const KIND_LABELS = {
-  weight: 'weight', gradient: 'gradient', optimizer_state: 'optimizer state', activation: 'activation',
-  loss: 'loss', input: 'input', constant: 'constant', other: 'other',
-};
+// Small DOM helpers, number formatting and the kind chip and legend shared by every view.
+import { kinds, kindColor, kindLabel } from './kinds.js';
 
 /** Create an element: h('div', {class: 'x', onclick: fn}, 'text', child, [more]). */
 export function h(tag, attrs = {}, ...children) {
@@ -80,13 +71,21 @@ export function fmtBytes(n) {
 export function shape(sh) { return sh ? `[${sh.join(', ')}]` : '—'; }
 
 export function kindChip(kind) {
-  return h('span', { class: 'chip kind', style: { background: KIND_COLORS[kind] || KIND_COLORS.other } },
-    KIND_LABELS[kind] || kind);
+  return h('span', { class: 'chip kind', style: { background: kindColor(kind) } }, kindLabel(kind));
 }
 
-export function legend(kinds = KINDS) {
-  return h('div', { class: 'legend' }, kinds.map((k) =>
-    h('span', {}, h('i', { style: { background: KIND_COLORS[k] } }), KIND_LABELS[k])));
+/** A kind's colour swatch followed by its name. */
+export function kindSwatch(kind) {
+  return h('span', {}, h('i', { style: { background: kindColor(kind) } }), kindLabel(kind));
+}
+
+export function legend(list = kinds()) {
+  return h('div', { class: 'legend' }, list.map(kindSwatch));
+}
+
+/** The small coloured dot before a node or tensor name. */
+export function kindDot(kind) {
+  return h('i', { class: 'kdot', style: { background: kindColor(kind) } });
 }
 
 export function debounce(fn, ms) {

@@ -2,6 +2,7 @@
 // longest-path layering (sources pulled down next to their first consumer), dummy nodes on long
 // edges, barycenter ordering sweeps, then x positions pulled toward their neighbours.
 // Pure function of its input: runs in layout-worker.js, or inline when workers are unavailable.
+// One function per phase; each takes and extends `g`, the graph being laid out.
 
 /**
  * @param {{id: string, w: number, h: number}[]} nodes  in a stable order (execution order)
@@ -10,12 +11,20 @@
  *            width: number, height: number}}
  */
 export function layout(nodes, edges, opts = {}) {
-  const rankSep = opts.rankSep ?? 70;
-  const nodeSep = opts.nodeSep ?? 26;
+  const g = { nodes, N: nodes.length, rankSep: opts.rankSep ?? 70, nodeSep: opts.nodeSep ?? 26 };
+  g.E = uniqueEdges(nodes, edges);
+  breakCycles(g);
+  assignLayers(g);
+  addDummies(g);
+  orderLayers(g);
+  placeX(g);
+  return place(g);
+}
+
+/** Edges between distinct nodes, one per ordered pair (counts summed). */
+export function uniqueEdges(nodes, edges) {
   const N = nodes.length;
   const index = new Map(nodes.map((n, i) => [n.id, i]));
-
-  // Edges between distinct nodes, one per ordered pair.
   const E = [];
   const pairs = new Map();
   for (const e of edges) {
@@ -27,8 +36,12 @@ export function layout(nodes, edges, opts = {}) {
     pairs.set(k, rec);
     E.push(rec);
   }
+  return E;
+}
 
-  // 1. Break cycles: edges closing a DFS cycle are reversed.
+/** 1. Edges closing a DFS cycle are reversed (e.rev); g.succ and g.pred follow the new directions. */
+function breakCycles(g) {
+  const { N, E } = g;
   const outs = Array.from({ length: N }, () => []);
   for (const e of E) outs[e.a].push(e);
   // Earlier children (execution order) first: the edge that closes a cycle is the one pointing
@@ -49,16 +62,19 @@ export function layout(nodes, edges, opts = {}) {
       else if (mark[e.b] === 0) { mark[e.b] = 1; stack.push([e.b, 0]); }
     }
   }
-  const succ = Array.from({ length: N }, () => []);
-  const pred = Array.from({ length: N }, () => []);
+  g.succ = Array.from({ length: N }, () => []);
+  g.pred = Array.from({ length: N }, () => []);
   for (const e of E) {
     const [a, b] = e.rev ? [e.b, e.a] : [e.a, e.b];
     e.u = a; e.v = b;
-    succ[a].push(b);
-    pred[b].push(a);
+    g.succ[a].push(b);
+    g.pred[b].push(a);
   }
+}
 
-  // 2. Longest-path layering over a topological order.
+/** 2. Longest-path layering over a topological order (g.layer). */
+function assignLayers(g) {
+  const { N, succ, pred } = g;
   const indeg = pred.map((p) => p.length);
   const order = [];
   const queue = [];
@@ -78,7 +94,13 @@ export function layout(nodes, edges, opts = {}) {
     for (const w of succ[v]) m = Math.min(m, layer[w]);
     layer[v] = Math.max(layer[v], m - 1);
   }
-  // Isolated nodes: wrap them into rows so a scope of unconnected children is not one long line.
+  g.layer = layer;
+  wrapIsolated(g);
+}
+
+/** Isolated nodes wrap into rows, so a scope of unconnected children is not one long line. */
+function wrapIsolated(g) {
+  const { N, succ, pred, layer } = g;
   const isolated = [];
   for (let i = 0; i < N; i++) if (!pred[i].length && !succ[i].length) isolated.push(i);
   if (isolated.length === N && N > 1) {
@@ -90,11 +112,15 @@ export function layout(nodes, edges, opts = {}) {
     const perRow = Math.max(4, Math.ceil(Math.sqrt(isolated.length * 2)));
     isolated.forEach((v, k) => { layer[v] = maxLayer + 1 + Math.floor(k / perRow); });
   }
+}
 
-  // 3. Dummy nodes on edges spanning several layers.
+/** 3. Dummy nodes on edges spanning several layers: g.vw/vh/vl/vsucc/vpred over real and dummy
+ * nodes, g.chains (each edge's path through its dummies) and g.layers (node ids per layer). */
+function addDummies(g) {
+  const { nodes, E, layer } = g;
   const vw = nodes.map((n) => n.w), vh = nodes.map((n) => n.h);
   const vl = Array.from(layer);
-  const vsucc = succ.map(() => []), vpred = pred.map(() => []);
+  const vsucc = g.succ.map(() => []), vpred = g.pred.map(() => []);
   const seq = nodes.map((_, i) => i);       // initial order key
   const chains = [];
   for (const e of E) {
@@ -117,34 +143,39 @@ export function layout(nodes, edges, opts = {}) {
   const layers = Array.from({ length: L }, () => []);
   for (let i = 0; i < V; i++) layers[vl[i]].push(i);
   for (const ly of layers) ly.sort((a, b) => seq[a] - seq[b]);
+  Object.assign(g, { vw, vh, vl, vsucc, vpred, chains, V, L, layers });
+}
 
-  // 4. Ordering: barycenter sweeps, down then up, keeping the order with fewest crossings.
+/** Crossings between consecutive layers at positions pos; -1 when too many segments to count cheaply. */
+function crossings(g, pos) {
+  let c = 0;
+  for (let l = 0; l + 1 < g.L; l++) {
+    const segs = [];
+    for (const v of g.layers[l]) for (const w of g.vsucc[v]) segs.push([pos[v], pos[w]]);
+    if (segs.length > 400) return -1;     // keep the last sweep
+    for (let i = 0; i < segs.length; i++) {
+      for (let j = i + 1; j < segs.length; j++) {
+        if ((segs[i][0] - segs[j][0]) * (segs[i][1] - segs[j][1]) < 0) c++;
+      }
+    }
+  }
+  return c;
+}
+
+/** 4. Ordering: barycenter sweeps, down then up, keeping the order with fewest crossings. */
+function orderLayers(g) {
+  const { V, L, layers, vpred, vsucc } = g;
   const pos = new Float64Array(V);
   const setPos = () => { for (const ly of layers) ly.forEach((v, i) => { pos[v] = i; }); };
   setPos();
-  const crossings = () => {
-    let c = 0;
-    for (let l = 0; l + 1 < L; l++) {
-      const segs = [];
-      for (const v of layers[l]) for (const w of vsucc[v]) segs.push([pos[v], pos[w]]);
-      if (segs.length > 400) return -1;     // too many to count cheaply: keep the last sweep
-      for (let i = 0; i < segs.length; i++) {
-        for (let j = i + 1; j < segs.length; j++) {
-          if ((segs[i][0] - segs[j][0]) * (segs[i][1] - segs[j][1]) < 0) c++;
-        }
-      }
-    }
-    return c;
-  };
   let best = layers.map((ly) => ly.slice());
-  let bestC = crossings();
+  let bestC = crossings(g, pos);
   const sweeps = V > 1500 ? 4 : 12;
   for (let it = 0; it < sweeps && bestC !== 0; it++) {
     const down = it % 2 === 0;
     for (let k = 1; k < L; k++) {
-      const l = down ? k : L - 1 - k;
+      const ly = layers[down ? k : L - 1 - k];
       const nb = down ? vpred : vsucc;
-      const ly = layers[l];
       const bary = new Map();
       for (const v of ly) {
         const ns = nb[v];
@@ -153,15 +184,17 @@ export function layout(nodes, edges, opts = {}) {
       ly.sort((a, b) => bary.get(a) - bary.get(b) || pos[a] - pos[b]);
       ly.forEach((v, i) => { pos[v] = i; });
     }
-    const c = crossings();
+    const c = crossings(g, pos);
     if (c >= 0 && (bestC < 0 || c < bestC)) { bestC = c; best = layers.map((ly) => ly.slice()); }
     else if (c < 0) best = layers.map((ly) => ly.slice());
   }
   for (let l = 0; l < L; l++) layers[l] = best[l];
-  setPos();
+}
 
-  // 5. x positions: packed left to right, then pulled toward the mean of their neighbours.
-  const x = new Float64Array(V);       // centre
+/** 5. x positions (centres, g.x): packed left to right, then pulled toward their neighbours. */
+function placeX(g) {
+  const { V, L, layers, vw, vpred, vsucc, nodeSep } = g;
+  const x = new Float64Array(V);
   const gap = (a, b) => (vw[a] + vw[b]) / 2 + (vw[a] && vw[b] ? nodeSep : vw[a] || vw[b] ? nodeSep / 2 : 6);
   for (const ly of layers) {
     let cur = 0;
@@ -182,19 +215,28 @@ export function layout(nodes, edges, opts = {}) {
         const ns = (down ? vpred[v] : vsucc[v]).concat(it > 3 ? (down ? vsucc[v] : vpred[v]) : []);
         return ns.length ? ns.reduce((s, w) => s + x[w], 0) / ns.length : x[v];
       });
-      // Keep the order and the gaps: forward pass pushes right, backward pass pulls left.
-      const nx = want.slice();
-      for (let i = 1; i < ly.length; i++) nx[i] = Math.max(nx[i], nx[i - 1] + gap(ly[i - 1], ly[i]));
-      for (let i = ly.length - 2; i >= 0; i--) nx[i] = Math.min(nx[i], nx[i + 1] - gap(ly[i], ly[i + 1]));
-      // Shift the layer so that on average nodes sit where they want to be.
-      let shift = 0;
-      for (let i = 0; i < ly.length; i++) shift += want[i] - nx[i];
-      shift /= ly.length;
-      ly.forEach((v, i) => { x[v] = nx[i] + shift; });
+      pullLayer(ly, want, x, gap);
     }
   }
+  g.x = x;
+}
 
-  // 6. y positions by layer, then normalise to start at 0.
+/** Move a layer's nodes toward where they want to be, keeping their order and gaps. */
+function pullLayer(ly, want, x, gap) {
+  // Forward pass pushes right, backward pass pulls left.
+  const nx = want.slice();
+  for (let i = 1; i < ly.length; i++) nx[i] = Math.max(nx[i], nx[i - 1] + gap(ly[i - 1], ly[i]));
+  for (let i = ly.length - 2; i >= 0; i--) nx[i] = Math.min(nx[i], nx[i + 1] - gap(ly[i], ly[i + 1]));
+  // Shift the layer so that on average nodes sit where they want to be.
+  let shift = 0;
+  for (let i = 0; i < ly.length; i++) shift += want[i] - nx[i];
+  shift /= ly.length;
+  ly.forEach((v, i) => { x[v] = nx[i] + shift; });
+}
+
+/** 6. y positions by layer, then everything normalised to start at 0: the layout's answer. */
+function place(g) {
+  const { nodes, V, L, layers, vw, vh, vl, x, chains, rankSep } = g;
   const layerH = layers.map((ly) => Math.max(0, ...ly.map((v) => vh[v])));
   const ly0 = [];
   let yc = 0;

@@ -2,7 +2,8 @@
 import { api, onBusy, invalidate } from './api.js';
 import { state, set, start, subscribe, ctx, touch } from './state.js';
 import { put, h, clear, toast, errorBox } from './dom.js';
-import { tensorLabel } from './inspector.js';
+import { tensorLabel } from './hits.js';
+import { setKinds } from './kinds.js';
 import * as overview from './views/overview.js';
 import * as triage from './views/triage.js';
 import * as graph from './views/graph.js';
@@ -207,7 +208,8 @@ async function boot() {
   wire();
   try {
     clear(main).append(h('div', { class: 'boot' }, h('div', { class: 'boot-spinner' }), 'Opening the dump…'));
-    const d = await api.dumps();
+    const [d, k] = await Promise.all([api.dumps(), api.kinds()]);
+    setKinds(k.items);
     ctx.dumps = d.items;
     const sel = $('dump-select');
     put(sel, ...d.items.map((x) => h('option', { value: x.id }, x.id)));

@@ -26,7 +26,8 @@ const listeners = new Set();
 /** Call ``fn(changedKeys: Set)`` after every change. */
 export function subscribe(fn) { listeners.add(fn); return () => listeners.delete(fn); }
 
-function parse(hash) {
+/** The state a URL hash names (defaults for what it leaves out). */
+export function parse(hash) {
   const out = {};
   const [path, query = ''] = hash.replace(/^#\/?/, '').split('?');
   out.view = VIEWS.includes(path) ? path : 'triage';

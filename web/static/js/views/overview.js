@@ -2,7 +2,8 @@
 // the watchpoint summary and the reader's warnings.
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
-import { put, h, clear, fmt, fmtBytes, errorBox, KINDS, KIND_COLORS, KIND_LABELS, dumpHead } from '../dom.js';
+import { put, h, clear, fmt, fmtBytes, errorBox, kindDot, dumpHead } from '../dom.js';
+import { kindsIn, kindColor, kindLabel } from '../kinds.js';
 
 export function mount(root) {
   const page = h('div', { class: 'page overview' });
@@ -44,9 +45,9 @@ export function mount(root) {
       metric('Iterations', its.length ? `${its[0]}–${its[its.length - 1]}` : '—', `${its.length} dumped`),
       metric('Tensor files', fmt(files), fmtBytes(bytes))));
 
-    const kindRows = KINDS.filter((k) => kinds[k]).map((k) => h('div', { class: 'kind-row' },
-      h('span', { class: 'kr-label' }, h('i', { style: { background: KIND_COLORS[k] } }), KIND_LABELS[k]),
-      h('span', { class: 'kr-bar' }, h('i', { style: { width: `${(kinds[k] / Math.max(...Object.values(kinds))) * 100}%`, background: KIND_COLORS[k] } })),
+    const kindRows = kindsIn(kinds).map((k) => h('div', { class: 'kind-row' },
+      h('span', { class: 'kr-label' }, h('i', { style: { background: kindColor(k) } }), kindLabel(k)),
+      h('span', { class: 'kr-bar' }, h('i', { style: { width: `${(kinds[k] / Math.max(...Object.values(kinds))) * 100}%`, background: kindColor(k) } })),
       h('span', { class: 'kr-n' }, fmt(kinds[k]))));
     const w = info.watch;
     const watchCard = h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Watchpoints'),
@@ -62,7 +63,7 @@ export function mount(root) {
       h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Parameters'), h('span', { class: 'muted' }, `${r0.parameters.length}`)),
         h('div', { class: 'card-body param-list' }, r0.parameters.slice(0, 60).map((p) => h('a', { href: '#', class: 'param-item',
           onclick: (e) => { e.preventDefault(); set({ view: 'graph', node: p.name }); } },
-        h('i', { class: 'kdot', style: { background: KIND_COLORS[p.kind] } }), h('span', { class: 'mono' }, p.name))))),
+        kindDot(p.kind), h('span', { class: 'mono' }, p.name))))),
       h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Reader warnings'), h('span', { class: 'muted' }, String(info.warnings.length))),
         h('div', { class: 'card-body' }, info.warnings.length
           ? h('ul', { class: 'warn-list' }, info.warnings.slice(0, 50).map((x) => h('li', { class: 'mono small' }, x)))

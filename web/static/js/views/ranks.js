@@ -2,8 +2,9 @@
 // results of debugger.compare.compare_ranks (via /api/compare) against a base rank.
 import { api } from '../api.js';
 import { state, set } from '../state.js';
-import { put, h, clear, fmt, fmtBytes, errorBox, KINDS, KIND_COLORS, KIND_LABELS } from '../dom.js';
-import { tensorLabel } from '../inspector.js';
+import { put, h, clear, fmt, fmtBytes, errorBox, kindDot } from '../dom.js';
+import { kindsIn, kindColor, kindLabel } from '../kinds.js';
+import { tensorLabel } from '../hits.js';
 
 export function mount(root) {
   const page = h('div', { class: 'page' });
@@ -64,8 +65,8 @@ function itRange(its) {
 
 export function kindBar(kinds) {
   const total = Object.values(kinds || {}).reduce((a, b) => a + b, 0) || 1;
-  return h('div', { class: 'kind-bar', title: Object.entries(kinds).map(([k, v]) => `${v} ${KIND_LABELS[k] || k}`).join('\n') },
-    KINDS.filter((k) => kinds[k]).map((k) => h('i', { style: { width: `${(kinds[k] / total) * 100}%`, background: KIND_COLORS[k] } })));
+  return h('div', { class: 'kind-bar', title: Object.entries(kinds).map(([k, v]) => `${v} ${kindLabel(k)}`).join('\n') },
+    kindsIn(kinds).map((k) => h('i', { style: { width: `${(kinds[k] / total) * 100}%`, background: kindColor(k) } })));
 }
 
 const GRADE = { pass: 'ok', warning: 'warn', error: 'hit' };
@@ -77,7 +78,7 @@ function compareView(r, all) {
   const pairRow = (p) => h('tr', { class: 'clickable', title: `${p.node}\nclick: show rank ${p.a.rank} at iteration ${p.iteration} in the graph`,
     onclick: () => set({ view: 'graph', rank: p.a.rank, graph: p.graph, iteration: p.iteration, node: p.node, io: p.io, slot: p.slot }) },
   h('td', { class: 'num' }, p.iteration), h('td', {}, `rank ${p.a.rank}`),
-  h('td', {}, h('i', { class: 'kdot', style: { background: KIND_COLORS[p.kind] || KIND_COLORS.other } }), ' ', h('span', { class: 'mono' }, tensorLabel({ ...p, io: null }))),
+  h('td', {}, kindDot(p.kind), ' ', h('span', { class: 'mono' }, tensorLabel({ ...p, io: null }))),
   h('td', { class: 'mono' }, `${p.io}:${p.slot}`),
   h('td', {}, h('span', { class: `chip ${GRADE[p.grade] || ''}` }, p.grade), p.counted ? '' : h('span', { class: 'faint' }, ' (may differ)')),
   h('td', { class: 'num' }, p.metrics ? fmt(p.metrics.cosine, 6) : '—'),

@@ -1,0 +1,60 @@
+"""`tdbg info`: ranks, graphs, iterations, node kinds, tensor counts and warnings of a dump."""
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from ..exits import Exit
+from ..model import open_dumps
+from ..report import human_bytes, table
+from ..selection import ranges_text
+from ..serialize import dump_info
+from .common import add_json, print_json
+
+
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    """The arguments of `tdbg info`."""
+    s.add_argument("dump", help="dump root, one rank of it, or a folder holding dumps")
+    add_json(s)
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Ranks, graphs, iterations, node kinds, tensor counts and warnings."""
+    infos = [dump_info(d) for d in open_dumps(args.dump)]
+    if args.json:
+        print_json(infos[0] if len(infos) == 1 else {"dumps": infos}, out)
+        return Exit.OK
+    for info in infos:
+        _print_info(info, out)
+    return Exit.OK
+
+
+def _print_info(info: dict, out: TextIO) -> None:
+    ranks = info["ranks"]
+    first = ranks[0] if ranks else {}
+    out.write(f"Dump {info['dump']}\n")
+    out.write(f"  {info.get('format')}: {first.get('framework') or '?'} {first.get('framework_version') or '?'} on "
+              f"{first.get('device_target') or '?'}, net {first.get('net') or '?'}, saved {first.get('saved') or '?'}, "
+              f"{len(ranks)} rank(s)\n")
+    rows = []
+    for r in ranks:
+        kinds = r["nodes_by_kind"]
+        rows.append([r["rank"], ",".join(map(str, r["graphs"])) or "-", ranges_text(r["iterations"]),
+                     ranges_text(r["run_iterations"]) if r["run_iterations"] else "?",
+                     sum(kinds.values()), kinds.get("weight", 0), kinds.get("gradient", 0),
+                     kinds.get("activation", 0), r["tensor_files"], human_bytes(r["tensor_bytes"])])
+    out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "grads", "activ.",
+                           "files", "bytes"]) + "\n")
+    if ranks:
+        kinds = ", ".join(f"{k} {v}" for k, v in first["nodes_by_kind"].items())
+        out.write(f"  rank {first['rank']} nodes by kind: {kinds}\n")
+        weights = [p["name"] for p in first["parameters"] if p["kind"] == "weight"]
+        out.write(f"  trainable weights ({len(weights)}): {', '.join(weights[:12])}"
+                  f"{' ...' if len(weights) > 12 else ''}\n")
+    if info["warnings"]:
+        out.write(f"  warnings ({len(info['warnings'])}):\n")
+        for w in info["warnings"][:20]:
+            out.write(f"    - {w}\n")
+        if len(info["warnings"]) > 20:
+            out.write(f"    ... {len(info['warnings']) - 20} more (see --json)\n")
+    out.write("\n")

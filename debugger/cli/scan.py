@@ -1,0 +1,131 @@
+"""`tdbg scan`: run watchpoints over a dump; exit 1 on hits.
+
+A re-scan of an unchanged dump is answered from the stored result: this module and what it imports at
+the top load none of numpy, h5py, networkx or a process pool (tests/test_lazy_imports.py); the engine
+imports its tensor work after its stored-result lookup.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, TextIO
+
+from ..cache import StatsCache
+from ..errors import DumpError
+from ..exits import Exit
+from ..model import Dump, open_dump
+from ..report import Progress
+from ..selection import lacking_iterations, parse_iterations, parse_ranks, present_ranks, ranges_text
+from ..watch.engine import scan_warnings
+from ..watch.registry import Watchpoint, describe_conditions, preset
+from ..watch.session import ScanSession
+from .common import add_cache, add_json, add_scheduler, cluster_workers, print_json, report_warnings
+from .scan_report import print_conditions, print_scan
+
+
+def add_arguments(s: argparse.ArgumentParser) -> None:
+    """The arguments of `tdbg scan`."""
+    s.add_argument("dump", nargs="?", help="dump root or one rank of it")
+    s.add_argument("--watch", action="append", metavar="NAME[:param=value,...]", help="a watchpoint (repeatable)")
+    s.add_argument("--preset", help="a preset of watchpoints (recommended)")
+    s.add_argument("--config", help="JSON or YAML list of {name, params} watchpoints")
+    s.add_argument("--ranks", help="ranks, e.g. 0-3,7 (default: all)")
+    s.add_argument("--iterations", help="iterations, e.g. 0-5,8 (default: all)")
+    s.add_argument("--where", metavar="FILE:LINE", help="only nodes created by this code line")
+    s.add_argument("--node", help="only nodes or parameters matching this glob")
+    s.add_argument("--scope", help="only nodes under this scope prefix")
+    s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
+    add_scheduler(s)
+    add_json(s)
+    add_cache(s)
+    s.add_argument("--list-conditions", action="store_true", help="list the conditions and exit")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Run watchpoints over a dump."""
+    if args.list_conditions:
+        conds = describe_conditions()
+        if args.json:
+            print_json(conds, out)
+        else:
+            print_conditions(conds, out)
+        return Exit.OK
+    if not args.dump:
+        raise DumpError(None, "scan needs a DUMP path")
+    try:
+        wps = build_watchpoints(args)
+        its = parse_iterations(args.iterations)
+        ranks = parse_ranks(args.ranks)
+    except ValueError as exc:
+        raise DumpError(None, str(exc)) from None
+    dump = open_dump(args.dump)
+    ranks, selection_notes = present_ranks(dump, ranks)
+    cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
+    session = ScanSession(dump, cache, watchpoints=wps)   # no store: a command line's scan is its own
+    with cluster_workers(args) as workers:
+        result = session.scan(ranks=ranks, iterations=its, where=args.where, jobs=args.jobs,
+                              progress=Progress("scanning"), workers=workers)
+    warnings = scan_warnings(dump, result)
+    try:
+        # after the scan, from what it found: a stored result is answered without listing the iterations
+        selection_notes += lacking_iterations(dump, ranks, its, result.iterations)
+        if not result.iterations:
+            raise DumpError(dump.root, f"nothing scanned: {_nothing_dumped(dump, ranks)}")
+    except DumpError:
+        report_warnings(args, selection_notes + warnings)   # the load problems may say why
+        raise
+    warnings = selection_notes + warnings
+    if args.json:
+        print_json({**result.to_dict(), "warnings": warnings}, out)
+    else:
+        report_warnings(args, warnings)
+        print_scan(result, out)
+    return Exit.FOUND if result.hits else Exit.OK
+
+
+def build_watchpoints(args: argparse.Namespace) -> list[Watchpoint]:
+    """Watchpoints from --watch, --config and --preset (recommended when none is given)."""
+    wps = [Watchpoint.parse(w) for w in args.watch or []]
+    if args.config:
+        wps += [Watchpoint.from_dict(d) for d in load_config(args.config)]
+    if args.preset or not wps:
+        wps += preset(args.preset or "recommended")
+    if args.node or args.scope:
+        wps = [type(w)(w.condition, w.params, w.node or args.node, w.scope or args.scope) for w in wps]
+    return wps
+
+
+def load_config(path: str) -> list[dict]:
+    """The watchpoints of a JSON or YAML config file (a list, or ``{"watchpoints": [...]}``)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise DumpError(path, f"cannot read watchpoint config ({exc.strerror})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = _yaml(path, text)
+    if isinstance(data, dict) and "watchpoints" in data:
+        data = data["watchpoints"]
+    if not isinstance(data, list):
+        raise DumpError(path, "expected a list of watchpoints ({name, params})")
+    return data
+
+
+def _yaml(path: str, text: str) -> Any:
+    try:
+        import yaml   # optional (not a dependency of tdbg): only a config that is not JSON needs it
+    except ImportError:
+        raise DumpError(path, "not JSON (install pyyaml to read YAML configs)") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DumpError(path, f"neither JSON nor YAML ({exc.__class__.__name__})") from None
+
+
+def _nothing_dumped(dump: Dump, ranks: list[int] | None) -> str:
+    """Why a dump (its selected ranks) gave nothing to read: it dumped no iteration."""
+    ids = ranks if ranks is not None else dump.rank_ids
+    who = f"rank {ids[0]}" if len(ids) == 1 else f"ranks {ranges_text(ids, ', ')}"
+    return f"{who} dumped no iteration (a recording that captured nothing, or an empty dump)"

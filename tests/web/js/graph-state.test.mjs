@@ -1,0 +1,98 @@
+// The graph view's pure logic (views/graph/state.js) and the pan-zoom arithmetic.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  childMarks, crumbParts, dominantKind, edgeLabelAt, edgePath, fitTransform, nodeClasses, nodeSubtitle, openPatch,
+  pagerOf, pathParents, shortLoc, structKey, tooltipLines, updatePlan,
+} from '../../../web/static/js/views/graph/state.js';
+import { zoomAt } from '../../../web/static/js/components/panzoom.js';
+import { setKinds } from '../../../web/static/js/kinds.js';
+
+setKinds(['weight', 'gradient', 'optimizer_state', 'activation', 'other']);
+const node = (over = {}) => ({ type: 'node', id: 'S/MatMul-op0', node: 'S/MatMul-op0', name: 'MatMul-op0', op_type: 'MatMul',
+  kind: 'activation', marks: {}, ...over });
+
+test('a scope path gives one crumb per level under the root', () => {
+  assert.deepEqual(pathParents('A/B'), [{ name: 'root', path: '' }, { name: 'A', path: 'A' }, { name: 'B', path: 'A/B' }]);
+  assert.deepEqual(pathParents(''), [{ name: 'root', path: '' }]);
+});
+
+test('a deep path folds its middle into one crumb that opens the last hidden level', () => {
+  const parts = crumbParts(pathParents('a/b/c/d/e/f'));
+  assert.deepEqual(parts.map((p) => p.name), ['root', '…', 'd', 'e', 'f']);
+  assert.equal(parts[1].path, 'a/b/c');
+  assert.equal(parts[1].title, 'a › b › c');
+  assert.equal(crumbParts(pathParents('a/b/c/d')).length, 5);
+});
+
+test('a scope is drawn in its most frequent kind, other only when alone', () => {
+  assert.equal(dominantKind({ weight: 2, activation: 5 }), 'activation');
+  assert.equal(dominantKind({ other: 3, weight: 3 }), 'weight');
+  assert.equal(dominantKind({}), 'other');
+});
+
+test('edges: a cubic between two points, quadratics through bends', () => {
+  assert.equal(edgePath([[0, 0], [10, 20]]), 'M0,0 C0,10 10,10 10,20');
+  assert.equal(edgePath([[0, 0], [10, 10], [20, 20]]), 'M0,0 Q10,10 15,15 L20,20');
+  assert.deepEqual(edgeLabelAt([[0, 0], [10, 20]]), [5, 10]);
+  assert.deepEqual(edgeLabelAt([[0, 0], [3, 3], [9, 9]]), [3, 3]);
+});
+
+test('marks, classes, subtitle and tooltip of a node with a hit and a code line', () => {
+  const c = node({ marks: { hit: 2, forward: 1 } });
+  assert.deepEqual(childMarks([c, node({ marks: { backward: 4 } })]), { hits: 2, line: 5 });
+  assert.deepEqual(nodeClasses(c, c.id), ['gnode', 't-node', 'k-activation', 'has-hit', 'hl-forward', 'selected']);
+  assert.equal(nodeSubtitle(c), 'activation');                      // the name already says MatMul
+  assert.equal(nodeSubtitle(node({ name: 'fc1.weight', kind: 'optimizer_state' })), 'MatMul · optimizer state');
+  assert.equal(tooltipLines(c, { iteration: 3, line: 't.py:4' }),
+    'S/MatMul-op0\nMatMul · activation\n2 watchpoint hit(s) in iteration 3\nline t.py:4: 1 forward, 0 backward\nclick to inspect');
+  const scope = { type: 'scope', name: 'fc1', path: 'S/fc1', count: 1, kinds: { weight: 1 }, marks: {} };
+  assert.equal(nodeSubtitle(scope), '1 node');
+  assert.deepEqual(nodeClasses(scope, null), ['gnode', 't-scope', 'k-weight']);
+});
+
+test('a click selects a node, opens a scope, or opens a chain of single-child scopes at its node', () => {
+  assert.deepEqual(openPatch(node()), { node: 'S/MatMul-op0' });
+  assert.deepEqual(openPatch({ type: 'scope', path: 'S/a' }), { scope: 'S/a' });
+  assert.deepEqual(openPatch({ type: 'scope', path: 'S/a', open: 'S/a/b/c', select: 'S/a/b/c/Add-op1' }),
+    { scope: 'S/a/b/c', node: 'S/a/b/c/Add-op1' });
+});
+
+test('the pager pages by 300 and knows its ends', () => {
+  assert.deepEqual(pagerOf({ begin: 300, end: 600, total: 700 }), { needed: true, prev: 0, next: 600, first: false, last: false });
+  assert.equal(pagerOf({ begin: 0, end: 12, total: 12 }).needed, false);
+});
+
+test('a layout fits its box, small ones centred and large ones kept readable from the top', () => {
+  const small = fitTransform({ width: 100, height: 100 }, 1000, 800, 100);
+  assert.equal(small.k, 1.25);
+  assert.equal(small.x, (1000 - 125) / 2);
+  assert.equal(small.overflows, false);
+  const tall = fitTransform({ width: 200, height: 5000 }, 1000, 800, 100);
+  assert.equal(tall.k, 0.8);
+  assert.equal(tall.y, 44);
+  assert.equal(tall.overflows, true);
+});
+
+test('zoom keeps the point under the pointer in place, within 0.05-3', () => {
+  const tf = zoomAt({ x: 10, y: 20, k: 1 }, 2, 110, 220);
+  assert.deepEqual(tf, { x: -90, y: -180, k: 2 });
+  assert.equal(zoomAt({ x: 0, y: 0, k: 2 }, 10, 0, 0).k, 3);
+});
+
+test('what a state change asks: reload on structure, iteration only with watchpoints', () => {
+  const p = updatePlan(new Set(['scope']), 0);
+  assert.equal(p.reload && p.structural && !p.resetPage, true);
+  assert.equal(updatePlan(new Set(['iteration']), 0).reload, false);
+  assert.equal(updatePlan(new Set(['iteration']), 2).reload, true);
+  const n = updatePlan(new Set(['node']), 0);
+  assert.equal(n.reload, false);
+  assert.equal(n.reveal, true);
+  assert.equal(updatePlan(new Set(['rank']), 0).resetPage, true);
+});
+
+test('structure keys and short locations', () => {
+  const d = { path: 'S', children: { begin: 0, items: [{ id: 'a' }, { id: 'b' }] }, edges: [{}] };
+  assert.equal(structKey(d), 'S|0|a\nb|1');
+  assert.equal(shortLoc('/home/me/train.py:14'), 'train.py:14');
+});

@@ -1,0 +1,131 @@
+// The graph view's SVG: a scope level's edges, their counts and its children, drawn from a scope
+// answer and its layout. Clicks are handed to the caller (onOpen); nothing here changes state.
+import { put, s, fmt } from '../../dom.js';
+import { kinds, kindColor, kindLabel } from '../../kinds.js';
+import {
+  GROUP_H, NODE_H, SCOPE_H, childKind, childLabel, edgeLabelAt, edgePath, edgeWidth, nodeClasses, nodeSubtitle,
+  sizeSubtitle, tooltipLines,
+} from './state.js';
+
+const FONT_B = '600 12px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
+const FONT_S = '600 13px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
+const FONT_SUB = '11px sans-serif';
+
+let measureCtx = null;       // made on first use: importing this module touches no document
+function textWidth(text, font) {
+  measureCtx ||= document.createElement('canvas').getContext('2d');
+  measureCtx.font = font;
+  return measureCtx.measureText(text).width;
+}
+
+/** The text cut with an ellipsis to fit max pixels. */
+function fit(text, max, font) {
+  if (textWidth(text, font) <= max) return text;
+  let lo = 0, hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (textWidth(text.slice(0, mid) + '…', font) <= max) lo = mid; else hi = mid - 1;
+  }
+  return text.slice(0, lo) + '…';
+}
+
+/** [width, height] a child is laid out with. */
+export function sizeOf(c) {
+  if (c.type === 'scope') return [Math.min(270, Math.max(160, textWidth(c.name, FONT_S) + 44)), SCOPE_H];
+  const w = Math.max(textWidth(c.name, FONT_B), textWidth(sizeSubtitle(c), FONT_SUB)) + 34;
+  return [Math.min(240, Math.max(118, w)), c.type === 'group' ? GROUP_H : NODE_H];
+}
+
+/** The arrow marker and the shadow filter every drawing uses. */
+export function graphDefs() {
+  return s('defs', {},
+    s('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse' },
+      s('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow-head' })),
+    s('filter', { id: 'shadow', x: '-10%', y: '-10%', width: '130%', height: '140%' },
+      s('feDropShadow', { dx: 0, dy: 1, stdDeviation: 1.2, 'flood-color': '#101828', 'flood-opacity': 0.12 })));
+}
+
+/** Draw a scope level into the (cleared) viewport group. */
+export function drawScene(viewport, data, lay, view) {
+  const byId = new Map(data.children.items.map((c) => [c.id, c]));
+  if (!data.children.items.length) {
+    put(viewport, s('text', { x: 0, y: 0, class: 'chart-empty' }, 'This scope has no visible children (try “Routing ops”).'));
+  }
+  const eg = s('g', { class: 'edges' });
+  const lg = s('g', { class: 'edge-labels' });   // drawn after the nodes: a count never hides under one
+  for (const e of lay.edges) {
+    put(eg, s('path', { d: edgePath(e.points), class: 'edge', 'stroke-width': edgeWidth(e.count), 'marker-end': 'url(#arrow)' },
+      s('title', {}, `${e.count} edge${e.count > 1 ? 's' : ''}: ${childLabel(byId.get(e.source))} → ${childLabel(byId.get(e.target))}`)));
+    if (e.count > 1) {
+      const a = edgeLabelAt(e.points);
+      put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: 'edge-count' }, String(e.count)));
+    }
+  }
+  const ng = s('g', { class: 'nodes' });
+  for (const n of lay.nodes) {
+    const c = byId.get(n.id);
+    if (c) put(ng, drawNode(c, n, view));
+  }
+  put(viewport, eg, ng, lg);
+}
+
+/** One child: body, kind strip, name and subtitle, kind bar (scopes), ports, line pill, hit badge. */
+function drawNode(c, n, view) {
+  const hits = c.marks.hit || 0;
+  const g = s('g', { class: nodeClasses(c, view.selected).join(' '), transform: `translate(${n.x},${n.y})`, 'data-id': c.id,
+    'data-type': c.type, tabindex: 0, role: 'button' });
+  put(g, s('title', {}, tooltipLines(c, view)));
+  if (c.marks.forward || c.marks.backward) put(g, s('rect', { class: 'halo', x: -5, y: -5, width: n.w + 10, height: n.h + 10, rx: 12 }));
+  if (c.type === 'group') {
+    put(g, s('rect', { class: 'stack2', x: 6, y: 6, width: n.w, height: n.h, rx: 7 }));
+    put(g, s('rect', { class: 'stack1', x: 3, y: 3, width: n.w, height: n.h, rx: 7 }));
+  }
+  put(g, s('rect', { class: 'body', width: n.w, height: n.h, rx: c.type === 'scope' ? 10 : 7, filter: 'url(#shadow)' }));
+  if (c.type !== 'scope') {
+    put(g, s('path', { class: 'strip', d: `M7,0 H4 Q0,0 0,4 V${n.h - 4} Q0,${n.h} 4,${n.h} H7 Z`, fill: kindColor(childKind(c)) }));
+  }
+  const scope = c.type === 'scope';
+  const textX = scope ? 12 : 14;
+  const maxW = n.w - textX - (hits ? 20 : 10);
+  put(g, s('text', { class: 'n-title', x: textX, y: scope ? 20 : 17 }, fit(c.name, maxW, scope ? FONT_S : FONT_B)));
+  put(g, s('text', { class: 'n-sub', x: textX, y: scope ? 36 : 32 }, fit(nodeSubtitle(c, fmt), maxW, FONT_SUB)));
+  if (scope) drawKindBar(g, c, n);
+  drawMarks(g, c, n);
+  g.addEventListener('click', (e) => { e.stopPropagation(); view.onOpen(c); });
+  g.addEventListener('keydown', (e) => { if (e.key === 'Enter') g.dispatchEvent(new MouseEvent('click')); });
+  return g;
+}
+
+/** A scope's kind distribution bar and its open arrow. */
+function drawKindBar(g, c, n) {
+  const total = Object.values(c.kinds).reduce((a, b) => a + b, 0) || 1;
+  let x = 12;
+  const W = n.w - 24;
+  for (const k of kinds()) {
+    const v = c.kinds[k] || 0;
+    if (!v) continue;
+    const w = (v / total) * W;
+    put(g, s('rect', { x, y: n.h - 10, width: Math.max(w, 1.5), height: 4, fill: kindColor(k) }, s('title', {}, `${v} ${kindLabel(k)}`)));
+    x += w;
+  }
+  put(g, s('text', { class: 'n-open', x: n.w - 14, y: 21, 'text-anchor': 'middle' }, '›'));
+}
+
+/** Ports to outside the scope, the code line's pill and the watchpoint hit badge. */
+function drawMarks(g, c, n) {
+  if (c.external_in) put(g, s('circle', { class: 'port', cx: n.w / 2, cy: 0, r: 3 },
+    s('title', {}, `${c.external_in} input${c.external_in > 1 ? 's' : ''} from outside this scope`)));
+  if (c.external_out) put(g, s('circle', { class: 'port', cx: n.w / 2, cy: n.h, r: 3 },
+    s('title', {}, `${c.external_out} output${c.external_out > 1 ? 's' : ''} used outside this scope`)));
+  const fwd = c.marks.forward || 0, bwd = c.marks.backward || 0, hits = c.marks.hit || 0;
+  if (fwd || bwd) {
+    const txt = [fwd ? `fwd ${fwd}` : '', bwd ? `bwd ${bwd}` : ''].filter(Boolean).join(' · ');
+    const w = textWidth(txt, '600 10px sans-serif') + 12;
+    put(g, s('rect', { class: 'pill', x: 8, y: -8, width: w, height: 15, rx: 7.5 }));
+    put(g, s('text', { class: 'pill-text', x: 8 + w / 2, y: 3, 'text-anchor': 'middle' }, txt));
+  }
+  if (hits) {
+    put(g, s('circle', { class: 'hit-badge', cx: n.w - 2, cy: 2, r: 9 }));
+    put(g, s('text', { class: 'hit-text', x: n.w - 2, y: 5.5, 'text-anchor': 'middle' }, hits > 99 ? '99+' : String(hits)));
+  }
+}

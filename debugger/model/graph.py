@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 from ..formats.records import GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from .source import user_first
-
-if TYPE_CHECKING:   # networkx loads when a graph is built, not when this module is imported
-    import networkx
 
 T = TypeVar("T")
 
@@ -175,7 +172,6 @@ class Graph:
         self.execution_index = {k: i for i, k in enumerate(self.execution_order)}
         self._derived: dict[Any, Any] = {}
         self._derived_lock = threading.RLock()
-        self._legacy_nx: "networkx.DiGraph | None" = None
 
     def __contains__(self, name: object) -> bool:
         return name in self._records
@@ -255,15 +251,3 @@ class Graph:
             if key not in self._derived:
                 self._derived[key] = build(self)
             return self._derived[key]  # type: ignore[no-any-return]
-
-    @property
-    def nx(self) -> "networkx.DiGraph":
-        """The topology with every record field as node attributes.
-        # compare/ still reads it; removed once converted (temporary: use the methods above)."""
-        with self._derived_lock:
-            if self._legacy_nx is None:
-                g = self._topo.copy()
-                for n, rec in self._records.items():
-                    g.nodes[n].update(vars(rec))
-                self._legacy_nx = g
-            return self._legacy_nx

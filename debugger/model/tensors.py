@@ -44,12 +44,6 @@ class TensorRef:
         return self.source.stored_bytes
 
     @property
-    def size(self) -> int:
-        """Deprecated name of :attr:`stored_bytes`.
-        # compare/ still reads it; removed once converted"""
-        return self.source.stored_bytes
-
-    @property
     def identity(self) -> str:
         """Changes whenever the tensor's data does: the key of every cache."""
         return self.source.identity

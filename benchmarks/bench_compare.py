@@ -54,7 +54,7 @@ s = r.summary()
 out.update(pairs=s['pairs'], counted=s['counted'], identical=s['identical'], warning=s['warning'],
            error=s['error'], counted_errors=s['counted_errors'], computed=s['computed'], cached=s['cached'],
            bytes_read=s['bytes_compared'],
-           pair_bytes=sum(p.ref_a.size + p.ref_b.size for p in r.pairs if not p.missing))
+           pair_bytes=sum(p.ref_a.stored_bytes + p.ref_b.stored_bytes for p in r.pairs if not p.missing))
 """
 
 NUMPY_LOOP = """
@@ -79,7 +79,7 @@ for it in r0.iterations(0):
         if ad.size:
             vals = (cos, ad.max(), rel.max(), np.linalg.norm(diff), (rel < 1e-3).mean(), (rel < 5e-3).mean())
         n += 1
-        nbytes += t.size + u.size
+        nbytes += t.stored_bytes + u.stored_bytes
 out.update(pairs=n, pair_bytes=nbytes)
 """
 

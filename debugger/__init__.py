@@ -7,12 +7,11 @@ __version__ = "0.1.0"   # before the imports below: modules they load read it (s
 
 from .cache import StatsCache  # noqa: E402
 from .errors import CorruptFileError, DumpError, NotADumpError, QueryError  # noqa: E402
-from .graph import Graph, Node  # noqa: E402
-from .kinds import KINDS  # noqa: E402
-from .model import Dump, Rank, TensorRef, find_dump_roots, open_dump, open_dumps  # noqa: E402
+from .formats.records import KINDS, Kind  # noqa: E402
+from .model import Dump, Graph, Node, Rank, TensorRef, find_dump_roots, open_dump, open_dumps  # noqa: E402
 
 __all__ = [
-    "CorruptFileError", "Dump", "DumpError", "Graph", "KINDS", "Node", "NotADumpError", "QueryError",
+    "CorruptFileError", "Dump", "DumpError", "Graph", "KINDS", "Kind", "Node", "NotADumpError", "QueryError",
     "Rank", "Stats", "StatsCache", "TensorRef", "find_dump_roots", "open_dump", "open_dumps", "tensor_stats",
 ]
 

@@ -6,10 +6,11 @@ from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from . import history
+from .model import history
 from .errors import DumpError, QueryError
 from .executors import Workers
 from .formats.base import BOTH, STATISTICS
+from .formats.records import Kind
 from .formats.tdbg_h5.writer import DumpWriter   # convert writes tdbg's own format, whatever it reads
 from .model import Dump, Rank, TensorRef, open_dump
 from .stats import ASYMPTOTES, saturated_count, update_stats
@@ -129,7 +130,7 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
                         result.warnings.append(f"{ref.location}: {exc}; not converted")
                         continue
                     result.tensors += 1
-                    result.bytes_read += ref.size
+                    result.bytes_read += ref.stored_bytes
                     if progress is not None and (done % 256 == 0 or done == total):
                         progress(done, total)
     finally:
@@ -147,7 +148,7 @@ def _extras(rank: Rank, ref: TensorRef, activations: dict[int, dict[str, str]],
         return dict(ref.source.stored_extras()) or None     # statistics only: what the source stored
     if ref.io == "output" and ref.slot == 0 and ref.node in activations.get(ref.graph_id, {}):
         return saturated_count(ref.value(), activations[ref.graph_id][ref.node])
-    if ref.kind != "weight" or ref.io != "output":
+    if ref.kind != Kind.WEIGHT or ref.io != "output":
         return None
     prev, _ = history.previous_value(rank, ref)
     if prev is None or not prev.ref.source.has_values:

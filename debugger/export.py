@@ -17,7 +17,8 @@ from typing import Any
 import pydot
 
 from .errors import DumpError
-from .graph import Graph
+from .formats.records import Kind
+from .model.graph import Graph
 from .errors import InvalidQueryError
 from .query import FOLD, MAX_PAGE, scope_view
 
@@ -28,8 +29,8 @@ RENDER_TIMEOUT = 120     # seconds Graphviz may take for one scope level
 
 # Each kind's colour, for the graph export and the web UI alike (served by /api/kinds): an export reads like the view.
 KIND_COLORS = {
-    "weight": "#1c7ed6", "gradient": "#f08c00", "optimizer_state": "#9c36b5", "activation": "#2f9e44",
-    "loss": "#d6336c", "input": "#0c8599", "constant": "#868e96", "other": "#5c677d",
+    Kind.WEIGHT: "#1c7ed6", Kind.GRADIENT: "#f08c00", Kind.OPTIMIZER_STATE: "#9c36b5", Kind.ACTIVATION: "#2f9e44",
+    Kind.LOSS: "#d6336c", Kind.INPUT: "#0c8599", Kind.CONSTANT: "#868e96", Kind.OTHER: "#5c677d",
 }
 _SCOPE_FILL = "#f1f3f5"
 _FONT = "Helvetica"
@@ -84,9 +85,9 @@ def _tint(color: str, amount: float = 0.85) -> str:
 
 def _dominant(kinds: dict[str, int]) -> str:
     """The most frequent kind of a scope or group ('other' only when nothing else is there)."""
-    best, n = "other", -1
+    best, n = Kind.OTHER.value, -1
     for k, v in kinds.items():
-        if v > n or (v == n and k != "other"):
+        if v > n or (v == n and k != Kind.OTHER):
             best, n = k, v
     return best
 
@@ -105,14 +106,14 @@ def _node_attrs(c: dict[str, Any]) -> dict[str, Any]:
         kinds = ", ".join(f"{v} {_kind_label(k)}" for k, v in sorted(c["kinds"].items(), key=lambda kv: -kv[1]))
         return {"label": _q(f"{c['name']}/\n{_plural(c['count'], 'node')}"), "shape": "box",
                 "style": _q("rounded,filled,bold"), "fillcolor": _q(_SCOPE_FILL),
-                "color": _q(KIND_COLORS.get(_dominant(c["kinds"]), KIND_COLORS["other"])),
+                "color": _q(KIND_COLORS.get(_dominant(c["kinds"]), KIND_COLORS[Kind.OTHER])),
                 "tooltip": _q(f"scope {c['path']}: {kinds}")}
     if c["type"] == "group":
-        color = KIND_COLORS.get(_dominant(c["kinds"]), KIND_COLORS["other"])
+        color = KIND_COLORS.get(_dominant(c["kinds"]), KIND_COLORS[Kind.OTHER])
         return {"label": _q(f"{c['name']}\n{c['count']} × {c['op_type']}"), "shape": "box",
                 "style": _q("rounded,filled"), "peripheries": 2, "fillcolor": _q(_tint(color)), "color": _q(color),
                 "tooltip": _q(f"{c['count']} {c['op_type']} nodes folded: {c['path']}")}
-    color = KIND_COLORS.get(c["kind"], KIND_COLORS["other"])
+    color = KIND_COLORS.get(c["kind"], KIND_COLORS[Kind.OTHER])
     # a name that starts with the op type already says it: as in the view, repeat it only when hidden
     sub = _kind_label(c["kind"]) if c["name"].startswith(c["op_type"]) \
         else f"{c['op_type']} · {_kind_label(c['kind'])}"

@@ -3,21 +3,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from .graph import Graph, Node
+from .model.graph import Graph, Node
 from .model import Dump, Rank, TensorRef
-from .source import Frame
+from .formats.records import StackFrame
 
 
-def frame_dict(f: Frame) -> dict[str, Any]:
+def frame_dict(f: StackFrame) -> dict[str, Any]:
     """A stack frame."""
-    return {"file": f.file, "line": f.line, "end_line": f.end_line, "code": f.code,
+    return {"file": f.file, "line": f.line, "end_line": f.end_line, "column": f.column, "code": f.code,
             "is_framework": f.is_framework, "forward_candidate": f.forward_candidate}
 
 
 def tensor_dict(t: TensorRef) -> dict[str, Any]:
     """A tensor's digest (no values)."""
     return {"rank": t.rank, "graph": t.graph_id, "iteration": t.iteration, "node": t.node, "op_type": t.op_type,
-            "io": t.io, "slot": t.slot, "kind": t.kind, "param": t.param, "bytes": t.size,
+            "io": t.io, "slot": t.slot, "kind": t.kind, "param": t.param, "bytes": t.stored_bytes,
             "file_dtype": t.file_dtype, "matched": t.matched, "location": t.location,
             "has_values": t.source.has_values}
 
@@ -27,10 +27,12 @@ def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:
     g = n.graph
     inputs = []
     for slot, (src, edge) in enumerate(n.inputs):
-        src_kind = g.nx.nodes[src].get("kind") if src in g.nx else None
+        src_node = g.get(src)
+        src_kind = src_node.kind if src_node is not None else None
         inputs.append({"slot": slot, "node": src or None, "edge": edge, "kind": src_kind})
     out = {
-        "graph": g.graph_id, "node": n.name, "op_type": n.op_type, "scope": n.scope, "kind": n.kind,
+        "graph": g.graph_id, "node": n.name, "op_type": n.op_type, "scope": n.scope, "module": n.module,
+        "kind": n.kind,
         "param": n.param, "is_backward": n.is_backward, "execution_index": n.execution_index,
         "inputs": inputs,
         "outputs": [{"slot": i, "dtype": o.dtype, "shape": list(o.shape) if o.shape is not None else None}

@@ -13,6 +13,7 @@ from .cache import StatsCache
 from .compare import compare_ranks
 from .errors import DumpError
 from .executors import Workers
+from .formats.records import Kind
 from .model import Dump
 from .watch import preset, scan
 from .watch.results import headline_order, hit_order
@@ -40,7 +41,7 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
     for r in dump.ranks:
         for gid in r.graph_ids:
             g = r.graphs.get(gid)
-            losses = [n.name for n in g.nodes("loss")] if g else []
+            losses = [n.name for n in g.nodes(Kind.LOSS)] if g else []
             if not losses:
                 continue
             name = losses[-1]     # the last loss node in the graph is the one training minimises

@@ -10,7 +10,7 @@ from debugger.formats.mindspore.graph_ir import read_graph_ir
 from debugger.formats.mindspore.graph_pb import read_graph_pb
 from debugger.formats.mindspore.matching import file_key, op_number
 from debugger.formats.mindspore.semantics import annotate, is_backward
-from debugger.graph import Graph
+from debugger.model.graph import Graph
 
 BB = "Default/network-WithLossCell/_backbone-Net"
 GRAD = f"Gradients/{BB}/fc2-Dense"

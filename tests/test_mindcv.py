@@ -39,7 +39,7 @@ def _gradients(path: str) -> dict[str, list]:
     graph = rank.graph(0)
     out: dict[str, list] = {}
     for ref in rank.tensors(0, 0):
-        if ref.io == "output" and ref.kind == "gradient" and graph.nx.nodes[ref.node].get("is_backward"):
+        if ref.io == "output" and ref.kind == "gradient" and graph.node(ref.node).is_backward:
             out.setdefault(ref.param, []).append(ref)
     return out
 
@@ -95,7 +95,7 @@ def test_the_gradient_found_is_what_the_optimizer_adds_weight_decay_to() -> None
 
 
 def _forward_readers(graph, weight: str):  # type: ignore[no-untyped-def]
-    from debugger.locate import readers
+    from debugger.model.locate import readers
     return readers(graph)[weight]
 
 
@@ -103,10 +103,10 @@ def test_batchnorm_slots_the_cpu_kernel_leaves_unwritten_are_listed_but_never_ch
     path = os.path.join(DATA, "resnet_healthy")
     rank = open_dump(path).ranks[0]
     graph = rank.graph(0)
-    bns = [n for n, a in graph.nx.nodes(data=True) if a["op_type"] == "BatchNorm"]
+    bns = [n.name for n in graph.nodes() if n.op_type == "BatchNorm"]
     assert len(bns) == len([p for p in _truth("resnet_healthy")["trainable"] if p.endswith(".gamma")])
     for n in bns:
-        outs = graph.nx.nodes[n]["outputs"]
+        outs = graph.node(n).outputs
         assert [o.undefined for o in outs] == [False, True, True, False, False]
         x = rank.tensor(0, 0, n, "input", 0).value().astype(np.float64)
         # what the kernel does write: slots 3 and 4 are the batch's mean and variance
@@ -127,14 +127,14 @@ def test_the_ir_text_gives_the_same_gradients(tmp_path) -> None:  # type: ignore
     found = _gradients(str(copy))
     assert sorted(found) == sorted(_truth("resnet_healthy")["trainable"])
     graph = open_dump(str(copy)).ranks[0].graph(0)
-    bn = next(n for n, a in graph.nx.nodes(data=True) if a["op_type"] == "BatchNorm")
-    assert [o.undefined for o in graph.nx.nodes[bn]["outputs"]][1:3] == [True, True]
+    bn = next(n.name for n in graph.nodes() if n.op_type == "BatchNorm")
+    assert [o.undefined for o in graph.node(bn).outputs][1:3] == [True, True]
 
 
 def test_a_dead_relu_block_is_found_first() -> None:
     path = os.path.join(DATA, "resnet_dead")
     rank = open_dump(path).ranks[0]
-    relu = next(n for n in rank.graph(0).nx if n.endswith(BLOCK + "relu-ReLU/ReLU-op0"))
+    relu = next(n for n in rank.graph(0) if n.endswith(BLOCK + "relu-ReLU/ReLU-op0"))
     assert not np.any(rank.tensor(0, 0, relu, "output", 0).value())   # truth: the planted layer is dead
     res = _scan(path)
     dead = {h.node for h in res.hits if h.watchpoint == "activation_dead_layer"}

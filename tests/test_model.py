@@ -112,8 +112,8 @@ def test_model_tensor_index_matches_every_version_style(make_dump, options: dict
         assert all(t.node in g for t in refs)
         kernels = {t.node for t in refs if not g.node(t.node).op_type == "Parameter"}
         assert kernels == set(g.execution_order)
-        assert {t.node for t in refs if t.op_type == "Parameter"} == {n for n, a in g.nx.nodes(data=True)
-                                                                      if a.get("is_parameter")}
+        assert {t.node for t in refs if t.op_type == "Parameter"} == {n.name for n in g.nodes()
+                                                                      if n.is_parameter}
         dtype_field = options.get("dtype_field", options.get("version", "2.10") in ("2.10", ">=2.4"))
         assert all((t.file_dtype == t.dtype.name) if dtype_field else t.file_dtype is None for t in refs)
     assert dump.all_warnings() == []
@@ -135,7 +135,7 @@ def test_model_tensor_refs_carry_kind_param_and_order(make_dump) -> None:
         rank.tensor(0, 0, MM1, "output", 7)
     assert rank.find_node("fc1_weight") == [(0, "fc1.weight")]
     assert rank.find_node(MM1.replace("/", "_")) == [(0, MM1)] == rank.find_node("fc1-Dense/MatMul-op0")
-    assert rank.tensor_file_count() == 90 and rank.tensor_bytes() == sum(t.size for t in refs)
+    assert rank.tensor_file_count() == 90 and rank.tensor_bytes() == sum(t.stored_bytes for t in refs)
 
 
 def test_model_newest_timestamp_wins(make_dump) -> None:

@@ -206,7 +206,7 @@ def test_a_graph_read_from_the_ir_because_the_pb_is_missing_is_a_warning(single:
     pb, ir = (os.path.join(graphs, f"ms_output_trace_code_graph_0.{ext}") for ext in ("pb", "ir"))
     os.remove(pb)
     full, text_only = open_dump(single).rank(0).graph(0), open_dump(copy).rank(0).graph(0)
-    assert text_only.source_file == ir and len(text_only.nx) < len(full.nx)   # 82 of 89 nodes
+    assert text_only.source_file == ir and len(text_only) < len(full)   # 82 of 89 nodes
     warning = f"{pb}: missing; graph 0 is read from {ir} instead, which can hold fewer nodes"
     info = run_cli("info", copy, "--json")
     assert info.code == 0 and info.json["warnings"] == [warning]

@@ -8,7 +8,8 @@ from clirun import run_cli
 
 from debugger.errors import QueryError
 from debugger import open_dump
-from debugger.source import (CodeHit, SourceIndex, is_framework_path, parse_frame, parse_location, parse_stack, statement_lines, user_first)
+from debugger.formats.mindspore.stacks import is_framework_path, parse_frame, parse_stack
+from debugger.model.source import CodeHit, SourceIndex, parse_location, statement_lines, user_first
 
 SP = "/opt/env/lib/python3.11/site-packages/mindspore"
 # The .pb text of a forward node (MindSpore 2.10): innermost frame first.

@@ -7,7 +7,7 @@ from typing import TextIO
 from ..exits import Exit
 from ..model import Dump, open_dump
 from ..report import table
-from ..source import parse_location
+from ..model.source import parse_location
 from .common import add_json, add_source_root, print_json, report_warnings, source_roots
 
 

@@ -2,8 +2,8 @@
 execution order whose divergence is not inherited from an earlier one."""
 from __future__ import annotations
 
-from ..graph import Graph
-from ..locate import optimizer_slots
+from ..model.graph import Graph
+from ..model.locate import optimizer_slots
 from .grades import ERROR
 from .pairs import Pair
 
@@ -42,11 +42,11 @@ def _bad(p: Pair | None) -> bool:
 def _inherited(p: Pair, idx: dict, outs: dict) -> bool:
     """Whether the pair's divergence comes from an earlier diverging tensor of the same iteration."""
     g = p.graph_obj
-    if g is None or p.node not in g.nx:
+    if g is None or p.node not in g:
         return False
     ranks = (p.a.rank, p.b.rank)
-    a = g.nx.nodes[p.node]
-    if a.get("is_parameter"):
+    a = g.record_of(p.node)
+    if a.is_parameter:
         opt = optimizer_slots(g).get(p.node)
         if opt is None:
             return False   # read-only parameters (data, learning rates) start a divergence themselves
@@ -55,7 +55,7 @@ def _inherited(p: Pair, idx: dict, outs: dict) -> bool:
         if p.slot in _in_place_slots(g, p.node):
             # an in-place input holds the updated value: it comes from this kernel's own update
             return any(_bad(q) for q in outs.get((*ranks, p.node), ())) or _inputs_bad(g, p.node, ranks, idx, outs)
-        ins = a.get("inputs", ())
+        ins = a.inputs
         if p.slot >= len(ins) or not ins[p.slot][0]:
             return False
         return _producer_bad(g, ins[p.slot][0], ranks, idx, outs)
@@ -64,9 +64,8 @@ def _inherited(p: Pair, idx: dict, outs: dict) -> bool:
 
 def _inputs_bad(g: Graph, kernel: str, ranks: tuple[int, int], idx: dict, outs: dict) -> bool:
     """Whether a kernel's inputs (not counting in-place optimizer slots) disagree."""
-    a = g.nx.nodes[kernel]
     skip = _in_place_slots(g, kernel)
-    ins = a.get("inputs", ())
+    ins = g.record_of(kernel).inputs
     seen_any = False
     for s, (src, edge) in enumerate(ins):
         if s in skip or edge == "control" or not src:
@@ -90,12 +89,12 @@ def _in_place_slots(g: Graph, kernel: str) -> set[int]:
 
 def _producer_bad(g: Graph, src: str, ranks: tuple[int, int], idx: dict, outs: dict) -> bool:
     node = g.value_source(src)
-    if node not in g.nx:
+    if node not in g:
         return False
-    na = g.nx.nodes[node]
-    if na.get("is_constant"):
+    na = g.record_of(node)
+    if na.is_constant:
         return False
-    if na.get("is_parameter"):
+    if na.is_parameter:
         # a forward reader reads the value of the previous iteration, which agreed; an in-place read
         # of an updated parameter is handled with its optimizer
         return False

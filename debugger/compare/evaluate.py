@@ -49,7 +49,7 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
                 result.cached += 1
                 continue
         todo.append(p)
-    total = sum(p.ref_a.size + p.ref_b.size for p in todo if p.ref_a is not None and p.ref_b is not None)
+    total = sum(p.ref_a.stored_bytes + p.ref_b.stored_bytes for p in todo if p.ref_a is not None and p.ref_b is not None)
     jobs = max(1, jobs or os.cpu_count() or 1)
     done = 0
     if progress is not None:
@@ -101,7 +101,7 @@ def _in_pool(todo: list[Pair], total: int, workers: Workers, fast: bool, progres
             chunks.append([])
             size = 0
         chunks[-1].append(p)
-        size += p.ref_a.size + p.ref_b.size  # type: ignore[union-attr]
+        size += p.ref_a.stored_bytes + p.ref_b.stored_bytes  # type: ignore[union-attr]
     done = 0
     futs = {workers.submit(compare_chunk, [(p.ref_a.source, p.ref_b.source) for p in c], fast): c  # type: ignore[union-attr]
             for c in chunks}

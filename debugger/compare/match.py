@@ -22,7 +22,7 @@ from difflib import SequenceMatcher
 from typing import Callable, Iterator, Mapping
 
 from ..errors import DumpError
-from ..graph import Graph
+from ..model.graph import Graph
 from ..model import TensorRef
 
 EXACT, FUZZY, MAPPING = "exact", "fuzzy", "mapping"
@@ -69,10 +69,10 @@ def check_mapping(data: object, path: str | None = None) -> dict[str, str]:
 
 def resolve(graph: Graph | None, name: str, alias: Callable[[str], str | None] | None = None) -> str | None:
     """The full node name ``name`` means in ``graph``: itself, or another spelling its format uses."""
-    if graph is None or name in graph.nx:
+    if graph is None or name in graph:
         return name
     full = alias(name) if alias is not None else None
-    return full if full is not None and full in graph.nx else None
+    return full if full is not None and full in graph else None
 
 
 def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] | None = None,
@@ -96,10 +96,10 @@ def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] 
         return nm
 
     def paired_a(n: str) -> bool:   # mapped, fuzzy-paired, or its namesake on side b is free
-        return n in nm.pairs or (n in gb.nx and n not in nm.taken)
+        return n in nm.pairs or (n in gb and n not in nm.taken)
 
     def paired_b(n: str) -> bool:   # mapped, fuzzy-paired, or its namesake on side a is not paired elsewhere
-        return n in nm.taken or (n in ga.nx and n not in nm.pairs)
+        return n in nm.taken or (n in ga and n not in nm.pairs)
 
     if any(not paired_a(n) for n in ga.execution_order) and any(not paired_b(n) for n in gb.execution_order):
         _align(ga, gb, nm, paired_a, paired_b)
@@ -125,8 +125,8 @@ def _align(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
             rb = [n for n in sb[j1:j2] if not paired_b(n)]
             if not ra or not rb:
                 continue
-            oa = [ga.nx.nodes[n].get("op_type", "") for n in ra]
-            ob = [gb.nx.nodes[n].get("op_type", "") for n in rb]
+            oa = [ga.record_of(n).op_type for n in ra]
+            ob = [gb.record_of(n).op_type for n in rb]
             for bl in SequenceMatcher(None, oa, ob, autojunk=False).get_matching_blocks():
                 for k in range(bl.size):
                     _pair(nm, ra[bl.a + k], rb[bl.b + k])
@@ -142,16 +142,16 @@ def _pair(nm: NodeMatch, a: str, b: str) -> None:
 def _pair_parameters(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
                      paired_b: Callable[[str], bool]) -> None:
     """Parameters without a partner, paired through the kernels that read them at the same slot."""
-    lone_a = {n for n, x in ga.nx.nodes(data=True) if x.get("is_parameter") and not paired_a(n)}
-    lone_b = {n for n, x in gb.nx.nodes(data=True) if x.get("is_parameter") and not paired_b(n)}
+    lone_a = {n.name for n in ga.nodes() if n.is_parameter and not paired_a(n.name)}
+    lone_b = {n.name for n in gb.nodes() if n.is_parameter and not paired_b(n.name)}
     if not lone_a or not lone_b:
         return
     for ka in ga.execution_order:
         kb, _ = nm.partner(ka)
-        if kb is None or kb not in gb.nx:
+        if kb is None or kb not in gb:
             continue
-        ins_a = ga.nx.nodes[ka].get("inputs", ())
-        ins_b = gb.nx.nodes[kb].get("inputs", ())
+        ins_a = ga.record_of(ka).inputs
+        ins_b = gb.record_of(kb).inputs
         for (sa, _), (sb, _) in zip(ins_a, ins_b):
             if not sa or not sb:
                 continue

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..errors import DumpError
-from ..graph import Graph
-from ..locate import optimizer_slots, position, user_location
+from ..formats.records import Kind
+from ..model.graph import Graph
+from ..model.locate import optimizer_slots, position, user_location
 from ..model import Dump, TensorRef, open_dump
 from ..selection import parse_iterations, ranges_text
 from .grades import ERROR, PASS, WARNING, GradeThresholds
@@ -73,7 +74,7 @@ class Pair:
         """``file:line`` of the user code that made the node (for a parameter: its first reader; for
         an optimizer kernel: the weight it updates)."""
         g = self.graph_obj
-        if g is None or self.node not in g.nx:
+        if g is None or self.node not in g:
             return None
         loc = user_location(g, self.node)
         roles = g.node(self.node).input_roles
@@ -81,7 +82,7 @@ class Pair:
             vi = g.value_inputs(self.node)
             w = roles.index("weight")
             if w < len(vi) and vi[w]:
-                loc = user_location(g, vi[w]) if vi[w] in g.nx else None
+                loc = user_location(g, vi[w]) if vi[w] in g else None
         return loc
 
     def sort_key(self) -> tuple:
@@ -214,10 +215,10 @@ def iteration_set(iterations: "Iterable[int] | str | None") -> set[int] | None:
 
 def graph_place(graph: Graph | None, node: str, io: str) -> tuple[int, int]:
     """(position, group) of a tensor in execution order: see :attr:`Pair.group`."""
-    if graph is None or node not in graph.nx:
+    if graph is None or node not in graph:
         return (len(graph.execution_order) if graph is not None else 1 << 30), 1
     pos = position(graph, node)
-    if graph.nx.nodes[node].get("is_parameter"):
+    if graph.record_of(node).is_parameter:
         return pos, (2 if node in optimizer_slots(graph) else -1)
     return pos, (0 if io == "input" else 1)
 
@@ -241,11 +242,11 @@ def make_pair(it: int, side_a: Side, side_b: Side, gid: int, ra: TensorRef | Non
 
 def _arriving(graph: Graph | None, node: str, slot: int, kind: str) -> tuple[str, str | None]:
     """(kind, param) of the value that arrives at input ``slot`` of ``node``, when it belongs to a weight."""
-    if graph is None or node not in graph.nx:
+    if graph is None or node not in graph:
         return kind, None
     vi = graph.value_inputs(node)
     src = vi[slot] if slot < len(vi) else ""
-    a = graph.nx.nodes.get(src) if src else None
-    if a is None or a.get("param") is None or a.get("kind") not in ("weight", "gradient", "optimizer_state"):
+    a = graph.get(src) if src else None
+    if a is None or a.param is None or a.kind not in (Kind.WEIGHT, Kind.GRADIENT, Kind.OPTIMIZER_STATE):
         return kind, None
-    return a["kind"], a["param"]
+    return a.kind, a.param

@@ -22,7 +22,8 @@ from typing import Any, Iterable, Mapping
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..executors import Workers
-from ..graph import Graph
+from ..formats.records import Kind
+from ..model.graph import Graph
 from ..model import Dump
 from ..selection import ranges_text
 from .evaluate import finish
@@ -30,35 +31,33 @@ from .grades import GradeThresholds, as_grade_thresholds
 from .match import match_graphs, match_tensors
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
 
-INVARIANT_KINDS = frozenset({"weight", "optimizer_state"})
-
-_INV_CACHE: dict[int, tuple[Graph, frozenset[str]]] = {}
+INVARIANT_KINDS = frozenset({Kind.WEIGHT, Kind.OPTIMIZER_STATE})
 
 
 def invariant_nodes(graph: Graph) -> frozenset[str]:
     """Nodes whose outputs must be equal on every data-parallel rank (see the module docstring)."""
-    got = _INV_CACHE.get(id(graph))
-    if got is not None and got[0] is graph:
-        return got[1]
-    g = graph.nx
-    inv = {n for n, a in g.nodes(data=True) if a.get("is_parameter") and a.get("kind") in INVARIANT_KINDS}
+    return graph.derived(invariant_nodes, _build_invariant_nodes)
+
+
+def _build_invariant_nodes(graph: Graph) -> frozenset[str]:
+    inv = {n.name for n in graph.nodes() if n.is_parameter and n.kind in INVARIANT_KINDS}
     for k in graph.execution_order:
-        a = g.nodes[k]
-        if a.get("per_rank"):
+        a = graph.record_of(k)
+        if a.per_rank:
             continue
-        if a.get("is_collective"):   # all-reduce, all-gather, broadcast: every rank gets the same value
+        if a.is_collective:   # all-reduce, all-gather, broadcast: every rank gets the same value
             inv.add(k)
             continue
         real, ok = 0, True
-        for src, edge in a.get("inputs", ()):
+        for src, edge in a.inputs:
             if edge == "control" or not src:
                 continue
             s = graph.value_source(src)
-            if s not in g:
+            if s not in graph:
                 ok = False
                 break
-            sa = g.nodes[s]
-            if sa.get("is_constant") or sa.get("is_routing"):   # state tokens, not values
+            sa = graph.record_of(s)
+            if sa.is_constant or sa.is_routing:   # state tokens, not values
                 continue
             if s in inv:
                 real += 1
@@ -67,11 +66,7 @@ def invariant_nodes(graph: Graph) -> frozenset[str]:
             break
         if ok and real:
             inv.add(k)
-    out = frozenset(inv)
-    if len(_INV_CACHE) > 64:
-        _INV_CACHE.clear()
-    _INV_CACHE[id(graph)] = (graph, out)
-    return out
+    return frozenset(inv)
 
 
 def is_invariant(graph: Graph | None, key: tuple[str, str, int]) -> bool:
@@ -79,20 +74,19 @@ def is_invariant(graph: Graph | None, key: tuple[str, str, int]) -> bool:
     if graph is None:
         return False
     node, io, slot = key
-    g = graph.nx
-    if node not in g:
+    if node not in graph:
         return False
     inv = invariant_nodes(graph)
     if io == "output":
         return node in inv
-    ins = g.nodes[node].get("inputs", ())
+    ins = graph.record_of(node).inputs
     if slot >= len(ins):
         return False
     src = ins[slot][0]
     if not src:
         return True
     s = graph.value_source(src)
-    return s in inv or (s in g and bool(g.nodes[s].get("is_constant")))
+    return s in inv or (s in graph and graph.record_of(s).is_constant)
 
 
 def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None = None,

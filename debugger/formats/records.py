@@ -2,12 +2,66 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 from ..errors import CorruptFileError
 
 # Real scopes nest a few dozen levels; the scope tree, its views and exports walk them recursively, so a
 # graph whose names nest deeper than this is refused as damaged rather than exhausting Python's stack.
 MAX_SCOPE_DEPTH = 256
+
+
+class Kind(str, Enum):
+    """What a node's value is, as every format assigns it (from graph evidence, never from names alone).
+    A ``str``: ``Kind.WEIGHT == "weight"`` and JSON holds the word."""
+
+    WEIGHT = "weight"
+    GRADIENT = "gradient"
+    OPTIMIZER_STATE = "optimizer_state"
+    ACTIVATION = "activation"
+    LOSS = "loss"
+    INPUT = "input"
+    CONSTANT = "constant"
+    OTHER = "other"
+
+    def __str__(self) -> str:   # f"{kind}" is the word, as it was when kinds were plain strings
+        return self.value
+
+    __format__ = str.__format__
+
+
+KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    """One frame of the source stack that made a node: where, which lines, the code text, and whether
+    it is framework code; each format builds these from what it stores."""
+
+    file: str
+    line: int
+    end_line: int = 0              # last line of a multi-line statement (0 or ``line``: one line)
+    column: int = 0                # 1-based column where the code starts (0: unknown)
+    code: str = ""
+    is_framework: bool = False     # framework or library code, not the user's
+    forward_candidate: bool = False  # from a backward node's list of the forward code it derives from
+
+    def __post_init__(self) -> None:
+        if self.end_line < self.line:
+            object.__setattr__(self, "end_line", self.line)
+
+    @property
+    def location(self) -> str:
+        """``file:line`` as users type it."""
+        return f"{self.file}:{self.line}"
+
+    def covers(self, line: int) -> bool:
+        """True when a query for ``line`` should find this frame."""
+        if self.line == line:
+            return True
+        # A multi-line statement covers its lines, but a `def` frame spans the whole body:
+        # letting it match would return every node of the function.
+        return self.line < line <= self.end_line and not self.code.lstrip().startswith(("def ", "@"))
 
 
 @dataclass
@@ -18,7 +72,7 @@ class OutputType:
 
     dtype: str | None
     shape: tuple[int, ...] | None
-    kind: str | None = None        # this output's kind when it is not the node's (None: the node's)
+    kind: Kind | None = None       # this output's kind when it is not the node's (None: the node's)
     param: str | None = None       # with ``kind``: the weight it belongs to
     undefined: bool = False        # its contents mean nothing (a slot the kernel does not write and no
                                    # node reads): listed, never checked by watchpoints
@@ -33,15 +87,15 @@ class NodeRecord:
     scope: str
     inputs: list[tuple[str, str]] = field(default_factory=list)  # (source full name, "data"|"control")
     outputs: list[OutputType] = field(default_factory=list)
-    source: str = ""               # raw stack text
-    source_outermost_first: bool = False
+    stack: tuple[StackFrame, ...] = ()   # the source stack that made it, innermost first
+    module: str = ""               # dotted path of the layer/module it runs in ("backbone.fc3"; "" unknown)
     instance_name: str = ""
     is_parameter: bool = False
     is_constant: bool = False
     has_default: bool = False      # parameters: holds a value of its own (weights, state)
     # Facts the format knows about the node (the MindSpore reader derives them from the graph,
     # tdbg's own format stores them); the model and the engines use these, never op names.
-    kind: str = "other"            # one of debugger.kinds.KINDS
+    kind: Kind = Kind.OTHER
     # The activation function the node applies as a layer, in words common to every format ("relu",
     # "relu6", "tanh", "sigmoid", "gelu", "silu", "softmax" ...; see docs/tdbg-h5-format.md), whatever
     # the op is called (relu_, threshold(x, 0, 0), ReLUV2); "" when it is none, also for a tanh or

@@ -6,7 +6,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import InvalidQueryError, QueryError
 from ..model import Dump, Rank
-from ..source import parse_location
+from ..model.source import parse_location
 from ..sourceroots import known_file
 from .scopes import node_digest, place_of, scope_tree
 

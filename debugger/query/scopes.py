@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 import threading
-import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from ..errors import InvalidQueryError, QueryError
-from ..graph import Graph
+from ..formats.records import Kind, NodeRecord
+from ..model.graph import Graph
 from . import FOLD
 from .pages import Page, page
 
@@ -43,28 +43,27 @@ class ScopeTree:
         self.scopes: dict[str, _Scope] = {"": self.root}
         self._views: dict[tuple[str, int, bool], dict[str, Any]] = {}
         self._lock = threading.Lock()
-        g = graph.nx
-        self.attrs: dict[str, dict[str, Any]] = dict(g.nodes(data=True))
-        self.succ: dict[str, list[str]] = {n: list(nbrs) for n, nbrs in g.adjacency()}
+        self.records: dict[str, NodeRecord] = {n: graph.record_of(n) for n in graph}
+        self.succ: dict[str, list[str]] = {n: graph.successors(n) for n in graph}
         # routing nodes are hidden from the graph view unless asked for; edges are drawn through them
-        self.hidden_set = {n for n, a in self.attrs.items() if a.get("is_routing")}
+        self.hidden_set = {n for n, a in self.records.items() if a.is_routing}
         # Execution position; a node that does not run (parameter, constant, Load...) sorts with its
         # first consumer that does.
         order = graph.execution_index
         end = len(order)
         self.pos: dict[str, int] = {}
-        for n in self.attrs:
+        for n in self.records:
             p = order.get(n)
             if p is None:
                 p = min((order.get(w, end) for w in self.succ[n]), default=end)
                 if p == end:   # one more hop: Parameter -> Load -> kernel
                     p = min((order.get(x, end) for w in self.succ[n] for x in self.succ.get(w, ())), default=end)
             self.pos[n] = p
-        for n, a in self.attrs.items():
-            sc = self._ensure(a.get("scope") or "")
+        for n, a in self.records.items():
+            sc = self._ensure(a.scope)
             sc.nodes.append(n)
             p = self.pos[n]
-            kind = a.get("kind", "other")
+            kind = str(a.kind)
             shown = n not in self.hidden_set
             s: _Scope | None = sc
             while s is not None:
@@ -107,31 +106,21 @@ class ScopeTree:
 
     def place(self, name: str, fold: int = FOLD, framework: bool = False) -> str:
         """The scope path to open to see ``name`` as a node: its scope, or its folded group."""
-        a = self.attrs[name]
-        scope = a.get("scope") or ""
+        a = self.records[name]
+        scope = a.scope
         sc = self.scopes[scope]
-        op = a.get("op_type", "")
+        op = a.op_type
         if fold > 0:
-            same = [n for n in sc.nodes if self.attrs[n].get("op_type") == op
+            same = [n for n in sc.nodes if self.records[n].op_type == op
                     and (framework or n not in self.hidden_set)]
             if len(same) >= fold:
                 return _join(scope, f"{op}[{len(same)}]")
         return scope
 
 
-_TREES: "weakref.WeakKeyDictionary[Graph, ScopeTree]" = weakref.WeakKeyDictionary()
-_TREES_LOCK = threading.Lock()
-
-
 def scope_tree(graph: Graph) -> ScopeTree:
     """The graph's scope tree (built on first use, then kept with the graph)."""
-    with _TREES_LOCK:
-        t = _TREES.get(graph)
-    if t is None:
-        t = ScopeTree(graph)
-        with _TREES_LOCK:
-            t = _TREES.setdefault(graph, t)
-    return t
+    return graph.derived(ScopeTree, ScopeTree)
 
 
 def _join(scope: str, name: str) -> str:
@@ -145,18 +134,18 @@ def short_name(name: str, scope: str) -> str:
 
 def node_digest(graph: Graph, name: str) -> dict[str, Any]:
     """A light summary of a node for lists: name, short name, op type, kind, scope."""
-    a = graph.nx.nodes[name]
-    scope = a.get("scope") or ""
-    return {"graph": graph.graph_id, "node": name, "name": short_name(name, scope), "op_type": a.get("op_type", ""),
-            "kind": a.get("kind", "other"), "param": a.get("param"), "scope": scope,
-            "is_backward": bool(a.get("is_backward")),
+    a = graph.record_of(name)
+    scope = a.scope
+    return {"graph": graph.graph_id, "node": name, "name": short_name(name, scope), "op_type": a.op_type,
+            "kind": a.kind, "param": a.param, "scope": scope,
+            "is_backward": a.is_backward,
             "execution_index": graph.execution_index.get(name)}
 
 
 def _sources(tree: ScopeTree, v: str, framework: bool) -> list[str]:
     """Producers of ``v``; with routing ops hidden, followed through them along the data they pass."""
-    attrs, hidden = tree.attrs, tree.hidden_set
-    preds = [i for i, _ in attrs[v].get("inputs", ()) if i and i in attrs]
+    records, hidden = tree.records, tree.hidden_set
+    preds = [i for i, _ in records[v].inputs if i and i in records]
     if framework:
         return preds
     if not any(u in hidden for u in preds):
@@ -173,7 +162,7 @@ def _sources(tree: ScopeTree, v: str, framework: bool) -> list[str]:
             out.append(u)
             continue
         # the routing node's data inputs, as its reader traced them (empty for a state token)
-        stack.extend([i for i in attrs[u].get("value_inputs") or () if i and i in attrs][::-1])
+        stack.extend([i for i in records[u].value_inputs if i and i in records][::-1])
     return out
 
 
@@ -189,29 +178,29 @@ def _chain(tree: ScopeTree, s: _Scope, framework: bool) -> tuple[str, str | None
         return s.path, (direct[0] if len(direct) == 1 and not subs else None)
 
 
-_ROLL_UP_KINDS = frozenset({"weight", "gradient", "optimizer_state"})
+_ROLL_UP_KINDS = frozenset({Kind.WEIGHT, Kind.GRADIENT, Kind.OPTIMIZER_STATE})
 
 
 def weight_users(graph: Graph, param: str) -> list[str]:
     """The forward nodes that read the weight ``param`` (through routing ops): the layer using it,
     not its gradient or its optimizer update."""
-    if param not in graph.nx:
+    if param not in graph:
         return []
-    out, seen, todo = [], {param}, list(graph.nx.successors(param))
-    attrs = graph.nx.nodes
+    out, seen, todo = [], {param}, graph.successors(param)
     while todo:
         n = todo.pop()
         if n in seen:
             continue
         seen.add(n)
-        a = attrs[n]
-        if a.get("is_routing"):
-            todo.extend(graph.nx.successors(n))
+        a = graph.record_of(n)
+        if a.is_routing:
+            todo.extend(graph.successors(n))
             continue
-        if graph.node(n).is_backward or param not in graph.value_inputs(n):
+        if a.is_backward or param not in graph.value_inputs(n):
             continue
         # the optimizer's kernel reads the weight together with its gradient or state
-        if any(attrs[u].get("kind") in ("gradient", "optimizer_state") for u in graph.value_inputs(n) if u in attrs):
+        if any(graph.record_of(u).kind in (Kind.GRADIENT, Kind.OPTIMIZER_STATE)
+               for u in graph.value_inputs(n) if u in graph):
             continue
         out.append(n)
     return sorted(out)
@@ -238,61 +227,96 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
         hit = tree._views.get(key)
     if hit is not None:
         return hit
-    attrs = tree.attrs
-    group_op = None
-    sc = tree.scopes.get(path)
-    if sc is None:
-        m = _GROUP_RE.match(path)
-        sc = tree.scopes.get(m.group("scope") or "") if m else None
-        if m is None or sc is None:
-            raise QueryError(None, f"no scope {path!r} in graph {tree.graph.graph_id}")
-        group_op = m.group("op")
-    children: list[dict[str, Any]] = []
-    member: dict[str, str] = {}           # node -> child id, for nodes shown directly or in a group
-    if group_op is None:
-        for s in sc.scopes.values():
-            if not framework and s.visible == 0:
-                continue
-            opens, select = _chain(tree, s, framework)
-            children.append({"type": "scope", "id": s.path, "name": s.name, "path": s.path,
-                             "count": s.count if framework else s.visible,
-                             "kinds": dict(s.kinds if framework else s.vkinds),
-                             "first": s.first, "open": opens, "select": select})
+    sc, group_op = _open(tree, path)
     direct = [n for n in sc.nodes if (framework or not tree.hidden(n))
-              and (group_op is None or attrs[n].get("op_type") == group_op)]
+              and (group_op is None or tree.records[n].op_type == group_op)]
     if group_op is not None and not direct:
         raise QueryError(None, f"no scope {path!r} in graph {tree.graph.graph_id}")
+    member: dict[str, str] = {}           # node -> child id, for nodes shown directly or in a group
+    children = _scope_children(tree, sc, framework) if group_op is None else []
+    children += _node_children(tree, sc, direct, fold if group_op is None else 0, member)
+    children.sort(key=lambda c: (c["first"], c["name"]))
+    child_of = _child_locator(tree, sc, member, group_op is not None)
+    nodes = tree.subtree(sc) if group_op is None else iter(direct)
+    edges = _edges(tree, nodes, child_of, framework, children)
+    parents = [{"name": "root", "path": ""}]
+    acc = ""
+    for p in (sc.path.split("/") if sc.path else []):
+        acc = _join(acc, p)
+        parents.append({"name": p, "path": acc})
+    if group_op is not None:
+        parents.append({"name": path.rsplit("/", 1)[-1], "path": path})
+    out = {"path": path, "type": "group" if group_op else "scope", "parents": parents,
+           "children": children, "child_of": child_of, "edges": edges}
+    with tree._lock:
+        if len(tree._views) > 256:
+            tree._views.clear()
+        tree._views[key] = out
+    return out
+
+
+def _open(tree: ScopeTree, path: str) -> tuple[_Scope, str | None]:
+    """The scope ``path`` names, and the op type when it names a folded group of one (``Adam[7]``)."""
+    sc = tree.scopes.get(path)
+    if sc is not None:
+        return sc, None
+    m = _GROUP_RE.match(path)
+    sc = tree.scopes.get(m.group("scope") or "") if m else None
+    if m is None or sc is None:
+        raise QueryError(None, f"no scope {path!r} in graph {tree.graph.graph_id}")
+    return sc, m.group("op")
+
+
+def _scope_children(tree: ScopeTree, sc: _Scope, framework: bool) -> list[dict[str, Any]]:
+    """The child scopes of ``sc`` that show anything."""
+    out = []
+    for s in sc.scopes.values():
+        if not framework and s.visible == 0:
+            continue
+        opens, select = _chain(tree, s, framework)
+        out.append({"type": "scope", "id": s.path, "name": s.name, "path": s.path,
+                    "count": s.count if framework else s.visible,
+                    "kinds": dict(s.kinds if framework else s.vkinds),
+                    "first": s.first, "open": opens, "select": select})
+    return out
+
+
+def _node_children(tree: ScopeTree, sc: _Scope, direct: list[str], fold: int,
+                   member: dict[str, str]) -> list[dict[str, Any]]:
+    """The nodes shown directly: ``fold`` or more of one op type as a group (0: never); ``member`` filled."""
+    out: list[dict[str, Any]] = []
     by_op: dict[str, list[str]] = defaultdict(list)
     for n in direct:
-        by_op[attrs[n].get("op_type", "")].append(n)
+        by_op[tree.records[n].op_type].append(n)
     for op, names in by_op.items():
-        if group_op is None and fold > 0 and len(names) >= fold:
+        if fold > 0 and len(names) >= fold:
             gid = _join(sc.path, f"{op}[{len(names)}]")
             kinds: dict[str, int] = defaultdict(int)
             for n in names:
-                kinds[attrs[n].get("kind", "other")] += 1
+                kinds[str(tree.records[n].kind)] += 1
                 member[n] = gid
-            children.append({"type": "group", "id": gid, "name": f"{op}[{len(names)}]", "path": gid,
-                             "op_type": op, "count": len(names), "kinds": dict(kinds),
-                             "first": min(tree.pos[n] for n in names)})
-        else:
-            for n in names:
-                member[n] = n
-                d = node_digest(tree.graph, n)
-                children.append({"type": "node", "id": n, **d, "first": tree.pos[n]})
-    children.sort(key=lambda c: (c["first"], c["name"]))
+            out.append({"type": "group", "id": gid, "name": f"{op}[{len(names)}]", "path": gid,
+                        "op_type": op, "count": len(names), "kinds": dict(kinds),
+                        "first": min(tree.pos[n] for n in names)})
+            continue
+        for n in names:
+            member[n] = n
+            out.append({"type": "node", "id": n, **node_digest(tree.graph, n), "first": tree.pos[n]})
+    return out
 
+
+def _child_locator(tree: ScopeTree, sc: _Scope, member: dict[str, str], in_group: bool) -> Any:
+    """A function from a node to the child of ``sc`` that shows it (None: outside ``sc``)."""
     prefix = sc.path + "/" if sc.path else ""
-
     memo: dict[str, str | None] = {}
 
     def child_of(n: str) -> str | None:
         c = member.get(n)
-        if c is not None or group_op is not None:
+        if c is not None or in_group:
             return c
         if n in memo:
             return memo[n]
-        s = attrs[n].get("scope") or ""
+        s = tree.records[n].scope
         if s == sc.path or (prefix and not s.startswith(prefix)):
             c = None
         else:
@@ -301,10 +325,15 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
         memo[n] = c
         return c
 
+    return child_of
+
+
+def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool,
+           children: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Edges between children, counted; each child's ``external_in``/``external_out`` set."""
     edges: dict[tuple[str, str], int] = defaultdict(int)
     ext_in: dict[str, int] = defaultdict(int)
     ext_out: dict[str, int] = defaultdict(int)
-    nodes = (n for n in tree.subtree(sc)) if group_op is None else iter(direct)
     for v in nodes:
         if not framework and tree.hidden(v):
             continue
@@ -315,8 +344,7 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
             cu = child_of(u)
             if cu is None:
                 ext_in[cv] += 1
-                continue
-            if cu != cv:
+            elif cu != cv:
                 edges[(cu, cv)] += 1
         # consumers outside this scope (or group)
         for w in tree.succ[v]:
@@ -325,22 +353,7 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
     for c in children:
         c["external_in"] = ext_in.get(c["id"], 0)
         c["external_out"] = ext_out.get(c["id"], 0)
-    parents = [{"name": "root", "path": ""}]
-    acc = ""
-    parts = sc.path.split("/") if sc.path else []
-    for p in parts:
-        acc = _join(acc, p)
-        parents.append({"name": p, "path": acc})
-    if group_op is not None:
-        parents.append({"name": path.rsplit("/", 1)[-1], "path": path})
-    out = {"path": path, "type": "group" if group_op else "scope", "parents": parents,
-           "children": children, "child_of": child_of,
-           "edges": [{"source": s, "target": t, "count": c} for (s, t), c in edges.items()]}
-    with tree._lock:
-        if len(tree._views) > 256:
-            tree._views.clear()
-        tree._views[key] = out
-    return out
+    return [{"source": s, "target": t, "count": c} for (s, t), c in edges.items()]
 
 
 def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: bool = False, begin: int = 0,
@@ -361,7 +374,7 @@ def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: boo
         child_of = st["child_of"]
         for mark, names in marks.items():
             for n in names:
-                c = child_of(n) if n in graph.nx else None
+                c = child_of(n) if n in graph else None
                 if c is not None and c in ids:
                     counts[c][mark] += 1
     items = [{k: v for k, v in c.items() if k != "first"} | {"marks": dict(counts.get(c["id"], {}))}
@@ -378,14 +391,14 @@ def search_nodes(graph: Graph, query: str, *, fold: int = FOLD, framework: bool 
     if not q:
         raise InvalidQueryError("empty search")
     tree = scope_tree(graph)
-    names = [n for n in graph.nx.nodes if q in n.lower()]
+    names = [n for n in graph if q in n.lower()]
     names.sort(key=lambda n: (tree.pos[n], n))
     return [node_digest(graph, n) | {"place": tree.place(n, fold, framework or tree.hidden(n))} for n in names]
 
 
 def place_of(graph: Graph, name: str, *, fold: int = FOLD, framework: bool = False) -> str:
     """The scope path under which the graph view shows ``name``."""
-    if name not in graph.nx:
+    if name not in graph:
         raise QueryError(None, f"no node {name!r} in graph {graph.graph_id}")
     tree = scope_tree(graph)
     return tree.place(name, fold, framework or tree.hidden(name))

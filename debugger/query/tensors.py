@@ -9,8 +9,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InvalidQueryError, QueryError
-from ..graph import Graph
-from ..history import Previous, previous_value
+from ..model.graph import Graph
+from ..model.history import Previous, previous_value
 from ..model import Rank, TensorRef
 from ..serialize import node_dict, tensor_dict
 from ..slices import parse_slice
@@ -41,7 +41,7 @@ def find_tensor(rank: Rank, graph_id: int, iteration: int, node: str, io: str = 
 def node_detail(rank: Rank, graph: Graph, name: str, iteration: int | None = None, *, fold: int = FOLD,
                 framework: bool = False) -> dict[str, Any]:
     """A node with its stack (user frames first) and, for ``iteration``, its dumped tensors."""
-    if name not in graph.nx:
+    if name not in graph:
         raise QueryError(rank.path, f"no node {name!r} in graph {graph.graph_id}")
     n = graph.node(name)
     d = node_dict(n)
@@ -50,8 +50,9 @@ def node_detail(rank: Rank, graph: Graph, name: str, iteration: int | None = Non
     d["place"] = place_of(graph, name, fold=fold, framework=framework)
     for i in d["inputs"]:
         src = i["node"]
-        i["name"] = short_name(src, graph.nx.nodes[src].get("scope") or "") if src and src in graph.nx else src
-        i["op_type"] = graph.nx.nodes[src].get("op_type") if src and src in graph.nx else None
+        s = graph.get(src) if src else None
+        i["name"] = short_name(src, s.scope) if s is not None else src
+        i["op_type"] = s.op_type if s is not None else None
     gid = graph.graph_id
     d["iterations"] = rank.node_iterations(gid, name)
     d["iteration"] = iteration

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..formats.records import NodeRecord, OutputType
+from ..formats.records import Kind, NodeRecord, OutputType
 
 # Ops whose output is their input's value (followed when tracing a value back to its producer).
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
@@ -259,12 +259,12 @@ class Tracker:
         """The node of a parameter, buffer or optimizer state (once per iteration)."""
         g = self.g
         if leaf.name not in g.leaves:
-            rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != "input" else "Input", "",
+            rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != Kind.INPUT else "Input", "",
                              outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
-                             is_parameter=True, has_default=leaf.kind != "input", kind=leaf.kind, param=leaf.param)
+                             is_parameter=True, has_default=leaf.kind != Kind.INPUT, kind=leaf.kind, param=leaf.param)
             g.leaves[leaf.name] = rec
             g.nodes.append(rec)
-            if leaf.kind in ("weight", "optimizer_state"):
+            if leaf.kind in (Kind.WEIGHT, Kind.OPTIMIZER_STATE):
                 g.invariant.add(leaf.name)
 
     def _data_input(self, t: torch.Tensor, data: bool, read: bool) -> str:
@@ -276,7 +276,7 @@ class Tracker:
         name = f"input-{len(g.inputs_seen)}"
         g.inputs_seen[ptr] = name
         rec = NodeRecord(name, "Input", "", outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
-                         is_parameter=True, kind="input" if data else "other")
+                         is_parameter=True, kind=Kind.INPUT if data else Kind.OTHER)
         g.leaves[name] = rec
         g.nodes.append(rec)
         self.register(t, name)

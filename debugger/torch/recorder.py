@@ -11,6 +11,7 @@ the weight's readers (the first one is what tdbg's "previous value" uses for the
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 import fnmatch
 import os
 import weakref
@@ -19,7 +20,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..formats.records import GraphRecord, NodeRecord, OutputType
+from ..formats.records import GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..selection import parse_iterations
 from ..stats import ASYMPTOTES, compiled_kernel
@@ -123,7 +124,7 @@ class Recorder:
         self._in_step: torch.optim.Optimizer | None = None
         self._stepped: set[int] = set()     # ids of the optimizers whose step() ran in this iteration
         self._in_backward = 0
-        self._backward_source = ""
+        self._backward_source: tuple[StackFrame, ...] = ()
         self._graph_ids: dict[str, int] = {}
         self._graph_records: dict[int, GraphRecord] = {}
         self._history: dict[int, list[int]] = {}
@@ -285,7 +286,7 @@ class Recorder:
                     if self._want(self._leaf_module(leaf), "Parameter"):
                         c = self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
                         before = self._before_step.get(ptr)
-                        if c is not None and before is not None and leaf.kind == "weight":
+                        if c is not None and before is not None and leaf.kind == Kind.WEIGHT:
                             c.extra = update_row(t, before)
                 job = self._job(g)
         finally:
@@ -351,11 +352,11 @@ class Recorder:
         for n, b in self._root.named_buffers():
             ptr = C.storage_ptr(b)
             if ptr:
-                by[ptr], tensors[ptr] = C.Leaf(n, "other", None), b
+                by[ptr], tensors[ptr] = C.Leaf(n, Kind.OTHER, None), b
         for n, p in self._root.named_parameters():
             ptr = C.storage_ptr(p)
             if ptr:
-                by[ptr] = C.Leaf(n, "weight" if id(p) in trained else "other", n)
+                by[ptr] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
                 tensors[ptr] = p
         self._param_ptrs = {C.storage_ptr(p) for opt in self.optimizers for grp in opt.param_groups
                             for p in grp["params"]}
@@ -368,7 +369,7 @@ class Recorder:
                         ptr = C.storage_ptr(v)
                         if ptr and ptr not in by:
                             prefix = f"optimizer{k}." if len(self.optimizers) > 1 else ""
-                            by[ptr] = C.Leaf(f"{prefix}{key}.{pname}", "optimizer_state", pname)
+                            by[ptr] = C.Leaf(f"{prefix}{key}.{pname}", Kind.OPTIMIZER_STATE, pname)
                             tensors[ptr] = v
                             states.add(ptr)
         self._state_ptrs = states
@@ -478,8 +479,8 @@ class Recorder:
         return DigestBox(t.to("cpu", copy=True).numpy())
 
     # ---- operators --------------------------------------------------------------------------
-    def _scope(self) -> tuple[str, str, str, bool]:
-        """(scope, module path, source text, backward) of the operator about to run."""
+    def _scope(self) -> tuple[str, str, tuple[StackFrame, ...], bool]:
+        """(scope, module path, source stack, backward) of the operator about to run."""
         if self._in_backward or torch._C._current_autograd_node() is not None:
             node = torch._C._current_autograd_node()
             fwd = node.metadata.get("tdbg") if node is not None else None
@@ -487,8 +488,9 @@ class Recorder:
             info = g.info.get(fwd) if (fwd and g is not None) else None
             if info is not None:
                 scope, src, path = info
+                # a backward kernel's frames are those of the forward operator it derives from
                 return (f"{C.BACKWARD_SCOPE}/{scope}", path,
-                        f"{C.CANDIDATE_HEADER}\n{src}" if src else "", True)
+                        tuple(replace(f, forward_candidate=True) for f in src), True)
             return C.BACKWARD_SCOPE, "", self._backward_source, True
         if self._in_step is not None:
             return f"optimizer-{type(self._in_step).__name__}", "", user_stack(4), False
@@ -564,7 +566,7 @@ class Recorder:
             forward = not backward and self._in_step is None
             is_routing = routing or op in C.PASS_THROUGH
             traced = tuple(g.value_of.get(s, s) for s in srcs)      # through views to the value's maker
-            kind, activation = "other", ""
+            kind, activation = Kind.OTHER, ""
             if forward:
                 data_in = [v for v, t in zip(traced, ins) if id(t) not in overwritten] or list(traced)
                 kind, activation = self._forward_kind(g, op, args, kwargs, scope, per_rank, data_in, bool(lists))
@@ -574,12 +576,12 @@ class Recorder:
             rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
                                                       for s, t in zip(srcs, ins)],
                              outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
-                             source=source, kind=kind, is_backward=backward,
+                             stack=source, module=path or "", kind=kind, is_backward=backward,
                              is_routing=is_routing, is_collective=collective,
                              per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
                              activation=activation)
             g.nodes.append(rec)
-            if kind == "constant":
+            if kind == Kind.CONSTANT:
                 g.constants.add(name)
             elif activation in A.PART_OF_COMPOSITE and self._scopes and outs and \
                     self._composites.needs_check(self._scopes[-1][0]):
@@ -619,14 +621,14 @@ class Recorder:
         """(kind, activation) of a forward operator, from what it reads and computes."""
         if not data_in:
             if scope == C.GLOBAL_SCOPE:
-                return "input", ""      # made outside any module from nothing: the step's data (torch.randn ...)
+                return Kind.INPUT, ""      # made outside any module from nothing: the step's data (torch.randn ...)
             # made inside the model from no tensor at all (zeros, arange, full ...): the same every
             # iteration, not a computed value; random numbers are not
-            return ("other" if per_rank else "constant"), ""
+            return (Kind.OTHER if per_rank else Kind.CONSTANT), ""
         if not per_rank and all(v in g.constants for v in data_in):
-            return "constant", ""       # computed from constants alone (a causal mask from arange)
+            return Kind.CONSTANT, ""       # computed from constants alone (a causal mask from arange)
         activation = "" if is_list else A.activation_of(op, args, kwargs)
-        return ("activation" if activation else "other"), activation
+        return (Kind.ACTIVATION if activation else Kind.OTHER), activation
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)
@@ -685,7 +687,7 @@ class Recorder:
                     g.losses.append(src)
                     for n in reversed(g.nodes):
                         if n.name == src and not n.is_parameter:
-                            n.kind = "loss"
+                            n.kind = Kind.LOSS
                             break
             self._backward_source = user_stack(2)
         self._in_backward += 1
@@ -758,14 +760,14 @@ class Recorder:
                 name = g.once_name(f"{pname}.grad")
                 rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
                                  outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
-                                 kind="gradient", param=pname, is_backward=True)
+                                 kind=Kind.GRADIENT, param=pname, is_backward=True)
                 g.nodes.append(rec)
                 g.order.append(name)
                 if g.value_of.get(src, src) in g.invariant:
                     g.invariant.add(name)
                 self._tracker.register(p.grad, name)
                 grads.add(C.storage_ptr(p.grad))
-                if self._want(self._leaf_module(C.Leaf(pname, "gradient", pname)), "Gradient"):
+                if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                     self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
                                   same=None if same is None else same[2])
         self._grad_ptrs = grads
@@ -828,6 +830,6 @@ def _signature(record: GraphRecord) -> str:
     h = hashlib.blake2b(digest_size=16)
     for n in record.nodes:
         h.update(f"{n.name}\0{n.op_type}\0{n.kind}\0{','.join(s for s, _ in n.inputs)}\0"
-                 f"{n.outputs and [(o.dtype, o.shape) for o in n.outputs]}\0{n.source}\n".encode("utf-8", "replace"))
+                 f"{n.outputs and [(o.dtype, o.shape) for o in n.outputs]}\0{n.stack}\0{n.module}\n".encode("utf-8", "replace"))
     h.update(repr(record.outputs).encode())
     return h.hexdigest()

@@ -1,4 +1,4 @@
-"""The user's source stack of the operator being run, as frame lines tdbg's source parser reads."""
+"""The user's source stack of the operator being run, as StackFrames."""
 from __future__ import annotations
 
 import linecache
@@ -9,6 +9,8 @@ import types
 
 import torch
 
+from ..formats.records import StackFrame
+
 _SKIP_DIRS = tuple(os.path.normcase(os.path.realpath(p)) + os.sep for p in {
     os.path.dirname(torch.__file__),
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))),          # debugger/
@@ -18,7 +20,7 @@ _SKIP_DIRS = tuple(os.path.normcase(os.path.realpath(p)) + os.sep for p in {
 MAX_FRAMES = 8
 
 _user_file: dict[str, bool] = {}
-_cache: dict[tuple[tuple[types.CodeType, int], ...], str] = {}
+_cache: dict[tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]] = {}
 
 
 def _is_user(filename: str) -> bool:
@@ -33,8 +35,9 @@ def _is_user(filename: str) -> bool:
     return got
 
 
-def user_stack(skip: int = 1) -> str:
-    """Frames of user code on the current stack, innermost first (``In file PATH:LINE/CODE`` lines)."""
+def user_stack(skip: int = 1) -> tuple[StackFrame, ...]:
+    """Frames of user code on the current stack, innermost first (torch, the standard library and tdbg
+    are skipped: every frame kept is the user's)."""
     f: types.FrameType | None = sys._getframe(skip)
     key: list[tuple[types.CodeType, int]] = []
     while f is not None and len(key) < MAX_FRAMES:
@@ -43,14 +46,11 @@ def user_stack(skip: int = 1) -> str:
             key.append((code, f.f_lineno))
         f = f.f_back
     k = tuple(key)
-    text = _cache.get(k)
-    if text is None:
-        lines = []
-        for code, line in k:
-            path = os.path.abspath(code.co_filename)
-            src = linecache.getline(code.co_filename, line).strip()
-            lines.append(f"In file {path}:{line}/{src}")
-        text = _cache[k] = "\n".join(lines)
+    frames = _cache.get(k)
+    if frames is None:
+        frames = _cache[k] = tuple(
+            StackFrame(os.path.abspath(code.co_filename), line, code=linecache.getline(code.co_filename, line).strip())
+            for code, line in k)
         if len(_cache) > 100_000:
             _cache.clear()
-    return text
+    return frames

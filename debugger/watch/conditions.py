@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Union
 
 from ..errors import DumpError
-from .. import history
-from ..graph import Graph
-from ..locate import position, user_location
+from ..formats.records import Kind
+from ..model import history
+from ..model.graph import Graph
+from ..model.locate import position, user_location
 from ..model import Rank, TensorRef
 from ..stats import STAT_NAMES, Stats
 from .batch import Batch
@@ -96,8 +97,8 @@ def add_hit(out: ScanResult, wp: Watchpoint, order: int, step: Step, ref: Tensor
     out.hits.append(Hit(
         wp.name, step.rank.rank, step.gid, step.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
         actual, threshold, user_location(g, ref.node) if g is not None else None,
-        position(g, ref.node) if g is not None and ref.node in g.nx else 0, ref.op_type, order,
-        g is not None and ref.node in g.nx and g.node(ref.node).is_collective))
+        position(g, ref.node) if g is not None and ref.node in g else 0, ref.op_type, order,
+        g is not None and ref.node in g and g.node(ref.node).is_collective))
 
 
 class NotApplicable(str):
@@ -462,7 +463,7 @@ class _Chain(PerTensor):
         return True
 
     def chain(self, chk: Check) -> list[TensorRef] | None:
-        """[this, previous, ...] (:func:`debugger.history.earlier_values`): the previous runs of the graph
+        """[this, previous, ...] (:func:`debugger.model.history.earlier_values`): the previous runs of the graph
         (PREVIOUS), or the last num_steps dumped iterations (HISTORY, as SageMaker); None with
         ``chk.error`` set when an earlier value is missing."""
         count = self.needs(chk.wp).earlier + 1
@@ -746,7 +747,7 @@ class OverflowOrigin(Rule):
             is_data = ref.kind == "input"
             if has_bad_input or (node not in order_idx and not is_data):
                 continue
-            if not is_data and graph is not None and node in graph.nx and not graph.node(node).inputs:
+            if not is_data and graph is not None and node in graph and not graph.node(node).inputs:
                 # made from no tensor at all (torch.full(-inf), an attention mask's scalar -inf): written on
                 # purpose, and softmax absorbs it; a kernel that computes Inf from finite inputs is an origin
                 add_error(out, wp, step, node, NotApplicable(
@@ -758,27 +759,24 @@ class OverflowOrigin(Rule):
 def _read_at_start(graph: Graph | None, ref: TensorRef) -> bool:
     """Whether ``ref`` is a weight or optimizer state as the forward pass read it: its value when the
     iteration began (not as the optimizer's own kernels read it after this iteration's gradients)."""
-    if ref.io != "input" or graph is None or ref.node not in graph.nx:
+    if ref.io != "input" or graph is None or ref.node not in graph:
         return False
-    nodes = graph.nx.nodes
-    a = nodes[ref.node]
-    if a.get("is_backward") or a.get("input_roles") or a.get("kind") == "optimizer_state":
+    a = graph.record_of(ref.node)
+    if a.is_backward or a.input_roles or a.kind == Kind.OPTIMIZER_STATE:
         return False
     values = graph.value_inputs(ref.node)
-    src = values[ref.slot] if ref.slot < len(values) else None
-    s = nodes[src] if src in nodes else {}
-    return bool(s.get("is_parameter")) and s.get("kind") in ("weight", "optimizer_state")
+    s = graph.get(values[ref.slot]) if ref.slot < len(values) and values[ref.slot] else None
+    return s is not None and s.is_parameter and s.kind in (Kind.WEIGHT, Kind.OPTIMIZER_STATE)
 
 
 def _reads_nonfinite(graph: Graph | None, node: str, bad_nodes: dict[str, list[tuple[str, int]]]) -> bool:
     """Whether a node reads (through routing nodes) the output of a kernel found non-finite: an input that
     was not dumped (the recorder stores a kernel's outputs) is judged by its producer's. Not parameters:
     their output is the value after the iteration's update, not the one the forward read (an input)."""
-    if graph is None or node not in graph.nx:
+    if graph is None or node not in graph:
         return False
-    nodes = graph.nx.nodes
     return any(any(io == "output" for io, _ in bad_nodes.get(src, ())) for src in graph.value_inputs(node)
-               if src and src in nodes and not nodes[src].get("is_parameter"))
+               if src and src in graph and not graph.record_of(src).is_parameter)
 
 
 def compare(out: ScanResult, chk: Check, values: dict[str, float | None]) -> None:
@@ -795,7 +793,7 @@ def compare(out: ScanResult, chk: Check, values: dict[str, float | None]) -> Non
 
 
 def value_before_update(chk: Check) -> TensorRef | None:
-    """A weight's value before this iteration's update (:func:`debugger.history.value_before_update`)."""
+    """A weight's value before this iteration's update (:func:`debugger.model.history.value_before_update`)."""
     return history.value_before_update(chk.step.rank, chk.ref)
 
 

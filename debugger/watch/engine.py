@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from .. import __version__
 from ..cache import StatsCache
+from ..formats.records import Kind
 from ..model import Dump, Rank
 from ..gcpause import paused_gc
 from .registry import BACKWARD, BUFFER, COPY, Watchpoint
@@ -19,7 +20,7 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
     from ..executors import Workers
     from .batch import Batch, Parts
     from .conditions import Step
-    from ..graph import Graph
+    from ..model.graph import Graph
     from ..model import TensorRef
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
@@ -163,7 +164,7 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
     floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)
               and not is_undefined(r, graph)]
     step = Step(rank, gid, graph, it, tmap, floats)
-    in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph.nx
+    in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph
                 and graph.node(n).input_roles}
     for r in floats:
         # an optimizer kernel updates its inputs in place: its outputs are aliases or, on some devices,
@@ -184,11 +185,11 @@ def _target_kind(ref: TensorRef, graph: Graph | None) -> str:
     intermediate that is all zero follows from a zero gradient above it (a dead layer, a loss term
     weighted 0, the max shift of a log-softmax, whose gradient is exactly zero), and the weights' gradients
     below it are checked as gradients; a copy's value is checked where it was made."""
-    if ref.kind != "other" or graph is None or ref.node not in graph.nx:
+    if ref.kind != Kind.OTHER or graph is None or ref.node not in graph:
         return ref.kind
-    attrs = graph.nx.nodes[ref.node]
-    if attrs.get("is_routing"):
+    node = graph.node(ref.node)
+    if node.is_routing:
         return COPY
-    if attrs.get("is_parameter") and attrs.get("has_default"):
+    if node.is_parameter and node.has_default:
         return BUFFER
-    return BACKWARD if attrs.get("is_backward") else ref.kind
+    return BACKWARD if node.is_backward else ref.kind

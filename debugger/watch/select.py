@@ -4,10 +4,11 @@ from __future__ import annotations
 import fnmatch
 
 from ..errors import QueryError
-from ..graph import Graph
-from ..locate import parameters_read, readers
+from ..formats.records import Kind
+from ..model.graph import Graph
+from ..model.locate import parameters_read, readers
 from ..model import Dump, TensorRef
-from ..source import parse_location
+from ..model.source import parse_location
 from .registry import Watchpoint
 
 _FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
@@ -30,12 +31,12 @@ def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
                 continue
             weights = set()
             for n in list(nodes):
-                if n in g.nx:
-                    weights |= {p for p in parameters_read(g, n) if g.nx.nodes[p].get("kind") == "weight"}
+                if n in g:
+                    weights |= {p for p in parameters_read(g, n) if g.node(p).kind == Kind.WEIGHT}
             nodes |= weights
-            nodes |= {n for n, a in g.nx.nodes(data=True) if a.get("param") in weights and a.get("kind") == "gradient"}
-            nodes |= {n for n, a in g.nx.nodes(data=True)
-                      if any(o.kind == "gradient" and o.param in weights for o in a.get("outputs") or ())}
+            nodes |= {n.name for n in g.nodes(Kind.GRADIENT) if n.param in weights}
+            nodes |= {n.name for n in g.nodes()
+                      if any(o.kind == Kind.GRADIENT and o.param in weights for o in n.record.outputs)}
     return out
 
 
@@ -43,8 +44,8 @@ def is_float(ref: TensorRef, graph: Graph | None) -> bool:
     """Whether a tensor is floating point (only those are checked), read from the listing when it can be."""
     if ref.file_dtype is not None:
         return ref.file_dtype in _FLOAT_NAMES
-    if graph is not None and ref.io == "output" and ref.node in graph.nx:
-        outs = graph.nx.nodes[ref.node].get("outputs") or []
+    if graph is not None and ref.io == "output" and ref.node in graph:
+        outs = graph.record_of(ref.node).outputs
         if ref.slot < len(outs) and outs[ref.slot].dtype:
             return outs[ref.slot].dtype in _FLOAT_NAMES
     try:
@@ -55,17 +56,17 @@ def is_float(ref: TensorRef, graph: Graph | None) -> bool:
 
 def activation(ref: TensorRef, graph: Graph | None) -> str:
     """The activation function the tensor's node applies as a layer ("" for none or no graph)."""
-    if graph is None or ref.node not in graph.nx:
+    if graph is None or ref.node not in graph:
         return ""
-    return graph.nx.nodes[ref.node].get("activation", "")
+    return graph.record_of(ref.node).activation
 
 
 def is_undefined(ref: TensorRef, graph: Graph | None) -> bool:
     """Whether a tensor is an output slot whose contents mean nothing (the format says so): never checked."""
-    if graph is None or ref.io != "output" or ref.node not in graph.nx:
+    if graph is None or ref.io != "output" or ref.node not in graph:
         return False
-    outs = graph.nx.nodes[ref.node].get("outputs") or []
-    return ref.slot < len(outs) and bool(getattr(outs[ref.slot], "undefined", False))
+    outs = graph.record_of(ref.node).outputs
+    return ref.slot < len(outs) and outs[ref.slot].undefined
 
 
 def matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:
@@ -79,7 +80,7 @@ def matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:
         return False
     if wp.scope:
         names = [ref.node]
-        if graph is not None and ref.node in graph.nx and graph.nx.nodes[ref.node].get("is_parameter"):
+        if graph is not None and ref.node in graph and graph.record_of(ref.node).is_parameter:
             names = [k for k, _ in readers(graph).get(ref.node, [])]
         if not any(n.startswith(wp.scope) for n in names):
             return False

@@ -55,7 +55,7 @@ def _in_backward(rank: Rank, graph_id: int, name: str, kind: str) -> bool:
     if kind == "gradient":
         return True
     graph = rank.graphs.get(graph_id)
-    if graph is None or name not in graph.nx:
+    if graph is None or name not in graph:
         return False
     node = graph.node(name)
     return node.is_backward or "gradient" in node.input_roles
@@ -71,7 +71,7 @@ def _explained_error(rank: Rank, e: ErrorRecord, rank_id: int, it: int, f: Itera
     if not _about_change(e.watchpoint):
         return False
     graph = rank.graphs.get(e.graph)
-    node: Any = graph.node(e.node) if graph is not None and e.node in graph.nx else None
+    node: Any = graph.get(e.node) if graph is not None else None
     return node is not None and node.param in f.not_stepped
 
 

@@ -38,7 +38,7 @@ def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
     """The floating-point tensors ``ref``'s node reads (flags such as MatMul's transpose_a are no value it
     computes with): its captured inputs and its producers' outputs (not parameters')."""
     graph = step.graph
-    if graph is None or ref.node not in graph.nx:
+    if graph is None or ref.node not in graph:
         return []
     node = ref.node
     if step.inputs_of is None:
@@ -47,15 +47,14 @@ def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
             if io == "input":
                 step.inputs_of.setdefault(n, []).append(r)
     out = list(step.inputs_of.get(node, ()))
-    nodes = graph.nx.nodes
-    for src, _ in nodes[node].get("inputs", ()):
-        if src in nodes and nodes[src].get("is_routing"):   # a view of a weight (t, view): what it read
+    for src, _ in graph.record_of(node).inputs:
+        if src in graph and graph.record_of(src).is_routing:   # a view of a weight (t, view): what it read
             out.extend(step.inputs_of.get(src, ()))
     for src in graph.value_inputs(node):
-        src = graph.value_source(src) if src in nodes else src     # through routing (AccumulateGrad's detach)
-        if not src or src not in nodes or nodes[src].get("is_parameter"):
+        src = graph.value_source(src) if src in graph else src     # through routing (AccumulateGrad's detach)
+        if not src or src not in graph or graph.record_of(src).is_parameter:
             continue
-        for slot in range(max(1, len(nodes[src].get("outputs") or ()))):
+        for slot in range(max(1, len(graph.record_of(src).outputs))):
             r = step.tmap.get((src, "output", slot))
             if r is not None:
                 out.append(r)

@@ -71,8 +71,8 @@ def graph(root: str, rank: int = 0) -> Any:
 def kernel(root: str, op_type: str, param: str | None = None, scope: str | None = None) -> str:
     """The only kernel of an op type (and param, scope part) in graph 0's execution order."""
     g = graph(root)
-    hits = [n for n in g.execution_order if g.nx.nodes[n]["op_type"] == op_type
-            and (param is None or g.nx.nodes[n].get("param") == param) and (scope is None or scope in n)]
+    hits = [n for n in g.execution_order if g.node(n).op_type == op_type
+            and (param is None or g.node(n).param == param) and (scope is None or scope in n)]
     assert len(hits) == 1, hits
     return hits[0]
 

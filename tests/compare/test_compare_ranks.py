@@ -40,8 +40,8 @@ def test_unaltered_sample_every_invariant_agrees(sample_copy):
 def test_invariants_follow_the_graph(sample_copy):
     g = graph(sample_copy())
     inv = invariant_nodes(g)
-    assert {n for n in inv if g.nx.nodes[n]["op_type"] == "AllReduce"} == \
-        {n for n in g.execution_order if g.nx.nodes[n]["op_type"] == "AllReduce"}
+    assert {n for n in inv if g.node(n).op_type == "AllReduce"} == \
+        {n for n in g.execution_order if g.node(n).op_type == "AllReduce"}
     local = [n for n in g.execution_order if n.startswith("Gradients/") or "_backbone" in n]
     assert not inv & set(local)                    # activations and local gradients may differ
     assert "inputs0" not in inv and "global_step" not in inv
@@ -72,8 +72,8 @@ def test_nan_in_an_invariant_kernel_output_is_the_origin(sample_copy):
     root = sample_copy()
     mul = kernel(root, "Mul", param="fc2.weight")                 # the gradient mean after the AllReduce
     opt = next(n for n in graph(root).execution_order
-               if graph(root).nx.nodes[n]["op_type"] == "ApplyMomentum" and
-               graph(root).nx.nodes[n]["inputs"][0][0] == "fc2.weight")
+               if graph(root).node(n).op_type == "ApplyMomentum" and
+               graph(root).node(n).inputs[0][0] == "fc2.weight")
 
     def nan(a):
         a.flat[0] = np.nan

@@ -36,7 +36,7 @@ def test_runs_that_differ_from_iteration_1_on(sample_copy):
     alter(find(b, 0, 1, mm), bump)                     # the kernel where B starts to differ ...
     alter(find(b, 0, 1, add, "input", 0), bump)        # ... and its consumer's input, as it would
     for ref in open_dump(b).rank(0).tensors(0, 2):     # from then on everything differs
-        if ref.dtype.kind == "f" and ref.size:
+        if ref.dtype.kind == "f" and ref.stored_bytes:
             alter(ref.location, lambda x: x * 1.1 + 0.5)
     res = compare_runs(a, b)
     f = res.first_divergence
@@ -68,7 +68,7 @@ def test_a_changed_local_gradient_is_found_before_the_collective_it_feeds(tmp_pa
     assert {p.iteration for p in res.errors} == {2, 3}
     g = graph(a)
     rank0 = sorted((p for p in res.errors if p.a.rank == 0 and p.iteration == 2), key=lambda p: p.sort_key())
-    assert g.nx.nodes[rank0[0].node]["op_type"] == "AllReduce" and rank0[0].io == "output"
+    assert g.node(rank0[0].node).op_type == "AllReduce" and rank0[0].io == "output"
 
 
 def test_nan_injected_in_one_kernel_output(sample_copy):
@@ -148,7 +148,7 @@ def test_real_single_rank_run_against_rank_0_of_the_data_parallel_run(sample_cop
     assert res.ranks == [0] and res.iterations == [0, 1, 2]
     f = res.first_divergence
     g = graph(single)
-    opt = [n for n in g.execution_order if g.nx.nodes[n]["op_type"] == "ApplyMomentum"][0]
+    opt = [n for n in g.execution_order if g.node(n).op_type == "ApplyMomentum"][0]
     assert (f.iteration, f.node, f.io, f.slot) == (0, opt, "input", 3)
     forward = [p for p in res.pairs if p.iteration == 0 and p.node.startswith("Default/network-WithLossCell/")]
     assert forward and all(p.grade == "pass" for p in forward)

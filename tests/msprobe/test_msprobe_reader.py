@@ -53,7 +53,7 @@ def test_each_task_and_level(name: str, saved: str, level: str, steps: list[int]
 def test_hints_of_a_mix_dump() -> None:
     g = open_dump(sample("statistics_mix")).rank(0).graph(0)
     w = g.node("block.0.weight")
-    assert w.kind == "weight" and g.nx.nodes["block.0.weight"]["is_parameter"] and w.scope == "block-Sequential/block.0-Linear"
+    assert w.kind == "weight" and g.node("block.0.weight").is_parameter and w.scope == "block-Sequential/block.0-Linear"
     # the parameter's readers: the op inside its module (stats equal), and the module itself
     lin = g.node("Functional.linear.1.forward")
     assert [s for s, _ in lin.inputs] == ["(unrecorded)", "block.0.weight", "block.0.bias"]

@@ -46,7 +46,7 @@ def _final(model: Any) -> dict[str, np.ndarray]:
 
 def _losses_per_iteration(dump: str) -> dict[int, int]:
     r = open_dump(dump).rank(0)
-    return {it: sum(1 for _, a in r.graphs[gid].nx.nodes.items() if a.get("kind") == "loss")
+    return {it: sum(1 for _ in r.graphs[gid].nodes("loss"))
             for gid in r.graphs for it in r.iterations(gid)}
 
 
@@ -186,7 +186,7 @@ def test_lightning_trainer_records_every_optimizer_step(tmp_path: Any) -> None:
     assert _losses_per_iteration(dump) == {i: 2 for i in range(STEPS)}
     r = open_dump(dump).rank(0)
     for gid, g in r.graphs.items():
-        ops = {(n.split("/")[0], a.get("op_type")) for n, a in g.nx.nodes.items()}
+        ops = {(n.name.split("/")[0], n.op_type) for n in g.nodes()}
         assert ("model", "addmm") in ops and not any(s.startswith("optimizer-") and op == "addmm" for s, op in ops)
 
 

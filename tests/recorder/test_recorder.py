@@ -125,7 +125,7 @@ def test_kinds_roles_and_backward_links(values_run: tuple[str, list[dict]]) -> N
     dump, _ = values_run
     r, graphs = _graph_of(dump)
     g = graphs[max(graphs)]
-    nodes = g.nx.nodes
+    nodes = {n: vars(g.record_of(n)) for n in g}
     assert nodes["fc1.weight"]["kind"] == "weight" and nodes["fc1.weight"]["is_parameter"]
     assert nodes["fc1.weight.grad"]["kind"] == "gradient" and nodes["fc1.weight.grad"]["param"] == "fc1.weight"
     assert nodes["momentum_buffer.fc1.weight"]["kind"] == "optimizer_state"
@@ -136,7 +136,9 @@ def test_kinds_roles_and_backward_links(values_run: tuple[str, list[dict]]) -> N
                {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "fc3.weight", "fc3.bias"} for n in updates)
     bw = [n for n, a in nodes.items() if a.get("is_backward") and a.get("op_type") == "tanh_backward"]
     assert bw == ["backward/model/tanh_backward-0"]
-    assert f"train_script.py:{_line('LINE_FC1')}" in nodes[bw[0]]["source"]
+    frames = g.stack(bw[0])
+    assert any(f.location.endswith(f"train_script.py:{_line('LINE_FC1')}") for f in frames)
+    assert all(f.forward_candidate and not f.is_framework for f in frames)
 
 
 def test_code_to_graph_both_directions(values_run: tuple[str, list[dict]]) -> None:
@@ -225,7 +227,7 @@ def test_ddp_two_ranks(tmp_path: pytest.TempPathFactory, save: str = "statistics
     for gid, g in d.rank(0).graphs.items():
         inv = invariant_nodes(g)
         for name in facts[0][0]["grad_mean"]:
-            assert {name, f"{name}.grad", f"momentum_buffer.{name}"} & set(g.nx.nodes) <= inv
+            assert {name, f"{name}.grad", f"momentum_buffer.{name}"} & set(g) <= inv
     for r in (0, 1):
         tensors = tensors_by_iteration(out, r)
         for it, fact in enumerate(facts[r]):
@@ -244,10 +246,10 @@ def test_foreach_optimizers(tmp_path: pytest.TempPathFactory, optim: str) -> Non
     facts0 = facts[0]
     r, graphs = _graph_of(out)
     g = graphs[max(graphs)]
-    updates = {g.value_inputs(n)[list(a["input_roles"]).index("weight")]
-               for n, a in g.nx.nodes.items() if "weight" in (a.get("input_roles") or ())}
+    updates = {g.value_inputs(n.name)[list(n.input_roles).index("weight")]
+               for n in g.nodes() if "weight" in n.input_roles}
     assert updates == set(facts0[0]["grad_mean"])
-    assert any(n.startswith("optimizer-") and "_foreach_" in n for n in g.nx.nodes)
+    assert any(n.startswith("optimizer-") and "_foreach_" in n for n in g)
     res = run_cli("scan", out, "--watch", "weight_not_changed:rtol=0,atol=0", "--json", "--no-cache")
     got: dict[int, set[str]] = {}
     for h in res.json["hits"]:
@@ -314,8 +316,8 @@ def test_out_argument_is_overwritten_not_read(tmp_path: pytest.TempPathFactory) 
     res = run_cli("scan", out, "--watch", "tensor_overflow", "--json", "--no-cache")
     assert res.code == 0 and res.json["hits"] == [], res.out[-2000:]
     g = open_dump(out).ranks[0].graphs[0]
-    mul = next(n for n, a in g.nx.nodes.items() if a.get("op_type") == "mul" and not a.get("is_backward"))
-    edges = {src: kind for src, _, kind in g.nx.in_edges(mul, data="edge")}
+    mul = next(n.name for n in g.nodes() if n.op_type == "mul" and not n.is_backward)
+    edges = {src: kind for src, _, kind in g.in_edges(mul)}
     assert sorted(edges.values()) == ["control", "data"], edges
 
 

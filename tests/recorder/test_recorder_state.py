@@ -124,7 +124,7 @@ def test_state_nodes_carry_their_parameter(tmp_path: Any, opt_name: str) -> None
     assert all(n.kind == "optimizer_state" and n.param == state_makers[n.inputs[0][0]] for n in updates)
     tmap = r.tensor_map(gid, 0)
     for (node, io, _), ref in tmap.items():
-        if ref.kind == "other" and io == "output" and r.graphs[gid].nx.nodes[node]["scope"].startswith("optimizer"):
+        if ref.kind == "other" and io == "output" and r.graphs[gid].node(node).scope.startswith("optimizer"):
             a = ref.value()
             assert not (a.size and np.all(a == 0)), node
 

@@ -51,16 +51,15 @@ class Layout:
         self.root = root
         self.dump = open_dump(root)
         self.graph = self.dump.ranks[0].graph(0)
-        self.g = self.graph.nx
         self.order: list[str] = list(self.graph.execution_order)
 
     def _attr(self, n: str, key: str) -> Any:
-        return self.g.nodes[n].get(key)
+        return getattr(self.graph.record_of(n), key)
 
     def of_kind(self, kind: str, param: str | None = None, op_type: str | None = None) -> list[str]:
         """Nodes of a kind (and param, op type), sorted by name."""
-        return sorted(n for n, a in self.g.nodes(data=True) if a.get("kind") == kind
-                      and (param is None or a.get("param") == param) and (op_type is None or a.get("op_type") == op_type))
+        return sorted(x.name for x in self.graph.nodes(kind)
+                      if (param is None or x.param == param) and (op_type is None or x.op_type == op_type))
 
     def one(self, nodes: Sequence[str]) -> str:
         assert len(nodes) == 1, nodes
@@ -86,7 +85,7 @@ class Layout:
         return [n for n in self.of_kind("optimizer_state") if self._attr(n, "param") == n]
 
     def _source(self, src: str) -> str:
-        while src in self.g and self._attr(src, "op_type") == "Load":
+        while src in self.graph and self._attr(src, "op_type") == "Load":
             src = self._attr(src, "inputs")[0][0]
         return src
 

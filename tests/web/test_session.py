@@ -15,8 +15,7 @@ def test_hits_follow_the_scan_order_a_relayed_collective_after_its_origin(tmp_pa
     layers = (("fc1", 4, 4, "Sigmoid"), ("fc2", 4, 2, None))
     probe = open_dump(dumpmaker.make_dump(str(tmp_path / "probe"), layers=layers, iterations=1, batch=4, ranks=2))
     g = probe.ranks[0].graph(0)
-    (local,) = [n for n, a in g.nx.nodes(data=True) if a.get("kind") == "gradient"
-                and a.get("param") == "fc1.weight" and a.get("op_type") == "MatMul"]
+    (local,) = [n.name for n in g.nodes("gradient") if n.param == "fc1.weight" and n.op_type == "MatMul"]
     shape = g.node(local).outputs[0].shape
 
     def values(rank, it, node, io, slot, default):

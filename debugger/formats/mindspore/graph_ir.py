@@ -6,6 +6,7 @@ import re
 from ...errors import CorruptFileError
 from ..files import read_text
 from ..records import GraphRecord, NodeRecord, OutputType
+from .stacks import is_stack_line, module_of_scope, parse_stack
 
 _PARAM_RE = re.compile(r"^%para\d+_(?P<name>[^:\s]+)\s*:\s*<(?P<type>[^>]*)>(?P<rest>.*)$")
 _NODE_RE = re.compile(r"^\s*%(?P<id>\d+)\((?P<label>[^)]*)\)\s*=\s*(?P<op>[\w.:]+)\((?P<args>.*?)\)(?:\s|$)")
@@ -66,7 +67,7 @@ def read_graph_ir(path: str, graph_id: int) -> GraphRecord:
 
     def finish() -> None:
         if current is not None:
-            current.source = "\n".join(source)
+            current.stack = parse_stack("\n".join(source), outermost_first=True)
 
     for line in lines:
         rm = _RETURN_RE.match(line)
@@ -88,7 +89,7 @@ def read_graph_ir(path: str, graph_id: int) -> GraphRecord:
             finish()
             op = nm.group("op").split("::")[-1]
             op = op[len("PrimFunc_"):] if op.startswith("PrimFunc_") else op
-            current = NodeRecord(name="", op_type=op, scope="", source_outermost_first=True)
+            current = NodeRecord(name="", op_type=op, scope="")
             source = []
             args = _split_args(nm.group("args"))
             if op == "TupleGetItem" and len(args) > 1:
@@ -105,7 +106,8 @@ def read_graph_ir(path: str, graph_id: int) -> GraphRecord:
         if fm:
             current.name = fm.group("name")
             current.scope = current.name.rsplit("/", 1)[0] if "/" in current.name else ""
-        elif "In file" in stripped or "Corresponding forward node candidate" in stripped:
+            current.module = module_of_scope(current.scope)
+        elif is_stack_line(stripped):
             source.append(stripped)
         elif stripped.startswith(": (") and not current.outputs and "->" in stripped:
             current.outputs = _tensor_types(stripped.split("->", 1)[1])

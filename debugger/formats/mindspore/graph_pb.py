@@ -4,6 +4,7 @@ from __future__ import annotations
 from ...errors import CorruptFileError
 from ..files import read_bytes
 from ..records import GraphRecord, NodeRecord, OutputType
+from .stacks import module_of_scope, parse_stack
 
 _DTYPE_NAMES = {
     1: "bool", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "uint8", 7: "uint16",
@@ -113,7 +114,8 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
         item = ints.get(_text(n.input[1].name)) if op_type == "TupleGetItem" and len(n.input) > 1 else None
         nodes.append(NodeRecord(
             name=seq_to_full[_text(n.name)], op_type=op_type, scope=_text(n.scope), inputs=inputs,
-            outputs=_output_types(n.output_type), source=_text(n.source_address),
+            outputs=_output_types(n.output_type), stack=parse_stack(_text(n.source_address)),
+            module=module_of_scope(_text(n.scope)),
             instance_name=_text(n.instance_name), item=item))
     outputs = [resolve(o.name) for o in g.outputs]
     return GraphRecord(graph_id, _text(g.name) or f"graph_{graph_id}", nodes, outputs, path)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from ..records import GraphRecord, NodeRecord, OutputType
+from ..records import GraphRecord, Kind, NodeRecord, OutputType
 
 # op_type -> (weight input, gradient input, optimizer-state inputs). Other Parameter inputs
 # of an optimizer kernel (learning rate, momentum, betas) are hyper-parameters, kind optimizer_state.
@@ -85,7 +85,7 @@ def annotate(record: GraphRecord, device: str | None = None) -> GraphRecord:
         n.per_rank = n.op_type in PER_RANK_OPS or any(w in n.op_type for w in _RANDOM_WORDS)
         n.base_name = _OP_NUMBER_RE.sub("", n.name) if not (n.is_parameter or n.is_constant) else n.name
         n.kind = _base_kind(n)
-        n.activation = ACTIVATION_OPS.get(n.op_type.lower(), "") if n.kind == "activation" else ""
+        n.activation = ACTIVATION_OPS.get(n.op_type.lower(), "") if n.kind == Kind.ACTIVATION else ""
         n.param = n.name if n.is_parameter else None
     for n in record.nodes:
         if n.op_type in ROUTING_OPS - PASS_THROUGH_OPS:
@@ -99,7 +99,7 @@ def annotate(record: GraphRecord, device: str | None = None) -> GraphRecord:
             _mark_optimizer(nodes, n, spec)
     loss = _find_loss(nodes, record.outputs)
     if loss is not None:
-        nodes[loss].kind = "loss"
+        nodes[loss].kind = Kind.LOSS
     _mark_undefined_outputs(record.nodes, device)
     return record
 
@@ -144,14 +144,14 @@ def _trace_slot(nodes: dict[str, NodeRecord], name: str) -> tuple[str, int | Non
     return name, items[0] if len(items) == 1 else None
 
 
-def _base_kind(n: NodeRecord) -> str:
+def _base_kind(n: NodeRecord) -> Kind:
     if n.is_constant:
-        return "constant"
+        return Kind.CONSTANT
     if n.is_parameter:
-        return "input" if _INPUT_PARAM_RE.match(n.name) else "other"
+        return Kind.INPUT if _INPUT_PARAM_RE.match(n.name) else Kind.OTHER
     if n.op_type.lower() in ACTIVATION_OPS and not n.is_backward:
-        return "activation"
-    return "other"
+        return Kind.ACTIVATION
+    return Kind.OTHER
 
 
 def _mark_optimizer(nodes: dict[str, NodeRecord], n: NodeRecord, spec: tuple[int, int, tuple[int, ...]]) -> None:
@@ -161,7 +161,7 @@ def _mark_optimizer(nodes: dict[str, NodeRecord], n: NodeRecord, spec: tuple[int
         return
     roles = ["hyper"] * len(traced)
     weight = traced[w_idx]
-    nodes[weight].kind = "weight"
+    nodes[weight].kind = Kind.WEIGHT
     nodes[weight].param = weight
     roles[w_idx] = "weight"
     for i, p in enumerate(traced):
@@ -169,8 +169,8 @@ def _mark_optimizer(nodes: dict[str, NodeRecord], n: NodeRecord, spec: tuple[int
             continue
         if i in state_idx:
             roles[i] = "state"
-        if p in nodes and nodes[p].is_parameter and nodes[p].kind != "weight":
-            nodes[p].kind = "optimizer_state"
+        if p in nodes and nodes[p].is_parameter and nodes[p].kind != Kind.WEIGHT:
+            nodes[p].kind = Kind.OPTIMIZER_STATE
             nodes[p].param = weight if i in state_idx else p
     if g_idx < len(traced):
         roles[g_idx] = "gradient"
@@ -189,9 +189,9 @@ def _mark_gradient(nodes: dict[str, NodeRecord], node: str, slot: int | None, we
         if a.is_parameter or a.is_constant:
             return
         if slot is not None and (slot > 0 or len(a.outputs) > 1):
-            _mark_output(a, slot, "gradient", weight)
+            _mark_output(a, slot, Kind.GRADIENT, weight)
             return
-        a.kind = "gradient"
+        a.kind = Kind.GRADIENT
         a.param = weight
         if a.op_type not in GRADIENT_TRANSFORM_OPS:
             return
@@ -203,7 +203,7 @@ def _mark_gradient(nodes: dict[str, NodeRecord], node: str, slot: int | None, we
             if weight in b.value_inputs and not b.is_backward:
                 # weight decay: a term the optimizer makes from the weight itself and adds to its gradient
                 # (backprop kernels read weights too: BatchNormGrad reads gamma)
-                b.kind, b.param = "optimizer_state", weight
+                b.kind, b.param = Kind.OPTIMIZER_STATE, weight
                 continue
             nxt.append(src)
         if not nxt:
@@ -211,7 +211,7 @@ def _mark_gradient(nodes: dict[str, NodeRecord], node: str, slot: int | None, we
         node, slot = _trace_slot(nodes, nxt[0])
 
 
-def _mark_output(n: NodeRecord, slot: int, kind: str, param: str | None) -> None:
+def _mark_output(n: NodeRecord, slot: int, kind: Kind, param: str | None) -> None:
     """Give one output slot of ``n`` its own kind (outputs the graph did not type are added untyped)."""
     while len(n.outputs) <= slot:
         n.outputs.append(OutputType(None, None))

@@ -18,7 +18,9 @@ from typing import Any, NamedTuple
 
 from ...errors import CorruptFileError, DumpError
 from ..files import read_bytes
+from ..records import StackFrame
 from .layout import CONSTRUCT_JSON, DUMP_JSON, STACK_JSON
+from .stacks import frames
 
 # torch dtype names -> numpy
 DTYPES = {
@@ -74,7 +76,7 @@ class Step:
     framework: str
     ops: list[Op]
     parents: dict[str, str | None]
-    stacks: dict[str, str]         # op key -> stack text (innermost frame first)
+    stacks: dict[str, tuple[StackFrame, ...]]   # op key -> stack frames (innermost first)
     warnings: list[str]
 
 
@@ -168,35 +170,21 @@ def _op(key: str, entry: Any) -> Op:
     return op
 
 
-def _stack_text(frames: Any) -> str:
-    """msprobe's frames ("File P, line N, in f, \\n code") as the frame lines tdbg parses, innermost first."""
-    lines = []
-    for fr in frames if isinstance(frames, list) else []:
-        if not isinstance(fr, str):
-            continue
-        m = re.match(r"^\s*File\s+(?P<file>.+?),\s*line\s+(?P<line>[0-9]+),\s*in\s+(?P<fn>[^,]*),?\s*(?P<code>.*)$",
-                     fr, re.S)
-        if m:
-            code = " ".join(m.group("code").split())
-            lines.append(f"In file {m.group('file')}:{m.group('line')}/{code}/")
-    return "\n".join(lines)
-
-
-def _stacks(raw: Any) -> dict[str, str]:
-    out: dict[str, str] = {}
+def _stacks(raw: Any) -> dict[str, tuple[StackFrame, ...]]:
+    out: dict[str, tuple[StackFrame, ...]] = {}
     if not isinstance(raw, dict):
         return out
     for v in raw.values():
         # 26.x: {"0": [[keys...], [frames...]]}; older: {key: [frames...]}
         if isinstance(v, list) and len(v) == 2 and isinstance(v[0], list) and isinstance(v[1], list):
-            text = _stack_text(v[1])
+            text = frames(v[1])
             for k in v[0]:
                 if isinstance(k, str):
                     out[k] = text
     if not out:
         for k, v in raw.items():
             if isinstance(v, list):
-                out[str(k)] = _stack_text(v)
+                out[str(k)] = frames(v)
     return out
 
 
@@ -218,7 +206,7 @@ def _read_step(path: str, size: int, mtime_ns: int) -> Step:
     warnings: list[str] = []
     ops = [_op(str(k), v) for k, v in raw["data"].items()]
     parents: dict[str, str | None] = {}
-    stacks: dict[str, str] = {}
+    stacks: dict[str, tuple[StackFrame, ...]] = {}
     for name, target in ((CONSTRUCT_JSON, "parents"), (STACK_JSON, "stacks")):
         p = os.path.join(path, name)
         try:

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..records import GraphRecord, NodeRecord, OutputType
+from ..records import GraphRecord, Kind, NodeRecord, OutputType
 from .dumpjson import Item, Step, parse_api, parse_module
 from .optimizer import analyse
 
@@ -169,15 +170,21 @@ def _merge(order: list[str], nodes: dict[str, _Node], seq: list[tuple[str, _Node
     order[:] = merged
 
 
-def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
-    """A step's nodes in call order, built only for names not ``known`` from an earlier step; its tensors into ``rows``."""
-    out: list[tuple[str, _Node | None]] = []
-    params: dict[str, Item] = {}          # parameter name -> value as first read in this step
-    param_scope: dict[str, str] = {}
-    module_params: dict[str, dict[str, str]] = {}   # module forward key -> {param node: ...}
-    grads: dict[str, Item] = {}           # gradient node -> item
-    grad_param: dict[str, str] = {}
-    # parameters and their gradients first: readers later in the file may precede the module's entry
+@dataclass
+class _StepParams:
+    """What a step says of its parameters before any op is read: readers later in the file may precede
+    the module's entry."""
+
+    params: dict[str, Item] = field(default_factory=dict)         # parameter -> value as first read in the step
+    scope: dict[str, str] = field(default_factory=dict)           # parameter -> its module's scope
+    of_module: dict[str, dict[str, str]] = field(default_factory=dict)   # module forward key -> {parameter: name}
+    grads: dict[str, Item] = field(default_factory=dict)          # gradient node -> item
+    grad_param: dict[str, str] = field(default_factory=dict)      # gradient node -> parameter
+
+
+def _step_params(step: Step) -> _StepParams:
+    """The parameters the step's module forwards list, and the gradients its ``parameters_grad`` entries hold."""
+    sp = _StepParams()
     for op in step.ops:
         mod = parse_module(op.key)
         if mod is None:
@@ -188,125 +195,167 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
             for pname, item in op.params.items():
                 full = f"{path}.{pname}"
                 mine[full] = pname
-                if full not in params:
-                    params[full] = item
-                    param_scope[full] = "/".join(x for x in (_scope(step, op.key), f"{path}-{cls}") if x)
-            module_params[op.key] = mine
+                if full not in sp.params:
+                    sp.params[full] = item
+                    sp.scope[full] = "/".join(x for x in (_scope(step, op.key), f"{path}-{cls}") if x)
+            sp.of_module[op.key] = mine
         elif direction == "parameters_grad":
             for pname, item in op.grads.items():
                 gnode = f"{op.key}.{pname}"
-                grads[gnode] = item
-                grad_param[gnode] = f"{path}.{pname}"
-    param_sigs = {p: it.signature for p, it in params.items()}
-    grad_sigs = {g: it.signature for g, it in grads.items()}
-    grad_index = _by_signature(grad_sigs)
-    opt = analyse([op for op in step.ops if OPTIMIZER in _ancestors(step, op.key)], params,
-                  {grad_param[g]: it for g, it in grads.items()})
+                sp.grads[gnode] = item
+                sp.grad_param[gnode] = f"{path}.{pname}"
+    return sp
+
+
+def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
+    """A step's nodes in call order, built only for names not ``known`` from an earlier step; its tensors into ``rows``."""
+    out: list[tuple[str, _Node | None]] = []
+    sp = _step_params(step)
+    grad_index = _by_signature({g: it.signature for g, it in sp.grads.items()})
+    opt = analyse([op for op in step.ops if OPTIMIZER in _ancestors(step, op.key)], sp.params,
+                  {sp.grad_param[g]: it for g, it in sp.grads.items()})
     emitted_params: set[str] = set()
     for op in step.ops:
         mod = parse_module(op.key)
-        api = parse_api(op.key)
         if mod is not None and mod[2] == "parameters_grad":
-            path, cls = mod[0], mod[1]
-            for pname, item in op.grads.items():
-                gnode = f"{op.key}.{pname}"
-                p = grad_param[gnode]
-                rows.rows.append((gnode, "output", 0, item))
-                if gnode in known:
-                    out.append((gnode, None))
-                    continue
-                rec = NodeRecord(gnode, f"{cls}.parameters_grad", param_scope.get(p, f"{path}-{cls}"),
-                                 outputs=[OutputType(item.dtype or None, item.shape)], kind="gradient",
-                                 param=p, is_backward=True, per_rank=True,
-                                 base_name=f"Module.{path}.{cls}.parameters_grad.{pname}")
-                out.append((gnode, _Node(rec, sn)))
+            out.extend(_grad_nodes(sn, op, mod, sp, rows, known))
             continue
-        ancestors = _ancestors(step, op.key)
-        # parameters of this op's modules, for readers inside them
-        own = {}
-        for a in ([op.key] if mod is not None else []) + ancestors:
-            for full in module_params.get(a, {}):
-                own[full] = param_sigs[full]
-        for full in module_params.get(op.key, {}):
-            if full not in emitted_params:
-                emitted_params.add(full)
-                # the weight after the step's update, when recorded; else the step's dump holds only the value
-                # read before it (MindSpore PyNative dumps record no optimizer): no value after the update
-                it = opt.after.get(full)
-                if it is not None:
-                    rows.rows.append((full, "output", 0, it))
-                it = it or params[full]
-                if full in known:
-                    out.append((full, None))
-                    continue
-                rec = NodeRecord(full, "Parameter", param_scope.get(full, ""), outputs=[OutputType(it.dtype or None,
-                                 it.shape)], is_parameter=True, has_default=True, kind="weight", param=full,
-                                 base_name=full)
-                out.append((full, _Node(rec, sn)))
+        out.extend(_param_nodes(sn, op, sp, opt, emitted_params, rows, known))
         if op.key in known:
             out.append((op.key, None))
             rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
             continue
-        rec = _op_node(step, op.key, mod, api)
-        in_items = [it for it in op.items if it.io == "input"]
-        out_items = [it for it in op.items if it.io == "output"]
-        n_in = max((it.slot for it in in_items), default=-1) + 1
-        srcs = [""] * n_in
-        roles = ["hyper"] * n_in
-        in_optimizer = OPTIMIZER in ancestors
-        mine = opt.param_of.get(op.key)
-        for it in in_items:
-            src = UNRECORDED
-            if in_optimizer:
-                g = _lookup(grad_index, it.signature)
-                if it.slot == 0 and op.key in opt.updates:
-                    src, roles[0] = opt.updates[op.key], "weight"
-                elif g is not None and opt.tied.get(mine or "") and grad_param[g] in opt.tied[mine or ""]:
-                    src, roles[it.slot] = g, "gradient"
-            elif own and not rec.is_backward:
-                w = _unique(it.signature, own)
-                if w is not None:
-                    src = w
-            srcs[it.slot] = src
-        if mod is not None and mod[2] == "forward":
-            srcs.extend(module_params.get(op.key, {}))   # a module reads its own parameters
-        rec.inputs = [(s, "data") for s in srcs]
-        rec.value_inputs = tuple(srcs)
-        if in_optimizer and "weight" in roles:
-            rec.input_roles = tuple(roles)
-            rec.param = srcs[roles.index("weight")]
-        elif mine is not None:   # the parameter's optimizer state, or a value computed from it
-            rec.kind, rec.param = "optimizer_state", mine
-        n_out = max((it.slot for it in out_items), default=-1) + 1
+        rec = _op_node(step, op.key, mod, parse_api(op.key))
+        _wire_inputs(rec, step, op, mod, sp, opt, grad_index)
+        n_out = max((it.slot for it in op.items if it.io == "output"), default=-1) + 1
         outs = [OutputType(None, None) for _ in range(n_out)]
-        for it in out_items:
-            outs[it.slot] = OutputType(it.dtype or None, it.shape)
+        for it in op.items:
+            if it.io == "output":
+                outs[it.slot] = OutputType(it.dtype or None, it.shape)
         rec.outputs = outs
-        if rec.source == "" and step.stacks:
+        if not rec.stack and step.stacks:
             fwd = _forward_key(op.key)
-            rec.source = step.stacks.get(op.key) or (step.stacks.get(fwd, "") if fwd else "")
+            rec.stack = step.stacks.get(op.key) or (step.stacks.get(fwd, ()) if fwd else ())
         out.append((op.key, _Node(rec, sn)))
         rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
     return out
+
+
+def _grad_nodes(sn: int, op: Any, mod: tuple, sp: _StepParams, rows: StepTensors,
+                known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
+    """The gradient nodes of one ``parameters_grad`` entry (None: already known)."""
+    out: list[tuple[str, _Node | None]] = []
+    path, cls = mod[0], mod[1]
+    for pname, item in op.grads.items():
+        gnode = f"{op.key}.{pname}"
+        p = sp.grad_param[gnode]
+        rows.rows.append((gnode, "output", 0, item))
+        if gnode in known:
+            out.append((gnode, None))
+            continue
+        rec = NodeRecord(gnode, f"{cls}.parameters_grad", sp.scope.get(p, f"{path}-{cls}"),
+                         outputs=[OutputType(item.dtype or None, item.shape)], kind=Kind.GRADIENT,
+                         param=p, is_backward=True, per_rank=True, module=path,
+                         base_name=f"Module.{path}.{cls}.parameters_grad.{pname}")
+        out.append((gnode, _Node(rec, sn)))
+    return out
+
+
+def _param_nodes(sn: int, op: Any, sp: _StepParams, opt: Any, emitted: set[str], rows: StepTensors,
+                 known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
+    """The parameter nodes a module forward lists, the first time the step lists each (None: already known)."""
+    out: list[tuple[str, _Node | None]] = []
+    for full in sp.of_module.get(op.key, {}):
+        if full in emitted:
+            continue
+        emitted.add(full)
+        # the weight after the step's update, when recorded; else the step's dump holds only the value
+        # read before it (MindSpore PyNative dumps record no optimizer): no value after the update
+        it = opt.after.get(full)
+        if it is not None:
+            rows.rows.append((full, "output", 0, it))
+        it = it or sp.params[full]
+        if full in known:
+            out.append((full, None))
+            continue
+        rec = NodeRecord(full, "Parameter", sp.scope.get(full, ""), outputs=[OutputType(it.dtype or None,
+                         it.shape)], is_parameter=True, has_default=True, kind=Kind.WEIGHT, param=full,
+                         module=_module_path_of(op.key), base_name=full)
+        out.append((full, _Node(rec, sn)))
+    return out
+
+
+def _wire_inputs(rec: NodeRecord, step: Step, op: Any, mod: tuple | None, sp: _StepParams, opt: Any,
+                 grad_index: dict[tuple, str | None]) -> None:
+    """The inputs an op can be shown to read (parameters of its modules, an optimizer's weight and
+    gradient); every other input is :data:`UNRECORDED`."""
+    ancestors = _ancestors(step, op.key)
+    own = {}     # parameters of this op's modules, for readers inside them
+    for a in ([op.key] if mod is not None else []) + ancestors:
+        for full in sp.of_module.get(a, {}):
+            own[full] = sp.params[full].signature
+    in_items = [it for it in op.items if it.io == "input"]
+    n_in = max((it.slot for it in in_items), default=-1) + 1
+    srcs = [""] * n_in
+    roles = ["hyper"] * n_in
+    in_optimizer = OPTIMIZER in ancestors
+    mine = opt.param_of.get(op.key)
+    for it in in_items:
+        src = UNRECORDED
+        if in_optimizer:
+            g = _lookup(grad_index, it.signature)
+            if it.slot == 0 and op.key in opt.updates:
+                src, roles[0] = opt.updates[op.key], "weight"
+            elif g is not None and opt.tied.get(mine or "") and sp.grad_param[g] in opt.tied[mine or ""]:
+                src, roles[it.slot] = g, "gradient"
+        elif own and not rec.is_backward:
+            w = _unique(it.signature, own)
+            if w is not None:
+                src = w
+        srcs[it.slot] = src
+    if mod is not None and mod[2] == "forward":
+        srcs.extend(sp.of_module.get(op.key, {}))   # a module reads its own parameters
+    rec.inputs = [(s, "data") for s in srcs]
+    rec.value_inputs = tuple(srcs)
+    if in_optimizer and "weight" in roles:
+        rec.input_roles = tuple(roles)
+        rec.param = srcs[roles.index("weight")]
+    elif mine is not None:   # the parameter's optimizer state, or a value computed from it
+        rec.kind, rec.param = Kind.OPTIMIZER_STATE, mine
+
+
+def _module_path_of(key: str) -> str:
+    """The path of a module entry's key ("" for an API)."""
+    mod = parse_module(key)
+    return str(mod[0]) if mod is not None else ""
+
+
+def _module_path(step: Step, key: str) -> str:
+    """The dotted path of the innermost module an op runs in ("" when none)."""
+    for k in [key] + _ancestors(step, key):
+        mod = parse_module(k)
+        if mod is not None:
+            return str(mod[0])
+    return ""
 
 
 def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None) -> NodeRecord:
     if mod is not None:
         path, cls, direction, _ = mod
         scope = "/".join(x for x in (_scope(step, key), f"{path}-{cls}") if x)
-        rec = NodeRecord(key, cls, scope, is_backward=direction == "backward",
+        rec = NodeRecord(key, cls, scope, is_backward=direction == "backward", module=path,
                          base_name=f"Module.{path}.{cls}.{direction}")
         if direction == "forward" and cls.lower() in ACTIVATIONS:
-            rec.kind = "activation"
+            rec.kind = Kind.ACTIVATION
             rec.activation = ACTIVATIONS[cls.lower()]
         return rec
     if api is not None:
         prefix, name, _, direction = api
         rec = NodeRecord(key, f"{prefix}.{name}", _scope(step, key), is_backward=direction == "backward",
-                         base_name=f"{prefix}.{name}.{direction}")
+                         module=_module_path(step, key), base_name=f"{prefix}.{name}.{direction}")
         low = name.lower()
         if direction == "forward" and low.rstrip("_") in ACTIVATIONS:
-            rec.kind = "activation"
+            rec.kind = Kind.ACTIVATION
             rec.activation = ACTIVATIONS[low.rstrip("_")]
         if prefix == "Distributed":
             rec.is_collective = low in COLLECTIVE
@@ -314,12 +363,12 @@ def _op_node(step: Step, key: str, mod: tuple | None, api: tuple | None) -> Node
         if any(w in low for w in _RANDOM):
             rec.per_rank = True
         return rec
-    return NodeRecord(key, key.split(".")[0], _scope(step, key), base_name=key)
+    return NodeRecord(key, key.split(".")[0], _scope(step, key), module=_module_path(step, key), base_name=key)
 
 
 def _loss(nodes: dict[str, _Node], order: list[str], steps: list[tuple[int, Step]]) -> None:
     """The forward op whose backward starts the backward pass with a scalar gradient: what ``backward()`` was called on."""
-    first_bwd = next((k for k in order if nodes[k].rec.is_backward and not nodes[k].rec.kind == "gradient"), None)
+    first_bwd = next((k for k in order if nodes[k].rec.is_backward and not nodes[k].rec.kind == Kind.GRADIENT), None)
     if first_bwd is None:
         return
     fwd = _forward_key(first_bwd)
@@ -330,7 +379,7 @@ def _loss(nodes: dict[str, _Node], order: list[str], steps: list[tuple[int, Step
     step = dict(steps).get(b.step)
     grads_in = [it for op in (step.ops if step else []) if op.key == first_bwd for it in op.items if it.io == "input"]
     if len(grads_in) == 1 and _scalar(grads_in[0].shape) and len(f.outputs) == 1 and _scalar(f.outputs[0].shape):
-        f.kind = "loss"
+        f.kind = Kind.LOSS
 
 
 def _scalar(shape: tuple[int, ...] | None) -> bool:
@@ -342,5 +391,5 @@ def graph_key(record: GraphRecord) -> str:
     h = hashlib.blake2b(digest_size=16)
     for n in record.nodes:
         h.update(repr((n.name, n.op_type, n.scope, n.inputs, n.kind, n.param, n.is_backward, n.input_roles,
-                       [(o.dtype, o.shape) for o in n.outputs], n.source)).encode("utf-8", "surrogateescape"))
+                       [(o.dtype, o.shape) for o in n.outputs], n.stack, n.module)).encode("utf-8", "surrogateescape"))
     return h.hexdigest()

@@ -9,16 +9,19 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import CorruptFileError
-from ..records import GraphRecord, NodeRecord, OutputType
+from ..records import GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from .columns import read_table_column, strings, write_ints, write_strings
 from .layout import EDGE_CODES, FORMAT_NAME, VERSION
+from .legacy import module_of_scope, parse_source_text
 
 # NodeRecord fields stored as string and boolean columns of /nodes (None is stored as "").
-_STR_FIELDS = ("name", "op_type", "scope", "source", "instance_name", "kind", "param", "base_name", "activation")
-# Columns a file written before they existed lacks: read as a default (see _legacy_activation).
-_OPTIONAL = frozenset({"activation"})
-_BOOL_FIELDS = ("source_outermost_first", "is_parameter", "is_constant", "has_default",
-                "is_backward", "is_routing", "is_collective")
+_STR_FIELDS = ("name", "op_type", "scope", "module", "instance_name", "kind", "param", "base_name", "activation")
+# Columns a file written before they existed lacks: read as a default (see _legacy_activation; no module).
+_OPTIONAL = frozenset({"activation", "module"})
+_BOOL_FIELDS = ("is_parameter", "is_constant", "has_default", "is_backward", "is_routing", "is_collective")
+# /stack: every node's frames, innermost first (version 3; older files hold nodes/source text)
+_STACK_STR = ("file", "code")
+_STACK_INT = ("line", "end_line", "column", "is_framework", "forward_candidate")
 
 
 def graph_key(record: GraphRecord) -> str:
@@ -50,13 +53,19 @@ def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None
                   "param": lambda o: o.param or ""}, {"undefined": lambda o: int(o.undefined)})
     _write_ragged(f, "input_roles", nodes, lambda n: n.input_roles, {"role": lambda r: r}, {})
     _write_ragged(f, "value_inputs", nodes, lambda n: n.value_inputs, {"node": lambda v: v}, {})
+    _write_ragged(f, "stack", nodes, lambda n: n.stack, {c: _getter(c) for c in _STACK_STR},
+                  {c: _getter(c, int) for c in _STACK_INT}, "<i4")
     write_strings(f, "graph_outputs", record.outputs)
     write_strings(f, "execution_order", record.execution_order)
     write_ints(f, "run_history", sorted(set(int(i) for i in run_history)))
 
 
+def _getter(attr: str, cast: Any = str) -> Any:
+    return lambda x: cast(getattr(x, attr))
+
+
 def _write_ragged(f: Any, name: str, nodes: list[NodeRecord], items: Any,
-                  str_cols: dict[str, Any], int_cols: dict[str, Any]) -> None:
+                  str_cols: dict[str, Any], int_cols: dict[str, Any], int_dtype: str = "<i2") -> None:
     """A per-node list as flat columns plus ``count`` (items per node, in node order)."""
     g = f.create_group(name)
     rows = [items(n) for n in nodes]
@@ -65,7 +74,7 @@ def _write_ragged(f: Any, name: str, nodes: list[NodeRecord], items: Any,
     for col, fn in str_cols.items():
         write_strings(g, col, [fn(x) for x in flat])
     for col, fn in int_cols.items():
-        write_ints(g, col, [fn(x) for x in flat], "<i2")
+        write_ints(g, col, [fn(x) for x in flat], int_dtype)
 
 
 def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
@@ -80,6 +89,9 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
     n_nodes = len(cols["name"])
     if "activation" not in cols:
         cols["activation"] = [_legacy_activation(k, o) for k, o in zip(cols["kind"], cols["op_type"])]
+    if "module" not in cols:
+        cols["module"] = [module_of_scope(s) for s in cols["scope"]]
+    cols["kind"] = [_kind(k, path) for k in cols["kind"]]
     for n in _STR_FIELDS + _BOOL_FIELDS:
         if n not in cols:
             cols[n] = [bool(x) for x in read_table_column(f, f"nodes/{n}", path, n_nodes)]
@@ -93,6 +105,7 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
              if "output_hints" in f else [[("", "", 0)] * len(o) for o in outputs])
     roles = _read_ragged(f, "input_roles", path, n_nodes, ["role"], [])
     values = _read_ragged(f, "value_inputs", path, n_nodes, ["node"], [])
+    stacks = _read_stacks(f, path, n_nodes)
     nodes = []
     pos = 0
     for i in range(n_nodes):
@@ -102,13 +115,15 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
         for (dtype, ndim), (kind, param, undefined) in zip(outputs[i], hints[i]):
             shape = None if ndim < 0 else tuple(dims[pos:pos + ndim])
             pos += max(ndim, 0)
-            outs.append(OutputType(dtype or None, shape, kind or None, param or None, bool(undefined)))
+            outs.append(OutputType(dtype or None, shape, _kind(kind, path) if kind else None, param or None,
+                                   bool(undefined)))
         nodes.append(NodeRecord(
             **{k: cols[k][i] for k in _STR_FIELDS if k != "param"},
             param=cols["param"][i] or None,
             **{k: cols[k][i] for k in _BOOL_FIELDS},
             inputs=[(s, _code(EDGE_CODES, e, path)) for s, e in inputs[i]], outputs=outs,
-            input_roles=tuple(r for (r,) in roles[i]), value_inputs=tuple(v for (v,) in values[i])))
+            input_roles=tuple(r for (r,) in roles[i]), value_inputs=tuple(v for (v,) in values[i]),
+            stack=stacks[i]))
     if pos != len(dims):
         raise CorruptFileError(path, "outputs/dims does not match outputs/ndim")
     record = GraphRecord(int(a["graph_id"]), str(a.get("name", "")), nodes,
@@ -116,6 +131,24 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
                          strings(read_table_column(f, "execution_order", path)))
     history = [int(i) for i in read_table_column(f, "run_history", path)]
     return record, history, str(a.get("key", ""))
+
+
+def _read_stacks(f: Any, path: str, n_nodes: int) -> list[tuple[StackFrame, ...]]:
+    """Every node's frames: the /stack columns, or a version 2 file's ``nodes/source`` text."""
+    if "stack" not in f:
+        text = strings(read_table_column(f, "nodes/source", path, n_nodes))
+        order = read_table_column(f, "nodes/source_outermost_first", path, n_nodes)
+        return [parse_source_text(t, bool(o)) for t, o in zip(text, order)]
+    rows = _read_ragged(f, "stack", path, n_nodes, list(_STACK_STR), list(_STACK_INT))
+    return [tuple(StackFrame(file, line, end, column, code, bool(fw), bool(cand))
+                  for file, code, line, end, column, fw, cand in r) for r in rows]
+
+
+def _kind(word: str, path: str) -> Kind:
+    try:
+        return Kind(word)
+    except ValueError:
+        raise CorruptFileError(path, f"unknown node kind {word!r} (kinds: {', '.join(k.value for k in Kind)})") from None
 
 
 def _legacy_activation(kind: str, op_type: str) -> str:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:   # numpy and xxhash load where arrays are hashed: format dete
     import numpy as np
 
 FORMAT_NAME = "tdbg-h5"
-VERSION = 2
+VERSION = 3
 # Version 1 files hold blake2b-128 digests, version 2 xxh3-128 ones (same framing): a version 1
 # digest is read with this prefix, so it never equals (nor passes for) a version 2 one.
 V1_DIGEST_PREFIX = "blake2b:"

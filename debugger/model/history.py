@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..formats.records import Kind
 from .locate import readers
-from .model import Rank, TensorRef
+from .rank import Rank
+from .tensors import TensorRef
 
 BEFORE_UPDATE, EARLIER_RUN = "before_update", "earlier_run"
 
@@ -26,7 +28,7 @@ class Previous:
 def value_before_update(rank: Rank, ref: TensorRef) -> TensorRef | None:
     """A weight's value before its iteration's update: what its first forward reader read."""
     graph = rank.graphs.get(ref.graph_id)
-    if graph is None or ref.kind != "weight":
+    if graph is None or ref.kind != Kind.WEIGHT:
         return None
     tmap = rank.tensor_map(ref.graph_id, ref.iteration)
     for kernel, slot in readers(graph).get(ref.node, []):

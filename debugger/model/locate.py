@@ -1,21 +1,22 @@
 """Where a node sits: its place in execution order and the user's code line that made it."""
 from __future__ import annotations
 
-from functools import lru_cache
-
 from .graph import Graph
 
 
 def _is_parameter(graph: Graph, name: str) -> bool:
-    return name in graph.nx and bool(graph.nx.nodes[name].get("is_parameter"))
+    return name in graph and graph.record_of(name).is_parameter
 
 
-@lru_cache(maxsize=64)
 def _optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str, str], ...]:
     """(optimizer kernel, input slot, parameter, role) for every optimizer input that is a parameter."""
+    return graph.derived(_optimizer_inputs, _build_optimizer_inputs)
+
+
+def _build_optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str, str], ...]:
     out = []
     for name in graph.execution_order:
-        roles = graph.node(name).input_roles
+        roles = graph.record_of(name).input_roles
         if not roles:
             continue
         for slot, p in enumerate(graph.value_inputs(name)):
@@ -24,19 +25,25 @@ def _optimizer_inputs(graph: Graph) -> tuple[tuple[str, int, str, str], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=64)
 def _optimizer_of(graph: Graph) -> dict[str, str]:
     """Parameter -> the first optimizer kernel that updates it (or reads it as a hyper-parameter)."""
+    return graph.derived(_optimizer_of, _build_optimizer_of)
+
+
+def _build_optimizer_of(graph: Graph) -> dict[str, str]:
     out: dict[str, str] = {}
     for kernel, _, p, _ in _optimizer_inputs(graph):
         out.setdefault(p, kernel)
     return out
 
 
-@lru_cache(maxsize=64)
 def optimizer_slots(graph: Graph) -> dict[str, tuple[str, int]]:
     """Parameter -> (optimizer kernel, input slot) of the parameters an optimizer updates in place
     (the weight and its state, not learning rate or momentum)."""
+    return graph.derived(optimizer_slots, _build_optimizer_slots)
+
+
+def _build_optimizer_slots(graph: Graph) -> dict[str, tuple[str, int]]:
     out: dict[str, tuple[str, int]] = {}
     for kernel, slot, p, role in _optimizer_inputs(graph):
         if role in ("weight", "state"):
@@ -44,12 +51,15 @@ def optimizer_slots(graph: Graph) -> dict[str, tuple[str, int]]:
     return out
 
 
-@lru_cache(maxsize=64)
 def readers(graph: Graph) -> dict[str, list[tuple[str, int]]]:
     """Parameter -> (kernel, input slot) of the forward kernels that read it, in execution order."""
+    return graph.derived(readers, _build_readers)
+
+
+def _build_readers(graph: Graph) -> dict[str, list[tuple[str, int]]]:
     out: dict[str, list[tuple[str, int]]] = {}
     for name in graph.execution_order:
-        if graph.node(name).input_roles:
+        if graph.record_of(name).input_roles:
             continue
         for slot, p in enumerate(graph.value_inputs(name)):
             if p and _is_parameter(graph, p):
@@ -74,17 +84,18 @@ def position(graph: Graph, node: str) -> int:
 
 def user_location(graph: Graph, node: str) -> str | None:
     """``file:line`` of the innermost user frame of a node (for a parameter: of its first reader)."""
-    if node not in graph.nx:
+    if node not in graph:
         return None
+    rec = graph.record_of(node)
     names = [node]
-    if graph.nx.nodes[node].get("is_parameter"):
+    if rec.is_parameter:
         names = [k for k, _ in readers(graph).get(node, [])]
     for n in names:
         for f in graph.stack(n):
             if not f.is_framework:
                 return f.location
-    param = graph.nx.nodes[node].get("param")
-    if param and param != node and param in graph.nx:
+    param = rec.param
+    if param and param != node and param in graph:
         return user_location(graph, param)  # e.g. an all-reduce of a gradient: the layer's line
     return None
 

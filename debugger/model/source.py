@@ -1,95 +1,16 @@
-"""Source stacks: parse MindSpore's frame text, rank user code first, index frames to nodes."""
+"""Source stacks as every format gives them (StackFrames): user code first, frames indexed to nodes,
+and the user's Python read for statements and layer definitions."""
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
-# One frame, in any of the forms MindSpore has written:
-#   "In file /p/train.py:14, 22~31/code/"   "In file /p/train.py:13~17, 4~26/code/"
-#   "In file /p/train.py(49)/code/"         "In file /p/train.py:49/code/"
-_FRAME_RE = re.compile(
-    r"In file\s+(?P<file>.+?)"
-    r"(?:\((?P<pline>\d+)\)|:(?P<line>\d+)(?:~(?P<end>\d+))?(?:,\s*(?P<col>\d+)~(?P<colend>\d+))?)"
-    r"(?:/(?P<code>.*))?$"
-)
-_CANDIDATE_RE = re.compile(r"Corresponding forward node candidate", re.IGNORECASE)
-_FRAMEWORK_MARKERS = ("site-packages/", "dist-packages/", "/mindspore/", "<frozen ")
-# A PyTorch source checkout: its own modules under torch/, not any user folder that happens to be
-# called torch (a project's tests/torch/train.py is user code).
-_TORCH_RE = re.compile(r"/torch/(?:nn|autograd|optim|utils|distributed|cuda|amp|fx|_[A-Za-z]\w*)/"
-                       r"|/torch/(?:_\w+|functional|overrides|serialization|random|library|storage|hub|types)\.py$")
+from ..formats.frames import is_library_path
+from ..formats.records import StackFrame
 
 
-@dataclass(frozen=True)
-class Frame:
-    """One stack frame: where, which lines, the code text, and whether it is framework code."""
-
-    file: str
-    line: int
-    end_line: int
-    code: str
-    is_framework: bool
-    forward_candidate: bool = False  # from a backward node's "forward node candidate" section
-
-    @property
-    def location(self) -> str:
-        """``file:line`` as users type it."""
-        return f"{self.file}:{self.line}"
-
-    def covers(self, line: int) -> bool:
-        """True when a query for ``line`` should find this frame."""
-        if self.line == line:
-            return True
-        # A multi-line statement covers its lines, but a `def` frame spans the whole body:
-        # letting it match would return every node of the function.
-        return self.line < line <= self.end_line and not self.code.lstrip().startswith(("def ", "@"))
-
-
-def is_framework_path(path: str) -> bool:
-    """Whether a source path belongs to a framework or library rather than the user's code."""
-    p = path.replace("\\", "/")
-    return any(m in p for m in _FRAMEWORK_MARKERS) or _TORCH_RE.search(p) is not None
-
-
-def parse_frame(text: str, forward_candidate: bool = False) -> Frame | None:
-    """Parse one frame line; None when the text is not a frame."""
-    s = text.strip().lstrip("#").strip()
-    if s.startswith("- "):
-        s = s[2:].strip()
-    m = _FRAME_RE.search(s)
-    if not m:
-        return None
-    start = int(m.group("pline") or m.group("line"))
-    end = int(m.group("end") or start)
-    code = (m.group("code") or "").rstrip()
-    if code.endswith("/"):
-        code = code[:-1]
-    path = m.group("file").strip()
-    return Frame(path, start, max(end, start), code.strip(), is_framework_path(path), forward_candidate)
-
-
-def parse_stack(text: str, outermost_first: bool = False) -> list[Frame]:
-    """Parse a node's source text into frames, innermost first."""
-    own: list[Frame] = []
-    candidates: list[Frame] = []
-    in_candidates = False
-    for raw in text.splitlines():
-        if _CANDIDATE_RE.search(raw):
-            in_candidates = True
-            continue
-        frame = parse_frame(raw, in_candidates)
-        if frame is None:
-            continue
-        (candidates if in_candidates else own).append(frame)
-    if outermost_first:
-        own.reverse()
-        candidates.reverse()
-    return own + candidates
-
-
-def user_first(frames: Iterable[Frame]) -> list[Frame]:
+def user_first(frames: Iterable[StackFrame]) -> list[StackFrame]:
     """Frames with the user's code before framework code, order kept within each group."""
     frames = list(frames)
     return [f for f in frames if not f.is_framework] + [f for f in frames if f.is_framework]
@@ -114,7 +35,7 @@ class SourceIndex:
         self._code: dict[tuple[str, int], str] = {}
         self._framework: dict[str, bool] = {}
 
-    def add(self, graph_id: int, node: str, frames: list[Frame], backward: bool) -> None:
+    def add(self, graph_id: int, node: str, frames: Sequence[StackFrame], backward: bool) -> None:
         """Index the frames of one node."""
         seen: set[tuple[str, int]] = set()
         for f in frames:
@@ -173,7 +94,7 @@ class SourceIndex:
 
     def is_framework(self, path: str) -> bool:
         """Whether an indexed file is framework code."""
-        return self._framework.get(path, is_framework_path(path))
+        return self._framework.get(path, is_library_path(path))
 
 
 def statement_lines(text: str, line: int) -> list[int]:
@@ -200,7 +121,7 @@ def statement_lines(text: str, line: int) -> list[int]:
 
 def assigned_attribute(text: str, line: int) -> str | None:
     """``fc3`` when ``line`` is in a statement ``self.fc3 = ...`` of an ``__init__`` method: the line
-    that defines a layer, whose nodes carry its attribute name in their scope (``fc3-Dense``)."""
+    that defines a layer, whose nodes carry its attribute name in their module path (``backbone.fc3``)."""
     return layer_definitions(text).get(line)
 
 
@@ -230,7 +151,7 @@ def layer_definitions(text: str) -> dict[int, str]:
 
 def parse_location(text: str) -> tuple[str, int]:
     """Split ``FILE:LINE`` into its parts."""
-    from .errors import QueryError
+    from ..errors import QueryError
 
     file, sep, line = text.rpartition(":")
     if not sep or not file or not line.strip().isdigit():

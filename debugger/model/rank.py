@@ -1,93 +1,18 @@
-"""Dump > Rank > Graph > Node, and TensorRef: thin handles built from the reader's records."""
+"""Rank: one rank of a dump (its graphs, iterations and tensor index); GraphCache shares equal graphs."""
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
-import weakref
 from collections import defaultdict
-from dataclasses import dataclass
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Callable
 
-from .errors import QueryError
-from .formats import find_dump_roots as _find_roots
-from .formats import open_source
-from .formats.base import DumpSource, RankInfo, RankReader, TensorHeader, TensorSource
-from .formats.records import IterationFacts
+from ..errors import QueryError
+from ..formats.base import RankInfo, RankReader
+from ..formats.records import IterationFacts, Kind
+from ..selection import ranges_text
 from .graph import Graph
-from .selection import ranges_text
-from .source import SourceIndex
-
-if TYPE_CHECKING:   # numpy loads with the first tensor's values, not with the dump
-    import numpy as np
-
-
-@dataclass(slots=True)
-class TensorRef:
-    """One dumped tensor: what it belongs to, and its source; values are read on demand."""
-
-    rank: int
-    graph_id: int
-    iteration: int
-    node: str                 # full name in the graph (the format's own name when unmatched)
-    op_type: str
-    io: str                   # "input" | "output"
-    slot: int
-    source: TensorSource
-    kind: str = "other"
-    param: str | None = None
-    file_dtype: str | None = None   # dtype name the listing gives without reading the data
-    matched: bool = True
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        """(node, io, slot): the same tensor across iterations and ranks."""
-        return (self.node, self.io, self.slot)
-
-    @property
-    def location(self) -> str:
-        """Where the data lives, for messages."""
-        return self.source.location
-
-    @property
-    def size(self) -> int:
-        """Bytes the tensor takes in the dump."""
-        return self.source.stored_bytes
-
-    @property
-    def identity(self) -> str:
-        """Changes whenever the tensor's data does: the key of every cache."""
-        return self.source.identity
-
-    @property
-    def header(self) -> TensorHeader:
-        """dtype and shape, without reading values."""
-        return self.source.header()
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape, without reading values."""
-        return self.header.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        """dtype, without reading values."""
-        return self.header.dtype
-
-    @property
-    def has_values(self) -> bool:
-        """Whether the dump stores the values (not only statistics)."""
-        return self.source.has_values
-
-    def value(self, mmap: bool = True) -> np.ndarray:
-        """The values, memory-mapped where the format allows."""
-        return self.source.array(mmap=mmap)
-
-    def __getitem__(self, index: Any) -> np.ndarray:
-        import numpy as np
-
-        return np.asarray(self.value()[index])
+from .layers import layer_nodes
+from .tensors import TensorRef
 
 
 class Rank:
@@ -189,7 +114,7 @@ class Rank:
     def layer_nodes(self, attribute: str) -> list[tuple[int, str]]:
         """(graph, node) of the layer a model assigns as ``self.<attribute>``: its parameters, its forward
         nodes and its parameters' gradients and optimizer state."""
-        return [(gid, n) for gid, g in self.graphs.items() for n in _layer_nodes(g, attribute)]
+        return [(gid, n) for gid, g in self.graphs.items() for n in layer_nodes(g, attribute)]
 
     def node_iterations(self, graph_id: int, node: str) -> list[int]:
         """Iterations in which any tensor of ``node`` was dumped."""
@@ -235,7 +160,7 @@ class Rank:
             order = graph.execution_index if graph is not None else {}
             last = len(order)
             # (kind, param) per node, read once per graph, not once per tensor of every iteration
-            hints = ({n: (a.get("kind", "other"), a.get("param")) for n, a in graph.nx.nodes(data=True)}
+            hints = ({n.name: (n.kind, n.param) for n in graph.nodes()}
                      if graph is not None else {})
             slot_hints = _slot_hints(graph) if graph is not None else {}
             for it in self.reader.iterations(gid):
@@ -302,9 +227,9 @@ class Rank:
         """(parameter name, kind) of every parameter node, by name."""
         out: dict[str, str] = {}
         for g in self.graphs.values():
-            for n, a in g.nx.nodes(data=True):
-                if a.get("is_parameter"):
-                    out.setdefault(n, a["kind"])
+            for n in g.nodes():
+                if n.is_parameter:
+                    out.setdefault(n.name, n.kind)
         return sorted(out.items())
 
     def alias_resolver(self, graph_id: int) -> "Callable[[str], str | None]":
@@ -324,11 +249,11 @@ class Rank:
         if hits:
             return hits
         for gid, g in self.graphs.items():
-            hits.extend((gid, n) for n in g.nx.nodes if n.endswith("/" + name))
+            hits.extend((gid, n) for n in g if n.endswith("/" + name))
         return hits
 
 
-_NO_HINTS = ("other", None)
+_NO_HINTS = (Kind.OTHER, None)
 
 
 class GraphCache:
@@ -355,181 +280,7 @@ class GraphCache:
         return graph
 
 
-class Dump:
-    """A dump root and its ranks."""
-
-    def __init__(self, source: DumpSource) -> None:
-        self.root = source.root
-        self.format = source.format
-        cache = GraphCache()
-        self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache) for r in source.ranks}
-        self.warnings: list[str] = list(source.warnings)
-        self._source: SourceIndex | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"Dump({self.root!r}, ranks={self.rank_ids})"
-
-    @property
-    def rank_ids(self) -> list[int]:
-        """Rank numbers, sorted."""
-        return sorted(self._ranks)
-
-    @property
-    def ranks(self) -> list[Rank]:
-        """Ranks, sorted by number."""
-        return [self._ranks[r] for r in self.rank_ids]
-
-    def rank(self, rank: int) -> Rank:
-        """One rank (QueryError when absent)."""
-        try:
-            return self._ranks[rank]
-        except KeyError:
-            raise QueryError(self.root, f"no rank {rank} (ranks: {self.rank_ids})") from None
-
-    def holds(self, path: str) -> bool:
-        """Whether ``path`` lies inside the dump (its root or a rank's folder), links resolved."""
-        real = os.path.realpath(path)
-        for top in [self.root] + [r.path for r in self.ranks]:
-            root = os.path.realpath(top)
-            if real == root or real.startswith(root + os.sep):
-                return True
-        return False
-
-    def fingerprint(self, ranks: Iterable[int] | None = None) -> str:
-        """A digest of every file's name, size and mtime under the given ranks (stat only)."""
-        h = hashlib.blake2b(digest_size=16)
-        for r in sorted(ranks if ranks is not None else self.rank_ids):
-            rank = self.rank(r)
-            h.update(f"R{r}{rank.path}{rank.reader.fingerprint()}".encode("utf-8", "surrogateescape"))
-        return h.hexdigest()
-
-    def all_warnings(self) -> list[str]:
-        """Warnings of the dump and of every rank (loads graphs and indexes)."""
-        out = list(self.warnings)
-        for r in self.ranks:
-            r.index  # noqa: B018 - building the index is what produces its warnings
-            out.extend(r.warnings)
-        return out
-
-    @property
-    def source_index(self) -> SourceIndex:
-        """Frames -> nodes over every graph of every rank that has distinct graphs."""
-        with self._lock:
-            if self._source is None:
-                idx = SourceIndex()
-                seen: set[int] = set()
-                for r in self.ranks:
-                    for gid, g in r.graphs.items():
-                        if id(g) in seen:
-                            continue
-                        seen.add(id(g))
-                        for n in g.nx.nodes:
-                            frames = g.stack(n)
-                            if frames:
-                                idx.add(gid, n, frames, g.node(n).is_backward)
-                self._source = idx
-            return self._source
-
-    def nodes_at(self, file_suffix: str, line: int,
-                 statement: "Callable[[str, int], Sequence[int]] | None" = None,
-                 attribute: "Callable[[str, int], str | None] | None" = None) -> list[dict]:
-        """Every (rank, graph, node) created by ``file_suffix:line``, forward and backward (``statement``:
-        see :meth:`debugger.source.SourceIndex.nodes_at`). ``attribute(path, line)`` names the layer a
-        line defines (``self.fc3 = nn.Dense(...)``): with no recorded node, that layer's nodes are
-        returned, marked ``"direction": "definition"``."""
-        hits = self.source_index.nodes_at(file_suffix, line, statement)
-        if not hits and attribute is not None:
-            return self._defined_by(file_suffix, line, attribute)
-        out = []
-        for r in self.ranks:
-            graphs = r.graphs
-            for path, h in hits:
-                g = graphs.get(h.graph_id)
-                if g is None or h.node not in g:
-                    continue
-                n = g.node(h.node)
-                out.append({"rank": r.rank, "graph": h.graph_id, "node": h.node, "op_type": n.op_type,
-                            "kind": n.kind, "direction": h.direction, "file": path})
-        return out
-
-
-    def _defined_by(self, file_suffix: str, line: int, attribute: "Callable[[str, int], str | None]") -> list[dict]:
-        """The nodes of the layer assigned at ``file_suffix:line``: scope component ``<name>-<Class>``, or
-        parameters ``<name>.*`` (a layer's definition makes no node of its own, its calls do)."""
-        out = []
-        for path in self.source_index.files(file_suffix):
-            name = attribute(path, line)
-            if not name:
-                continue
-            for r in self.ranks:
-                for gid, n in r.layer_nodes(name):
-                    a = r.graphs[gid].nx.nodes[n]
-                    out.append({"rank": r.rank, "graph": gid, "node": n, "op_type": a.get("op_type", ""),
-                                "kind": a.get("kind", "other"), "direction": "definition", "file": path})
-        return out
-
-
 def _slot_hints(graph: Graph) -> dict[tuple[str, int], tuple[str, str | None]]:
     """(node, output slot) -> (kind, param) for the outputs whose kind is their own, not their node's."""
-    return {(n, slot): (o.kind, o.param) for n, a in graph.nx.nodes(data=True)
-            for slot, o in enumerate(a.get("outputs") or ()) if getattr(o, "kind", None)}
-
-
-def _layer_nodes(g: Graph, name: str) -> list[str]:
-    """A layer's nodes: its parameters (``name.*``), the forward kernels in its scope (``.../name-Class``),
-    and the gradients and optimizer state of its parameters, by graph evidence (backward kernels can
-    carry another layer's scope, so their scope says nothing)."""
-    params, in_scope, of_param = _layer_index(g)
-    mine = params.get(name, set())
-    found = set(mine) | in_scope.get(name, set())
-    for p in mine:
-        found |= of_param.get(p, set())
-    return [n for n in g.nx.nodes if n in found]    # graph order
-
-
-_LAYER_INDEX: "weakref.WeakKeyDictionary[Graph, tuple]" = weakref.WeakKeyDictionary()
-
-
-def _layer_index(g: Graph) -> tuple[dict[str, set[str]], dict[str, set[str]], dict[str, set[str]]]:
-    """Built once per graph (a source file's every layer line asks): attribute -> its parameters,
-    attribute -> forward nodes under a ``<attribute>-<Class>`` scope, parameter -> nodes that carry it."""
-    idx = _LAYER_INDEX.get(g)
-    if idx is not None:
-        return idx
-    params: dict[str, set[str]] = defaultdict(set)
-    in_scope: dict[str, set[str]] = defaultdict(set)
-    of_param: dict[str, set[str]] = defaultdict(set)
-    for n, a in g.nx.nodes(data=True):
-        if a.get("is_parameter"):
-            parts = n.split(".")
-            for i in range(1, len(parts)):          # fc2.weight -> fc2; layers.3.w -> layers, layers.3
-                params[".".join(parts[:i])].add(n)
-        if a.get("is_routing"):
-            continue
-        if a.get("param"):
-            of_param[a["param"]].add(n)
-        if not a.get("is_backward"):
-            for part in (a.get("scope") or "").split("/"):
-                if "-" in part:
-                    in_scope[part.split("-", 1)[0]].add(n)
-    idx = _LAYER_INDEX[g] = (dict(params), dict(in_scope), dict(of_param))
-    return idx
-
-
-def find_dump_roots(path: str) -> list[str]:
-    """Dump roots at ``path``: itself, the dump it is a rank of, or dump roots below it."""
-    return [root for root, _ in _find_roots(path)]
-
-
-def open_dump(path: str) -> Dump:
-    """Open one dump: a dump root or one of its ranks, in any format tdbg reads."""
-    return Dump(open_source(path))
-
-
-def open_dumps(path: str) -> list[Dump]:
-    """Open every dump found at ``path``."""
-    roots = _find_roots(path)
-    if len(roots) == 1:   # the path may be one rank of the dump: open only that rank
-        return [Dump(roots[0][1].open(roots[0][0], os.path.abspath(path)))]
-    return [Dump(fmt.open(root, root)) for root, fmt in roots]
+    return {(n.name, slot): (o.kind, o.param) for n in graph.nodes()
+            for slot, o in enumerate(n.record.outputs) if o.kind}

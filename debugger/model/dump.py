@@ -1,0 +1,147 @@
+"""Dump: a dump root and its ranks; opening dumps in any format tdbg reads."""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from typing import Callable, Iterable, Sequence
+
+from ..errors import QueryError
+from ..formats import find_dump_roots as _find_roots
+from ..formats import open_source
+from ..formats.base import DumpSource
+from .rank import GraphCache, Rank
+from .source import SourceIndex
+
+
+class Dump:
+    """A dump root and its ranks."""
+
+    def __init__(self, source: DumpSource) -> None:
+        self.root = source.root
+        self.format = source.format
+        cache = GraphCache()
+        self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache) for r in source.ranks}
+        self.warnings: list[str] = list(source.warnings)
+        self._source: SourceIndex | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Dump({self.root!r}, ranks={self.rank_ids})"
+
+    @property
+    def rank_ids(self) -> list[int]:
+        """Rank numbers, sorted."""
+        return sorted(self._ranks)
+
+    @property
+    def ranks(self) -> list[Rank]:
+        """Ranks, sorted by number."""
+        return [self._ranks[r] for r in self.rank_ids]
+
+    def rank(self, rank: int) -> Rank:
+        """One rank (QueryError when absent)."""
+        try:
+            return self._ranks[rank]
+        except KeyError:
+            raise QueryError(self.root, f"no rank {rank} (ranks: {self.rank_ids})") from None
+
+    def holds(self, path: str) -> bool:
+        """Whether ``path`` lies inside the dump (its root or a rank's folder), links resolved."""
+        real = os.path.realpath(path)
+        for top in [self.root] + [r.path for r in self.ranks]:
+            root = os.path.realpath(top)
+            if real == root or real.startswith(root + os.sep):
+                return True
+        return False
+
+    def fingerprint(self, ranks: Iterable[int] | None = None) -> str:
+        """A digest of every file's name, size and mtime under the given ranks (stat only)."""
+        h = hashlib.blake2b(digest_size=16)
+        for r in sorted(ranks if ranks is not None else self.rank_ids):
+            rank = self.rank(r)
+            h.update(f"R{r}{rank.path}{rank.reader.fingerprint()}".encode("utf-8", "surrogateescape"))
+        return h.hexdigest()
+
+    def all_warnings(self) -> list[str]:
+        """Warnings of the dump and of every rank (loads graphs and indexes)."""
+        out = list(self.warnings)
+        for r in self.ranks:
+            r.index  # noqa: B018 - building the index is what produces its warnings
+            out.extend(r.warnings)
+        return out
+
+    @property
+    def source_index(self) -> SourceIndex:
+        """Frames -> nodes over every graph of every rank that has distinct graphs."""
+        with self._lock:
+            if self._source is None:
+                idx = SourceIndex()
+                seen: set[int] = set()
+                for r in self.ranks:
+                    for gid, g in r.graphs.items():
+                        if id(g) in seen:
+                            continue
+                        seen.add(id(g))
+                        for n in g:
+                            frames = g.stack(n)
+                            if frames:
+                                idx.add(gid, n, frames, g.node(n).is_backward)
+                self._source = idx
+            return self._source
+
+    def nodes_at(self, file_suffix: str, line: int,
+                 statement: "Callable[[str, int], Sequence[int]] | None" = None,
+                 attribute: "Callable[[str, int], str | None] | None" = None) -> list[dict]:
+        """Every (rank, graph, node) created by ``file_suffix:line``, forward and backward (``statement``:
+        see :meth:`debugger.model.source.SourceIndex.nodes_at`). ``attribute(path, line)`` names the layer a
+        line defines (``self.fc3 = nn.Dense(...)``): with no recorded node, that layer's nodes are
+        returned, marked ``"direction": "definition"``."""
+        hits = self.source_index.nodes_at(file_suffix, line, statement)
+        if not hits and attribute is not None:
+            return self._defined_by(file_suffix, line, attribute)
+        out = []
+        for r in self.ranks:
+            graphs = r.graphs
+            for path, h in hits:
+                g = graphs.get(h.graph_id)
+                if g is None or h.node not in g:
+                    continue
+                n = g.node(h.node)
+                out.append({"rank": r.rank, "graph": h.graph_id, "node": h.node, "op_type": n.op_type,
+                            "kind": n.kind, "direction": h.direction, "file": path})
+        return out
+
+
+    def _defined_by(self, file_suffix: str, line: int, attribute: "Callable[[str, int], str | None]") -> list[dict]:
+        """The nodes of the layer assigned at ``file_suffix:line``: a part ``<name>`` of their module path, or
+        parameters ``<name>.*`` (a layer's definition makes no node of its own, its calls do)."""
+        out = []
+        for path in self.source_index.files(file_suffix):
+            name = attribute(path, line)
+            if not name:
+                continue
+            for r in self.ranks:
+                for gid, n in r.layer_nodes(name):
+                    node = r.graphs[gid].node(n)
+                    out.append({"rank": r.rank, "graph": gid, "node": n, "op_type": node.op_type,
+                                "kind": node.kind, "direction": "definition", "file": path})
+        return out
+
+
+def find_dump_roots(path: str) -> list[str]:
+    """Dump roots at ``path``: itself, the dump it is a rank of, or dump roots below it."""
+    return [root for root, _ in _find_roots(path)]
+
+
+def open_dump(path: str) -> Dump:
+    """Open one dump: a dump root or one of its ranks, in any format tdbg reads."""
+    return Dump(open_source(path))
+
+
+def open_dumps(path: str) -> list[Dump]:
+    """Open every dump found at ``path``."""
+    roots = _find_roots(path)
+    if len(roots) == 1:   # the path may be one rank of the dump: open only that rank
+        return [Dump(roots[0][1].open(roots[0][0], os.path.abspath(path)))]
+    return [Dump(fmt.open(root, root)) for root, fmt in roots]

@@ -38,7 +38,7 @@ LAYERS: tuple[Layer, ...] = (
                    "debugger.proto")),
     # The seam every format reads through: records, the reader protocol, safe file access, .npy headers.
     Layer("seam", ("debugger.formats.records", "debugger.formats.base", "debugger.formats.files",
-                   "debugger.formats.npy"), _BASE),
+                   "debugger.formats.frames", "debugger.formats.npy"), _BASE),
     # One folder per format; a format imports no other format.
     Layer("formats", ("debugger.formats.*",), _READ),
     # The table of formats (debugger/formats/__init__.py): the one place that names them all.
@@ -47,8 +47,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("recorder", ("debugger.torch",), _READ + ("debugger.formats.tdbg_h5",)),
     # The model of a dump: ranks, graphs, nodes, source stacks, history, their JSON form and source roots.
     # The package's __init__ (``from debugger import open_dump``, ``__version__``) re-exports the model.
-    Layer("model", ("debugger.model", "debugger.graph", "debugger.source", "debugger.locate", "debugger.history",
-                    "debugger.serialize", "debugger.sourceroots"), _READ + ("table",), exact=("debugger",)),
+    Layer("model", ("debugger.model", "debugger.serialize", "debugger.sourceroots"), _READ + ("table",),
+          exact=("debugger",)),
     # Engines, each on its own: none imports another.
     Layer("query", ("debugger.query",), _MODEL),
     Layer("watch", ("debugger.watch", "debugger.watchstore"), _MODEL),

@@ -2,7 +2,6 @@
 path, on the committed sample of each format and on a fresh recording; the truth is the scripts' own lines."""
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
@@ -143,28 +142,3 @@ def test_a_record_field_added_at_runtime_reads_through_the_graph() -> None:
     assert g.node("w").record.shard == (0, 2) and g.node("mm").record.shard == (1, 2)
     assert g.record_of("mm") is mm and g.successors("w") == ["mm"] and g.predecessors("mm") == ["w"]
     assert g.node("mm").module == "net" and g.kind_counts() == {"weight": 1, "other": 1}
-
-
-_FRAMEWORK_TEXT = ("In file", "forward node candidate", "site-packages/mindspore", "/torch/", "-Class")
-
-
-def test_no_framework_text_convention_outside_its_format() -> None:
-    """Only a format's own folder (and the PyTorch recorder) may hold a framework's stack or scope text."""
-    pkg = os.path.join(ROOT, "debugger")
-    found = []
-    for dirpath, _, files in os.walk(pkg):
-        rel = os.path.relpath(dirpath, pkg).replace(os.sep, "/")
-        if rel.startswith(("formats/mindspore", "formats/msprobe", "formats/tdbg_h5", "torch", "proto")):
-            continue
-        for name in files:
-            if not name.endswith(".py"):
-                continue
-            path = os.path.join(dirpath, name)
-            with open(path, encoding="utf-8") as f:
-                tree = ast.parse(f.read())
-            docs = {id(n.body[0].value) for n in ast.walk(tree) if isinstance(
-                n, (ast.Module, ast.FunctionDef, ast.ClassDef)) and n.body and isinstance(n.body[0], ast.Expr)}
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
-                    found += [(f"{rel}/{name}", node.lineno, t) for t in _FRAMEWORK_TEXT if t in node.value]
-    assert found == []

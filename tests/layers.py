@@ -63,3 +63,8 @@ LAYERS: tuple[Layer, ...] = (
     # The command line: every command; `tdbg serve` starts the web layer.
     Layer("cli", ("debugger.cli",), _MODEL + _ENGINES + ("export", "triage", "convert", "web")),
 )
+
+# The model package's own layers, bottom first: a module of debugger/model/ may import only the ones before it
+# (its __init__ re-exports them all and is not ranked). Source stacks know no graph; a graph knows no rank;
+# history, the top, reads tensors of ranks across iterations.
+MODEL_ORDER: tuple[str, ...] = ("source", "graph", "locate", "layers", "tensors", "rank", "dump", "history")

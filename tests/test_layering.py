@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import importscan
-from layers import LAYERS, Layer
+from layers import LAYERS, MODEL_ORDER, Layer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -104,6 +104,46 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
         "debugger/model.py:2 imports debugger.cli (layer model may not import layer cli)",
     ]
     assert unplaced == ["debugger/newthing.py (debugger.newthing) is in no layer of tests/layers.py"]
+
+
+def model_order_violations(root: str, order: tuple[str, ...] = MODEL_ORDER) -> list[str]:
+    """Imports between debugger/model/ modules that go up or sideways in ``order``, and model modules it lacks."""
+    mods = importscan.modules(root)
+    known = {m.name: m for m in mods}
+    rank = {f"debugger.model.{name}": i for i, name in enumerate(order)}
+    bad = []
+    for module in mods:
+        if not module.name.startswith("debugger.model.") or module.is_package:
+            continue
+        if module.name not in rank:
+            bad.append(f"{module.path} ({module.name}) is not in MODEL_ORDER of tests/layers.py")
+            continue
+        for imp in importscan.imports(root, module):
+            target = importscan.resolve(imp.target, known)
+            if target is None or imp.type_only or target.name not in rank:
+                continue
+            if rank[target.name] >= rank[module.name]:
+                bad.append(f"{module.path}:{imp.line} imports {target.name} (not below it in MODEL_ORDER)")
+    return sorted(set(bad))      # ``from .x import y`` names both x and x.y
+
+
+def test_the_model_package_follows_its_declared_order():
+    bad = model_order_violations(ROOT)
+    assert not bad, "\n".join(bad)
+
+
+def test_the_model_order_check_catches_an_upward_import(tmp_path):
+    """A planted graph module importing history (above it), and a model module the order does not name."""
+    for rel, text in {"debugger/__init__.py": "", "debugger/model/__init__.py": "from .history import x\n",
+                      "debugger/model/source.py": "", "debugger/model/history.py": "from .source import y\n",
+                      "debugger/model/graph.py": "def f():\n    from .history import x\n",
+                      "debugger/model/extra.py": ""}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert sorted(model_order_violations(str(tmp_path))) == [
+        "debugger/model/extra.py (debugger.model.extra) is not in MODEL_ORDER of tests/layers.py",
+        "debugger/model/graph.py:2 imports debugger.model.history (not below it in MODEL_ORDER)",
+    ]
 
 
 def test_type_only_imports_are_not_dependencies(tmp_path):

@@ -5,6 +5,7 @@ import argparse
 from typing import TextIO
 
 from ..exits import Exit
+from ..formats.records import Kind
 from ..model import open_dumps
 from ..report import human_bytes, table
 from ..selection import ranges_text
@@ -41,14 +42,14 @@ def _print_info(info: dict, out: TextIO) -> None:
         kinds = r["nodes_by_kind"]
         rows.append([r["rank"], ",".join(map(str, r["graphs"])) or "-", ranges_text(r["iterations"]),
                      ranges_text(r["run_iterations"]) if r["run_iterations"] else "?",
-                     sum(kinds.values()), kinds.get("weight", 0), kinds.get("gradient", 0),
-                     kinds.get("activation", 0), r["tensor_files"], human_bytes(r["tensor_bytes"])])
+                     sum(kinds.values()), kinds.get(Kind.WEIGHT, 0), kinds.get(Kind.GRADIENT, 0),
+                     kinds.get(Kind.ACTIVATION, 0), r["tensor_files"], human_bytes(r["tensor_bytes"])])
     out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "grads", "activ.",
                            "files", "bytes"]) + "\n")
     if ranks:
         kinds = ", ".join(f"{k} {v}" for k, v in first["nodes_by_kind"].items())
         out.write(f"  rank {first['rank']} nodes by kind: {kinds}\n")
-        weights = [p["name"] for p in first["parameters"] if p["kind"] == "weight"]
+        weights = [p["name"] for p in first["parameters"] if p["kind"] == Kind.WEIGHT]
         out.write(f"  trainable weights ({len(weights)}): {', '.join(weights[:12])}"
                   f"{' ...' if len(weights) > 12 else ''}\n")
     if info["warnings"]:

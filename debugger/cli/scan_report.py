@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from ..formats.records import Kind
 from ..report import fmt_num, table
 from ..selection import ranges_text
 from ..watch.results import ScanResult
@@ -67,7 +68,7 @@ def _print_errors(result: ScanResult, out: TextIO) -> None:
 
 
 def _tensor_label(h: Any) -> str:
-    if h.param and h.kind == "weight":
+    if h.param and h.kind == Kind.WEIGHT:
         return h.param
     if h.param:
         return f"{h.param} ({h.kind}, {h.op_type})"

@@ -744,7 +744,7 @@ class OverflowOrigin(Rule):
                 continue
             has_bad_input = any(io == "input" for io, _ in ios) or _reads_nonfinite(graph, node, by_node)
             ref = step.tmap[(node, "output", outs[0])]
-            is_data = ref.kind == "input"
+            is_data = ref.kind == Kind.INPUT
             if has_bad_input or (node not in order_idx and not is_data):
                 continue
             if not is_data and graph is not None and node in graph and not graph.node(node).inputs:

@@ -9,6 +9,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..formats.records import Kind
+
 # Comparison suffixes, as in MindInsight: abs_mean_lt -> statistic "abs_mean", op "lt".
 OPS = {"gt": lambda a, b: a > b, "lt": lambda a, b: a < b, "ge": lambda a, b: a >= b, "le": lambda a, b: a <= b}
 OP_TEXT = {"gt": ">", "lt": "<", "ge": ">=", "le": "<="}
@@ -18,14 +20,14 @@ STATS, PREVIOUS, HISTORY, UNITS, RANGE, OVERFLOW, LOSS_HISTORY, INITIAL = (
     "stats", "previous", "history", "units", "range", "overflow", "loss_history", "initial")
 
 TARGET_KINDS = {
-    "weight": ("weight",),
-    "gradient": ("gradient",),
-    "activation": ("activation",),
-    "loss": ("loss",),
-    "any": ("weight", "gradient", "optimizer_state", "activation", "loss", "input", "other"),
+    "weight": (Kind.WEIGHT,),
+    "gradient": (Kind.GRADIENT,),
+    "activation": (Kind.ACTIVATION,),
+    "loss": (Kind.LOSS,),
+    "any": (Kind.WEIGHT, Kind.GRADIENT, Kind.OPTIMIZER_STATE, Kind.ACTIVATION, Kind.LOSS, Kind.INPUT, Kind.OTHER),
     # everything but optimizer state, which is legitimately all zero (moments before the first step,
     # the momentum buffer of plain SGD), and the backward pass's intermediates (below)
-    "computed": ("weight", "gradient", "activation", "loss", "input", "other"),
+    "computed": (Kind.WEIGHT, Kind.GRADIENT, Kind.ACTIVATION, Kind.LOSS, Kind.INPUT, Kind.OTHER),
 }
 # The scan sorts the backward pass's intermediates (kind other on a backward node: the gradients of
 # activations) under this key (watch/engine.py); only "any" targets them.

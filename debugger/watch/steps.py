@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..formats.records import IterationFacts
+from ..formats.records import IterationFacts, Kind
 from ..model import Rank
 from .registry import CONDITIONS, PREVIOUS
 from .results import ErrorRecord, ScanResult
@@ -28,7 +28,7 @@ def apply_step_facts(result: ScanResult, ranks: Iterable[Rank]) -> None:
         mine = [h for h in result.hits if (h.rank, h.iteration) == (rank_id, it)]
         nonfinite = [h for h in mine if _rule(h.watchpoint) in _NONFINITE_RULES]
         overflow = f.loss_scaler and all(_in_backward(rank, h.graph, h.node, h.kind) for h in nonfinite)
-        drop = {id(h) for h in mine if _about_change(h.watchpoint) and h.kind == "weight" and h.param in f.not_stepped}
+        drop = {id(h) for h in mine if _about_change(h.watchpoint) and h.kind == Kind.WEIGHT and h.param in f.not_stepped}
         if overflow:
             drop |= {id(h) for h in nonfinite}
         result.hits = [h for h in result.hits if id(h) not in drop]
@@ -52,7 +52,7 @@ def _about_change(watchpoint: str) -> bool:
 def _in_backward(rank: Rank, graph_id: int, name: str, kind: str) -> bool:
     """The hit is on a backward kernel, a gradient or a kernel updating gradients in place (the loss
     scaler's unscale): what a loss-scale overflow makes non-finite."""
-    if kind == "gradient":
+    if kind == Kind.GRADIENT:
         return True
     graph = rank.graphs.get(graph_id)
     if graph is None or name not in graph:

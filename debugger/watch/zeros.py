@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..formats.records import Kind
 from ..model import TensorRef
 from .results import ScanResult
 from .select import is_float
@@ -65,7 +66,7 @@ def gradient_of(step: Step, ref: TensorRef) -> TensorRef | None:
     """The gradient of the weight ``ref`` in this step (None when the step has none)."""
     if not ref.param:
         return None
-    return next((g for g in step.outputs.get("gradient", ()) if g.param == ref.param), None)
+    return next((g for g in step.outputs.get(Kind.GRADIENT, ()) if g.param == ref.param), None)
 
 
 def plan_upstream(step: Step, batch: Batch) -> None:
@@ -74,7 +75,7 @@ def plan_upstream(step: Step, batch: Batch) -> None:
 
     for item in step.planned:
         if isinstance(item, Check) and item.wp.name in ZERO_RULES:
-            grad = gradient_of(step, item.ref) if item.ref.kind == "weight" else None
+            grad = gradient_of(step, item.ref) if item.ref.kind == Kind.WEIGHT else None
             for r in upstream(step, item.ref) + ([grad] if grad is not None else []):
                 batch.want_stats(r)
 
@@ -102,7 +103,7 @@ def apply_zero_origins(step: Step, batch: Batch, result: ScanResult, first_hit: 
 
 
 def _explained(step: Step, batch: Batch, watchpoint: str, ref: TensorRef) -> str | None:
-    if watchpoint == "weight_not_changed" or ref.kind == "weight":
+    if watchpoint == "weight_not_changed" or ref.kind == Kind.WEIGHT:
         return FROM_GRADIENT if _all_zero(batch, gradient_of(step, ref)) else None
     if _all_zero(batch, ref) and any(_all_zero(batch, r) for r in upstream(step, ref)):
         return FROM_UPSTREAM

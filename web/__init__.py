@@ -20,6 +20,7 @@ from werkzeug.exceptions import HTTPException
 from debugger import DumpError, QueryError, query
 from debugger.errors import InvalidQueryError
 
+from .api import bp
 from .guard import MAX_BODY, install as install_guard
 from .session import Workspace
 
@@ -100,8 +101,6 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
                                        source_roots=list(app.config["SOURCE_ROOTS"] or ()),
                                        scheduler=app.config.get("SCHEDULER"))
     install_guard(app)
-
-    from .api import bp
 
     app.register_blueprint(bp)
 

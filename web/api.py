@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate
+from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate, watch
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
@@ -200,8 +200,6 @@ def node(rank: int, graph_id: int) -> dict[str, Any]:
 @bp.get("/export/formats")
 def export_formats() -> dict[str, Any]:
     """The graph export formats this server can produce (svg and png only with Graphviz)."""
-    from debugger import export
-
     return {"formats": export.available_formats(), "graphviz": export.graphviz_available()}
 
 
@@ -209,8 +207,6 @@ def export_formats() -> dict[str, Any]:
 def export_scope(rank: int, graph_id: int) -> Response:
     """One scope level as the graph view shows it (``scope``, ``fold``, ``framework``), as a
     ``format=dot|svg|png`` download."""
-    from debugger import export
-
     fmt = export.check_format(request.args.get("format", "dot"))   # a bad format is a 400 before any work
     r, g = _graph(rank, graph_id)
     exp = export.export_scope(g, request.args.get("scope", ""), fmt, rank=r.rank, **_view_opts())
@@ -313,8 +309,6 @@ def _watch_summary(dump_id: str) -> dict[str, Any]:
 @bp.get("/conditions")
 def conditions() -> dict[str, Any]:
     """The condition registry (forms are generated from it) and the presets."""
-    from debugger import watch
-
     return _page(watch.describe_conditions(), presets=watch.PRESETS)
 
 
@@ -411,7 +405,7 @@ def compare() -> tuple[dict[str, Any], int]:
     object with its pairs paged (warning and error pairs, worst first; ``all=1`` for every pair).
     501 with a note when the compare module is not installed."""
     try:
-        from debugger.compare import compare_ranks
+        from debugger.compare import compare_ranks   # optional: an install may leave the compare engine out
     except ImportError:
         return {"available": False, "error": "rank comparison is not available in this install "
                 "(debugger.compare.compare_ranks is missing)"}, 501

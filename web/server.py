@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from typing import Any, Callable, Iterable, TextIO
+
+from waitress import wasyncore
+from waitress.server import create_server
 
 from .guard import MAX_BODY
 
@@ -38,8 +42,6 @@ class AccessLog:
 
 def make_server(app: Any, host: str, port: int, *, threads: int = THREADS, access_log: bool = False) -> Any:
     """A waitress server for ``app`` bound to ``host:port`` (port 0: any free one), not yet running."""
-    from waitress.server import create_server
-
     # The host check answers the name the server is bound for: remember it.
     app.config["HOST"] = host
     # waitress says "Serving on ..." and warns about queue depth at INFO/WARNING: quiet by default.
@@ -55,8 +57,6 @@ def make_server(app: Any, host: str, port: int, *, threads: int = THREADS, acces
 def stop(srv: Any) -> None:
     """Stop a server running in another thread: finish the requests in flight, then let its loop
     close every socket itself (closing them from here would pull them from under its select)."""
-    from waitress import wasyncore
-
     srv.task_dispatcher.shutdown()
     srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
 
@@ -64,8 +64,6 @@ def stop(srv: Any) -> None:
 def warm(app: Any) -> None:
     """Open the first dump before listening (its graphs and index: seconds on a 50,000-node graph)
     and the others in the background, so that the first page is answered at once."""
-    import threading
-
     ws = app.extensions["tdbg"]
     ids = list(ws.ids)
     ws.warm(ids[0])

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump
+from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump, query
 from debugger import triage as _triage
 from debugger import watchstore
 from debugger.errors import QueryError
@@ -85,8 +85,6 @@ class Workspace:
     def warm(self, dump_id: str | None = None) -> None:
         """Open a dump now: every rank's graphs, tensor index and root scope level (what the first
         graph view asks for), so that the first page does not wait for them."""
-        from debugger import query
-
         d = self.dump(dump_id)
         for r in d.ranks:
             r.index  # noqa: B018 - building the index reads every graph too

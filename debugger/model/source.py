@@ -2,10 +2,12 @@
 and the user's Python read for statements and layer definitions."""
 from __future__ import annotations
 
+import ast
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
+from ..errors import QueryError
 from ..formats.frames import is_library_path
 from ..formats.records import StackFrame
 
@@ -100,8 +102,6 @@ class SourceIndex:
 def statement_lines(text: str, line: int) -> list[int]:
     """The lines of the innermost simple statement of Python ``text`` that holds ``line`` (the header
     lines of a compound statement); [] when ``line`` is in none or the text does not parse."""
-    import ast
-
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -127,8 +127,6 @@ def assigned_attribute(text: str, line: int) -> str | None:
 
 def layer_definitions(text: str) -> dict[int, str]:
     """Every line of a ``self.X = ...`` statement in an ``__init__`` method of Python ``text`` -> ``X``."""
-    import ast
-
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -151,8 +149,6 @@ def layer_definitions(text: str) -> dict[int, str]:
 
 def parse_location(text: str) -> tuple[str, int]:
     """Split ``FILE:LINE`` into its parts."""
-    from ..errors import QueryError
-
     file, sep, line = text.rpartition(":")
     if not sep or not file or not line.strip().isdigit():
         raise QueryError(None, f"bad code location {text!r}: expected FILE:LINE, e.g. train.py:14")

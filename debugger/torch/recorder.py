@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 import fnmatch
+import hashlib
 import os
+import warnings
 import weakref
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -239,8 +241,6 @@ class Recorder:
 
     def _drop(self, exc: Exception) -> None:
         """A failure while recording an operator: warn, and leave this iteration out of the dump."""
-        import warnings
-
         warnings.warn(f"tdbg recorder: iteration {self.iteration} is not recorded: "
                       f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
         self._graph = None
@@ -825,8 +825,6 @@ def _wait(out: Any) -> None:
 
 def _signature(record: GraphRecord) -> str:
     """Equal for iterations that ran the same operators with the same edges."""
-    import hashlib
-
     h = hashlib.blake2b(digest_size=16)
     for n in record.nodes:
         h.update(f"{n.name}\0{n.op_type}\0{n.kind}\0{','.join(s for s, _ in n.inputs)}\0"

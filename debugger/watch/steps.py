@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from ..formats.records import IterationFacts, Kind
 from ..model import Rank
+from ..selection import ranges_text
 from .registry import CONDITIONS, PREVIOUS
 from .results import ErrorRecord, ScanResult
 
@@ -77,8 +78,6 @@ def _explained_error(rank: Rank, e: ErrorRecord, rank_id: int, it: int, f: Itera
 
 def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
     """Summary lines: how many steps were skipped, why, and where."""
-    from ..selection import ranges_text
-
     lines = []
     for cause, text in ((LOSS_SCALE_OVERFLOW, "the loss scaler skipped the step (a loss-scale overflow: non-finite "
                                               "gradients, the scale is lowered; not a training failure)"),

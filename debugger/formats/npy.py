@@ -13,14 +13,14 @@ import stat
 import struct
 from functools import lru_cache
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Literal
+from typing import Any, Iterator, Literal
+
+import numpy as np   # this module is imported where values or headers are read, never to list a dump
 
 from ..errors import CorruptFileError
 from .base import TensorHeader, TensorSource
 from .files import open_regular
 
-if TYPE_CHECKING:   # numpy loads with the first header or values read: listing a dump's files needs none
-    import numpy as np
 
 _MAGIC = b"\x93NUMPY"
 _HEADER_RE = re.compile(
@@ -32,8 +32,6 @@ _MAX_HEADER = 1 << 20
 
 @lru_cache(maxsize=64)
 def _dtype(descr: str) -> np.dtype:
-    import numpy as np
-
     return np.dtype(descr)
 
 
@@ -67,8 +65,6 @@ def read_npy_header(path: str) -> NpyHeader:
 
 def _header_from(f: Any, path: str) -> NpyHeader:
     """Parse the header at the start of an open .npy file, leaving it at the data."""
-    import numpy as np
-
     head = f.read(10)
     if len(head) < 10 or not head.startswith(_MAGIC):
         raise CorruptFileError(path, "not an .npy file (bad magic or truncated header)")
@@ -117,8 +113,6 @@ def _header_from(f: Any, path: str) -> NpyHeader:
 
 def read_npy(path: str) -> np.ndarray:
     """Values of an .npy file with one open: read when small, memory-mapped when large."""
-    import numpy as np
-
     try:
         with open_regular(path) as f:
             header = _header_from(f, path)
@@ -164,8 +158,6 @@ def _check_size(path: str, header: NpyHeader, size: int) -> None:
 
 def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> np.ndarray:
     """Values of an .npy file, memory-mapped when possible; checks the file is complete."""
-    import numpy as np
-
     header = header or read_npy_header(path)
     check_complete(path, header)
     order: Literal["C", "F"] = "F" if header.fortran_order else "C"
@@ -184,8 +176,6 @@ def load_npy(path: str, header: NpyHeader | None = None, mmap: bool = True) -> n
 # in the process's resident set until the map goes, so a pass over a 64 MiB tensor would add 64 MiB:
 # chunks are read instead, one piece at a time through one reused buffer.
 def _read_pieces(path: str, header: NpyHeader, n: int) -> Iterator[np.ndarray]:
-    import numpy as np
-
     total = math.prod(header.shape)
     buf = np.empty(min(total, n), header.dtype)
     raw = buf.view(np.uint8).data
@@ -263,8 +253,6 @@ class NpyTensor(TensorSource):
 
     def chunks(self, n: int) -> Iterator[np.ndarray]:
         """Elements in C order, ``n`` at a time, read through one reused buffer."""
-        import numpy as np
-
         if 0 < self.size <= READ_LIMIT:
             # the common case, a small file: one open, one fstat, one read (what a scan pays per file)
             a = _read_small(self.path)
@@ -288,8 +276,6 @@ def _read_small(path: str) -> np.ndarray | None:
     """The values of a file small enough to read whole, flat in C order, from one open, one fstat and
     one read (header, checks and data from the same bytes); None when the file is not a small regular
     file (the general path reads it, or says why not)."""
-    import numpy as np
-
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:

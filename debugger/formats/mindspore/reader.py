@@ -4,7 +4,6 @@ from __future__ import annotations
 import hashlib
 import os
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from ...errors import CorruptFileError, DumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
@@ -15,10 +14,8 @@ from .graph_ir import read_graph_ir
 from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
 from .semantics import annotate
+from .statistic import StatRow, StatTensor, read_statistic_csv
 from .tree import RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, rank_dirs, read_metadata
-
-if TYPE_CHECKING:   # the tensor modules load numpy: they come with the first tensor asked for
-    from .statistic import StatRow
 
 _SAVED = {"tensor": VALUES, "statistic": STATISTICS, "full": BOTH}
 
@@ -133,8 +130,7 @@ class MindSporeRank(RankReader):
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One record per (node, io, slot): the newest file wins; names matched to the graph."""
-        from ..npy import NpyTensor
-        from .statistic import StatTensor
+        from ..npy import NpyTensor   # numpy with it: the first tensor asked for loads it, opening does not
 
         files = self.listing.tensors.get((graph_id, iteration), [])
         rows = self._stat_rows(graph_id, iteration)
@@ -170,8 +166,6 @@ class MindSporeRank(RankReader):
         return [r for _, r in newest.values()]
 
     def _stat_rows(self, graph_id: int, iteration: int) -> list[StatRow]:
-        from .statistic import read_statistic_csv
-
         path = self.listing.statistics.get((graph_id, iteration))
         if path is None:
             return []

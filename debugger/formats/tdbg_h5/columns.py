@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import h5py
 import numpy as np
 
 from ...errors import CorruptFileError
@@ -11,8 +12,6 @@ from .layout import ALLOWED_FILTERS, MAX_TABLE_BYTES, MAX_TABLE_ROWS
 
 def write_strings(group: Any, name: str, values: Sequence[str]) -> None:
     """A column of UTF-8 strings."""
-    import h5py
-
     group.create_dataset(name, data=np.array(list(values), dtype=object), dtype=h5py.string_dtype(),
                          shape=(len(values),))
 
@@ -24,8 +23,6 @@ def write_ints(group: Any, name: str, values: Sequence[int], dtype: str = "<i8")
 
 def checked(f: Any, name: str, path: str) -> Any:
     """The dataset ``name`` of file ``f``, refused unless it is a plain, bounded, locally stored one."""
-    import h5py
-
     link = f.get(name, getlink=True)
     if link is None:
         raise CorruptFileError(path, f"missing dataset {name}")

@@ -43,7 +43,7 @@ def open_h5(path: str, size: int, mtime_ns: int) -> Any:
 
 def open_checked(path: str, size: int | None = None, mtime_ns: int | None = None) -> Any:
     """Open a regular file read-only with h5py, checking it is what the listing saw."""
-    import h5py
+    import h5py   # here: the reader imports this module to open a dump, which a cached re-scan does without h5py
 
     try:
         st = os.stat(path)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 from dataclasses import dataclass
@@ -181,7 +182,7 @@ class H5RankReader(RankReader):
 
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:
         """One TensorRecord per index row; ``matched`` when the node is in ``graph``."""
-        from .tensor import H5Tensor, graph_table
+        from .tensor import H5Tensor, graph_table   # numpy and h5py with it: opening and the fingerprint need neither
 
         info = self._iterations().get(iteration)
         if info is None or graph_id not in info.graphs:
@@ -265,8 +266,6 @@ def _facts(path: str, attrs: Any) -> IterationFacts | None:
     text = attrs.get("facts")
     if text is None:
         return None
-    import json
-
     try:
         d = json.loads(text.decode() if isinstance(text, bytes) else str(text))
         if not isinstance(d, dict):

@@ -12,6 +12,7 @@ import os
 from types import TracebackType
 from typing import Any, Iterator, Mapping, Sequence
 
+import h5py
 import numpy as np
 
 from ...errors import DumpError
@@ -144,8 +145,6 @@ class DumpWriter:
 
     def write_graph(self, record: GraphRecord, run_history: Sequence[int] = ()) -> str:
         """Write (or replace) ``graph_{G}.h5`` from a GraphRecord; returns its path."""
-        import h5py
-
         self._check_open()
         if not isinstance(record, GraphRecord):
             raise ValueError(f"write_graph needs a GraphRecord, got {type(record).__name__}")
@@ -223,8 +222,6 @@ class IterationWriter:
         self._facts: IterationFacts | None = None
 
     def __enter__(self) -> "IterationWriter":
-        import h5py
-
         self._file = h5py.File(self._tmp, "w", libver=L.LIBVER)
         self.writer._open_iteration = self
         return self

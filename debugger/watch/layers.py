@@ -8,12 +8,8 @@ their layer they do not, and a layer whose every weight vanishes or stands still
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from .conditions import Check, Step
 from .results import ScanResult
-
-if TYPE_CHECKING:
-    from .conditions import Step
 
 WHOLE_LAYER = "whole_layer"
 
@@ -26,8 +22,6 @@ def layer_of(param: str) -> str:
 def apply_whole_layer(step: Step, result: ScanResult, first_hit: int) -> None:
     """Drop the step's hits (those from ``first_hit`` on) of whole-layer watchpoints whose layer has a
     checked parameter that did not hit."""
-    from .conditions import Check
-
     orders = {item.order for item in step.planned if isinstance(item, Check)
               and item.wp.params.get(WHOLE_LAYER, 0.0) >= 0.5}
     if not orders:

@@ -19,16 +19,12 @@ Each skip is counted once per watchpoint in the scan's ``skipped`` summary.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..formats.records import Kind
 from ..model import TensorRef
+from .batch import Batch
+from .conditions import Check, Step
 from .results import ScanResult
 from .select import is_float
-
-if TYPE_CHECKING:
-    from .batch import Batch
-    from .conditions import Step
 
 ZERO_RULES = frozenset({"tensor_all_zero", "gradient_vanishing", "weight_not_changed", "activation_dead_layer"})
 FROM_UPSTREAM = "all zero because a value it reads is all zero: reported where the zeros start"
@@ -71,8 +67,6 @@ def gradient_of(step: Step, ref: TensorRef) -> TensorRef | None:
 
 def plan_upstream(step: Step, batch: Batch) -> None:
     """Ask for the statistics the zero rules read, when a watchpoint of the step uses them."""
-    from .conditions import Check
-
     for item in step.planned:
         if isinstance(item, Check) and item.wp.name in ZERO_RULES:
             grad = gradient_of(step, item.ref) if item.ref.kind == Kind.WEIGHT else None

@@ -73,6 +73,6 @@ class TensorRef:
         return self.source.array(mmap=mmap)
 
     def __getitem__(self, index: Any) -> np.ndarray:
-        import numpy as np
+        import numpy as np   # with the values, not with the dump (tests/test_lazy_imports.py)
 
         return np.asarray(self.value()[index])

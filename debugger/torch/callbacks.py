@@ -63,7 +63,7 @@ class RecordingSession:
             return
         self.started = True
         try:
-            from .recorder import Recorder
+            from .recorder import Recorder   # torch with it: importing the callbacks stays light until training starts
 
             rec = Recorder(self.path, model, list(optimizers), rank=self.rank if self.rank is not None else rank,
                            **self.options)
@@ -107,7 +107,7 @@ class RecordingSession:
 def torch_optimizers(optimizers: Iterable[Any]) -> list[Any]:
     """The torch optimizers under trainers' wrappers (accelerate's ``AcceleratedOptimizer``,
     Lightning's ``LightningOptimizer``): the ones whose step hooks fire when the update runs."""
-    import torch
+    import torch   # as the recorder: loaded when the trainer hands its optimizers over, not on import
 
     found = []
     for opt in optimizers:

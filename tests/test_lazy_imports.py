@@ -50,7 +50,7 @@ def test_public_names_still_import(tmp_path: Any) -> None:
             "from debugger.formats.tdbg_h5.reader import FORMAT\n"
             "from debugger.formats.tdbg_h5.writer import DumpWriter\n"
             "from debugger.formats.tdbg_h5.tensor import H5Tensor\n"
-            "from debugger.formats.tdbg_h5.layout import digest_of\n"
+            "from debugger.formats.tdbg_h5.arrays import digest_of\n"
             "from debugger.formats.msprobe.reader import FORMAT as M\n"
             "assert f.TDBG_H5.load() is FORMAT and q.FOLD > 0 and c.GradeThresholds and M.name == 'msprobe'\n"
             "assert set(debugger.__all__) <= set(dir(debugger))\n"

@@ -15,11 +15,11 @@ import pytest
 from debugger.errors import CorruptFileError, DumpError
 from debugger.formats.base import ValuesUnavailableError
 from debugger.formats.records import GraphRecord, NodeRecord, OutputType, StackFrame
-from debugger.formats.tdbg_h5.layout import digest_of
+from debugger.formats.tdbg_h5.arrays import digest_of
 from debugger.formats.tdbg_h5.reader import FORMAT
 from debugger.formats.tdbg_h5.tensor import H5Tensor
 from debugger.formats.tdbg_h5.writer import DumpWriter
-from debugger.formats.tdbg_h5 import layout
+from debugger.formats.tdbg_h5 import arrays, layout
 from debugger.stats import compute_stats
 
 
@@ -388,7 +388,7 @@ def test_absurd_table_size_is_refused_naming_the_file(tmp_path: Any) -> None:
     path = os.path.join(root, "rank_0", "iteration_00000000.h5")
     with h5py.File(path, "r+") as f:        # an index claiming a billion rows, none stored
         del f["graph_0/index"]
-        f.create_dataset("graph_0/index", shape=(10**9,), dtype=layout.index_dtype(), chunks=(1024,))
+        f.create_dataset("graph_0/index", shape=(10**9,), dtype=arrays.index_dtype(), chunks=(1024,))
     r = open_rank(root)
     assert r.tensors(0, 0, None) == []
     assert any(w.startswith(path) and "refused" in w for w in r.warnings)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..formats.records import GraphRecord, IterationFacts
-from ..formats.tdbg_h5.layout import digest_of
+from ..formats.tdbg_h5.arrays import digest_of
 from ..formats.tdbg_h5.writer import DumpWriter
 
 

@@ -377,7 +377,7 @@ def test_gradient_statistics_follow_accumulation_and_clipping(tmp_path: pytest.T
     it fresh, accumulated it over two micro-batches, or clipping rescaled it in place afterwards."""
     import torch
 
-    from debugger.formats.tdbg_h5.layout import digest_of
+    from debugger.formats.tdbg_h5.arrays import digest_of
 
     def build() -> Any:
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
@@ -416,7 +416,7 @@ def test_gradient_that_is_a_view_of_a_larger_tensor(tmp_path: pytest.TempPathFac
     get the statistics and digest of exactly their own elements."""
     import torch
 
-    from debugger.formats.tdbg_h5.layout import digest_of
+    from debugger.formats.tdbg_h5.arrays import digest_of
     from debugger.torch import Recorder
 
     class Views(torch.autograd.Function):

@@ -1,18 +1,13 @@
-"""Names, version and constants of the tdbg-h5 layout; the digest every writer and reader agree on.
+"""Names, version and constants of the tdbg-h5 layout (its array work, the digest included: :mod:`.arrays`).
 
 The page ``docs/tdbg-h5-format.md`` is the specification; this module is its one source of
 names in code, so the writer and the reader cannot drift apart.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 import secrets
-from typing import TYPE_CHECKING, Iterable
-
-if TYPE_CHECKING:   # numpy and xxhash load where arrays are hashed: format detection needs neither
-    import numpy as np
 
 FORMAT_NAME = "tdbg-h5"
 VERSION = 3
@@ -56,17 +51,6 @@ IO_CODES = ("input", "output")     # index column ``io``: 0 input, 1 output
 EDGE_CODES = ("data", "control")   # graph file ``inputs/edge``: 0 data, 1 control
 
 
-def index_dtype() -> np.dtype:
-    """The row type of ``/graph_{G}/index`` in an iteration file (one row per tensor)."""
-    import h5py
-    import numpy as np
-
-    s = h5py.string_dtype()
-    return np.dtype([("node", s), ("op_type", s), ("io", "u1"), ("slot", "<i4"), ("dtype", s),
-                     ("shape", h5py.vlen_dtype(np.int64)), ("values", s), ("offset", "<i8"),
-                     ("nbytes", "<i8"), ("digest", "S32")])
-
-
 # HDF5 file-format features up to 1.10's: indexed groups (fast with thousands of datasets), files
 # readable by any HDF5 >= 1.10 (every h5py >= 3.8 wheel ships a newer one).
 LIBVER = ("v110", "v110")
@@ -86,80 +70,3 @@ ALLOWED_FILTERS = frozenset({1, 2, 3, 32000})
 ALLOWED_KINDS = "biufc"            # numpy dtype kinds a tensor may have
 
 DIGEST_SIZE = 16                   # bytes; stored as 32 lowercase hex characters
-
-
-class Digest:
-    """xxh3-128 over ``"tdbg-h5 v2", NUL, dtype name, NUL, shape as little-endian int64, NUL,
-    C-order little-endian bytes``.
-
-    Not a cryptographic hash, and it need not be: the digest is stored data that whoever writes a
-    file chooses anyway; it only has to tell two tensors apart by accident (2**-128), and at
-    ~30 GB/s it costs a recorder 30 times less than blake2b did (version 1).
-    """
-
-    def __init__(self, dtype: np.dtype, shape: tuple[int, ...]) -> None:
-        import numpy as np
-        import xxhash
-
-        self._h = xxhash.xxh3_128(b"tdbg-h5 v2\0")
-        self._h.update(np.dtype(dtype).name.encode("ascii") + b"\0")
-        self._h.update(np.asarray(shape, dtype="<i8").tobytes() + b"\0")
-
-    def update(self, chunk: np.ndarray) -> None:
-        """Add the next C-order piece (little-endian, as stored)."""
-        import numpy as np
-
-        self._h.update(memoryview(np.ascontiguousarray(chunk)).cast("B"))  # type: ignore[arg-type]
-
-    def hexdigest(self) -> str:
-        """32 hex characters."""
-        return self._h.hexdigest()
-
-
-def digest_of(a: np.ndarray) -> str:
-    """The digest of a whole array (any memory order or byte order)."""
-    import numpy as np
-
-    a = np.asarray(a)
-    d = Digest(a.dtype, tuple(a.shape))
-    for _, block in c_blocks(little_endian(a), 1 << 20):
-        d.update(block.reshape(-1))
-    return d.hexdigest()
-
-
-def little_endian(a: np.ndarray) -> np.ndarray:
-    """``a`` with a little-endian (or byte-order-free) dtype; a copy only when it was big-endian."""
-    if a.dtype.byteorder == ">":
-        return a.astype(a.dtype.newbyteorder("<"))
-    return a
-
-
-def shape_blocks(shape: tuple[int, ...], n: int, prefix: tuple = ()) -> Iterable[tuple[tuple, tuple[int, ...]]]:
-    """Index tuples cutting ``shape`` into C-order blocks of at most ``max(n, 1)`` elements, with their shapes.
-
-    Whole rows of the first axis when a row fits in ``n``; otherwise one row at a time, cut again.
-    """
-    if not shape:
-        yield prefix, ()
-        return
-    row = math.prod(shape[1:])
-    if len(shape) == 1 or row <= n:
-        k = max(1, n // max(row, 1))
-        for i in range(0, shape[0], k):
-            j = min(i + k, shape[0])
-            yield prefix + (slice(i, j),), (j - i,) + tuple(shape[1:])
-        return
-    for i in range(shape[0]):
-        yield from shape_blocks(tuple(shape[1:]), n, prefix + (i,))
-
-
-def c_blocks(a: np.ndarray, n: int) -> Iterable[tuple[tuple, np.ndarray]]:
-    """C-contiguous blocks of ``a`` in C order (see :func:`shape_blocks`) with their index.
-
-    Fortran-ordered or strided input is copied one block at a time, so memory stays bounded.
-    """
-    import numpy as np
-
-    for index, bshape in shape_blocks(tuple(a.shape), n):
-        block = a[index]
-        yield index, np.ascontiguousarray(block).reshape(bshape)

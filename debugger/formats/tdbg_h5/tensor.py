@@ -12,6 +12,7 @@ import numpy as np
 from ...errors import CorruptFileError, DumpError
 from ...stats import EXTRA_STAT_NAMES, STAT_NAMES
 from ..base import TensorHeader, TensorSource
+from . import arrays
 from . import layout as L
 from ..files import open_regular
 from .columns import checked, read_table_column, strings
@@ -57,7 +58,7 @@ def graph_table(path: str, size: int, mtime_ns: int, graph_id: int) -> GraphTabl
 
 def _decode(f: Any, path: str, size: int, group: str) -> GraphTable:
     rows = read_table_column(f, f"{group}/index", path)
-    want = L.index_dtype().names or ()
+    want = arrays.index_dtype().names or ()
     if rows.dtype.names is None or any(n not in rows.dtype.names for n in want):
         raise CorruptFileError(path, f"{group}/index lacks columns of tdbg-h5 version {L.VERSION}")
     n = len(rows)
@@ -202,7 +203,7 @@ class H5Tensor(TensorSource):
         return {k: v for k, v in out.items() if not math.isnan(v)}
 
     def digest(self) -> str | None:
-        """blake2b-128 of dtype, shape and C-order bytes (see ``layout.Digest``)."""
+        """blake2b-128 of dtype, shape and C-order bytes (see ``arrays.Digest``)."""
         return self._table().digests[self.row] or None
 
     def array(self, mmap: bool = True) -> np.ndarray:
@@ -265,7 +266,7 @@ class H5Tensor(TensorSource):
                         yield buf[:k]
                 return
             ds = self._dataset()   # holds the file open even if the handle cache drops it meanwhile
-            for index, bshape in L.shape_blocks(shape, n):
+            for index, bshape in arrays.shape_blocks(shape, n):
                 k = math.prod(bshape)
                 if k == 0:
                     continue

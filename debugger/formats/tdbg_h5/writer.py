@@ -19,6 +19,7 @@ from ...errors import DumpError
 from ...stats import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, stats_of_chunks
 from ..base import BOTH, STATISTICS, VALUES
 from ..records import GraphRecord, IterationFacts
+from . import arrays
 from . import layout as L
 from .graphfile import write_graph
 
@@ -277,7 +278,7 @@ class IterationWriter:
         if values is not None:
             if digest is not None:
                 raise ValueError("digest is computed from values; pass one only without values")
-            a = L.little_endian(np.asarray(values))
+            a = arrays.little_endian(np.asarray(values))
             if a.dtype.kind not in L.ALLOWED_KINDS:
                 raise ValueError(f"{node}: dtype {a.dtype} is not a tensor dtype (bool, int, uint, float, complex)")
             if dtype is not None and np.dtype(dtype) != a.dtype or shape is not None and tuple(shape) != a.shape:
@@ -297,7 +298,7 @@ class IterationWriter:
                 digest = ""      # not computed (statistics made on a device): stored empty, read as unknown
             elif not DumpWriter.is_digest(digest):
                 raise ValueError(f"{node}: digest must be {2 * L.DIGEST_SIZE} lowercase hex characters "
-                                 "(see tdbg_h5.layout.Digest)")
+                                 "(see tdbg_h5.arrays.Digest)")
             a_dtype = _dtype(dtype) if isinstance(dtype, (str, np.dtype)) else np.dtype(dtype)
             if a_dtype.kind not in L.ALLOWED_KINDS:
                 raise ValueError(f"{node}: dtype {a_dtype} is not a tensor dtype")
@@ -321,7 +322,7 @@ class IterationWriter:
     def _consume(self, a: np.ndarray, name: str, graph_id: int, row: int,
                  want_stats: bool) -> tuple[Stats | None, str]:
         """One pass over ``a`` in C-order blocks: store (when ``name``), digest, statistics."""
-        d = L.Digest(a.dtype, tuple(a.shape))
+        d = arrays.Digest(a.dtype, tuple(a.shape))
         ds = None
         if name:
             w = self.writer
@@ -337,7 +338,7 @@ class IterationWriter:
                                                compression=w.compression, compression_opts=w.compression_opts)
 
         def pieces() -> Iterator[np.ndarray]:
-            for index, block in L.c_blocks(a, CHUNK):
+            for index, block in arrays.c_blocks(a, CHUNK):
                 if ds is not None and a.nbytes >= L.CHUNKED_MIN_BYTES and block.size:
                     ds.write_direct(block, dest_sel=index)
                 flat = block.reshape(-1)
@@ -355,7 +356,7 @@ class IterationWriter:
     def _finish(self) -> None:
         """Write the per-graph index and statistics tables and the file's attributes."""
         f = self._file
-        dt = L.index_dtype()
+        dt = arrays.index_dtype()
         for gid, rows in self._rows.items():
             g = f.require_group(L.GRAPH_GROUP.format(gid))
             table = np.empty(len(rows), dt)

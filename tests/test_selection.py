@@ -23,3 +23,10 @@ def test_a_bad_rank_list_says_rank(make_dump) -> None:
     root = make_dump(iterations=1)
     r = run_cli("scan", root, "--ranks", "x")
     assert r.code == 2 and "bad rank range 'x'" in r.err
+
+
+def test_convert_refuses_a_bad_iteration_list_before_writing(make_dump, tmp_path) -> None:
+    root = make_dump(iterations=1)
+    out = tmp_path / "out"
+    r = run_cli("convert", root, str(out), "--iterations", "2-x")
+    assert r.code == 2 and "bad iteration range" in r.err and not out.exists()

@@ -10,6 +10,7 @@ from typing import Any, Sequence, TextIO
 
 from ..errors import DumpError
 from ..executors import connect
+from ..selection import parse_iterations, parse_ranks
 from ..sourceroots import SourceRoots
 
 
@@ -26,6 +27,14 @@ def report_warnings(args: argparse.Namespace, warnings: Sequence[str], limit: in
         err.write(f"tdbg: warning: {w}\n")
     if len(warnings) > limit:
         err.write(f"tdbg: warning: ... {len(warnings) - limit} more\n")
+
+
+def parse_selection(args: argparse.Namespace) -> tuple[set[int] | None, list[int] | None]:
+    """``--iterations`` and ``--ranks`` (None: all); a malformed one is a DumpError (exit 2) naming it."""
+    try:
+        return parse_iterations(args.iterations), parse_ranks(args.ranks)
+    except ValueError as exc:
+        raise DumpError(None, str(exc)) from None
 
 
 def source_roots(args: argparse.Namespace, dump_paths: Sequence[str]) -> SourceRoots:

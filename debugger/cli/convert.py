@@ -5,12 +5,11 @@ import argparse
 from typing import TextIO
 
 from ..convert import convert
-from ..errors import DumpError
 from ..exits import Exit
 from ..model import open_dump
 from ..report import Progress, human_bytes
-from ..selection import lacking_iterations, parse_iterations, parse_ranks, present_ranks, ranges_text
-from .common import add_json, add_scheduler, cluster_workers, print_json, report_warnings
+from ..selection import lacking_iterations, present_ranks, ranges_text
+from .common import add_json, add_scheduler, cluster_workers, parse_selection, print_json, report_warnings
 
 
 def add_arguments(s: argparse.ArgumentParser) -> None:
@@ -27,11 +26,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Convert a dump into tdbg's HDF5 format."""
-    try:
-        its = parse_iterations(args.iterations)
-        ranks = parse_ranks(args.ranks)
-    except ValueError as exc:
-        raise DumpError(None, str(exc)) from None
+    its, ranks = parse_selection(args)
     dump = open_dump(args.dump)
     ranks, notes = present_ranks(dump, ranks)
     notes += lacking_iterations(dump, ranks, its)   # before a file is written: none of them is exit 2

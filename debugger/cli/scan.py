@@ -15,11 +15,11 @@ from ..errors import DumpError
 from ..exits import Exit
 from ..model import Dump, open_dump
 from ..report import Progress
-from ..selection import lacking_iterations, parse_iterations, parse_ranks, present_ranks, ranges_text
+from ..selection import lacking_iterations, present_ranks, ranges_text
 from ..watch.engine import scan_warnings
 from ..watch.registry import Watchpoint, describe_conditions, preset
 from ..watch.session import ScanSession
-from .common import add_cache, add_json, add_scheduler, cluster_workers, print_json, report_warnings
+from .common import add_cache, add_json, add_scheduler, cluster_workers, parse_selection, print_json, report_warnings
 from .scan_report import print_conditions, print_scan
 
 
@@ -54,10 +54,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise DumpError(None, "scan needs a DUMP path")
     try:
         wps = build_watchpoints(args)
-        its = parse_iterations(args.iterations)
-        ranks = parse_ranks(args.ranks)
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
+    its, ranks = parse_selection(args)
     dump = open_dump(args.dump)
     ranks, selection_notes = present_ranks(dump, ranks)
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)

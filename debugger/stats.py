@@ -88,6 +88,15 @@ def compiled_kernel() -> Kernel | None:
     return _kernel or None
 
 
+def compiled_update() -> Any:
+    """The compiled one-pass update statistics (:func:`update_stats` in one pass over two float
+    arrays; see stats_kernel.update_pass), loaded with :func:`compiled_kernel`; None without numba."""
+    if compiled_kernel() is None:
+        return None
+    from .stats_kernel import update_pass   # local: as compiled_kernel
+    return update_pass
+
+
 class _Part:
     """The statistics of one chunk, for :class:`_StatsAccumulator` to merge in chunk order."""
 
@@ -244,6 +253,35 @@ def _flat_chunks(a: np.ndarray):  # type: ignore[no-untyped-def]
     flat = a.reshape(-1, order="A") if a.ndim else a.reshape(1)
     for i in range(0, flat.size, CHUNK):
         yield np.asarray(flat[i:i + CHUNK])
+
+
+def quick_stats(a: np.ndarray) -> tuple[float, ...] | None:
+    """:func:`tensor_stats` of a contiguous float32/float64 array of one chunk with only finite
+    elements, as a tuple in STAT_NAMES order, from one call of the compiled kernel (the same numbers,
+    for a fraction of the Python work: the recorder calls this once per operator output); None
+    where :func:`tensor_stats` is needed (no kernel, another dtype or layout, a non-finite element)."""
+    kernel = compiled_kernel()
+    n = a.size
+    bits = _KERNEL_BITS.get(a.dtype)
+    if kernel is None or bits is None or not 1 < n <= CHUNK or not a.flags.c_contiguous:
+        return None
+    flat = a.reshape(-1)
+    s, sq, abs_sum, zeros, positives, lo, hi = kernel(flat, flat.view(bits))
+    if not math.isfinite(sq):
+        return None
+    m = s / n
+    m2 = sq - n * m * m
+    if not m2 >= 1e-6 * sq:      # as _Part._from_kernel: one centred pass more
+        with np.errstate(over="ignore", invalid="ignore"):
+            d = np.subtract(flat, flat.dtype.type(m))
+            m2 = float(np.dot(d, d))
+        if not math.isfinite(m2):
+            return None
+    # _StatsAccumulator.result after merging this one chunk (the same operations, the same bits)
+    mean = 0.0 + (m - 0.0) * n / n
+    std = math.sqrt(m2 / (n - 1))
+    l2 = math.sqrt(max(m2 + mean * mean * n, 0.0))
+    return (n, 0, 0, 0, zeros, positives, n - zeros - positives, lo, hi, mean, abs_sum / n, std, l2)
 
 
 def compute_stats(a: np.ndarray, ranges: tuple[tuple[float, float], ...] = (), *, compiled: bool = False

@@ -57,3 +57,32 @@ except RuntimeError:
     # no writable place for numba's cache (a read-only install and no writable home): compiled anew
     # in each process (about 2 s) rather than not at all
     one_pass = numba.njit(_SIGS, fastmath=_FLAGS, nogil=True)(_one_pass)
+
+
+
+def _update_pass(cur, prev, rtol):  # type: ignore[no-untyped-def]
+    """Sum and maximum of |cur - prev|, maximum of |cur - prev| - rtol * |prev| and sum of |prev|
+    (float64 accumulators), as debugger.stats.update_stats computes them for finite elements. Built
+    with every fast-math flag (a vectorised maximum): only a result whose two sums are finite means
+    something; a non-finite element makes one of them non-finite, and the caller falls back."""
+    d_sum = 0.0
+    d_max = 0.0
+    excess = -np.inf
+    p_sum = 0.0
+    for i in range(cur.size):
+        c = np.float64(cur[i])
+        p = np.float64(prev[i])
+        d = abs(c - p)
+        ap = abs(p)
+        d_sum += d
+        d_max = max(d, d_max)
+        excess = max(d - ap * rtol, excess)
+        p_sum += ap
+    return d_sum, d_max, excess, p_sum
+
+
+_UPDATE_SIGS = ["Tuple((f8, f8, f8, f8))(f4[::1], f4[::1], f8)", "Tuple((f8, f8, f8, f8))(f8[::1], f8[::1], f8)"]
+try:
+    update_pass = numba.njit(_UPDATE_SIGS, fastmath=True, nogil=True, cache=True)(_update_pass)
+except RuntimeError:
+    update_pass = numba.njit(_UPDATE_SIGS, fastmath=True, nogil=True)(_update_pass)

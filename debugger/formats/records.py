@@ -123,6 +123,10 @@ class GraphRecord:
     outputs: list[str]
     source_file: str               # the file it was read from
     execution_order: list[str] = field(default_factory=list)   # kernels as they ran ([]: unknown)
+    # how finely it was recorded: LEVEL_OPS (every operator; what a framework's own dump holds),
+    # LEVEL_MODULES (one node per module call) or LEVEL_PARAMETERS (weights, gradients, optimizer
+    # state and the loss only): what the watchpoints can answer on it
+    level: str = "ops"
 
     def __post_init__(self) -> None:
         for n in self.nodes:
@@ -130,6 +134,10 @@ class GraphRecord:
             if depth > MAX_SCOPE_DEPTH:
                 raise CorruptFileError(self.source_file, f"node {n.name[:80]!r}...: its scope nests {depth} levels "
                                        f"deep (a graph holds at most {MAX_SCOPE_DEPTH}); not a graph tdbg can show")
+
+
+LEVEL_OPS, LEVEL_MODULES, LEVEL_PARAMETERS = "ops", "modules", "parameters"
+LEVELS = (LEVEL_PARAMETERS, LEVEL_MODULES, LEVEL_OPS)      # coarsest first
 
 
 @dataclass(frozen=True)

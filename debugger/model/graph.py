@@ -154,6 +154,7 @@ class Graph:
         self.name = record.name
         self.source_file = record.source_file
         self.outputs = list(record.outputs)
+        self.level = record.level       # formats.records.LEVELS: how finely the run was recorded
         import networkx  # ~0.1 s to import: only when a graph is read
 
         # a name read twice keeps its first place and its last record, as the graph always did

@@ -17,18 +17,18 @@ import hashlib
 import os
 import warnings
 import weakref
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..formats.records import GraphRecord, Kind, NodeRecord, OutputType, StackFrame
+from ..formats.records import LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.tdbg_h5.writer import DumpWriter
-from ..selection import parse_iterations
 from ..stats import ASYMPTOTES, compiled_kernel
 from . import capture as C
 from . import activations as A
 from . import optstate
+from .levels import LevelPlan, Selection
 from .devstats import extras_to_host, rows_to_dicts, saturated_row, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
@@ -85,7 +85,11 @@ class Recorder:
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
-    ``iterations``: which iterations to record ("0-9,100"; None: all). ``modules``: globs on module
+    ``level``: how finely: "ops" (every ATen operator), "modules" (each module call's inputs, outputs
+    and gradients) or "parameters" (weights, gradients, optimizer state and the loss, at ``step()``);
+    or a schedule ``{"parameters": None, "ops": range(0, N, 100)}`` (an iteration takes the finest
+    level that selects it). ``iterations``: which iterations to record at a single ``level``
+    ("0-9,100", a range, a list; None: all). ``modules``: globs on module
     paths (``"fc1"``, ``"layer1.*"``) whose tensors are dumped; ``ops``: globs on ATen op types
     (``"conv*"``). The graph is always complete; the filters only choose which tensors are stored.
     ``rank``: the rank folder (default: ``torch.distributed.get_rank()`` when initialised, else 0).
@@ -93,7 +97,7 @@ class Recorder:
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
                  optimizer: "torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None" = None, *,
-                 save: str = "tensors", iterations: str | Iterable[int] | None = None,
+                 save: str = "tensors", iterations: Selection = None, level: "str | Mapping[str, Selection]" = LEVEL_OPS,
                  modules: Sequence[str] | None = None, ops: Sequence[str] | None = None,
                  rank: int | None = None, compression: str | None = None, durable: bool = False) -> None:
         if save not in _SAVE:
@@ -105,8 +109,8 @@ class Recorder:
         self.saved = _SAVE[save]
         self.values = self.saved != "statistics"
         self.stats_on_device = self.saved == "statistics"
-        self._iters = None if iterations is None else (
-            parse_iterations(iterations) if isinstance(iterations, str) else {int(i) for i in iterations})
+        self._plan = LevelPlan(level, iterations)
+        self._level: str | None = None      # the level of the iteration being recorded (None: not recorded)
         self.modules = list(modules) if modules else None
         self.ops = list(ops) if ops else None
         if rank is None:
@@ -146,6 +150,7 @@ class Recorder:
         # not bump the version counter, so the reuse key counts the writes it saw as well
         self._writes: dict[int, int] = {}
         self._leaf_tensors: dict[int, torch.Tensor] = {}
+        self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
         self._composites = A.Composites()
         # statistics mode: each trained weight as the iteration's first optimizer step found it (its
         # value at the end of the iteration before), for the update statistics stored at step()
@@ -169,7 +174,7 @@ class Recorder:
                                   net=type(self._root).__name__, compression=self.compression,
                                   durable=self.durable,
                                   metadata={"recorder": "debugger.torch", "world_size": world,
-                                            "iterations": "all" if self._iters is None else sorted(self._iters)[:1000]})
+                                            "levels": self._plan.describe()})
         self._sink = Sink(self._writer)
         if self.stats_on_device:
             # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
@@ -192,6 +197,10 @@ class Recorder:
         self._end()
         self.iteration += 1
         self._begin()
+
+    def capture_next(self, n: int = 1, level: str = LEVEL_OPS) -> None:
+        """Record the next ``n`` iterations (from the one after the current) at ``level`` or finer."""
+        self._plan.capture_next(self.iteration + 1, n, level)
 
     def flush(self) -> None:
         """Wait until every ended iteration is written (``step`` does not wait for its own)."""
@@ -220,12 +229,10 @@ class Recorder:
             self._writer = None
 
     # ---- iteration lifecycle ----------------------------------------------------------------
-    def _selected(self, i: int) -> bool:
-        return self._iters is None or i in self._iters
-
     def _begin(self) -> None:
         self._scopes.clear()
-        if not self._selected(self.iteration):
+        self._level = self._plan.level_of(self.iteration)
+        if self._level is None:
             self._graph = None
             self._stop_mode()
             return
@@ -234,8 +241,10 @@ class Recorder:
         self._composites.clear()
         self._graph = C.IterationGraph()
         self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input)
-        self._refresh_leaves()
-        if self._mode is None:
+        self._refresh_leaves(walk=True)
+        if self._level != LEVEL_OPS:
+            self._stop_mode()     # the coarser levels see no operator: no dispatch mode, no cost per operator
+        elif self._mode is None:
             self._mode = _Mode(self)
             self._mode.__enter__()
 
@@ -298,7 +307,8 @@ class Recorder:
     def _job(self, g: C.IterationGraph) -> Job:
         mark_loss_scaler(g.nodes)
         outputs = list(g.losses)
-        record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order)
+        record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order,
+                             level=self._level or LEVEL_OPS)
         sig = _signature(record)
         gid = self._graph_ids.get(sig)
         new: list[GraphRecord] = []
@@ -344,16 +354,20 @@ class Recorder:
         return Job(self.iteration, new, [gid], rows, facts)
 
     # ---- facts about tensors ----------------------------------------------------------------
-    def _refresh_leaves(self) -> None:
-        """Parameters, buffers and optimizer state by storage address (state appears at the first step)."""
+    def _refresh_leaves(self, walk: bool = False) -> None:
+        """Parameters, buffers and optimizer state by storage address (state appears at the first step);
+        ``walk``: list the model's parameters and buffers anew (once an iteration: it walks every module)."""
+        if walk or self._named is None:
+            self._named = (list(self._root.named_buffers()), list(self._root.named_parameters()))
+        buffers, params = self._named
         by: dict[int, C.Leaf] = {}
         tensors: dict[int, torch.Tensor] = {}
         trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
-        for n, b in self._root.named_buffers():
+        for n, b in buffers:
             ptr = C.storage_ptr(b)
             if ptr:
                 by[ptr], tensors[ptr] = C.Leaf(n, Kind.OTHER, None), b
-        for n, p in self._root.named_parameters():
+        for n, p in params:
             ptr = C.storage_ptr(p)
             if ptr:
                 by[ptr] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
@@ -673,28 +687,51 @@ class Recorder:
         g = self._graph
         if g is None or self._busy:
             return self._orig_backward(tensors, *args, **kwargs)
-        with self._own_work():
-            C.tag_pending(g)
-            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            for t in roots:     # every root is a loss (micro-batches accumulating gradients call backward often)
-                if not isinstance(t, torch.Tensor):
-                    continue
-                src, _ = self._tracker.source(t, data=False)
-                slot = self._tracker.slot_of(t)
-                if slot is not None:
-                    g.loss_slots.setdefault(src, set()).add(slot)
-                if src not in g.losses:
-                    g.losses.append(src)
-                    for n in reversed(g.nodes):
-                        if n.name == src and not n.is_parameter:
-                            n.kind = Kind.LOSS
-                            break
+        with self._guarded():
             self._backward_source = user_stack(2)
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            # every root is a loss (micro-batches accumulating gradients call backward often)
+            roots = [t for t in roots if isinstance(t, torch.Tensor)]
+            if self._level == LEVEL_OPS:
+                self._mark_losses(g, roots)
+            else:
+                self._loss_nodes(g, roots)
         self._in_backward += 1
         try:
             return self._orig_backward(tensors, *args, **kwargs)
         finally:
             self._in_backward -= 1
+
+    def _mark_losses(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
+        """Level "ops": the operators that made ``roots`` are the iteration's losses."""
+        C.tag_pending(g)
+        for t in roots:
+            src, _ = self._tracker.source(t, data=False)
+            slot = self._tracker.slot_of(t)
+            if slot is not None:
+                g.loss_slots.setdefault(src, set()).add(slot)
+            if src not in g.losses:
+                g.losses.append(src)
+                for n in reversed(g.nodes):
+                    if n.name == src and not n.is_parameter:
+                        n.kind = Kind.LOSS
+                        break
+
+    def _loss_nodes(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
+        """The coarser levels see no operator: each root of ``backward()`` is a node of its own."""
+        for t in roots:
+            name = g.once_name("loss")
+            made_by = self._made_by(t)
+            g.nodes.append(NodeRecord(name, "Loss", "", inputs=[(made_by, "data")] if made_by else [],
+                                      outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape))],
+                                      stack=self._backward_source, kind=Kind.LOSS))
+            g.order.append(name)
+            g.losses.append(name)
+            self._capture(name, "Loss", "output", 0, t, exact=False)
+
+    def _made_by(self, t: torch.Tensor) -> str | None:
+        """The recorded node that made ``t`` at the coarser levels (None: none recorded)."""
+        return None
 
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         g = self._graph
@@ -755,15 +792,19 @@ class Recorder:
                 if p.grad is None:
                     continue
                 pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
-                src, _ = self._tracker.source(p.grad, data=False)
-                same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
+                if self._level == LEVEL_OPS:
+                    src, _ = self._tracker.source(p.grad, data=False)
+                    sources = [src]
+                    same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
+                else:       # no operator seen: the gradient of every loss backward() started from
+                    sources, same = list(g.losses), None
                 name = g.once_name(f"{pname}.grad")
-                rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
+                rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data") for src in sources],
                                  outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
                                  kind=Kind.GRADIENT, param=pname, is_backward=True)
                 g.nodes.append(rec)
                 g.order.append(name)
-                if g.value_of.get(src, src) in g.invariant:
+                if all(g.value_of.get(src, src) in g.invariant for src in sources):
                     g.invariant.add(name)
                 self._tracker.register(p.grad, name)
                 grads.add(C.storage_ptr(p.grad))
@@ -829,5 +870,5 @@ def _signature(record: GraphRecord) -> str:
     for n in record.nodes:
         h.update(f"{n.name}\0{n.op_type}\0{n.kind}\0{','.join(s for s, _ in n.inputs)}\0"
                  f"{n.outputs and [(o.dtype, o.shape) for o in n.outputs]}\0{n.stack}\0{n.module}\n".encode("utf-8", "replace"))
-    h.update(repr(record.outputs).encode())
+    h.update(repr((record.outputs, record.level)).encode())
     return h.hexdigest()

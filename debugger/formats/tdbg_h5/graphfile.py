@@ -9,7 +9,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ...errors import CorruptFileError
-from ..records import GraphRecord, Kind, NodeRecord, OutputType, StackFrame
+from ..records import LEVEL_OPS, LEVELS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from .columns import read_table_column, strings, write_ints, write_strings
 from .layout import EDGE_CODES, FORMAT_NAME, VERSION
 from .legacy import module_of_scope, parse_source_text
@@ -36,7 +36,7 @@ def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None
     """Fill an open, empty HDF5 file with ``record``."""
     f.attrs.update({"format": FORMAT_NAME, "version": VERSION, "kind": "graph",
                     "graph_id": record.graph_id, "name": record.name,
-                    "source_file": record.source_file, "key": graph_key(record)})
+                    "source_file": record.source_file, "key": graph_key(record), "level": record.level})
     nodes = record.nodes
     g = f.create_group("nodes")
     for name in _STR_FIELDS:
@@ -128,9 +128,19 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
         raise CorruptFileError(path, "outputs/dims does not match outputs/ndim")
     record = GraphRecord(int(a["graph_id"]), str(a.get("name", "")), nodes,
                          strings(read_table_column(f, "graph_outputs", path)), str(a.get("source_file", "")),
-                         strings(read_table_column(f, "execution_order", path)))
+                         strings(read_table_column(f, "execution_order", path)), _level(a.get("level"), path))
     history = [int(i) for i in read_table_column(f, "run_history", path)]
     return record, history, str(a.get("key", ""))
+
+
+def _level(value: Any, path: str) -> str:
+    """The graph's recording level (files written before levels existed recorded every operator)."""
+    if value is None:
+        return LEVEL_OPS
+    level = value.decode("ascii", "replace") if isinstance(value, bytes) else str(value)
+    if level not in LEVELS:
+        raise CorruptFileError(path, f"unknown recording level {level[:40]!r} (known: {', '.join(LEVELS)})")
+    return level
 
 
 def _read_stacks(f: Any, path: str, n_nodes: int) -> list[tuple[StackFrame, ...]]:

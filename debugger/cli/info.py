@@ -47,6 +47,7 @@ def _print_info(info: dict, out: TextIO) -> None:
     out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "grads", "activ.",
                            "files", "bytes"]) + "\n")
     if ranks:
+        _print_levels(first, out)
         kinds = ", ".join(f"{k} {v}" for k, v in first["nodes_by_kind"].items())
         out.write(f"  rank {first['rank']} nodes by kind: {kinds}\n")
         weights = [p["name"] for p in first["parameters"] if p["kind"] == Kind.WEIGHT]
@@ -59,3 +60,13 @@ def _print_info(info: dict, out: TextIO) -> None:
         if len(info["warnings"]) > 20:
             out.write(f"    ... {len(info['warnings']) - 20} more (see --json)\n")
     out.write("\n")
+
+
+def _print_levels(rank: dict, out: TextIO) -> None:
+    """The recording levels of a rank's graphs, when any is coarser than every operator."""
+    levels: dict[str, list[int]] = {}
+    for g in rank["graph_details"]:
+        levels.setdefault(g.get("level") or "ops", []).extend(g["iterations"])
+    if set(levels) - {"ops"}:
+        out.write(f"  rank {rank['rank']} recording levels: " +
+                  "; ".join(f"{lv} at iterations {ranges_text(its)}" for lv, its in levels.items()) + "\n")

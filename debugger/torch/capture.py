@@ -220,10 +220,12 @@ class Tracker:
     """Producers of tensors within one iteration: edges for the graph."""
 
     def __init__(self, g: IterationGraph, leaf_of: Callable[[torch.Tensor], "Leaf | None"],
-                 on_leaf: Callable[[NodeRecord, torch.Tensor], None]) -> None:
+                 on_leaf: Callable[[NodeRecord, torch.Tensor], None],
+                 on_register: Callable[[torch.Tensor, str, bool, int], None] | None = None) -> None:
         self.g = g
         self.leaf_of = leaf_of
         self.on_leaf = on_leaf
+        self.on_register = on_register      # told of each (tensor, node, view, slot) registered
 
     def source(self, t: torch.Tensor, data: bool = True, read: bool = True) -> tuple[str, Leaf | None]:
         """(node that made ``t``, the leaf when no operator of this iteration did). A tensor from
@@ -297,3 +299,5 @@ class Tracker:
         g.by_view[view_key(t, ptr)] = e
         if not view:
             g.by_storage[ptr] = e
+        if self.on_register is not None:
+            self.on_register(t, node, view, slot)

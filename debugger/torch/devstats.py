@@ -46,7 +46,9 @@ def stats_row(t: torch.Tensor) -> "torch.Tensor | dict[str, float | None]":
 def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
     if t.dtype == torch.bfloat16:
         t = t.to(torch.float32)
-    a = t.resolve_conj().resolve_neg().numpy()
+    if t.is_conj() or t.is_neg():      # (two operator calls saved on every plain tensor)
+        t = t.resolve_conj().resolve_neg()
+    a = t.numpy()
     quick = quick_stats(a)      # one kernel call for the common case (about 10 us less per tensor)
     if quick is not None:
         return dict(zip(STAT_NAMES, quick))

@@ -28,6 +28,7 @@ from ..stats import ASYMPTOTES, compiled_kernel
 from . import capture as C
 from . import activations as A
 from . import optstate
+from . import replay as R
 from .levels import LevelPlan, Selection
 from .devstats import extras_to_host, rows_to_dicts, saturated_row, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
@@ -44,6 +45,7 @@ _MAX_GRAPHS = 64
 # own included: each would otherwise make a round trip through Python (about 5 us, a thousand times
 # an iteration). ``_busy`` still guards the paths this does not cover.
 _own_ops = torch._C._DisableTorchDispatch
+_NOT_RUN = object()
 
 
 class _Mode(TorchDispatchMode):
@@ -58,7 +60,16 @@ class _Mode(TorchDispatchMode):
         rec = self.rec
         if rec._busy or rec._graph is None or func.namespace == "profiler":
             return func(*args, **kwargs)
+        if rec._replaying is not None:
+            return R.replay_call(rec, func, args, kwargs, lambda: self._full(func, args, kwargs),
+                                 lambda out: self._full(func, args, kwargs, out))
+        return self._full(func, args, kwargs)
+
+    def _full(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ran: Any = _NOT_RUN) -> Any:
+        """Run ``func`` (unless it ``ran`` already, with that output) and record it as a graph node."""
+        rec = self.rec
         rec._busy = True
+        rec._call_begin(func, args, kwargs)
         try:
             with _own_ops():
                 pre = rec._before(func, args, kwargs)
@@ -67,10 +78,12 @@ class _Mode(TorchDispatchMode):
             pre = None
         finally:
             rec._busy = False
-        out = func(*args, **kwargs)
+        out = func(*args, **kwargs) if ran is _NOT_RUN else ran
         if pre is None or rec._graph is None:
+            rec._call_end()
             return out
         rec._busy = True
+        rec._call_out = out
         try:
             with _own_ops():
                 rec._after(pre, func, args, kwargs, out)
@@ -78,6 +91,7 @@ class _Mode(TorchDispatchMode):
             rec._drop(exc)
         finally:
             rec._busy = False
+            rec._call_end()
         return out
 
 
@@ -93,13 +107,16 @@ class Recorder:
     paths (``"fc1"``, ``"layer1.*"``) whose tensors are dumped; ``ops``: globs on ATen op types
     (``"conv*"``). The graph is always complete; the filters only choose which tensors are stored.
     ``rank``: the rank folder (default: ``torch.distributed.get_rank()`` when initialised, else 0).
+    ``replay``: at level "ops", once the run repeats a recorded graph, replay the next iterations
+    against it (statistics only, no graph work: see :mod:`debugger.torch.replay`).
     """
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
                  optimizer: "torch.optim.Optimizer | Sequence[torch.optim.Optimizer] | None" = None, *,
                  save: str = "tensors", iterations: Selection = None, level: "str | Mapping[str, Selection]" = LEVEL_OPS,
                  modules: Sequence[str] | None = None, ops: Sequence[str] | None = None,
-                 rank: int | None = None, compression: str | None = None, durable: bool = False) -> None:
+                 rank: int | None = None, compression: str | None = None, durable: bool = False,
+                 replay: bool = True) -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -110,6 +127,14 @@ class Recorder:
         self.values = self.saved != "statistics"
         self.stats_on_device = self.saved == "statistics"
         self._plan = LevelPlan(level, iterations)
+        self.replay = replay
+        self._trace: R.Trace | None = None          # the calls of the full "ops" iteration being recorded
+        self._call: R.Call | None = None            # ... and of its operator call running now
+        self._call_args: tuple[Any, Any] = ((), {})
+        self._call_out: Any = None
+        self._call_tensors: tuple[bool, list[torch.Tensor]] | None = None
+        self._repeat: tuple[int, R.Trace] | None = None    # the graph the run repeats, and its trace
+        self._replaying: R.Replaying | None = None
         self._level: str | None = None      # the level of the iteration being recorded (None: not recorded)
         self.modules = list(modules) if modules else None
         self.ops = list(ops) if ops else None
@@ -240,11 +265,17 @@ class Recorder:
         self._stepped = set()
         self._composites.clear()
         self._graph = C.IterationGraph()
-        self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input)
+        self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input, self._note_made)
         self._refresh_leaves(walk=True)
+        self._replaying = self._trace = None
         if self._level != LEVEL_OPS:
             self._stop_mode()     # the coarser levels see no operator: no dispatch mode, no cost per operator
-        elif self._mode is None:
+            return
+        if self._repeat is not None:
+            self._replaying = R.Replaying(self._repeat[1], self._repeat[0])
+        elif self.replay:
+            self._trace = R.Trace()
+        if self._mode is None:
             self._mode = _Mode(self)
             self._mode.__enter__()
 
@@ -253,6 +284,80 @@ class Recorder:
         warnings.warn(f"tdbg recorder: iteration {self.iteration} is not recorded: "
                       f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
         self._graph = None
+        self._replaying = self._trace = self._call = self._repeat = None
+
+    def _resume_full(self) -> None:
+        """The iteration being replayed stopped repeating its trace: rebuild its graph so far and record
+        the rest in full (see replay.py); the next iterations are recorded in full until the run repeats."""
+        replaying, g = self._replaying, self._graph
+        self._replaying = self._repeat = None
+        if replaying is None or g is None:
+            return
+        busy = self._busy
+        self._busy = True
+        try:
+            with _own_ops():
+                R.rebuild(g, self._tracker, replaying)
+                params = dict(self._root.named_parameters())
+                for n in g.nodes:       # the gradients the rebuilt graph holds: their producer for the rest
+                    p = params.get(n.param or "") if n.op_type == "Gradient" else None
+                    if p is not None and p.grad is not None:
+                        self._tracker.register(p.grad, n.name)
+                if self._in_step is not None:
+                    g.step_first = len(g.nodes)
+        finally:
+            self._busy = busy
+
+    # ---- the trace of a full "ops" iteration (see replay.py) -----------------------------------
+    def _call_begin(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._trace is not None and self._graph is not None:
+            self._call = R.Call(func, first_node=len(self._graph.nodes), first_order=len(self._graph.order),
+                                backward=bool(self._in_backward or torch._C._current_autograd_node() is not None))
+            self._call_args = (args, kwargs)
+            self._call_out = None
+            self._call_tensors = None
+
+    def _call_end(self) -> None:
+        if self._call is not None and self._trace is not None:
+            self._trace.calls.append(self._call)
+        # no reference past the call: AccumulateGrad copies a gradient that anything else holds
+        self._call = self._call_out = self._call_tensors = None
+        self._call_args = ((), {})
+
+    def _trace_take(self, t: torch.Tensor, c: C.Captured, exact: bool, reuse: bool) -> None:
+        """Note a capture of the running call in the trace (where the tensor is among the call's)."""
+        call = self._call
+        assert call is not None
+        after = self._call_out is not None
+        where = R.where_in(t, self._tensors_of_call(after))
+        if where < 0:       # not one of the call's own tensors: this iteration cannot be replayed
+            self._trace = None
+            return
+        (call.after if after else call.before).append(
+            R.Take(where, c.node, c.op_type, c.io, c.slot, c.shape, exact, reuse))
+
+    def _tensors_of_call(self, after: bool) -> list[torch.Tensor]:
+        """The running call's tensors (``after``: with its outputs), listed once per phase."""
+        if self._call_tensors is None or self._call_tensors[0] != after:
+            self._call_tensors = (after, R.call_tensors(*self._call_args, self._call_out if after else None))
+        return self._call_tensors[1]
+
+    def _note_made(self, t: torch.Tensor, node: str, view: bool, slot: int) -> None:
+        """The tracker registered ``t`` as made by ``node``: note it in the trace of the running call."""
+        call = self._call
+        if call is None or self._trace is None:
+            return
+        where = R.where_in(t, self._tensors_of_call(True))
+        if where < 0:
+            self._trace = None
+            return
+        call.made.append((where, node, slot, view))
+
+    def _replay_take(self, take: R.Take, t: torch.Tensor) -> None:
+        """Capture the tensor a traced call's take names (its shape checked already)."""
+        c = self._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
+        if c is not None and take.activation and not self.values and t.dtype.is_floating_point:
+            c.extra = saturated_row(t, take.activation)
 
     def _stop_mode(self) -> None:
         if self._mode is not None:
@@ -282,7 +387,13 @@ class Recorder:
     def _end(self) -> None:
         g = self._graph
         if g is None:
+            self._before_step.clear()
             return
+        replaying = self._replaying
+        if replaying is not None and (not replaying.complete() or any(
+                leaf.name not in replaying.trace.names for leaf in self._leaf_by_ptr.values())):
+            self._resume_full()
+            replaying = None
         try:
             with self._own_work():
                 C.tag_pending(g)
@@ -291,13 +402,14 @@ class Recorder:
                     t = self._leaf_tensors.get(ptr)
                     if t is None:
                         continue
-                    self._tracker.make_leaf(leaf, t)
+                    if replaying is None:
+                        self._tracker.make_leaf(leaf, t)
                     if self._want(self._leaf_module(leaf), "Parameter"):
                         c = self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
                         before = self._before_step.get(ptr)
                         if c is not None and before is not None and leaf.kind == Kind.WEIGHT:
                             c.extra = update_row(t, before)
-                job = self._job(g)
+                job = self._job(g) if replaying is None else self._replayed_job(g, replaying)
         finally:
             self._graph = None
             self._before_step.clear()
@@ -323,6 +435,30 @@ class Recorder:
             self._graph_records[gid] = record
             new.append(record)
         self._history.setdefault(gid, []).append(self.iteration)
+        trace = self._trace
+        if trace is not None:       # a graph seen before: the run repeats, the next iterations replay it
+            trace.nodes, trace.order = list(g.nodes), list(g.order)
+            trace.names = frozenset(n.name for n in g.nodes)
+            trace.invariant = frozenset(g.invariant)
+            trace.losses = list(g.losses)
+            trace.loss_slots = {k: set(v) for k, v in g.loss_slots.items()}
+            self._repeat = None if new else (gid, trace)
+            self._trace = None
+        rows = self._rows(g, gid)
+        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
+        return Job(self.iteration, new, [gid], rows, facts)
+
+    def _replayed_job(self, g: C.IterationGraph, replaying: R.Replaying) -> Job:
+        """The job of an iteration replayed against the trace of graph ``replaying.graph_id``."""
+        gid = replaying.graph_id
+        self._history.setdefault(gid, []).append(self.iteration)
+        g.loss_slots = replaying.trace.loss_slots
+        rows = self._rows(g, gid)
+        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, self._graph_records[gid].nodes)
+        return Job(self.iteration, [], [gid], rows, facts)
+
+    def _rows(self, g: C.IterationGraph, gid: int) -> list[Row]:
+        """The iteration's captures as the writer's rows (device statistics copied to the host at once)."""
         rows: list[Row] = []
         stat_rows: list[Any] = []
         # a loss node's other outputs (nll_loss's total weight) are no loss: not stored
@@ -350,8 +486,7 @@ class Recorder:
                     r.stats = next(it)
         g.captured.clear()
         g.made.clear()      # it holds host copies in values mode: not past the hand-over
-        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
-        return Job(self.iteration, new, [gid], rows, facts)
+        return rows
 
     # ---- facts about tensors ----------------------------------------------------------------
     def _refresh_leaves(self, walk: bool = False) -> None:
@@ -423,6 +558,7 @@ class Recorder:
         if not C.is_plain(t) or t.dtype not in _NUMPY_OK and t.dtype != torch.bfloat16:
             return None
         assert self._graph is not None
+        given = t
         t = t.detach()
         shape = tuple(t.shape)
         c = C.Captured(node, op_type, io, slot, shape=shape)
@@ -452,6 +588,8 @@ class Recorder:
         if key is not None and hit is None:
             self._reuse[key] = (c.values, c.stats, c.host, c.dtype)   # a device row is stacked with the rest
         self._graph.captured.append(c)
+        if self._call is not None and self._trace is not None:
+            self._trace_take(given, c, exact, reuse)
         return c
 
     def _pass_capture(self, g: C.IterationGraph, op: str, name: str, src: torch.Tensor, out: torch.Tensor) -> None:
@@ -628,6 +766,8 @@ class Recorder:
                         g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
                         if activation in ASYMPTOTES and not self.values and t.dtype.is_floating_point:
                             c.extra = saturated_row(t, activation)
+                            if self._call is not None and self._call.after:
+                                self._call.after[-1].activation = activation
 
     @staticmethod
     def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
@@ -692,7 +832,9 @@ class Recorder:
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             # every root is a loss (micro-batches accumulating gradients call backward often)
             roots = [t for t in roots if isinstance(t, torch.Tensor)]
-            if self._level == LEVEL_OPS:
+            if self._replaying is not None:
+                pass        # the traced graph knows its losses
+            elif self._level == LEVEL_OPS:
                 self._mark_losses(g, roots)
             else:
                 self._loss_nodes(g, roots)
@@ -786,6 +928,8 @@ class Recorder:
     def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""
         self._refresh_leaves()
+        if self._replaying is not None and self._replay_gradients(g, opt, self._replaying.trace):
+            return
         grads: set[int] = set()
         for grp in opt.param_groups:
             for p in grp["params"]:
@@ -812,6 +956,28 @@ class Recorder:
                     self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
                                   same=None if same is None else same[2])
         self._grad_ptrs = grads
+
+    def _replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: R.Trace) -> bool:
+        """:meth:`_record_gradients` of an iteration being replayed: the captures, no nodes. False (and
+        the graph rebuilt, nothing captured) when a gradient is not the trace's."""
+        counters = dict(g.counters)
+        named: list[tuple[torch.Tensor, str, str]] = []
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                if p.grad is not None:
+                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                    k = counters.get(("", f"{pname}.grad"), 0)
+                    counters[("", f"{pname}.grad")] = k + 1
+                    named.append((p.grad, pname, f"{pname}.grad-{k}" if k else f"{pname}.grad"))
+        if any(name not in trace.names for _, _, name in named):
+            self._resume_full()
+            return False
+        g.counters = counters
+        for grad, pname, name in named:
+            if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
+                self._capture(name, "Gradient", "output", 0, grad, exact=True)
+        self._grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
+        return True
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = None

@@ -1,0 +1,254 @@
+"""Level "ops" at the cost of its statistics: an iteration that repeats a recorded one is replayed.
+
+Building an iteration's graph costs tens of microseconds of Python per operator (edges, scopes,
+stacks, kinds). Training repeats the same operators every step, so once a fully recorded iteration
+has the graph of an earlier one (the run repeats), the recorder keeps that iteration's *trace*: per
+operator call, which of its tensors were captured and which the graph's nodes made. The next
+iterations are replayed against it: each call checks that the same operator runs, captures the
+same tensors and keeps a weak reference to what it made, with no graph work.
+
+When a call differs (another operator, another shape, a new leaf, fewer calls), the iteration is not
+lost: the graph so far is rebuilt from the trace (its nodes up to that call, the producers of the
+tensors still alive from the weak references) and the rest of the iteration is recorded in full,
+as a graph of its own. Only a run that repeats again is replayed again.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import torch
+
+from ..formats.records import Kind, NodeRecord
+from . import capture as C
+
+
+@dataclass
+class Take:
+    """One capture of a call: the tensor at ``where`` among the call's tensors, as a node's slot."""
+
+    where: int
+    node: str
+    op_type: str
+    io: str
+    slot: int
+    shape: tuple[int, ...]
+    exact: bool
+    reuse: bool
+    activation: str = ""        # an asymptotic activation: its saturated count is taken too
+
+
+@dataclass
+class Call:
+    """One operator call of the trace: captures before it runs (its inputs) and after (outputs), the
+    tensors its nodes made ((where, node, slot, a view) as the tracker registered them), and where
+    the graph stood when it started."""
+
+    func: Any
+    before: list[Take] = field(default_factory=list)
+    after: list[Take] = field(default_factory=list)
+    made: list[tuple[int, str, int, bool]] = field(default_factory=list)
+    first_node: int = 0
+    first_order: int = 0
+    backward: bool = False
+
+    @property
+    def optional(self) -> bool:
+        """A bare alias (``detach``) with nothing captured or made: torch issues these itself around a
+        dispatch mode's factory results, and not always alike under two modes."""
+        return not self.before and not self.after and not self.made and is_alias(self.func)
+
+
+def is_alias(func: Any) -> bool:
+    """Whether ``func`` only makes an alias of its input (``detach``, ``alias``)."""
+    return func is not None and C.op_hints(func)[0] in C.ALIASES
+
+
+BARE = Call(None)
+
+
+@dataclass
+class Trace:
+    """The calls of one fully recorded iteration, and what its graph ended as."""
+
+    calls: list[Call] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
+    names: frozenset[str] = frozenset()
+    invariant: frozenset[str] = frozenset()
+    losses: list[str] = field(default_factory=list)
+    loss_slots: dict[str, set[int]] = field(default_factory=dict)
+
+
+def call_tensors(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any = None) -> list[torch.Tensor]:
+    """The tensors of a call in a fixed order: arguments, keyword arguments, then outputs (the order of
+    :func:`capture.flat_tensors`, without its generators: this runs for every operator call)."""
+    flat: list[torch.Tensor] = []
+    _flatten(args, flat)
+    if kwargs:
+        _flatten(tuple(kwargs.values()), flat)
+    if out is not None:
+        _flatten((out,), flat)
+    return flat
+
+
+def _flatten(items: Any, flat: list[torch.Tensor]) -> None:
+    for v in items:
+        if isinstance(v, torch.Tensor):
+            flat.append(v)
+        elif isinstance(v, (list, tuple)):
+            _flatten(v, flat)
+
+
+def where_in(t: torch.Tensor, tensors: list[torch.Tensor]) -> int:
+    """The position of ``t`` itself (not an equal tensor) in ``tensors``; -1 when absent."""
+    for i, x in enumerate(tensors):
+        if x is t:
+            return i
+    return -1
+
+
+class Replaying:
+    """Where an iteration being replayed is in its trace, and weak references to what it made."""
+
+    def __init__(self, trace: Trace, graph_id: int) -> None:
+        self.trace = trace
+        self.graph_id = graph_id
+        self.k = 0
+        self.live: list[tuple[int, list[Any]]] = []
+
+    def next_call(self, func: Any) -> Call | None:
+        """The traced call for the next operator, when it is ``func`` (a bare alias either side is
+        passed over: see :attr:`Call.optional`); None when the operators differ."""
+        calls = self.trace.calls
+        k = self.k
+        while k < len(calls) and calls[k].func is not func and calls[k].optional:
+            k += 1
+        if k < len(calls) and calls[k].func is func:
+            self.k = k + 1
+            return calls[k]
+        return BARE if is_alias(func) else None
+
+    def keep(self, g: C.IterationGraph, call: Call, tensors: list[torch.Tensor]) -> None:
+        """Weak references to the tensors ``call``'s nodes made (the graph is rebuilt from them); a
+        forward call's autograd nodes are tagged with its node as a full recording tags them."""
+        refs = []
+        for where, node, _, _ in call.made:
+            try:
+                ref = weakref.ref(tensors[where])
+            except (IndexError, TypeError):
+                ref = None
+            refs.append(ref)
+            if ref is not None and not call.backward:
+                g.pending_tags.append((ref, node))
+        self.live.append((self.k - 1, refs))
+
+    def complete(self) -> bool:
+        """Whether every traced call ran (but bare aliases)."""
+        return all(c.optional for c in self.trace.calls[self.k:])
+
+    def done_calls(self) -> int:
+        """How many traced calls ran alike."""
+        return self.k
+
+
+def rebuild(g: C.IterationGraph, tracker: C.Tracker, replaying: Replaying) -> None:
+    """Fill ``g`` and ``tracker`` as a full recording of the calls replayed so far would have left them."""
+    trace, k = replaying.trace, replaying.done_calls()
+    fresh = C.IterationGraph()
+    for name in ("counters", "by_view", "by_storage", "seq", "leaves", "inputs_seen", "value_of", "info",
+                 "constants", "made"):
+        setattr(g, name, getattr(fresh, name))
+    first_node = trace.calls[k].first_node if k < len(trace.calls) else len(trace.nodes)
+    first_order = trace.calls[k].first_order if k < len(trace.calls) else len(trace.order)
+    g.nodes = [replace(n) for n in trace.nodes[:first_node]]    # copies: the suffix may change kinds
+    g.order = list(trace.order[:first_order])
+    names = {n.name for n in g.nodes}
+    for n in g.nodes:
+        _restore_node(g, n)
+    g.invariant = {n for n in trace.invariant if n in names}
+    g.losses = [n for n in trace.losses if n in names]
+    g.loss_slots = {n: set(s) for n, s in trace.loss_slots.items() if n in names}
+    for j, refs in replaying.live:
+        call = trace.calls[j]
+        for (_, node, slot, view), ref in zip(call.made, refs):
+            t = ref() if ref is not None else None
+            if t is None or node not in names:
+                continue
+            tracker.register(t, node, view=view, slot=slot)
+            if node.startswith("input-"):
+                g.inputs_seen[C.storage_ptr(t)] = node
+
+
+def _restore_node(g: C.IterationGraph, n: NodeRecord) -> None:
+    """What a full recording notes about node ``n`` beside the node itself."""
+    if n.is_parameter:
+        g.leaves[n.name] = n
+        return
+    if n.op_type == "Gradient":
+        base = f"{n.param}.grad"
+        g.counters[("", base)] = g.counters.get(("", base), 0) + 1
+        return
+    g.counters[(n.scope, n.op_type)] = g.counters.get((n.scope, n.op_type), 0) + 1
+    if n.kind == Kind.CONSTANT:
+        g.constants.add(n.name)
+    if n.is_routing and n.value_inputs:
+        g.value_of[n.name] = n.value_inputs[0]
+    if not n.is_backward:
+        g.info[n.name] = (n.scope, n.stack, n.module)
+
+
+def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                full: Callable[[], Any], full_ran: Callable[[Any], None]) -> Any:
+    """One operator call of an iteration being replayed. Once the iteration stops repeating its trace
+    the call is recorded in full: ``full()`` runs and records it; ``full_ran(out)`` records one that
+    ran already (its outputs differ from the trace's)."""
+    replaying = rec._replaying
+    g = rec._graph
+    if g.pending_tags:
+        C.tag_pending(g)
+    call = replaying.next_call(func)
+    if call is None:
+        rec._resume_full()
+        return full()
+    captured = len(g.captured)
+    if call.before:
+        tensors = call_tensors(args, kwargs)
+        if not _alike(call.before, tensors):
+            replaying.k -= 1
+            rec._resume_full()
+            return full()
+        _take(rec, call.before, tensors)
+    out = func(*args, **kwargs)
+    if (call.after or call.made) and rec._replaying is replaying:
+        tensors = call_tensors(args, kwargs, out)
+        if not _alike(call.after, tensors):
+            del g.captured[captured:]      # recorded again, in full
+            replaying.k -= 1
+            rec._resume_full()
+            full_ran(out)
+            return out
+        if call.made:
+            replaying.keep(g, call, tensors)
+        if call.after:
+            _take(rec, call.after, tensors)
+    return out
+
+
+def _alike(takes: list[Take], tensors: list[torch.Tensor]) -> bool:
+    """Whether the tensors the trace captured are there, with their traced shapes."""
+    n = len(tensors)
+    return all(take.where < n and tensors[take.where].shape == take.shape for take in takes)
+
+
+def _take(rec: Any, takes: list[Take], tensors: list[torch.Tensor]) -> None:
+    rec._busy = True
+    try:
+        with torch._C._DisableTorchDispatch():
+            for take in takes:
+                rec._replay_take(take, tensors[take.where])
+    except Exception as exc:      # never break the training: leave this iteration out
+        rec._drop(exc)
+    finally:
+        rec._busy = False

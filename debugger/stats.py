@@ -263,7 +263,7 @@ def quick_stats(a: np.ndarray) -> tuple[float, ...] | None:
     kernel = compiled_kernel()
     n = a.size
     bits = _KERNEL_BITS.get(a.dtype)
-    if kernel is None or bits is None or not 1 < n <= CHUNK or not a.flags.c_contiguous:
+    if kernel is None or bits is None or not 0 < n <= CHUNK or not a.flags.c_contiguous:
         return None
     flat = a.reshape(-1)
     s, sq, abs_sum, zeros, positives, lo, hi = kernel(flat, flat.view(bits))
@@ -279,7 +279,7 @@ def quick_stats(a: np.ndarray) -> tuple[float, ...] | None:
             return None
     # _StatsAccumulator.result after merging this one chunk (the same operations, the same bits)
     mean = 0.0 + (m - 0.0) * n / n
-    std = math.sqrt(m2 / (n - 1))
+    std = math.sqrt(m2 / (n - 1)) if n > 1 else 0.0
     l2 = math.sqrt(max(m2 + mean * mean * n, 0.0))
     return (n, 0, 0, 0, zeros, positives, n - zeros - positives, lo, hi, mean, abs_sum / n, std, l2)
 
@@ -307,6 +307,26 @@ def stats_of_chunks(chunks: Iterable[np.ndarray], ranges: tuple[tuple[float, flo
                 for lo, hi in ranges:
                     counts[(lo, hi)] += int(np.count_nonzero((c >= lo) & (c <= hi)))
     return acc.result(), counts
+
+
+def stats_in_threads(a: np.ndarray, submit: Callable[..., Any]) -> Stats:
+    """:func:`tensor_stats` with ``compiled=True`` (the very numbers: the chunks' parts are merged in
+    order), the chunks read two at a time: every other one by ``submit(fn, chunk)`` (a thread pool's
+    submit; the kernel releases the GIL), the rest here. For a tensor of several chunks."""
+    kernel = compiled_kernel()
+
+    def part(c: np.ndarray) -> _Part:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _Part(c, kernel)
+
+    chunks = list(_flat_chunks(a))
+    theirs = [submit(part, c) for c in chunks[1::2]]
+    ours = [part(c) for c in chunks[0::2]]
+    acc = _StatsAccumulator()
+    with np.errstate(over="ignore", invalid="ignore"):
+        for i in range(len(chunks)):
+            acc.merge(ours[i // 2] if i % 2 == 0 else theirs[i // 2].result())
+    return acc.result()
 
 
 def tensor_stats(a: np.ndarray, *, compiled: bool = False) -> Stats:

@@ -9,11 +9,12 @@ as in :mod:`debugger.stats`; no finite element gives NaN (which the writer store
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 
-from ..stats import ASYMPTOTES, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, compiled_update, quick_stats, tensor_stats
+from ..stats import ASYMPTOTES, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, CHUNK, compiled_kernel, compiled_update, quick_stats, stats_in_threads, tensor_stats
 
 NCOLS = len(STAT_NAMES)
 _NAN = float("nan")
@@ -52,8 +53,21 @@ def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
     quick = quick_stats(a)      # one kernel call for the common case (about 10 us less per tensor)
     if quick is not None:
         return dict(zip(STAT_NAMES, quick))
-    st = tensor_stats(a, compiled=True)
+    big = a.size > 4 * CHUNK and compiled_kernel() is not None
+    st = stats_in_threads(a, _helper().submit) if big else tensor_stats(a, compiled=True)
     return {n: getattr(st, n) for n in STAT_NAMES}
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _helper() -> ThreadPoolExecutor:
+    """One thread that reads every other chunk of a big CPU tensor beside the caller (the training
+    waits for the statistics anyway, and the kernel releases the GIL)."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(1, thread_name_prefix="tdbg-stats")
+    return _pool
 
 
 def _masked(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -148,7 +162,14 @@ def _cpu_update(cur: torch.Tensor, prev: torch.Tensor, rtol: float) -> dict[str,
     if kernel is None:
         return None
     n = cur.numel()
-    d_sum, d_max, excess, p_sum = kernel(cur.detach().reshape(-1).numpy(), prev.detach().reshape(-1).numpy(), rtol)
+    c, p = cur.detach().reshape(-1).numpy(), prev.detach().reshape(-1).numpy()
+    if n > 4 * CHUNK:       # two halves at once, as _cpu_stats reads a big tensor
+        half = n // 2
+        other = _helper().submit(kernel, c[half:], p[half:], rtol)
+        a, b = kernel(c[:half], p[:half], rtol), other.result()
+        d_sum, d_max, excess, p_sum = a[0] + b[0], max(a[1], b[1]), max(a[2], b[2]), a[3] + b[3]
+    else:
+        d_sum, d_max, excess, p_sum = kernel(c, p, rtol)
     if not (math.isfinite(d_sum) and math.isfinite(p_sum)):
         return None
     return {"update_abs_mean": d_sum / n, "update_max": d_max, "update_excess": excess,

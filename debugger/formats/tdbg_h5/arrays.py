@@ -45,7 +45,7 @@ class Digest:
         return self._h.hexdigest()
 
 
-_HEADED: dict[tuple[str, tuple[int, ...]], Any] = {}
+_HEADED: dict[tuple[np.dtype, tuple[int, ...]], Any] = {}
 
 
 def digest_of(a: np.ndarray) -> str:
@@ -54,12 +54,12 @@ def digest_of(a: np.ndarray) -> str:
     if a.flags.c_contiguous and a.dtype.byteorder != ">":
         # one update over the whole buffer (the hash streams: the same digest as block by block),
         # from a copy of the hash state after the header (a recorder hashes the same shapes every step)
-        key = (a.dtype.name, tuple(a.shape))
+        key = (a.dtype, a.shape)      # (numpy derives dtype.name anew on every access, ~3 us)
         headed = _HEADED.get(key)
         if headed is None:
             if len(_HEADED) > 4096:
                 _HEADED.clear()
-            headed = _HEADED[key] = Digest(a.dtype, key[1])._h
+            headed = _HEADED[key] = Digest(a.dtype, tuple(a.shape))._h
         h = headed.copy()
         h.update(memoryview(a.reshape(-1)).cast("B"))   # type: ignore[arg-type]
         return h.hexdigest()

@@ -353,20 +353,29 @@ class IterationWriter:
                 pass
         return st, d.hexdigest()
 
+    def _index_table(self, rows: list[tuple[Any, ...]], dt: np.dtype) -> np.ndarray:
+        """The index rows as a table, filled column by column (a row at a time costs ~5 us a row)."""
+        table = np.empty(len(rows), dt)
+        for j, name in enumerate(dt.names):
+            if name == "shape":      # variable-length: one array per row, never broadcast
+                col = table["shape"]
+                for i, r in enumerate(rows):
+                    col[i] = r[j]
+            else:
+                table[name] = [r[j] for r in rows]
+        for i, r in enumerate(rows):
+            if r[6] in self._datasets:
+                off = self._datasets[r[6]].id.get_offset()
+                table["offset"][i] = -1 if off is None else off   # contiguous: one plain read
+        return table
+
     def _finish(self) -> None:
         """Write the per-graph index and statistics tables and the file's attributes."""
         f = self._file
         dt = arrays.index_dtype()
         for gid, rows in self._rows.items():
             g = f.require_group(L.GRAPH_GROUP.format(gid))
-            table = np.empty(len(rows), dt)
-            for i, r in enumerate(rows):
-                table[i] = r
-                name = r[6]
-                if name in self._datasets:
-                    off = self._datasets[name].id.get_offset()
-                    table[i]["offset"] = -1 if off is None else off   # contiguous: one plain read
-            g.create_dataset("index", data=table)
+            g.create_dataset("index", data=self._index_table(rows, dt))
             if gid in self._stats:
                 g.create_dataset("stats", data=np.asarray(self._stats[gid], np.float64).reshape(-1, len(STAT_NAMES)))
                 known = np.asarray(self._known[gid], np.uint8).reshape(-1, len(STAT_NAMES))

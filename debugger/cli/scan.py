@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         report_warnings(args, selection_notes + warnings)   # the load problems may say why
         raise
     warnings = selection_notes + warnings
-    notes = level_notes(dump, result.ranks, result.iterations)
+    notes = level_notes(result.levels)
     if args.json:
         print_json({**result.to_dict(), "warnings": warnings, "level_notes": notes}, out)
     else:

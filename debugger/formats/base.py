@@ -20,7 +20,7 @@ if TYPE_CHECKING:   # annotations only: opening a dump must not load numpy
     import numpy as np
 
 from ..errors import QueryError
-from .records import GraphRecord, IterationFacts
+from .records import LEVEL_OPS, GraphRecord, IterationFacts
 
 # What a dump holds per tensor.
 VALUES, STATISTICS, BOTH = "values", "statistics", "values+statistics"
@@ -169,6 +169,11 @@ class RankReader(ABC):
     def run_history(self, graph_id: int) -> list[int]:
         """Iterations in which the graph ran ([] when the format does not record it)."""
         return []
+
+    def graph_level(self, graph_id: int) -> str:
+        """How finely the graph was recorded (records.LEVELS), without building it: every operator
+        unless the format records coarser levels."""
+        return LEVEL_OPS
 
     @abstractmethod
     def tensors(self, graph_id: int, iteration: int, graph: GraphRecord | None) -> list[TensorRecord]:

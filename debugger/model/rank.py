@@ -72,6 +72,13 @@ class Rank:
                 out[gid] = graph
         return out
 
+    def graph_level(self, graph_id: int) -> str:
+        """How finely a graph was recorded (formats.records.LEVELS), without building the graph."""
+        graphs = self._graphs
+        if graphs is not None and graph_id in graphs:
+            return graphs[graph_id].level
+        return self.reader.graph_level(graph_id)
+
     # -- iterations ---------------------------------------------------------------------------
     def iterations(self, graph_id: int | None = None) -> list[int]:
         """Iterations with dumped tensors (of one graph, or of any)."""

@@ -19,7 +19,7 @@ import os
 import warnings
 from typing import Any, Iterable, Sequence
 
-from ..selection import parse_iterations
+from .levels import LevelPlan
 
 _CLASSES = {"TdbgTrainerCallback": "._hf", "TdbgLightningCallback": "._lightning"}
 _SAVE = ("tensors", "values", "statistics", "both")
@@ -42,16 +42,15 @@ class RecordingSession:
     def __init__(self, path: str | os.PathLike[str], *, save: str = "tensors",
                  iterations: str | Iterable[int] | None = None, modules: Sequence[str] | None = None,
                  ops: Sequence[str] | None = None, rank: int | None = None, compression: str | None = None,
-                 durable: bool = False) -> None:
+                 durable: bool = False, level: Any = "ops", replay: bool = True) -> None:
         # the options are checked here, where the user wrote them, not when the trainer starts
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
-        if isinstance(iterations, str):
-            parse_iterations(iterations)
+        LevelPlan(level, iterations)
         self.path = os.fspath(path)
         self.rank = rank
         self.options: dict[str, Any] = dict(save=save, iterations=iterations, modules=modules, ops=ops,
-                                            compression=compression, durable=durable)
+                                            compression=compression, durable=durable, level=level, replay=replay)
         self.recorder: Any = None
         self.started = False
 

@@ -10,6 +10,7 @@ from .. import __version__
 from ..cache import StatsCache
 from ..model import Dump
 from ..gcpause import paused_gc
+from .levels import coarse_iterations
 from .registry import Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from ..selection import parse_iterations
@@ -19,7 +20,7 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
-_RESULT_FORMAT = 8   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 9   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
@@ -55,6 +56,7 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
 
     result = run_steps(dump, watchpoints, rank_objs, iterations, where, jobs, cache, progress, workers)
     result.sort()
+    result.levels = coarse_iterations(dump, rank_ids, result.iterations)
     if ranks is None:
         for r in dump.ranks:
             r.index  # noqa: B018 - built already, unless a rank had nothing to scan: its warnings come from it

@@ -29,14 +29,16 @@ def coarse_iterations(dump: Dump, ranks: Iterable[int] | None, iterations: Itera
     for r in dump.ranks:
         if ranks is not None and r.rank not in set(ranks):
             continue
-        for gid, graph in r.graphs.items():
-            if graph.level != LEVEL_OPS:
-                out.setdefault(graph.level, set()).update(i for i in r.iterations(gid) if i in wanted)
+        for gid in r.graph_ids:
+            level = r.graph_level(gid)
+            if level != LEVEL_OPS:
+                out.setdefault(level, set()).update(i for i in r.iterations(gid) if i in wanted)
     return {level: sorted(its) for level, its in out.items() if its}
 
 
-def level_notes(dump: Dump, ranks: Iterable[int] | None, iterations: Iterable[int]) -> list[str]:
-    """One sentence per coarse level met: which iterations, and what their watchpoints cannot answer."""
+def level_notes(levels: dict[str, list[int]]) -> list[str]:
+    """One sentence per coarse level a scan met (``ScanResult.levels``): which iterations, and what
+    their watchpoints cannot answer."""
     return [f'Iterations {ranges_text(its)} were recorded at level "{level}": '
             f"{CANNOT_ANSWER.get(level, 'fewer nodes than every operator')}; {HOW_TO_ANSWER}."
-            for level, its in coarse_iterations(dump, ranks, iterations).items()]
+            for level, its in levels.items()]

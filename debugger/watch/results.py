@@ -150,6 +150,8 @@ class ScanResult:
     skipped: list[Skipped] = field(default_factory=list)
     # optimizer steps that did not run ({rank, iteration, cause, weights, nonfinite_hits}; watch/steps.py)
     skipped_steps: list[dict[str, Any]] = field(default_factory=list)
+    # iterations scanned that were recorded coarser than every operator: level -> iterations (watch/levels.py)
+    levels: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def first(self) -> Hit | None:
@@ -180,7 +182,7 @@ class ScanResult:
         errors = [ErrorRecord.from_dict(e) for e in d["errors"]]
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
                    rank_warnings=d.get("rank_warnings"), skipped_steps=list(d.get("skipped_steps", [])),
-                   skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])])
+                   skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])], levels=dict(d.get("levels", {})))
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""
@@ -188,4 +190,5 @@ class ScanResult:
                 "watchpoints": [{"name": w.name, "params": dict(w.params)} for w in self.watchpoints],
                 "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
                 "skipped": [s.to_dict() for s in self.skipped],
-                "first": self.first.to_dict() if self.first else None, "skipped_steps": self.skipped_steps}
+                "first": self.first.to_dict() if self.first else None, "skipped_steps": self.skipped_steps,
+                "levels": self.levels}

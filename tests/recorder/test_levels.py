@@ -186,3 +186,25 @@ def test_an_iteration_unlike_its_trace_is_recorded_in_full_from_where_it_differs
         assert [(n.name, n.op_type, n.kind, n.inputs, n.stack[:1], n.module) for n in map(ga.record_of, ga.names())] == \
             [(n.name, n.op_type, n.kind, n.inputs, n.stack[:1], n.module) for n in map(gb.record_of, gb.names())]
         assert ga.execution_order == gb.execution_order
+
+
+def test_every_command_reads_a_parameters_level_dump(tmp_path: Any) -> None:
+    """info, node, code, graph, scan, compare (run against itself) and convert all answer on a dump
+    recorded at level "parameters", with the nodes that level holds."""
+    dump = str(tmp_path / "d")
+    _gpt2_steps(2, path=dump, save="statistics", level="parameters")
+    assert run_cli("info", dump).code == 0
+    node = run_cli("node", dump, "transformer.wte.weight.grad")
+    assert node.code == 0 and "Gradient, kind gradient" in node.out and "dumped in iterations: 0-1" in node.out
+    loss = run_cli("node", dump, "loss")
+    assert loss.code == 0 and "Loss, kind loss" in loss.out
+    line = next(f"{f.file}:{f.line}" for f in open_dump(dump).rank(0).graph(0).stack("loss"))
+    code = run_cli("code", dump, line)
+    assert code.code == 0 and " loss " in code.out
+    dot = str(tmp_path / "g.dot")
+    assert run_cli("graph", dump, "--format", "dot", "-o", dot).code == 0
+    assert '"loss"' in open(dot).read()
+    assert run_cli("scan", dump, "--no-cache").code in (0, 1)
+    same = run_cli("compare", dump, dump, "--json", "--no-cache")
+    assert same.code == 0 and same.json
+    assert run_cli("convert", dump, str(tmp_path / "out")).code == 0

@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
 from ..files import hash_entries
-from ..records import GraphRecord, IterationFacts
+from ..records import LEVEL_OPS, GraphRecord, IterationFacts
 from . import layout as L
 from .detect import read_json as _read_json
 from .detect import root_of, why_not
@@ -158,6 +158,11 @@ class H5RankReader(RankReader):
         """The content digest the writer stored."""
         g = self._graph(graph_id)
         return None if g is None else g[2] or None
+
+    def graph_level(self, graph_id: int) -> str:
+        """The level the recorder stored with the graph."""
+        g = self._graph(graph_id)
+        return LEVEL_OPS if g is None else g[0].level
 
     def read_graph(self, graph_id: int) -> GraphRecord | None:
         """The GraphRecord as written."""

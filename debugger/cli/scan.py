@@ -20,7 +20,6 @@ from ..watch.engine import scan_warnings
 from ..watch.registry import Watchpoint, describe_conditions, preset
 from ..watch.session import ScanSession
 from .common import add_cache, add_json, add_scheduler, cluster_workers, parse_selection, print_json, report_warnings
-from ..watch.levels import level_notes
 from .scan_report import print_conditions, print_scan
 
 
@@ -75,12 +74,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         report_warnings(args, selection_notes + warnings)   # the load problems may say why
         raise
     warnings = selection_notes + warnings
-    notes = level_notes(result.levels)
     if args.json:
-        print_json({**result.to_dict(), "warnings": warnings, "level_notes": notes}, out)
+        print_json({**result.to_dict(), "warnings": warnings}, out)
     else:
         report_warnings(args, warnings)
-        print_scan(result, out, notes)
+        print_scan(result, out)
     return Exit.FOUND if result.hits else Exit.OK
 
 

@@ -1,11 +1,12 @@
 """The text `tdbg scan` prints: the first problem, hits grouped by watchpoint, checks that could not run."""
 from __future__ import annotations
 
-from typing import Any, Sequence, TextIO
+from typing import Any, TextIO
 
 from ..formats.records import Kind
 from ..report import fmt_num, table
 from ..selection import ranges_text
+from ..watch.levels import level_notes
 from ..watch.results import ScanResult
 from ..watch.steps import describe_skipped
 
@@ -20,11 +21,11 @@ def print_conditions(conds: list[dict], out: TextIO) -> None:
         out.write(f"{c['name']:<24} [{c['target']}] {c['help']}\n{'':<24} params: {params or 'none'}\n")
 
 
-def print_scan(result: ScanResult, out: TextIO, notes: Sequence[str] = ()) -> None:
-    """The human report of a scan (``notes``: what the recording levels of its iterations cannot answer)."""
+def print_scan(result: ScanResult, out: TextIO) -> None:
+    """The human report of a scan, with what the recording levels of its iterations cannot answer."""
     out.write(f"Scanned {result.dump}: ranks {ranges_text(result.ranks)}, iterations "
               f"{ranges_text(result.iterations)}, {len(result.watchpoints)} watchpoint(s)\n")
-    for line in notes:
+    for line in level_notes(result.levels):
         out.write(f"{line}\n")
     for line in describe_skipped(result.skipped_steps):
         out.write(f"{line}\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .levels import level_notes
 from .registry import CONDITIONS, Watchpoint
 
 _HIT_FIELDS = ("watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual",
@@ -191,4 +192,4 @@ class ScanResult:
                 "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
                 "skipped": [s.to_dict() for s in self.skipped],
                 "first": self.first.to_dict() if self.first else None, "skipped_steps": self.skipped_steps,
-                "levels": self.levels}
+                "levels": self.levels, "level_notes": level_notes(self.levels)}

@@ -259,7 +259,8 @@ def test_scan_json_shape(cli_dump):
     assert r.code == 1, r.err
     out = r.json
     assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "skipped", "first",
-                        "warnings", "skipped_steps"}
+                        "warnings", "skipped_steps", "levels", "level_notes"}
+    assert out["levels"] == {} and out["level_notes"] == []      # every operator was recorded
     assert out["dump"] == root and out["ranks"] == [0] and out["iterations"] == [0, 1, 2]
     assert out["watchpoints"] == [{"name": "gradient_vanishing", "params": {"abs_mean_lt": 2.0 ** -29}},
                                   {"name": "weight_not_changed", "params": {"rtol": 1e-5, "atol": 1e-8}}]

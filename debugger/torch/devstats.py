@@ -44,9 +44,25 @@ def stats_row(t: torch.Tensor) -> "torch.Tensor | dict[str, float | None]":
         return _masked(_as_float(t).reshape(-1), n)
 
 
+_scratch: torch.Tensor | None = None
+
+
+def as_float32(t: torch.Tensor) -> torch.Tensor:
+    """A CPU bfloat16 tensor's values as float32, in a buffer kept for the next call (read it before
+    calling again): a fresh buffer of this size comes from mmap, and its page faults cost ten times
+    the conversion."""
+    global _scratch
+    n = t.numel()
+    if _scratch is None or _scratch.numel() < n:
+        _scratch = torch.empty(max(n, 1 << 16), dtype=torch.float32)
+    out = _scratch[:n].view(t.shape)
+    out.copy_(t)
+    return out
+
+
 def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
     if t.dtype == torch.bfloat16:
-        t = t.to(torch.float32)
+        t = as_float32(t)
     if t.is_conj() or t.is_neg():      # (two operator calls saved on every plain tensor)
         t = t.resolve_conj().resolve_neg()
     a = t.numpy()

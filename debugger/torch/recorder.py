@@ -30,7 +30,7 @@ from . import activations as A
 from . import optstate
 from . import replay as R
 from .levels import LevelPlan, Selection
-from .devstats import extras_to_host, rows_to_dicts, saturated_row, stats_row, update_row
+from .devstats import as_float32, extras_to_host, rows_to_dicts, saturated_row, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
@@ -180,6 +180,7 @@ class Recorder:
         # statistics mode: each trained weight as the iteration's first optimizer step found it (its
         # value at the end of the iteration before), for the update statistics stored at step()
         self._before_step: dict[int, torch.Tensor] = {}
+        self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -267,6 +268,8 @@ class Recorder:
         self._graph = C.IterationGraph()
         self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input, self._note_made)
         self._refresh_leaves(walk=True)
+        if self._snapshots:     # only the weights trained now keep a buffer
+            self._snapshots = {p: b for p, b in self._snapshots.items() if p in self._param_ptrs}
         self._replaying = self._trace = None
         if self._level != LEVEL_OPS:
             self._stop_mode()     # the coarser levels see no operator: no dispatch mode, no cost per operator
@@ -622,12 +625,14 @@ class Recorder:
     def _digest_box(t: torch.Tensor) -> DigestBox:
         """The exact digest of a leaf: hashed now from its own memory on the CPU (cheaper than a copy
         to hash later); elsewhere a host copy hashed by the writer thread."""
-        if t.dtype == torch.bfloat16:
-            t = t.to(torch.float32)
         if t.device.type == "cpu":
+            if t.dtype == torch.bfloat16:
+                t = as_float32(t)       # hashed at once: the shared buffer is free again after
             box = DigestBox(t.resolve_conj().resolve_neg().numpy())
             box.hexdigest()
             return box
+        if t.dtype == torch.bfloat16:
+            t = t.to(torch.float32)
         return DigestBox(t.to("cpu", copy=True).numpy())
 
     # ---- operators --------------------------------------------------------------------------
@@ -923,7 +928,17 @@ class Recorder:
             for p in grp["params"]:
                 ptr = C.storage_ptr(p)
                 if ptr and ptr not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
-                    self._before_step[ptr] = p.detach().clone()
+                    self._before_step[ptr] = self._copy_of(ptr, p)
+
+    def _copy_of(self, ptr: int, p: torch.Tensor) -> torch.Tensor:
+        """``p``'s values now, in a buffer kept for it on the CPU (a fresh one each step comes from mmap,
+        page faults and all: as much again as the copy); elsewhere a fresh clone (the allocator caches)."""
+        if p.device.type != "cpu":
+            return p.detach().clone()
+        buf = self._snapshots.get(ptr)
+        if buf is None or buf.shape != p.shape or buf.dtype != p.dtype:
+            buf = self._snapshots[ptr] = torch.empty_like(p, requires_grad=False, memory_format=torch.contiguous_format)
+        return buf.copy_(p.detach())
 
     def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""

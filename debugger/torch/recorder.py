@@ -39,6 +39,8 @@ _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "b
 _NUMPY_OK = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
              torch.float32, torch.float64, torch.complex64, torch.complex128}
 _MAX_GRAPHS = 64
+# the dtype a statistics capture of a plain tensor of each dtype is stored as (bfloat16 as float32)
+_STATS_OK = {**{d: C.dtype_name(d) for d in _NUMPY_OK}, torch.bfloat16: "float32"}
 
 
 # The recorder's own tensor calls (detach, copies, device statistics) skip every dispatch mode, its
@@ -357,8 +359,17 @@ class Recorder:
         call.made.append((where, node, slot, view))
 
     def _replay_take(self, take: R.Take, t: torch.Tensor) -> None:
-        """Capture the tensor a traced call's take names (its shape checked already)."""
-        c = self._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
+        """Capture the tensor a traced call's take names (its shape checked already; the trace says it
+        was a plain tensor: a statistics capture that no leaf shares takes the short way)."""
+        if take.reuse or self.values or type(t) is not torch.Tensor or t.dtype not in _STATS_OK:
+            c = self._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
+        else:
+            t = t.detach()
+            c = C.Captured(take.node, take.op_type, take.io, take.slot, shape=take.shape,
+                           stats=stats_row(t), dtype=_STATS_OK[t.dtype])
+            if take.exact:
+                c.host = self._digest_box(t)
+            self._graph.captured.append(c)
         if c is not None and take.activation and not self.values and t.dtype.is_floating_point:
             c.extra = saturated_row(t, take.activation)
 

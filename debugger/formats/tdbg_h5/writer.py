@@ -257,11 +257,15 @@ class IterationWriter:
         ``extra``: statistics of :data:`debugger.stats.EXTRA_STAT_NAMES` that apply to this tensor."""
         if self._file is None:
             raise ValueError("add() outside 'with writer.iteration(...)'")
-        graph_id = _check_id(graph_id, "graph_id")
-        slot = _check_id(slot, "slot")
-        if not isinstance(node, str) or not node:
-            raise ValueError(f"node must be a non-empty str, got {node!r}")
-        if not isinstance(op_type, str):
+        # the common case (plain ints and strs: a recorder adds hundreds of rows a step) checked first
+        if type(graph_id) is not int or graph_id < 0:
+            graph_id = _check_id(graph_id, "graph_id")
+        if type(slot) is not int or slot < 0:
+            slot = _check_id(slot, "slot")
+        if type(node) is not str or not node:
+            if not isinstance(node, str) or not node:
+                raise ValueError(f"node must be a non-empty str, got {node!r}")
+        if type(op_type) is not str and not isinstance(op_type, str):
             raise ValueError(f"op_type must be a str, got {op_type!r}")
         if io not in L.IO_CODES:
             raise ValueError(f"io must be 'input' or 'output', got {io!r}")
@@ -302,8 +306,8 @@ class IterationWriter:
             a_dtype = _dtype(dtype) if isinstance(dtype, (str, np.dtype)) else np.dtype(dtype)
             if a_dtype.kind not in L.ALLOWED_KINDS:
                 raise ValueError(f"{node}: dtype {a_dtype} is not a tensor dtype")
-            a_shape = tuple(int(d) for d in shape)
-            if any(d < 0 for d in a_shape):
+            a_shape = tuple(map(int, shape))
+            if a_shape and min(a_shape) < 0:
                 raise ValueError(f"{node}: negative dimension in shape {a_shape}")
             name = ""
         if want_stats and given is None:

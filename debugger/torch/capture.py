@@ -200,6 +200,18 @@ def _op_hints(func: Any) -> tuple[str, bool, bool, bool]:
     return name, routing, collective, per_rank
 
 
+def wait_collective(out: Any) -> None:
+    """Collectives return a Work handle: wait, so the recorded output is the reduced value."""
+    items = out if isinstance(out, (list, tuple)) else [out]
+    for v in items:
+        w = getattr(v, "wait", None)
+        if w is not None and not isinstance(v, torch.Tensor):
+            try:
+                w()
+            except (RuntimeError, TypeError):
+                pass
+
+
 def tag_pending(g: IterationGraph) -> None:
     """Mark the autograd node of recent forward outputs with their forward node (for backward links)."""
     if not g.pending_tags:

@@ -713,7 +713,7 @@ class Recorder:
         g = self._graph
         assert g is not None
         if collective:
-            _wait(out)
+            C.wait_collective(out)
         returned = [t for t in C.flat_tensors(out)]
         for _, _, writes, _, _ in nodes:
             for w in writes:
@@ -1042,18 +1042,6 @@ def _with_closure(args: Any, kwargs: Any, closure: Any) -> tuple[Any, Any]:
 def _is_wrapper(model: torch.nn.Module) -> bool:
     """DistributedDataParallel / DataParallel: named after the wrapped module, no scope of their own."""
     return isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel))
-
-
-def _wait(out: Any) -> None:
-    """Collectives return a Work handle: wait, so the recorded output is the reduced value."""
-    items = out if isinstance(out, (list, tuple)) else [out]
-    for v in items:
-        w = getattr(v, "wait", None)
-        if w is not None and not isinstance(v, torch.Tensor):
-            try:
-                w()
-            except (RuntimeError, TypeError):
-                pass
 
 
 def _signature(record: GraphRecord) -> str:

@@ -221,6 +221,8 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
             return full()
         _take(rec, call.before, tensors)
     out = func(*args, **kwargs)
+    if C.op_hints(func)[2]:
+        C.wait_collective(out)      # as a full recording does: the reduced value is what is captured
     if (call.after or call.made) and rec._replaying is replaying:
         tensors = call_tensors(args, kwargs, out)
         if not _alike(call.after, tensors):

@@ -214,7 +214,8 @@ def test_ddp_two_ranks(tmp_path: pytest.TempPathFactory, save: str = "statistics
     all-reduced gradients equal (plain torch agrees), and the gradients are the all-reduced ones; in
     statistics mode through exact digests of what must agree."""
     out = str(tmp_path / "ddp")
-    _, facts = _train(out, "--steps", "3", "--ranks", "2", "--port", str(_free_port()), "--save", save)
+    # 5 steps: the iterations after the run repeats (3 and 4) are replayed, collectives included
+    _, facts = _train(out, "--steps", "5", "--ranks", "2", "--port", str(_free_port()), "--save", save)
     assert len(facts) == 2
     assert all(f["params_equal_across_ranks"] and f["grads_equal_across_ranks"] for f in facts[0])
     res = run_cli("info", out, "--json")

@@ -110,6 +110,29 @@ def test_graph_round_trip_equals_field_by_field(tmp_path: Any) -> None:
     assert info.raw["metadata"] == {"net": "toy"}
 
 
+def test_a_graph_keeps_its_recording_level(tmp_path: Any) -> None:
+    """A graph recorded at level "parameters" reads back at that level (and so does graph_level, which
+    builds no graph); a file without the attribute reads as "ops"; an unknown level is refused as
+    corrupt, naming the file, and the rank goes on without that graph."""
+    root = str(tmp_path / "d")
+    coarse = make_graph(1)
+    coarse.level = "parameters"
+    with DumpWriter(root, rank=0) as w:
+        w.write_graph(make_graph(0))
+        w.write_graph(coarse)
+    path = os.path.join(root, "rank_0", "graph_0.h5")
+    with h5py.File(path, "r+") as f:
+        del f.attrs["level"]          # as files written before levels existed
+    r = open_rank(root)
+    assert (r.read_graph(0).level, r.read_graph(1).level) == ("ops", "parameters")
+    assert (r.graph_level(0), r.graph_level(1)) == ("ops", "parameters")
+    with h5py.File(path, "r+") as f:
+        f.attrs["level"] = "layers"
+    r = open_rank(root)
+    assert r.read_graph(0) is None and r.graph_level(0) == "ops"
+    assert any(path in w and "unknown recording level 'layers'" in w for w in r.warnings)
+
+
 def test_equal_graphs_share_a_key_across_ranks(tmp_path: Any) -> None:
     root = str(tmp_path / "d")
     for rank in (0, 1):

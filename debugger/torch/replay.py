@@ -179,6 +179,10 @@ def rebuild(g: C.IterationGraph, tracker: C.Tracker, replaying: Replaying) -> No
             tracker.register(t, node, view=view, slot=slot)
             if node.startswith("input-"):
                 g.inputs_seen[C.storage_ptr(t)] = node
+    # data inputs are numbered by how many were seen: a freed one still counts (a key no storage has)
+    seen = sum(1 for n in g.nodes if n.op_type == "Input")
+    while len(g.inputs_seen) < seen:
+        g.inputs_seen[-len(g.inputs_seen) - 1] = ""
 
 
 def _restore_node(g: C.IterationGraph, n: NodeRecord) -> None:

@@ -962,26 +962,43 @@ class Recorder:
                 if p.grad is None:
                     continue
                 pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                name = g.once_name(f"{pname}.grad")
+                same = None
                 if self._level == LEVEL_OPS:
                     src, _ = self._tracker.source(p.grad, data=False)
-                    sources = [src]
                     same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
-                else:       # no operator seen: the gradient of every loss backward() started from
-                    sources, same = list(g.losses), None
-                name = g.once_name(f"{pname}.grad")
-                rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data") for src in sources],
-                                 outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
-                                 kind=Kind.GRADIENT, param=pname, is_backward=True)
+                    rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
+                                     outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
+                                     kind=Kind.GRADIENT, param=pname, is_backward=True)
+                    if g.value_of.get(src, src) in g.invariant:
+                        g.invariant.add(name)
+                else:
+                    rec = self._coarse_gradient(g, name, pname, p.grad)
                 g.nodes.append(rec)
                 g.order.append(name)
-                if all(g.value_of.get(src, src) in g.invariant for src in sources):
-                    g.invariant.add(name)
                 self._tracker.register(p.grad, name)
                 grads.add(C.storage_ptr(p.grad))
                 if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                     self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
                                   same=None if same is None else same[2])
+                    if self._level != LEVEL_OPS:     # the weight as read: the step has not run yet (the
+                        # capture at the previous step()'s end holds these very bits, and is reused)
+                        self._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
         self._grad_ptrs = grads
+
+    def _coarse_gradient(self, g: C.IterationGraph, name: str, pname: str, grad: torch.Tensor) -> NodeRecord:
+        """A Gradient node where no operator is seen: made from every loss backward() started from and
+        from the weight as the backward pass read it (its value as the iteration began: the previous value
+        of the weight in a graph's first iteration, debugger.model.history); under DDP the all-reduced
+        gradient, equal on every rank."""
+        sources = [*g.losses, pname]
+        ddp = isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
+        if ddp:
+            g.invariant.add(name)
+        return NodeRecord(name, "Gradient", "", inputs=[(src, "data") for src in sources],
+                          outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
+                          kind=Kind.GRADIENT, param=pname, is_backward=True, is_collective=ddp,
+                          value_inputs=tuple(sources))
 
     def _replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: R.Trace) -> bool:
         """:meth:`_record_gradients` of an iteration being replayed: the captures, no nodes. False (and

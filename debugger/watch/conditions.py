@@ -733,8 +733,9 @@ class OverflowOrigin(Rule):
         # (an earlier iteration's update made it: that iteration's search reports the origin)
         inherited = min((ref for ref in item.refs if ref.key in bad and _read_at_start(graph, ref)),
                         key=lambda ref: order_idx.get(ref.node, 1 << 30), default=None)
+        inherited_at = _position_of_read(graph, inherited, order_idx)
         for node, ios in sorted(by_node.items(), key=lambda kv: order_idx.get(kv[0], 1 << 30)):
-            if inherited is not None and order_idx.get(inherited.node, 1 << 30) <= order_idx.get(node, 1 << 30):
+            if inherited is not None and inherited_at <= order_idx.get(node, 1 << 30):
                 add_error(out, wp, step, inherited.node, NotApplicable(
                     "weights or optimizer state were already non-finite when the iteration began: the origin "
                     "is in an earlier iteration"))
@@ -747,13 +748,25 @@ class OverflowOrigin(Rule):
             is_data = ref.kind == Kind.INPUT
             if has_bad_input or (node not in order_idx and not is_data):
                 continue
-            if not is_data and graph is not None and node in graph and not graph.node(node).inputs:
+            if not is_data and ref.kind != Kind.LOSS and graph is not None and node in graph \
+                    and not graph.node(node).inputs:
                 # made from no tensor at all (torch.full(-inf), an attention mask's scalar -inf): written on
-                # purpose, and softmax absorbs it; a kernel that computes Inf from finite inputs is an origin
+                # purpose, and softmax absorbs it; a kernel that computes Inf from finite inputs is an origin.
+                # A loss without inputs is a recording level that saw no operator: it is what went wrong
                 add_error(out, wp, step, node, NotApplicable(
                     "a non-finite constant made from no input (an attention mask's -inf) is no overflow origin"))
                 continue
             add_hit(out, wp, item.order, step, ref, nonfinite_counts(bad[(node, "output", outs[0])]), {})
+
+
+def _position_of_read(graph: Graph | None, ref: TensorRef | None, order_idx: dict[str, int]) -> int:
+    """Where in the iteration ``ref``, a read of a weight as it began, happened: a Gradient node's read
+    (a recording level that saw no operator) stands for the forward pass's, before everything."""
+    if ref is None:
+        return 0
+    if graph is not None and graph.record_of(ref.node).kind == Kind.GRADIENT:
+        return -1
+    return order_idx.get(ref.node, 1 << 30)
 
 
 def _read_at_start(graph: Graph | None, ref: TensorRef) -> bool:
@@ -762,7 +775,8 @@ def _read_at_start(graph: Graph | None, ref: TensorRef) -> bool:
     if ref.io != "input" or graph is None or ref.node not in graph:
         return False
     a = graph.record_of(ref.node)
-    if a.is_backward or a.input_roles or a.kind == Kind.OPTIMIZER_STATE:
+    # a Gradient node that reads its weight (a recording level that saw no operator) read it before the step
+    if a.is_backward and a.kind != Kind.GRADIENT or a.input_roles or a.kind == Kind.OPTIMIZER_STATE:
         return False
     values = graph.value_inputs(ref.node)
     s = graph.get(values[ref.slot]) if ref.slot < len(values) and values[ref.slot] else None

@@ -249,8 +249,9 @@ Hook = Callable[[int, nn.Module], Any]    # called before step i; may return a c
 
 def train(path: str | None, model: Model, loop: Loop, save: str = "statistics", steps: int = STEPS,
           groups: Callable[[nn.Module, list[nn.Parameter]], Any] | None = None,
-          before_step: Hook | None = None) -> Truth:
-    """Train ``steps`` optimizer steps, recorded at ``path`` (None: not recorded); plain torch's truth."""
+          before_step: Hook | None = None, level: Any = "ops") -> Truth:
+    """Train ``steps`` optimizer steps, recorded at ``path`` (None: not recorded) at ``level``; plain
+    torch's truth."""
     torch.manual_seed(0)
     m = model.module
     m.train()
@@ -262,7 +263,7 @@ def train(path: str | None, model: Model, loop: Loop, save: str = "statistics", 
     opt = make_optimizer(loop, groups(m, params) if groups else params)
     sched = make_schedule(loop, opt)
     truth = Truth(trained={names[id(p)] for p in params})
-    rec = Recorder(path, m, opt, save=save) if path else None
+    rec = Recorder(path, m, opt, save=save, level=level) if path else None
     with rec if rec is not None else contextlib.nullcontext():
         for i in range(steps):
             ctx = before_step(i, m) if before_step else None

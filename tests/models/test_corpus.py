@@ -22,6 +22,10 @@ import corpus  # noqa: E402
 from corpus import HEALTHY, Loop, build, scan_recommended, train  # noqa: E402
 
 
+# the levels that record weights, gradients and optimizer state: the weight and gradient findings hold at each
+LEVELS_OF_WEIGHTS = ["ops", "parameters"]
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     with corpus.quiet_threads():
@@ -88,6 +92,42 @@ def test_a_nan_made_at_iteration_2_heads_the_scan_at_its_line(tmp_path, save: st
     assert {h.iteration for h in res.hits if h.watchpoint == "overflow"} == {2}
 
 
+@pytest.mark.parametrize("name", ["gpt2", "resnet18"])
+def test_healthy_runs_are_quiet_at_level_parameters(tmp_path, name: str) -> None:
+    """At level "parameters" a healthy run is as quiet as at every operator, and the scan says what that
+    level cannot answer."""
+    path = str(tmp_path / "dump")
+    truth = train(path, build(name), Loop("adamw"), level="parameters")
+    assert truth.losses[-1] < truth.losses[0], truth.losses
+    res = scan_recommended(path)
+    assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
+    assert [(e.watchpoint, e.iteration, e.node, e.error) for e in res.errors] == []
+    assert res.levels == {"parameters": list(range(corpus.STEPS))}
+
+
+def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:
+    """The NaN of the test above, recorded at level "parameters": no operator is recorded, so the
+    headline is the first non-finite tensor the level holds, iteration 2's loss (torch says it is NaN),
+    at the line that called backward(); the scan's note says the operator's origin needs level "ops"."""
+    def poison(module: nn.Module, args: Any, output: torch.Tensor) -> torch.Tensor:
+        return output.log()
+
+    def at_2(i: int, m: nn.Module) -> Any:
+        return _hooked(m.transformer.h[1].mlp, poison) if i == 2 else None
+
+    path = str(tmp_path / "dump")
+    truth = train(path, build("gpt2"), Loop("adamw"), before_step=at_2, level="parameters")
+    assert math.isnan(truth.losses[2]) and all(math.isfinite(v) for v in truth.losses[:2])
+    res = scan_recommended(path)
+    assert _first(res) == ("overflow", 2)
+    assert (res.first.node, res.first.kind) == ("loss", "loss")
+    # iteration 3 began with the NaN weights the step of iteration 2 wrote: inherited, no second origin
+    assert {h.iteration for h in res.hits if h.watchpoint == "overflow"} == {2}
+    assert res.first.source.startswith(f"{corpus.__file__}:")
+    notes = res.to_dict()["level_notes"]
+    assert len(notes) == 1 and "not the operator that made it" in notes[0]
+
+
 class _hooked:
     """A forward hook on a module for one step (a context manager)."""
 
@@ -106,16 +146,18 @@ def _line(tag: str) -> int:
         return next(i for i, text in enumerate(f, 1) if f"# {tag}" in text)
 
 
-def test_a_frozen_layer_is_the_headline(tmp_path) -> None:
+@pytest.mark.parametrize("level", LEVELS_OF_WEIGHTS)
+def test_a_frozen_layer_is_the_headline(tmp_path, level: str) -> None:
     """ResNet-18, SGD with momentum; its classifier in a parameter group with learning rate 0: torch leaves
-    exactly fc.weight and fc.bias unchanged at every step, and weight_not_changed names them and only them."""
+    exactly fc.weight and fc.bias unchanged at every step, and weight_not_changed names them and only them,
+    at every level (the weights are in each)."""
     def groups(m: nn.Module, params: list[nn.Parameter]) -> Any:
         fc = {id(p) for p in m.fc.parameters()}
         return [{"params": [p for p in params if id(p) not in fc]},
                 {"params": [p for p in params if id(p) in fc], "lr": 0.0}]
 
     path = str(tmp_path / "dump")
-    truth = train(path, build("resnet18"), Loop("sgd-momentum"), groups=groups)
+    truth = train(path, build("resnet18"), Loop("sgd-momentum"), groups=groups, level=level)
     assert all(u == {"fc.weight", "fc.bias"} for u in truth.unchanged), truth.unchanged
     res = scan_recommended(path)
     assert _first(res) == ("weight_not_changed", 0)
@@ -171,7 +213,8 @@ def test_a_saturated_lstm_cell_is_found_at_its_gates(tmp_path) -> None:
     assert sat <= {"sigmoid_", "tanh_", "tanh"} and "sigmoid_" in sat
 
 
-def test_vanishing_gradients_of_a_deep_plain_net(tmp_path) -> None:
+@pytest.mark.parametrize("level", LEVELS_OF_WEIGHTS)
+def test_vanishing_gradients_of_a_deep_plain_net(tmp_path, level: str) -> None:
     """Twenty sigmoid layers, no normalisation, SGD: torch's first-layer gradients are below 1e-9 and
     gradient_vanishing heads the scan with the first layers."""
     grads: dict[str, float] = {}
@@ -188,7 +231,7 @@ def test_vanishing_gradients_of_a_deep_plain_net(tmp_path) -> None:
 
     torch.manual_seed(0)
     path = str(tmp_path / "dump")
-    train(path, deep(), Loop("sgd-momentum"), before_step=note)
+    train(path, deep(), Loop("sgd-momentum"), before_step=note, level=level)
     assert grads["layers.0.weight"] < 1e-9 and grads["head.weight"] > 1e-4, grads
     res = scan_recommended(path)
     assert _first(res) == ("gradient_vanishing", 0)
@@ -199,7 +242,8 @@ def test_vanishing_gradients_of_a_deep_plain_net(tmp_path) -> None:
                                                               if n.endswith(".weight") and g < 1e-9}
 
 
-def test_exploding_weights_from_a_too_high_learning_rate(tmp_path) -> None:
+@pytest.mark.parametrize("level", LEVELS_OF_WEIGHTS)
+def test_exploding_weights_from_a_too_high_learning_rate(tmp_path, level: str) -> None:
     """An MLP with SGD at lr 50: torch's update moves a weight by more than ten times its size in the
     first step (the losses stay finite); weight_change_too_large heads the scan."""
     ratios: dict[str, float] = {}
@@ -214,7 +258,7 @@ def test_exploding_weights_from_a_too_high_learning_rate(tmp_path) -> None:
         return None
 
     path = str(tmp_path / "dump")
-    truth = train(path, build("mlp"), Loop("sgd-momentum", lr=50.0), before_step=note)
+    truth = train(path, build("mlp"), Loop("sgd-momentum", lr=50.0), before_step=note, level=level)
     assert all(math.isfinite(v) for v in truth.losses), truth.losses
     assert max(ratios.values()) > 10, ratios
     res = scan_recommended(path)

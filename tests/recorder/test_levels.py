@@ -36,7 +36,8 @@ def _gpt2_steps(steps: int, on_step: Callable[[int, Any], None] | None = None,
     losses, and per step plain torch's view of its gradients and weights."""
     m = build("gpt2")
     opt = torch.optim.AdamW(m.module.parameters(), lr=1e-3)
-    truth: dict[str, Any] = {"grads": [], "weights": [], "loss": []}
+    truth: dict[str, Any] = {"grads": [], "weights": [], "loss": [],
+                             "initial": {n: p.detach().clone() for n, p in m.module.named_parameters()}}
 
     def grab(o: Any, args: Any, kwargs: Any) -> None:
         truth["grads"].append({n: p.grad.detach().clone() for n, p in m.module.named_parameters() if p.grad is not None})
@@ -68,7 +69,8 @@ def _gpt2_steps(steps: int, on_step: Callable[[int, Any], None] | None = None,
 def test_parameters_level_holds_weights_gradients_state_and_loss_equal_to_torch(tmp_path: Any) -> None:
     """level="parameters": no operator node, a dispatch-free run with the same losses; per iteration the
     loss, each weight (after the step) and each gradient (as the step began) with plain torch's
-    statistics, optimizer state nodes, and the graph says its level."""
+    statistics, optimizer state nodes, and the graph says its level; each weight's gradient node reads the
+    weight as the step found it."""
     dump = str(tmp_path / "d")
     plain, _ = _gpt2_steps(3)
     losses, truth = _gpt2_steps(3, path=dump, save="statistics", level="parameters")
@@ -87,7 +89,13 @@ def test_parameters_level_holds_weights_gradients_state_and_loss_equal_to_torch(
             _assert_stats(tensors[it][(name, "output", 0)].source.stored_stats(), _stats(w))
         for name, g in truth["grads"][it].items():
             _assert_stats(tensors[it][(f"{name}.grad", "output", 0)].source.stored_stats(), _stats(g))
-    assert [e[0] for e in graph.record_of("transformer.wte.weight.grad").inputs] == ["loss"]
+    # a gradient is made from the loss and from its weight as the step found it, captured as an input
+    # (its previous value in the first iteration: the weight before any update, per torch)
+    assert [e[0] for e in graph.record_of("transformer.wte.weight.grad").inputs] == ["loss", "transformer.wte.weight"]
+    for it in range(3):
+        before = truth["initial"] if it == 0 else truth["weights"][it - 1]
+        for name, w in before.items():
+            _assert_stats(tensors[it][(f"{name}.grad", "input", 1)].source.stored_stats(), _stats(w))
 
 
 def test_schedule_and_capture_next_choose_each_iteration_level(tmp_path: Any) -> None:

@@ -32,6 +32,14 @@ PER_RANK_WORDS = ("reduce_scatter", "alltoall", "all_to_all", "send", "recv", "s
 GLOBAL_SCOPE = "global"
 BACKWARD_SCOPE = "backward"
 CANDIDATE_HEADER = "Corresponding forward node candidate:"
+# The recorder's own tensor calls (detach, copies, device statistics) skip every dispatch mode, its
+# own included: each would otherwise make a round trip through Python (about 5 us, a thousand times
+# an iteration). The recorder's ``_busy`` still guards the paths this does not cover.
+OWN_OPS = torch._C._DisableTorchDispatch
+# dtypes numpy holds, and the dtype a statistics capture of each is stored as (bfloat16 as float32)
+NUMPY_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                          torch.float16, torch.float32, torch.float64, torch.complex64, torch.complex128})
+STATS_DTYPE = {**{d: str(d).replace("torch.", "") for d in NUMPY_DTYPES}, torch.bfloat16: "float32"}
 
 
 @dataclass

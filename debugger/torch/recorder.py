@@ -7,97 +7,42 @@ optimizer state, gradients and data inputs as leaf nodes; and per tensor its val
 "The weight at iteration i" is the parameter's node output, taken at ``rec.step()``, i.e. after
 iteration i's optimizer step; the value the forward pass read (before the update) is the input of
 the weight's readers (the first one is what tdbg's "previous value" uses for the first iteration).
+
+This module holds the Recorder's life cycle (iterations, levels, hooks, captures, the hand-over to
+the writer thread); its parts each have a module: opslevel.py (level "ops": a node per operator),
+replay.py (iterations that repeat a recorded one), leaves.py (parameters, state, gradients).
 """
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
 import fnmatch
 import hashlib
 import os
 import warnings
-import weakref
 from typing import Any, Iterator, Mapping, Sequence
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..formats.records import LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.tdbg_h5.writer import DumpWriter
-from ..stats import ASYMPTOTES, compiled_kernel
+from ..stats import compiled_kernel
 from . import capture as C
 from . import activations as A
-from . import optstate
 from . import replay as R
+from .leaves import LeafCapture
+from .opslevel import OpsCapture, OpsMode
+from .replay import ReplayCapture
 from .levels import LevelPlan, Selection
-from .devstats import as_float32, extras_to_host, rows_to_dicts, saturated_row, stats_row, update_row
+from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
 
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
-_NUMPY_OK = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
-             torch.float32, torch.float64, torch.complex64, torch.complex128}
 _MAX_GRAPHS = 64
-# the dtype a statistics capture of a plain tensor of each dtype is stored as (bfloat16 as float32)
-_STATS_OK = {**{d: C.dtype_name(d) for d in _NUMPY_OK}, torch.bfloat16: "float32"}
 
 
-# The recorder's own tensor calls (detach, copies, device statistics) skip every dispatch mode, its
-# own included: each would otherwise make a round trip through Python (about 5 us, a thousand times
-# an iteration). ``_busy`` still guards the paths this does not cover.
-_own_ops = torch._C._DisableTorchDispatch
-_NOT_RUN = object()
-
-
-class _Mode(TorchDispatchMode):
-    """Sees every ATen call below autograd (forward, backward and the optimizer step)."""
-
-    def __init__(self, rec: "Recorder") -> None:
-        super().__init__()
-        self.rec = rec
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        rec = self.rec
-        if rec._busy or rec._graph is None or func.namespace == "profiler":
-            return func(*args, **kwargs)
-        if rec._replaying is not None:
-            return R.replay_call(rec, func, args, kwargs, lambda: self._full(func, args, kwargs),
-                                 lambda out: self._full(func, args, kwargs, out))
-        return self._full(func, args, kwargs)
-
-    def _full(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ran: Any = _NOT_RUN) -> Any:
-        """Run ``func`` (unless it ``ran`` already, with that output) and record it as a graph node."""
-        rec = self.rec
-        rec._busy = True
-        rec._call_begin(func, args, kwargs)
-        try:
-            with _own_ops():
-                pre = rec._before(func, args, kwargs)
-        except Exception as exc:     # never break the training: drop this iteration instead
-            rec._drop(exc)
-            pre = None
-        finally:
-            rec._busy = False
-        out = func(*args, **kwargs) if ran is _NOT_RUN else ran
-        if pre is None or rec._graph is None:
-            rec._call_end()
-            return out
-        rec._busy = True
-        rec._call_out = out
-        try:
-            with _own_ops():
-                rec._after(pre, func, args, kwargs, out)
-        except Exception as exc:
-            rec._drop(exc)
-        finally:
-            rec._busy = False
-            rec._call_end()
-        return out
-
-
-class Recorder:
+class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
@@ -149,7 +94,7 @@ class Recorder:
         self.iteration = 0
         self._graph: C.IterationGraph | None = None
         self._busy = False
-        self._mode: _Mode | None = None
+        self._mode: OpsMode | None = None
         self._sink: Sink | None = None
         self._writer: DumpWriter | None = None
         self._handles: list[Any] = []
@@ -281,7 +226,7 @@ class Recorder:
         elif self.replay:
             self._trace = R.Trace()
         if self._mode is None:
-            self._mode = _Mode(self)
+            self._mode = OpsMode(self)
             self._mode.__enter__()
 
     def _drop(self, exc: Exception) -> None:
@@ -291,87 +236,6 @@ class Recorder:
         self._graph = None
         self._replaying = self._trace = self._call = self._repeat = None
 
-    def _resume_full(self) -> None:
-        """The iteration being replayed stopped repeating its trace: rebuild its graph so far and record
-        the rest in full (see replay.py); the next iterations are recorded in full until the run repeats."""
-        replaying, g = self._replaying, self._graph
-        self._replaying = self._repeat = None
-        if replaying is None or g is None:
-            return
-        busy = self._busy
-        self._busy = True
-        try:
-            with _own_ops():
-                R.rebuild(g, self._tracker, replaying)
-                params = dict(self._root.named_parameters())
-                for n in g.nodes:       # the gradients the rebuilt graph holds: their producer for the rest
-                    p = params.get(n.param or "") if n.op_type == "Gradient" else None
-                    if p is not None and p.grad is not None:
-                        self._tracker.register(p.grad, n.name)
-                if self._in_step is not None:
-                    g.step_first = len(g.nodes)
-        finally:
-            self._busy = busy
-
-    # ---- the trace of a full "ops" iteration (see replay.py) -----------------------------------
-    def _call_begin(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self._trace is not None and self._graph is not None:
-            self._call = R.Call(func, first_node=len(self._graph.nodes), first_order=len(self._graph.order),
-                                backward=bool(self._in_backward or torch._C._current_autograd_node() is not None))
-            self._call_args = (args, kwargs)
-            self._call_out = None
-            self._call_tensors = None
-
-    def _call_end(self) -> None:
-        if self._call is not None and self._trace is not None:
-            self._trace.calls.append(self._call)
-        # no reference past the call: AccumulateGrad copies a gradient that anything else holds
-        self._call = self._call_out = self._call_tensors = None
-        self._call_args = ((), {})
-
-    def _trace_take(self, t: torch.Tensor, c: C.Captured, exact: bool, reuse: bool) -> None:
-        """Note a capture of the running call in the trace (where the tensor is among the call's)."""
-        call = self._call
-        assert call is not None
-        after = self._call_out is not None
-        where = R.where_in(t, self._tensors_of_call(after))
-        if where < 0:       # not one of the call's own tensors: this iteration cannot be replayed
-            self._trace = None
-            return
-        (call.after if after else call.before).append(
-            R.Take(where, c.node, c.op_type, c.io, c.slot, c.shape, exact, reuse))
-
-    def _tensors_of_call(self, after: bool) -> list[torch.Tensor]:
-        """The running call's tensors (``after``: with its outputs), listed once per phase."""
-        if self._call_tensors is None or self._call_tensors[0] != after:
-            self._call_tensors = (after, R.call_tensors(*self._call_args, self._call_out if after else None))
-        return self._call_tensors[1]
-
-    def _note_made(self, t: torch.Tensor, node: str, view: bool, slot: int) -> None:
-        """The tracker registered ``t`` as made by ``node``: note it in the trace of the running call."""
-        call = self._call
-        if call is None or self._trace is None:
-            return
-        where = R.where_in(t, self._tensors_of_call(True))
-        if where < 0:
-            self._trace = None
-            return
-        call.made.append((where, node, slot, view))
-
-    def _replay_take(self, take: R.Take, t: torch.Tensor) -> None:
-        """Capture the tensor a traced call's take names (its shape checked already; the trace says it
-        was a plain tensor: a statistics capture that no leaf shares takes the short way)."""
-        if take.reuse or self.values or type(t) is not torch.Tensor or t.dtype not in _STATS_OK:
-            c = self._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
-        else:
-            t = t.detach()
-            c = C.Captured(take.node, take.op_type, take.io, take.slot, shape=take.shape,
-                           stats=stats_row(t), dtype=_STATS_OK[t.dtype])
-            if take.exact:
-                c.host = self._digest_box(t)
-            self._graph.captured.append(c)
-        if c is not None and take.activation and not self.values and t.dtype.is_floating_point:
-            c.extra = saturated_row(t, take.activation)
 
     def _stop_mode(self) -> None:
         if self._mode is not None:
@@ -383,7 +247,7 @@ class Recorder:
         """The recorder's own tensor work: no dispatch mode (its own included) sees its operators."""
         self._busy = True
         try:
-            with _own_ops():
+            with C.OWN_OPS():
                 yield
         finally:
             self._busy = False
@@ -462,14 +326,6 @@ class Recorder:
         facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
         return Job(self.iteration, new, [gid], rows, facts)
 
-    def _replayed_job(self, g: C.IterationGraph, replaying: R.Replaying) -> Job:
-        """The job of an iteration replayed against the trace of graph ``replaying.graph_id``."""
-        gid = replaying.graph_id
-        self._history.setdefault(gid, []).append(self.iteration)
-        g.loss_slots = replaying.trace.loss_slots
-        rows = self._rows(g, gid)
-        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, self._graph_records[gid].nodes)
-        return Job(self.iteration, [], [gid], rows, facts)
 
     def _rows(self, g: C.IterationGraph, gid: int) -> list[Row]:
         """The iteration's captures as the writer's rows (device statistics copied to the host at once)."""
@@ -502,57 +358,6 @@ class Recorder:
         g.made.clear()      # it holds host copies in values mode: not past the hand-over
         return rows
 
-    # ---- facts about tensors ----------------------------------------------------------------
-    def _refresh_leaves(self, walk: bool = False) -> None:
-        """Parameters, buffers and optimizer state by storage address (state appears at the first step);
-        ``walk``: list the model's parameters and buffers anew (once an iteration: it walks every module)."""
-        if walk or self._named is None:
-            self._named = (list(self._root.named_buffers()), list(self._root.named_parameters()))
-        buffers, params = self._named
-        by: dict[int, C.Leaf] = {}
-        tensors: dict[int, torch.Tensor] = {}
-        trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
-        for n, b in buffers:
-            ptr = C.storage_ptr(b)
-            if ptr:
-                by[ptr], tensors[ptr] = C.Leaf(n, Kind.OTHER, None), b
-        for n, p in params:
-            ptr = C.storage_ptr(p)
-            if ptr:
-                by[ptr] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
-                tensors[ptr] = p
-        self._param_ptrs = {C.storage_ptr(p) for opt in self.optimizers for grp in opt.param_groups
-                            for p in grp["params"]}
-        states: set[int] = set()
-        for k, opt in enumerate(self.optimizers):
-            for p, st in opt.state.items():
-                pname = self._param_name.get(id(p), f"param{len(by)}")
-                for key, v in st.items():
-                    if isinstance(v, torch.Tensor) and C.is_plain(v):
-                        ptr = C.storage_ptr(v)
-                        if ptr and ptr not in by:
-                            prefix = f"optimizer{k}." if len(self.optimizers) > 1 else ""
-                            by[ptr] = C.Leaf(f"{prefix}{key}.{pname}", Kind.OPTIMIZER_STATE, pname)
-                            tensors[ptr] = v
-                            states.add(ptr)
-        self._state_ptrs = states
-        self._leaf_by_ptr = by
-        self._leaf_tensors = tensors
-
-    def _prune_reuse(self) -> None:
-        """Keep reusable captures only for the leaves as they are now (bounded: one per leaf)."""
-        if not self._reuse:
-            return
-        live = {(p, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version, self._writes.get(p, 0))
-                for p, t in ((C.storage_ptr(t), t) for t in self._leaf_tensors.values())}
-        self._reuse = {k: v for k, v in self._reuse.items() if k in live}
-
-    def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
-        return self._leaf_by_ptr.get(C.storage_ptr(t))
-
-    def _leaf_module(self, leaf: C.Leaf) -> str:
-        name = leaf.param or leaf.name
-        return name.rsplit(".", 1)[0] if "." in name else ""
 
     def _on_input(self, rec: NodeRecord, t: torch.Tensor) -> None:
         self._capture(rec.name, rec.op_type, "output", 0, t, exact=False)
@@ -569,7 +374,7 @@ class Recorder:
                  reuse: bool = False, same: C.Captured | None = None) -> C.Captured | None:
         """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash).
         ``same``: a capture of this iteration known to hold the same bits (its values or row are shared)."""
-        if not C.is_plain(t) or t.dtype not in _NUMPY_OK and t.dtype != torch.bfloat16:
+        if not C.is_plain(t) or t.dtype not in C.NUMPY_DTYPES and t.dtype != torch.bfloat16:
             return None
         assert self._graph is not None
         given = t
@@ -606,31 +411,6 @@ class Recorder:
             self._trace_take(given, c, exact, reuse)
         return c
 
-    def _pass_capture(self, g: C.IterationGraph, op: str, name: str, src: torch.Tensor, out: torch.Tensor) -> None:
-        """Let the view ``out`` of ``src`` share ``src``'s capture when it holds the same elements: an
-        alias (AccumulateGrad's detach of a gradient) entirely; a view of the same memory span in
-        another layout (``t``, ``view``, ``permute``) its statistics, never a digest (that of ``src``'s
-        layout)."""
-        same = self._same_bits(g, src)
-        if same is None:
-            return
-        if op in C.ALIASES:
-            g.made[(name, 0)] = same
-        elif out.dtype == src.dtype and out.numel() == src.numel() and C.storage_ptr(out) == C.storage_ptr(src) \
-                and out.storage_offset() == src.storage_offset() and C.is_dense(src) and C.is_dense(out):
-            c = same[2]
-            g.made[(name, 0)] = (C.version(out), C.view_key(out),
-                                 C.Captured(c.node, c.op_type, c.io, c.slot, stats=c.stats, dtype=c.dtype,
-                                            shape=tuple(out.shape)))
-
-    def _same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int, tuple[Any, ...], C.Captured] | None:
-        """(version, view, capture) of this iteration's capture of ``t``'s bits, if any: that of the node
-        that made ``t`` (alive, so its memory was not reused), as the same view at the same version."""
-        e = self._tracker.newest(t)
-        made = None if e is None else g.made.get((e[1], e[3]))
-        if made is None or made[0] is None or made[0] != C.version(t) or made[1] != C.view_key(t):
-            return None
-        return made
 
     @staticmethod
     def _digest_box(t: torch.Tensor) -> DigestBox:
@@ -646,169 +426,6 @@ class Recorder:
             t = t.to(torch.float32)
         return DigestBox(t.to("cpu", copy=True).numpy())
 
-    # ---- operators --------------------------------------------------------------------------
-    def _scope(self) -> tuple[str, str, tuple[StackFrame, ...], bool]:
-        """(scope, module path, source stack, backward) of the operator about to run."""
-        if self._in_backward or torch._C._current_autograd_node() is not None:
-            node = torch._C._current_autograd_node()
-            fwd = node.metadata.get("tdbg") if node is not None else None
-            g = self._graph
-            info = g.info.get(fwd) if (fwd and g is not None) else None
-            if info is not None:
-                scope, src, path = info
-                # a backward kernel's frames are those of the forward operator it derives from
-                return (f"{C.BACKWARD_SCOPE}/{scope}", path,
-                        tuple(replace(f, forward_candidate=True) for f in src), True)
-            return C.BACKWARD_SCOPE, "", self._backward_source, True
-        if self._in_step is not None:
-            return f"optimizer-{type(self._in_step).__name__}", "", user_stack(4), False
-        if self._scopes:
-            _, scope, path = self._scopes[-1]
-            return scope, path, user_stack(4), False
-        return C.GLOBAL_SCOPE, "", user_stack(4), False
-
-    def _before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        g = self._graph
-        assert g is not None
-        C.tag_pending(g)
-        op, routing, collective, per_rank = C.op_hints(func)
-        scope, path, source, backward = self._scope()
-        groups = C.arg_groups(func, args, kwargs)
-        lists = [v for v, _, _ in groups if isinstance(v, list) and v]
-        n = len(lists[0]) if lists else 0
-        elements = range(n) if lists else range(1)
-        want = self._want(path, op)
-        nodes = []
-        for e in elements:
-            ins: list[torch.Tensor] = []
-            writes: list[torch.Tensor] = []
-            # an out= argument is written whatever it held, like the destination of copy_: never read
-            overwritten: set[int] = set()
-            for v, w, out in groups:
-                if isinstance(v, list):
-                    if len(v) != n or v[e] is None:
-                        continue
-                    t = v[e]
-                else:
-                    t = v
-                ins.append(t)
-                if w:
-                    writes.append(t)
-                if out or (w and op in C.OVERWRITE):
-                    overwritten.add(id(t))
-            name = g.fresh_name(scope, op)
-            srcs = []
-            forward = not backward and self._in_step is None
-            for slot, t in enumerate(ins):
-                read = id(t) not in overwritten
-                src, leaf = self._tracker.source(t, data=forward, read=read and want)
-                srcs.append(src)
-                if leaf is not None and want and read:
-                    self._capture(name, op, "input", slot, t, exact=True, reuse=True)
-            nodes.append((name, ins, writes, srcs, overwritten))
-        return (op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want)
-
-    def _after(self, pre: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-        op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want = pre
-        g = self._graph
-        assert g is not None
-        if collective:
-            C.wait_collective(out)
-        returned = [t for t in C.flat_tensors(out)]
-        for _, _, writes, _, _ in nodes:
-            for w in writes:
-                p = C.storage_ptr(w)
-                if p in self._leaf_by_ptr or p in self._grad_ptrs:
-                    self._writes[p] = self._writes.get(p, 0) + 1
-        for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
-            if lists:
-                outs = [returned[e]] if len(returned) == len(nodes) else writes
-            else:
-                outs = returned if returned else writes
-            if routing and len(ins) == 1 and len(outs) == 1 and (op in C.ALIASES or not self.values):
-                self._pass_capture(g, op, name, ins[0], outs[0])
-            roles: tuple[str, ...] = ()
-            if self._in_step is not None and any(C.storage_ptr(w) in self._param_ptrs or
-                                                 C.storage_ptr(w) in self._state_ptrs for w in writes):
-                roles = tuple(self._role(t) for t in ins)
-            forward = not backward and self._in_step is None
-            is_routing = routing or op in C.PASS_THROUGH
-            traced = tuple(g.value_of.get(s, s) for s in srcs)      # through views to the value's maker
-            kind, activation = Kind.OTHER, ""
-            if forward:
-                data_in = [v for v, t in zip(traced, ins) if id(t) not in overwritten] or list(traced)
-                kind, activation = self._forward_kind(g, op, args, kwargs, scope, per_rank, data_in, bool(lists))
-            value_inputs = traced[:1] if is_routing else traced
-            if is_routing and traced:
-                g.value_of[name] = traced[0]
-            rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
-                                                      for s, t in zip(srcs, ins)],
-                             outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
-                             stack=source, module=path or "", kind=kind, is_backward=backward,
-                             is_routing=is_routing, is_collective=collective,
-                             per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
-                             activation=activation)
-            g.nodes.append(rec)
-            if kind == Kind.CONSTANT:
-                g.constants.add(name)
-            elif activation in A.PART_OF_COMPOSITE and self._scopes and outs and \
-                    self._composites.needs_check(self._scopes[-1][0]):
-                self._composites.add(self._scopes[-1][0], rec, outs[0])
-            g.order.append(name)
-            if not backward:
-                g.info[name] = (scope, source, path)
-            if self._in_step is not None:
-                out_ptrs = tuple(C.storage_ptr(t) for t in outs if isinstance(t, torch.Tensor))
-                in_ptrs = {C.storage_ptr(t) for t in ins}
-                g.step_ops.append(optstate.StepOp(rec, out_ptrs, not any(p in in_ptrs for p in out_ptrs)))
-            # Equal on every data-parallel rank when made only from weights, optimizer state and
-            # collectives' results (what `tdbg compare --ranks` checks): stored with an exact digest.
-            data = [v for v, (_, e) in zip(traced, rec.inputs) if e == "data"]
-            invariant = not per_rank and (collective or (bool(data) and all(v in g.invariant for v in data)))
-            if invariant:
-                g.invariant.add(name)
-            for slot, t in enumerate(outs):
-                if not isinstance(t, torch.Tensor):
-                    continue
-                self._tracker.register(t, name, view=routing, slot=slot)
-                if not backward and self._in_step is None and t.requires_grad is not None:
-                    try:
-                        g.pending_tags.append((weakref.ref(t), name))
-                    except TypeError:
-                        pass
-                if want and not routing and not roles and op not in C.UNINITIALISED:
-                    c = self._capture(name, op, "output", slot, t, exact=invariant)
-                    if c is not None:
-                        g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
-                        if activation in ASYMPTOTES and not self.values and t.dtype.is_floating_point:
-                            c.extra = saturated_row(t, activation)
-                            if self._call is not None and self._call.after:
-                                self._call.after[-1].activation = activation
-
-    @staticmethod
-    def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
-                      per_rank: bool, data_in: list[str], is_list: bool) -> tuple[str, str]:
-        """(kind, activation) of a forward operator, from what it reads and computes."""
-        if not data_in:
-            if scope == C.GLOBAL_SCOPE:
-                return Kind.INPUT, ""      # made outside any module from nothing: the step's data (torch.randn ...)
-            # made inside the model from no tensor at all (zeros, arange, full ...): the same every
-            # iteration, not a computed value; random numbers are not
-            return (Kind.OTHER if per_rank else Kind.CONSTANT), ""
-        if not per_rank and all(v in g.constants for v in data_in):
-            return Kind.CONSTANT, ""       # computed from constants alone (a causal mask from arange)
-        activation = "" if is_list else A.activation_of(op, args, kwargs)
-        return (Kind.ACTIVATION if activation else Kind.OTHER), activation
-
-    def _role(self, t: torch.Tensor) -> str:
-        ptr = C.storage_ptr(t)
-        if ptr in self._param_ptrs:
-            return "weight"
-        if ptr in self._grad_ptrs:
-            return "gradient"
-        if ptr in self._state_ptrs:
-            return "state"
-        return "hyper"
 
     # ---- hooks ------------------------------------------------------------------------------
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
@@ -860,20 +477,6 @@ class Recorder:
         finally:
             self._in_backward -= 1
 
-    def _mark_losses(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
-        """Level "ops": the operators that made ``roots`` are the iteration's losses."""
-        C.tag_pending(g)
-        for t in roots:
-            src, _ = self._tracker.source(t, data=False)
-            slot = self._tracker.slot_of(t)
-            if slot is not None:
-                g.loss_slots.setdefault(src, set()).add(slot)
-            if src not in g.losses:
-                g.losses.append(src)
-                for n in reversed(g.nodes):
-                    if n.name == src and not n.is_parameter:
-                        n.kind = Kind.LOSS
-                        break
 
     def _loss_nodes(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
         """The coarser levels see no operator: each root of ``backward()`` is a node of its own."""
@@ -931,96 +534,6 @@ class Recorder:
         g.step_first = len(g.nodes)
         self._in_step = opt
 
-    def _snapshot_weights(self, opt: torch.optim.Optimizer) -> None:
-        """Statistics mode: a copy of each of ``opt``'s weights not yet copied in this iteration."""
-        if self.values:
-            return
-        for grp in opt.param_groups:
-            for p in grp["params"]:
-                ptr = C.storage_ptr(p)
-                if ptr and ptr not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
-                    self._before_step[ptr] = self._copy_of(ptr, p)
-
-    def _copy_of(self, ptr: int, p: torch.Tensor) -> torch.Tensor:
-        """``p``'s values now, in a buffer kept for it on the CPU (a fresh one each step comes from mmap,
-        page faults and all: as much again as the copy); elsewhere a fresh clone (the allocator caches)."""
-        if p.device.type != "cpu":
-            return p.detach().clone()
-        buf = self._snapshots.get(ptr)
-        if buf is None or buf.shape != p.shape or buf.dtype != p.dtype:
-            buf = self._snapshots[ptr] = torch.empty_like(p, requires_grad=False, memory_format=torch.contiguous_format)
-        return buf.copy_(p.detach())
-
-    def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
-        """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""
-        self._refresh_leaves()
-        if self._replaying is not None and self._replay_gradients(g, opt, self._replaying.trace):
-            return
-        grads: set[int] = set()
-        for grp in opt.param_groups:
-            for p in grp["params"]:
-                if p.grad is None:
-                    continue
-                pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
-                name = g.once_name(f"{pname}.grad")
-                same = None
-                if self._level == LEVEL_OPS:
-                    src, _ = self._tracker.source(p.grad, data=False)
-                    same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
-                    rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
-                                     outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
-                                     kind=Kind.GRADIENT, param=pname, is_backward=True)
-                    if g.value_of.get(src, src) in g.invariant:
-                        g.invariant.add(name)
-                else:
-                    rec = self._coarse_gradient(g, name, pname, p.grad)
-                g.nodes.append(rec)
-                g.order.append(name)
-                self._tracker.register(p.grad, name)
-                grads.add(C.storage_ptr(p.grad))
-                if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
-                    self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
-                                  same=None if same is None else same[2])
-                    if self._level != LEVEL_OPS:     # the weight as read: the step has not run yet (the
-                        # capture at the previous step()'s end holds these very bits, and is reused)
-                        self._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
-        self._grad_ptrs = grads
-
-    def _coarse_gradient(self, g: C.IterationGraph, name: str, pname: str, grad: torch.Tensor) -> NodeRecord:
-        """A Gradient node where no operator is seen: made from every loss backward() started from and
-        from the weight as the backward pass read it (its value as the iteration began: the previous value
-        of the weight in a graph's first iteration, debugger.model.history); under DDP the all-reduced
-        gradient, equal on every rank."""
-        sources = [*g.losses, pname]
-        ddp = isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
-        if ddp:
-            g.invariant.add(name)
-        return NodeRecord(name, "Gradient", "", inputs=[(src, "data") for src in sources],
-                          outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
-                          kind=Kind.GRADIENT, param=pname, is_backward=True, is_collective=ddp,
-                          value_inputs=tuple(sources))
-
-    def _replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: R.Trace) -> bool:
-        """:meth:`_record_gradients` of an iteration being replayed: the captures, no nodes. False (and
-        the graph rebuilt, nothing captured) when a gradient is not the trace's."""
-        counters = dict(g.counters)
-        named: list[tuple[torch.Tensor, str, str]] = []
-        for grp in opt.param_groups:
-            for p in grp["params"]:
-                if p.grad is not None:
-                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
-                    k = counters.get(("", f"{pname}.grad"), 0)
-                    counters[("", f"{pname}.grad")] = k + 1
-                    named.append((p.grad, pname, f"{pname}.grad-{k}" if k else f"{pname}.grad"))
-        if any(name not in trace.names for _, _, name in named):
-            self._resume_full()
-            return False
-        g.counters = counters
-        for grad, pname, name in named:
-            if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
-                self._capture(name, "Gradient", "output", 0, grad, exact=True)
-        self._grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
-        return True
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._in_step = None
@@ -1030,15 +543,6 @@ class Recorder:
             return
         with self._guarded():
             self._tag_state(g, opt)
-
-    def _tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
-        """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""
-        owners = optstate.state_owners(opt, self._param_name)
-        optstate.tag_state_ops(g.step_ops, owners, self._param_ptrs)
-        ptr_of = {name: ptr for ptr, name in g.inputs_seen.items()}
-        optstate.tag_state_inputs(((n, ptr_of[n.name]) for n in g.nodes[g.step_first:]
-                                   if n.op_type == "Input" and n.name in ptr_of), owners)
-        g.step_ops = []
 
 
 def _closure_of(args: Any, kwargs: Any) -> Any:

@@ -22,6 +22,9 @@ import torch
 
 from ..formats.records import Kind, NodeRecord
 from . import capture as C
+from .devstats import saturated_row, stats_row
+from .sink import Job
+from .stepfacts import iteration_facts
 
 
 @dataclass
@@ -258,3 +261,120 @@ def _take(rec: Any, takes: list[Take], tensors: list[torch.Tensor]) -> None:
         rec._drop(exc)
     finally:
         rec._busy = False
+
+
+class ReplayCapture:
+    """The Recorder's side of replay (a mixin: the state is the Recorder's): the trace a full iteration
+    leaves, the captures a replayed one takes, and the switch to a full recording."""
+
+    def _resume_full(self) -> None:
+        """The iteration being replayed stopped repeating its trace: rebuild its graph so far and record
+        the rest in full (see replay.py); the next iterations are recorded in full until the run repeats."""
+        replaying, g = self._replaying, self._graph
+        self._replaying = self._repeat = None
+        if replaying is None or g is None:
+            return
+        busy = self._busy
+        self._busy = True
+        try:
+            with C.OWN_OPS():
+                rebuild(g, self._tracker, replaying)
+                params = dict(self._root.named_parameters())
+                for n in g.nodes:       # the gradients the rebuilt graph holds: their producer for the rest
+                    p = params.get(n.param or "") if n.op_type == "Gradient" else None
+                    if p is not None and p.grad is not None:
+                        self._tracker.register(p.grad, n.name)
+                if self._in_step is not None:
+                    g.step_first = len(g.nodes)
+        finally:
+            self._busy = busy
+
+    def _call_begin(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._trace is not None and self._graph is not None:
+            self._call = Call(func, first_node=len(self._graph.nodes), first_order=len(self._graph.order),
+                                backward=bool(self._in_backward or torch._C._current_autograd_node() is not None))
+            self._call_args = (args, kwargs)
+            self._call_out = None
+            self._call_tensors = None
+
+    def _call_end(self) -> None:
+        if self._call is not None and self._trace is not None:
+            self._trace.calls.append(self._call)
+        # no reference past the call: AccumulateGrad copies a gradient that anything else holds
+        self._call = self._call_out = self._call_tensors = None
+        self._call_args = ((), {})
+
+    def _trace_take(self, t: torch.Tensor, c: C.Captured, exact: bool, reuse: bool) -> None:
+        """Note a capture of the running call in the trace (where the tensor is among the call's)."""
+        call = self._call
+        assert call is not None
+        after = self._call_out is not None
+        where = where_in(t, self._tensors_of_call(after))
+        if where < 0:       # not one of the call's own tensors: this iteration cannot be replayed
+            self._trace = None
+            return
+        (call.after if after else call.before).append(
+            Take(where, c.node, c.op_type, c.io, c.slot, c.shape, exact, reuse))
+
+    def _tensors_of_call(self, after: bool) -> list[torch.Tensor]:
+        """The running call's tensors (``after``: with its outputs), listed once per phase."""
+        if self._call_tensors is None or self._call_tensors[0] != after:
+            self._call_tensors = (after, call_tensors(*self._call_args, self._call_out if after else None))
+        return self._call_tensors[1]
+
+    def _note_made(self, t: torch.Tensor, node: str, view: bool, slot: int) -> None:
+        """The tracker registered ``t`` as made by ``node``: note it in the trace of the running call."""
+        call = self._call
+        if call is None or self._trace is None:
+            return
+        where = where_in(t, self._tensors_of_call(True))
+        if where < 0:
+            self._trace = None
+            return
+        call.made.append((where, node, slot, view))
+
+    def _replay_take(self, take: Take, t: torch.Tensor) -> None:
+        """Capture the tensor a traced call's take names (its shape checked already; the trace says it
+        was a plain tensor: a statistics capture that no leaf shares takes the short way)."""
+        if take.reuse or self.values or type(t) is not torch.Tensor or t.dtype not in C.STATS_DTYPE:
+            c = self._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
+        else:
+            t = t.detach()
+            c = C.Captured(take.node, take.op_type, take.io, take.slot, shape=take.shape,
+                           stats=stats_row(t), dtype=C.STATS_DTYPE[t.dtype])
+            if take.exact:
+                c.host = self._digest_box(t)
+            self._graph.captured.append(c)
+        if c is not None and take.activation and not self.values and t.dtype.is_floating_point:
+            c.extra = saturated_row(t, take.activation)
+
+    def _replayed_job(self, g: C.IterationGraph, replaying: Replaying) -> Job:
+        """The job of an iteration replayed against the trace of graph ``replaying.graph_id``."""
+        gid = replaying.graph_id
+        self._history.setdefault(gid, []).append(self.iteration)
+        g.loss_slots = replaying.trace.loss_slots
+        rows = self._rows(g, gid)
+        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, self._graph_records[gid].nodes)
+        return Job(self.iteration, [], [gid], rows, facts)
+
+    def _replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: Trace) -> bool:
+        """:meth:`_record_gradients` of an iteration being replayed: the captures, no nodes. False (and
+        the graph rebuilt, nothing captured) when a gradient is not the trace's."""
+        counters = dict(g.counters)
+        named: list[tuple[torch.Tensor, str, str]] = []
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                if p.grad is not None:
+                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                    k = counters.get(("", f"{pname}.grad"), 0)
+                    counters[("", f"{pname}.grad")] = k + 1
+                    named.append((p.grad, pname, f"{pname}.grad-{k}" if k else f"{pname}.grad"))
+        if any(name not in trace.names for _, _, name in named):
+            self._resume_full()
+            return False
+        g.counters = counters
+        for grad, pname, name in named:
+            if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
+                self._capture(name, "Gradient", "output", 0, grad, exact=True)
+        self._grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
+        return True

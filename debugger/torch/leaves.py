@@ -1,0 +1,143 @@
+"""The tensors an iteration reads without making them: parameters, buffers, optimizer state and
+gradients, found by storage address, and the Gradient nodes made for them as each optimizer step
+begins (a part of the Recorder: :class:`LeafCapture` is a mixin, the state is the Recorder's)."""
+from __future__ import annotations
+
+import torch
+
+from ..formats.records import LEVEL_OPS, Kind, NodeRecord, OutputType
+from . import capture as C
+from . import optstate
+
+
+class LeafCapture:
+    """Leaves and gradients of the Recorder."""
+
+    def _refresh_leaves(self, walk: bool = False) -> None:
+        """Parameters, buffers and optimizer state by storage address (state appears at the first step);
+        ``walk``: list the model's parameters and buffers anew (once an iteration: it walks every module)."""
+        if walk or self._named is None:
+            self._named = (list(self._root.named_buffers()), list(self._root.named_parameters()))
+        buffers, params = self._named
+        by: dict[int, C.Leaf] = {}
+        tensors: dict[int, torch.Tensor] = {}
+        trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
+        for n, b in buffers:
+            ptr = C.storage_ptr(b)
+            if ptr:
+                by[ptr], tensors[ptr] = C.Leaf(n, Kind.OTHER, None), b
+        for n, p in params:
+            ptr = C.storage_ptr(p)
+            if ptr:
+                by[ptr] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
+                tensors[ptr] = p
+        self._param_ptrs = {C.storage_ptr(p) for opt in self.optimizers for grp in opt.param_groups
+                            for p in grp["params"]}
+        states: set[int] = set()
+        for k, opt in enumerate(self.optimizers):
+            for p, st in opt.state.items():
+                pname = self._param_name.get(id(p), f"param{len(by)}")
+                for key, v in st.items():
+                    if isinstance(v, torch.Tensor) and C.is_plain(v):
+                        ptr = C.storage_ptr(v)
+                        if ptr and ptr not in by:
+                            prefix = f"optimizer{k}." if len(self.optimizers) > 1 else ""
+                            by[ptr] = C.Leaf(f"{prefix}{key}.{pname}", Kind.OPTIMIZER_STATE, pname)
+                            tensors[ptr] = v
+                            states.add(ptr)
+        self._state_ptrs = states
+        self._leaf_by_ptr = by
+        self._leaf_tensors = tensors
+
+    def _prune_reuse(self) -> None:
+        """Keep reusable captures only for the leaves as they are now (bounded: one per leaf)."""
+        if not self._reuse:
+            return
+        live = {(p, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version, self._writes.get(p, 0))
+                for p, t in ((C.storage_ptr(t), t) for t in self._leaf_tensors.values())}
+        self._reuse = {k: v for k, v in self._reuse.items() if k in live}
+
+    def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
+        return self._leaf_by_ptr.get(C.storage_ptr(t))
+
+    def _leaf_module(self, leaf: C.Leaf) -> str:
+        name = leaf.param or leaf.name
+        return name.rsplit(".", 1)[0] if "." in name else ""
+
+    def _snapshot_weights(self, opt: torch.optim.Optimizer) -> None:
+        """Statistics mode: a copy of each of ``opt``'s weights not yet copied in this iteration."""
+        if self.values:
+            return
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                ptr = C.storage_ptr(p)
+                if ptr and ptr not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
+                    self._before_step[ptr] = self._copy_of(ptr, p)
+
+    def _copy_of(self, ptr: int, p: torch.Tensor) -> torch.Tensor:
+        """``p``'s values now, in a buffer kept for it on the CPU (a fresh one each step comes from mmap,
+        page faults and all: as much again as the copy); elsewhere a fresh clone (the allocator caches)."""
+        if p.device.type != "cpu":
+            return p.detach().clone()
+        buf = self._snapshots.get(ptr)
+        if buf is None or buf.shape != p.shape or buf.dtype != p.dtype:
+            buf = self._snapshots[ptr] = torch.empty_like(p, requires_grad=False, memory_format=torch.contiguous_format)
+        return buf.copy_(p.detach())
+
+    def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
+        """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""
+        self._refresh_leaves()
+        if self._replaying is not None and self._replay_gradients(g, opt, self._replaying.trace):
+            return
+        grads: set[int] = set()
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                if p.grad is None:
+                    continue
+                pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                name = g.once_name(f"{pname}.grad")
+                same = None
+                if self._level == LEVEL_OPS:
+                    src, _ = self._tracker.source(p.grad, data=False)
+                    same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
+                    rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
+                                     outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
+                                     kind=Kind.GRADIENT, param=pname, is_backward=True)
+                    if g.value_of.get(src, src) in g.invariant:
+                        g.invariant.add(name)
+                else:
+                    rec = self._coarse_gradient(g, name, pname, p.grad)
+                g.nodes.append(rec)
+                g.order.append(name)
+                self._tracker.register(p.grad, name)
+                grads.add(C.storage_ptr(p.grad))
+                if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
+                    self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
+                                  same=None if same is None else same[2])
+                    if self._level != LEVEL_OPS:     # the weight as read: the step has not run yet (the
+                        # capture at the previous step()'s end holds these very bits, and is reused)
+                        self._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
+        self._grad_ptrs = grads
+
+    def _coarse_gradient(self, g: C.IterationGraph, name: str, pname: str, grad: torch.Tensor) -> NodeRecord:
+        """A Gradient node where no operator is seen: made from every loss backward() started from and
+        from the weight as the backward pass read it (its value as the iteration began: the previous value
+        of the weight in a graph's first iteration, debugger.model.history); under DDP the all-reduced
+        gradient, equal on every rank."""
+        sources = [*g.losses, pname]
+        ddp = isinstance(self.model, torch.nn.parallel.DistributedDataParallel)
+        if ddp:
+            g.invariant.add(name)
+        return NodeRecord(name, "Gradient", "", inputs=[(src, "data") for src in sources],
+                          outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
+                          kind=Kind.GRADIENT, param=pname, is_backward=True, is_collective=ddp,
+                          value_inputs=tuple(sources))
+
+    def _tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
+        """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""
+        owners = optstate.state_owners(opt, self._param_name)
+        optstate.tag_state_ops(g.step_ops, owners, self._param_ptrs)
+        ptr_of = {name: ptr for ptr, name in g.inputs_seen.items()}
+        optstate.tag_state_inputs(((n, ptr_of[n.name]) for n in g.nodes[g.step_first:]
+                                   if n.op_type == "Input" and n.name in ptr_of), owners)
+        g.step_ops = []

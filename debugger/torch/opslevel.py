@@ -1,0 +1,282 @@
+"""Level "ops": every ATen operator of an iteration as a graph node, seen by a dispatch mode.
+
+:class:`OpsMode` sees each call below autograd (forward, backward and the optimizer step) and either
+replays it against a trace (replay.py) or records it in full: :class:`OpsCapture` (a part of the
+Recorder) names the node after its module scope, finds its inputs' producers, tells its kind and
+captures its tensors.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
+from ..stats import ASYMPTOTES
+from . import activations as A
+from . import capture as C
+from . import optstate
+from . import replay as R
+from .devstats import saturated_row
+from .stacks import user_stack
+
+NOT_RUN = object()      # the operator of a call has not run yet
+
+
+class OpsMode(TorchDispatchMode):
+    """Sees every ATen call below autograd (forward, backward and the optimizer step)."""
+
+    def __init__(self, rec: Any) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        rec = self.rec
+        if rec._busy or rec._graph is None or func.namespace == "profiler":
+            return func(*args, **kwargs)
+        if rec._replaying is not None:
+            return R.replay_call(rec, func, args, kwargs, lambda: self._full(func, args, kwargs),
+                                 lambda out: self._full(func, args, kwargs, out))
+        return self._full(func, args, kwargs)
+
+    def _full(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ran: Any = NOT_RUN) -> Any:
+        """Run ``func`` (unless it ``ran`` already, with that output) and record it as a graph node."""
+        rec = self.rec
+        rec._busy = True
+        rec._call_begin(func, args, kwargs)
+        try:
+            with C.OWN_OPS():
+                pre = rec._before(func, args, kwargs)
+        except Exception as exc:     # never break the training: drop this iteration instead
+            rec._drop(exc)
+            pre = None
+        finally:
+            rec._busy = False
+        out = func(*args, **kwargs) if ran is NOT_RUN else ran
+        if pre is None or rec._graph is None:
+            rec._call_end()
+            return out
+        rec._busy = True
+        rec._call_out = out
+        try:
+            with C.OWN_OPS():
+                rec._after(pre, func, args, kwargs, out)
+        except Exception as exc:
+            rec._drop(exc)
+        finally:
+            rec._busy = False
+            rec._call_end()
+        return out
+
+
+
+class OpsCapture:
+    """The Recorder's per-operator recording (a mixin: the state is the Recorder's)."""
+
+    def _pass_capture(self, g: C.IterationGraph, op: str, name: str, src: torch.Tensor, out: torch.Tensor) -> None:
+        """Let the view ``out`` of ``src`` share ``src``'s capture when it holds the same elements: an
+        alias (AccumulateGrad's detach of a gradient) entirely; a view of the same memory span in
+        another layout (``t``, ``view``, ``permute``) its statistics, never a digest (that of ``src``'s
+        layout)."""
+        same = self._same_bits(g, src)
+        if same is None:
+            return
+        if op in C.ALIASES:
+            g.made[(name, 0)] = same
+        elif out.dtype == src.dtype and out.numel() == src.numel() and C.storage_ptr(out) == C.storage_ptr(src) \
+                and out.storage_offset() == src.storage_offset() and C.is_dense(src) and C.is_dense(out):
+            c = same[2]
+            g.made[(name, 0)] = (C.version(out), C.view_key(out),
+                                 C.Captured(c.node, c.op_type, c.io, c.slot, stats=c.stats, dtype=c.dtype,
+                                            shape=tuple(out.shape)))
+
+    def _same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int, tuple[Any, ...], C.Captured] | None:
+        """(version, view, capture) of this iteration's capture of ``t``'s bits, if any: that of the node
+        that made ``t`` (alive, so its memory was not reused), as the same view at the same version."""
+        e = self._tracker.newest(t)
+        made = None if e is None else g.made.get((e[1], e[3]))
+        if made is None or made[0] is None or made[0] != C.version(t) or made[1] != C.view_key(t):
+            return None
+        return made
+
+    def _scope(self) -> tuple[str, str, tuple[StackFrame, ...], bool]:
+        """(scope, module path, source stack, backward) of the operator about to run."""
+        if self._in_backward or torch._C._current_autograd_node() is not None:
+            node = torch._C._current_autograd_node()
+            fwd = node.metadata.get("tdbg") if node is not None else None
+            g = self._graph
+            info = g.info.get(fwd) if (fwd and g is not None) else None
+            if info is not None:
+                scope, src, path = info
+                # a backward kernel's frames are those of the forward operator it derives from
+                return (f"{C.BACKWARD_SCOPE}/{scope}", path,
+                        tuple(replace(f, forward_candidate=True) for f in src), True)
+            return C.BACKWARD_SCOPE, "", self._backward_source, True
+        if self._in_step is not None:
+            return f"optimizer-{type(self._in_step).__name__}", "", user_stack(4), False
+        if self._scopes:
+            _, scope, path = self._scopes[-1]
+            return scope, path, user_stack(4), False
+        return C.GLOBAL_SCOPE, "", user_stack(4), False
+
+    def _before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        g = self._graph
+        assert g is not None
+        C.tag_pending(g)
+        op, routing, collective, per_rank = C.op_hints(func)
+        scope, path, source, backward = self._scope()
+        groups = C.arg_groups(func, args, kwargs)
+        lists = [v for v, _, _ in groups if isinstance(v, list) and v]
+        n = len(lists[0]) if lists else 0
+        elements = range(n) if lists else range(1)
+        want = self._want(path, op)
+        nodes = []
+        for e in elements:
+            ins: list[torch.Tensor] = []
+            writes: list[torch.Tensor] = []
+            # an out= argument is written whatever it held, like the destination of copy_: never read
+            overwritten: set[int] = set()
+            for v, w, out in groups:
+                if isinstance(v, list):
+                    if len(v) != n or v[e] is None:
+                        continue
+                    t = v[e]
+                else:
+                    t = v
+                ins.append(t)
+                if w:
+                    writes.append(t)
+                if out or (w and op in C.OVERWRITE):
+                    overwritten.add(id(t))
+            name = g.fresh_name(scope, op)
+            srcs = []
+            forward = not backward and self._in_step is None
+            for slot, t in enumerate(ins):
+                read = id(t) not in overwritten
+                src, leaf = self._tracker.source(t, data=forward, read=read and want)
+                srcs.append(src)
+                if leaf is not None and want and read:
+                    self._capture(name, op, "input", slot, t, exact=True, reuse=True)
+            nodes.append((name, ins, writes, srcs, overwritten))
+        return (op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want)
+
+    def _after(self, pre: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want = pre
+        g = self._graph
+        assert g is not None
+        if collective:
+            C.wait_collective(out)
+        returned = [t for t in C.flat_tensors(out)]
+        for _, _, writes, _, _ in nodes:
+            for w in writes:
+                p = C.storage_ptr(w)
+                if p in self._leaf_by_ptr or p in self._grad_ptrs:
+                    self._writes[p] = self._writes.get(p, 0) + 1
+        for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
+            if lists:
+                outs = [returned[e]] if len(returned) == len(nodes) else writes
+            else:
+                outs = returned if returned else writes
+            if routing and len(ins) == 1 and len(outs) == 1 and (op in C.ALIASES or not self.values):
+                self._pass_capture(g, op, name, ins[0], outs[0])
+            roles: tuple[str, ...] = ()
+            if self._in_step is not None and any(C.storage_ptr(w) in self._param_ptrs or
+                                                 C.storage_ptr(w) in self._state_ptrs for w in writes):
+                roles = tuple(self._role(t) for t in ins)
+            forward = not backward and self._in_step is None
+            is_routing = routing or op in C.PASS_THROUGH
+            traced = tuple(g.value_of.get(s, s) for s in srcs)      # through views to the value's maker
+            kind, activation = Kind.OTHER, ""
+            if forward:
+                data_in = [v for v, t in zip(traced, ins) if id(t) not in overwritten] or list(traced)
+                kind, activation = self._forward_kind(g, op, args, kwargs, scope, per_rank, data_in, bool(lists))
+            value_inputs = traced[:1] if is_routing else traced
+            if is_routing and traced:
+                g.value_of[name] = traced[0]
+            rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
+                                                      for s, t in zip(srcs, ins)],
+                             outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
+                             stack=source, module=path or "", kind=kind, is_backward=backward,
+                             is_routing=is_routing, is_collective=collective,
+                             per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
+                             activation=activation)
+            g.nodes.append(rec)
+            if kind == Kind.CONSTANT:
+                g.constants.add(name)
+            elif activation in A.PART_OF_COMPOSITE and self._scopes and outs and \
+                    self._composites.needs_check(self._scopes[-1][0]):
+                self._composites.add(self._scopes[-1][0], rec, outs[0])
+            g.order.append(name)
+            if not backward:
+                g.info[name] = (scope, source, path)
+            if self._in_step is not None:
+                out_ptrs = tuple(C.storage_ptr(t) for t in outs if isinstance(t, torch.Tensor))
+                in_ptrs = {C.storage_ptr(t) for t in ins}
+                g.step_ops.append(optstate.StepOp(rec, out_ptrs, not any(p in in_ptrs for p in out_ptrs)))
+            # Equal on every data-parallel rank when made only from weights, optimizer state and
+            # collectives' results (what `tdbg compare --ranks` checks): stored with an exact digest.
+            data = [v for v, (_, e) in zip(traced, rec.inputs) if e == "data"]
+            invariant = not per_rank and (collective or (bool(data) and all(v in g.invariant for v in data)))
+            if invariant:
+                g.invariant.add(name)
+            for slot, t in enumerate(outs):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                self._tracker.register(t, name, view=routing, slot=slot)
+                if not backward and self._in_step is None and t.requires_grad is not None:
+                    try:
+                        g.pending_tags.append((weakref.ref(t), name))
+                    except TypeError:
+                        pass
+                if want and not routing and not roles and op not in C.UNINITIALISED:
+                    c = self._capture(name, op, "output", slot, t, exact=invariant)
+                    if c is not None:
+                        g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
+                        if activation in ASYMPTOTES and not self.values and t.dtype.is_floating_point:
+                            c.extra = saturated_row(t, activation)
+                            if self._call is not None and self._call.after:
+                                self._call.after[-1].activation = activation
+
+    @staticmethod
+    def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
+                      per_rank: bool, data_in: list[str], is_list: bool) -> tuple[str, str]:
+        """(kind, activation) of a forward operator, from what it reads and computes."""
+        if not data_in:
+            if scope == C.GLOBAL_SCOPE:
+                return Kind.INPUT, ""      # made outside any module from nothing: the step's data (torch.randn ...)
+            # made inside the model from no tensor at all (zeros, arange, full ...): the same every
+            # iteration, not a computed value; random numbers are not
+            return (Kind.OTHER if per_rank else Kind.CONSTANT), ""
+        if not per_rank and all(v in g.constants for v in data_in):
+            return Kind.CONSTANT, ""       # computed from constants alone (a causal mask from arange)
+        activation = "" if is_list else A.activation_of(op, args, kwargs)
+        return (Kind.ACTIVATION if activation else Kind.OTHER), activation
+
+    def _role(self, t: torch.Tensor) -> str:
+        ptr = C.storage_ptr(t)
+        if ptr in self._param_ptrs:
+            return "weight"
+        if ptr in self._grad_ptrs:
+            return "gradient"
+        if ptr in self._state_ptrs:
+            return "state"
+        return "hyper"
+
+    def _mark_losses(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
+        """Level "ops": the operators that made ``roots`` are the iteration's losses."""
+        C.tag_pending(g)
+        for t in roots:
+            src, _ = self._tracker.source(t, data=False)
+            slot = self._tracker.slot_of(t)
+            if slot is not None:
+                g.loss_slots.setdefault(src, set()).add(slot)
+            if src not in g.losses:
+                g.losses.append(src)
+                for n in reversed(g.nodes):
+                    if n.name == src and not n.is_parameter:
+                        n.kind = Kind.LOSS
+                        break

@@ -419,7 +419,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if t.device.type == "cpu":
             if t.dtype == torch.bfloat16:
                 t = as_float32(t)       # hashed at once: the shared buffer is free again after
-            box = DigestBox(t.resolve_conj().resolve_neg().numpy())
+            if t.is_conj() or t.is_neg():
+                t = t.resolve_conj().resolve_neg()
+            box = DigestBox(t.numpy())
             box.hexdigest()
             return box
         if t.dtype == torch.bfloat16:

@@ -1,0 +1,279 @@
+"""Level "modules": one node per module call, from the recorder's module hooks and tensor hooks.
+
+A call's node is named after its scope (``model/transformer-GPT2Model/h.0-GPT2Block``; a module called
+again in the same iteration gets ``-1``, ``-2`` ... and its children sit under that name). Its inputs are
+edges from whatever made each tensor argument: an earlier call's output (through views of its memory,
+and through the functional code between modules: ``attn_output + residual`` links both makers, found on
+the autograd graph), a parameter leaf or a data input; plus the module's own parameters. Its outputs are
+registered with the tracker, so later calls and the loss link to them, and captured (values or
+statistics). Each output that requires grad gets a tensor hook: when its gradient arrives in backward,
+a node ``backward/<call>`` holds it.
+
+What this level cannot see: tensors handed to the root model as keyword arguments (the pre hook gets
+positional arguments only; the module that reads them, an embedding, links to the data input), and what
+a module's own forward hooks change in its output (the recorder's global hook runs first: the change
+shows in the next call that reads it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
+
+import torch
+
+from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
+from ..stats import ASYMPTOTES
+from . import capture as C
+from .devstats import saturated_row
+from .stacks import user_stack
+
+if TYPE_CHECKING:
+    from .recorder import Recorder
+
+# Module classes (by name, so no library is imported) -> the function they apply, as NodeRecord.activation
+# names it; a subclass takes its base's function.
+_ACTIVATION_CLASSES = {
+    "ReLU": "relu", "ReLU6": "relu6", "GELU": "gelu", "Tanh": "tanh", "Sigmoid": "sigmoid", "SiLU": "silu",
+    "Softmax": "softmax", "Softmax2d": "softmax", "LogSoftmax": "log_softmax", "Softmin": "softmin",
+    "LeakyReLU": "leaky_relu", "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid", "ELU": "elu",
+    "CELU": "celu", "SELU": "selu", "Softplus": "softplus", "Mish": "mish", "PReLU": "prelu", "RReLU": "rrelu",
+    "LogSigmoid": "log_sigmoid", "Softshrink": "softshrink", "Hardshrink": "hardshrink", "GLU": "glu",
+    "Hardtanh": "hardtanh", "Threshold": "threshold", "Tanhshrink": "tanhshrink", "Softsign": "softsign",
+    # transformers.activations
+    "GELUActivation": "gelu", "NewGELUActivation": "gelu", "FastGELUActivation": "gelu",
+    "QuickGELUActivation": "gelu", "GELUTanh": "gelu", "PytorchGELUTanh": "gelu", "AccurateGELUActivation": "gelu",
+    "ClippedGELUActivation": "gelu", "SiLUActivation": "silu", "MishActivation": "mish",
+}
+_BY_CLASS: dict[type, str] = {}
+_TAG = "tdbg_module"          # autograd-node metadata key: the call whose output the node made
+_WALK_LIMIT = 256             # autograd nodes visited looking for an untracked tensor's makers
+
+
+def module_activation(module: torch.nn.Module) -> str:
+    """The activation function ``module`` applies ("" when it is no activation layer)."""
+    cls = type(module)
+    got = _BY_CLASS.get(cls)
+    if got is None:
+        got = next((_ACTIVATION_CLASSES[k.__name__] for k in cls.__mro__ if k.__name__ in _ACTIVATION_CLASSES), "")
+        _BY_CLASS[cls] = got
+    if got == "hardtanh" and (getattr(module, "min_val", None), getattr(module, "max_val", None)) == (0.0, 6.0):
+        return "relu6"
+    if got == "threshold" and (getattr(module, "threshold", None), getattr(module, "value", None)) == (0.0, 0.0):
+        return "relu"
+    return got
+
+
+def output_tensors(x: Any) -> Iterator[torch.Tensor]:
+    """Tensors in a module's return value, in order: tensors, tuples, lists and mappings (transformers'
+    ModelOutput is one), nested."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from output_tensors(v)
+    elif isinstance(x, Mapping):
+        for v in x.values():
+            yield from output_tensors(v)
+
+
+@dataclass
+class _Call:
+    """A module call between its pre hook and its post hook."""
+
+    module: torch.nn.Module
+    name: str
+    scope: str                  # the parent call's node name ("" at the top)
+    hook_scope: str             # the scope string the recorder's hooks built
+    path: str
+    inputs: list[str]
+    stack: tuple[StackFrame, ...]
+
+
+class ModuleLevel:
+    """Builds the module nodes of an iteration recorded at level "modules" (the recorder's hooks call it)."""
+
+    def __init__(self, rec: "Recorder") -> None:
+        self.rec = rec
+        self._graph: C.IterationGraph | None = None
+        self._epoch = 0                 # which iteration a tensor hook belongs to
+        self._calls: list[_Call] = []
+        self._handles: list[Any] = []
+        self._names: set[str] = set()   # this iteration's module nodes
+        self._consumers: dict[str, list[str]] = {}    # module node -> the calls that read its outputs
+        self._grads: dict[str, list[str]] = {}        # module node -> its backward nodes so far
+        self._candidates: dict[tuple[StackFrame, ...], tuple[StackFrame, ...]] = {}
+
+    def _sync(self) -> C.IterationGraph:
+        """The recorder's current graph; a new one starts this level's iteration afresh."""
+        g = self.rec._graph
+        assert g is not None
+        if g is not self._graph:
+            self.release()
+            self._graph = g
+            self._epoch += 1
+        return g
+
+    def release(self) -> None:
+        """Forget the iteration: remove its tensor hooks (a hook that outlives it does nothing anyway)."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._calls.clear()
+        self._names.clear()
+        self._consumers.clear()
+        self._grads.clear()
+        self._graph = None
+
+    # ---- forward ----------------------------------------------------------------------------
+    def enter(self, module: torch.nn.Module, args: Any) -> None:
+        """The pre hook of a call: its name, stack and input edges (read before it can write its inputs)."""
+        g = self._sync()
+        rec = self.rec
+        _, hook_scope, path = rec._scopes[-1]
+        parent = self._calls[-1] if self._calls else None
+        if parent is None:
+            name = g.once_name(hook_scope)
+        else:
+            p = parent.hook_scope
+            part = hook_scope[len(p) + 1:] if p and hook_scope.startswith(p + "/") else hook_scope
+            name = g.once_name(f"{parent.name}/{part}")
+        inputs: list[str] = []
+        for t in output_tensors(args):
+            for src in self._sources(t):
+                if src not in inputs:
+                    inputs.append(src)
+        for p in module._parameters.values():
+            if p is not None:
+                src, _ = rec._tracker.source(p, data=False)
+                if src not in inputs:
+                    inputs.append(src)
+        for src in inputs:
+            if src in self._names:
+                self._consumers.setdefault(src, []).append(name)
+        self._calls.append(_Call(module, name, parent.name if parent else "", hook_scope, path or "",
+                                 inputs, user_stack(3)))
+
+    def _sources(self, t: torch.Tensor) -> list[str]:
+        """The nodes that made ``t``: its maker if tracked, else the module outputs it was computed from
+        (on the autograd graph), else the parameter or data input it is."""
+        tracker = self.rec._tracker
+        if tracker.newest(t) is None and self.rec._leaf_of(t) is None and t.grad_fn is not None:
+            found = self._makers(t.grad_fn)
+            if found:
+                return found
+        src, _ = tracker.source(t, data=True)
+        return [src]
+
+    def _makers(self, fn: Any) -> list[str]:
+        """Module nodes of this iteration whose outputs the autograd node ``fn`` was computed from, and the
+        parameters it read (the nearest ones: the walk stops at a tagged node)."""
+        found: list[str] = []
+        seen = {fn}
+        todo = [fn]
+        while todo and len(seen) < _WALK_LIMIT:
+            f = todo.pop()
+            tag = f.metadata.get(_TAG)
+            if tag in self._names:
+                if tag not in found:
+                    found.append(tag)
+                continue
+            var = getattr(f, "variable", None)     # AccumulateGrad: a leaf tensor (a parameter)
+            if isinstance(var, torch.Tensor):
+                src, _ = self.rec._tracker.source(var, data=False)
+                if src not in found:
+                    found.append(src)
+                continue
+            for nxt, _ in f.next_functions:
+                if nxt is not None and nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return found
+
+    def leave(self, module: torch.nn.Module, output: Any) -> None:
+        """The post hook of a call: its node, its outputs registered and captured, their gradient hooks.
+        The node goes into the execution order here, as the call ENDS: a call's children come before it,
+        so the first call whose output went non-finite is the innermost one that made it."""
+        g = self._sync()
+        at = next((i for i in range(len(self._calls) - 1, -1, -1) if self._calls[i].module is module), None)
+        if at is None:
+            return
+        call = self._calls[at]
+        del self._calls[at:]
+        outs: list[torch.Tensor] = []
+        for t in output_tensors(output):
+            if not any(t is o for o in outs):
+                outs.append(t)
+        cls = type(module).__name__
+        activation = module_activation(module)
+        g.nodes.append(NodeRecord(call.name, cls, call.scope, inputs=[(s, "data") for s in call.inputs],
+                                  outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
+                                  stack=call.stack, module=call.path,
+                                  kind=Kind.ACTIVATION if activation else Kind.OTHER, activation=activation))
+        g.order.append(call.name)
+        self._names.add(call.name)
+        self._outputs(call, cls, activation, outs)
+
+    def _outputs(self, call: _Call, cls: str, activation: str, outs: list[torch.Tensor]) -> None:
+        """Register, tag, capture and hook each output of ``call``."""
+        rec = self.rec
+        want = rec._want(call.path, cls)
+        for slot, t in enumerate(outs):
+            rec._tracker.register(t, call.name, slot=slot)
+            fn = t.grad_fn
+            if fn is not None:
+                fn.metadata[_TAG] = call.name      # an enclosing call that returns it tags it again: the outermost wins
+            if not t.is_floating_point():
+                continue
+            if want:
+                c = rec._capture(call.name, cls, "output", slot, t, exact=False)
+                if c is not None and activation in ASYMPTOTES and not rec.values:
+                    c.extra = saturated_row(t, activation)
+            if t.requires_grad:
+                self._handles.append(t.register_hook(self._grad_hook(call, cls, slot, want)))
+
+    # ---- backward ---------------------------------------------------------------------------
+    def _grad_hook(self, call: _Call, cls: str, slot: int, want: bool) -> Any:
+        """A tensor hook for ``call``'s output ``slot``: its gradient becomes a backward node (it holds no
+        tensor and no graph: only names, and the iteration it belongs to)."""
+        epoch = self._epoch
+        info = (call.name, call.scope, call.path, call.stack, cls, slot, want)
+
+        def hook(grad: torch.Tensor) -> None:
+            if epoch == self._epoch and self.rec._graph is self._graph and self._graph is not None:
+                with self.rec._guarded():
+                    self._backward_node(self._graph, info, grad)
+        return hook
+
+    def _backward_node(self, g: C.IterationGraph, info: tuple[Any, ...], grad: torch.Tensor) -> None:
+        """``backward/<call>``: the gradient of a call's output, linked to the forward call and to the
+        backward nodes of the calls that read its outputs (the gradient comes from them)."""
+        fwd, scope, path, stack, cls, slot, want = info
+        name = g.once_name(f"{C.BACKWARD_SCOPE}/{fwd}" + (f"-out{slot}" if slot else ""))
+        inputs = [(fwd, "data")]
+        for reader in self._consumers.get(fwd, ()):
+            inputs.extend((b, "data") for b in self._grads.get(reader, ()) if (b, "data") not in inputs)
+        frames = self._candidates.get(stack)
+        if frames is None:
+            frames = self._candidates[stack] = tuple(replace(f, forward_candidate=True) for f in stack)
+        g.nodes.append(NodeRecord(name, f"{cls}Backward", f"{C.BACKWARD_SCOPE}/{scope}" if scope else C.BACKWARD_SCOPE,
+                                  inputs=inputs, outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
+                                  stack=frames, module=path, kind=Kind.OTHER, is_backward=True))
+        g.order.append(name)
+        self._grads.setdefault(fwd, []).append(name)
+        if want:
+            self.rec._capture(name, f"{cls}Backward", "output", 0, grad, exact=False)
+
+    # ---- the loss ---------------------------------------------------------------------------
+    def made_by(self, t: torch.Tensor) -> str | None:
+        """The module node that made ``t`` (the loss): its tracked maker, else the nearest module output
+        it was computed from (a loss function applied to the model's output)."""
+        if self._graph is not self.rec._graph:
+            return None
+        e = self.rec._tracker.newest(t)
+        if e is not None and e[1] in self._names:
+            return e[1]
+        if t.grad_fn is not None:
+            found = [n for n in self._makers(t.grad_fn) if n in self._names]
+            if found:
+                return found[0]
+        return None

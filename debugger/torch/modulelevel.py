@@ -16,6 +16,7 @@ shows in the next call that reads it).
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -77,6 +78,16 @@ def output_tensors(x: Any) -> Iterator[torch.Tensor]:
 
 
 @dataclass
+class _Returned:
+    """An output tensor of this iteration's calls: its capture and its tensor hook's list of calls."""
+
+    ref: Any                    # weakref to the tensor (its id may be reused once it is freed)
+    version: int | None
+    capture: "C.Captured | None"
+    hooked: list[tuple[Any, ...]] | None
+
+
+@dataclass
 class _Call:
     """A module call between its pre hook and its post hook."""
 
@@ -101,6 +112,7 @@ class ModuleLevel:
         self._names: set[str] = set()   # this iteration's module nodes
         self._consumers: dict[str, list[str]] = {}    # module node -> the calls that read its outputs
         self._grads: dict[str, list[str]] = {}        # module node -> its backward nodes so far
+        self._returned: dict[int, _Returned] = {}       # id(tensor) -> what the calls that returned it share
         self._candidates: dict[tuple[StackFrame, ...], tuple[StackFrame, ...]] = {}
 
     def _sync(self) -> C.IterationGraph:
@@ -122,6 +134,7 @@ class ModuleLevel:
         self._names.clear()
         self._consumers.clear()
         self._grads.clear()
+        self._returned.clear()
         self._graph = None
 
     # ---- forward ----------------------------------------------------------------------------
@@ -142,11 +155,16 @@ class ModuleLevel:
             for src in self._sources(t):
                 if src not in inputs:
                     inputs.append(src)
+        want = rec._want(path or "", type(module).__name__)
         for p in module._parameters.values():
             if p is not None:
-                src, _ = rec._tracker.source(p, data=False)
+                src, leaf = rec._tracker.source(p, data=False)
                 if src not in inputs:
                     inputs.append(src)
+                    if leaf is not None and want:
+                        # the value the forward read, before the step's update (a weight's "previous value"
+                        # at the first iteration); the same bits as the last step()'s capture: reused
+                        rec._capture(name, type(module).__name__, "input", len(inputs) - 1, p, exact=True, reuse=True)
         for src in inputs:
             if src in self._names:
                 self._consumers.setdefault(src, []).append(name)
@@ -214,7 +232,8 @@ class ModuleLevel:
         self._outputs(call, cls, activation, outs)
 
     def _outputs(self, call: _Call, cls: str, activation: str, outs: list[torch.Tensor]) -> None:
-        """Register, tag, capture and hook each output of ``call``."""
+        """Register, tag, capture and hook each output of ``call``. An output an inner call returned
+        already (a container returns its last child's output) shares that call's capture and tensor hook."""
         rec = self.rec
         want = rec._want(call.path, cls)
         for slot, t in enumerate(outs):
@@ -224,27 +243,50 @@ class ModuleLevel:
                 fn.metadata[_TAG] = call.name      # an enclosing call that returns it tags it again: the outermost wins
             if not t.is_floating_point():
                 continue
+            prior = self._returned.get(id(t))
+            if prior is not None and (prior.ref() is not t or prior.version != C.version(t)):
+                prior = None
             if want:
-                c = rec._capture(call.name, cls, "output", slot, t, exact=False)
+                c = rec._capture(call.name, cls, "output", slot, t, exact=False,
+                                 same=prior.capture if prior is not None else None)
                 if c is not None and activation in ASYMPTOTES and not rec.values:
                     c.extra = saturated_row(t, activation)
-            if t.requires_grad:
-                self._handles.append(t.register_hook(self._grad_hook(call, cls, slot, want)))
+                if prior is None or prior.capture is None:
+                    prior = self._remember(t, c, prior)
+            if not t.requires_grad:
+                continue
+            info = (call.name, call.scope, call.path, call.stack, cls, slot, want)
+            if prior is None:
+                prior = self._remember(t, None, None)
+            if prior.hooked is None:
+                prior.hooked = [info]
+                self._handles.append(t.register_hook(self._grad_hook(prior.hooked)))
+            else:
+                prior.hooked.append(info)
+
+    def _remember(self, t: torch.Tensor, capture: "C.Captured | None", prior: "_Returned | None") -> "_Returned":
+        """Note ``t`` as returned (with its capture) for the calls that return it again."""
+        if prior is None:
+            prior = self._returned[id(t)] = _Returned(weakref.ref(t), C.version(t), capture, None)
+        prior.capture = capture
+        return prior
 
     # ---- backward ---------------------------------------------------------------------------
-    def _grad_hook(self, call: _Call, cls: str, slot: int, want: bool) -> Any:
-        """A tensor hook for ``call``'s output ``slot``: its gradient becomes a backward node (it holds no
-        tensor and no graph: only names, and the iteration it belongs to)."""
+    def _grad_hook(self, infos: list[tuple[Any, ...]]) -> Any:
+        """A tensor hook for an output: its gradient becomes a backward node for each call that returned
+        it (the hook holds no tensor and no graph: only names, and the iteration it belongs to)."""
         epoch = self._epoch
-        info = (call.name, call.scope, call.path, call.stack, cls, slot, want)
 
         def hook(grad: torch.Tensor) -> None:
             if epoch == self._epoch and self.rec._graph is self._graph and self._graph is not None:
                 with self.rec._guarded():
-                    self._backward_node(self._graph, info, grad)
+                    same = None
+                    for info in infos:
+                        same = self._backward_node(self._graph, info, grad, same) or same
         return hook
 
-    def _backward_node(self, g: C.IterationGraph, info: tuple[Any, ...], grad: torch.Tensor) -> None:
+    def _backward_node(self, g: C.IterationGraph, info: tuple[Any, ...], grad: torch.Tensor,
+                       same: "C.Captured | None") -> "C.Captured | None":
         """``backward/<call>``: the gradient of a call's output, linked to the forward call and to the
         backward nodes of the calls that read its outputs (the gradient comes from them)."""
         fwd, scope, path, stack, cls, slot, want = info
@@ -260,8 +302,9 @@ class ModuleLevel:
                                   stack=frames, module=path, kind=Kind.OTHER, is_backward=True))
         g.order.append(name)
         self._grads.setdefault(fwd, []).append(name)
-        if want:
-            self.rec._capture(name, f"{cls}Backward", "output", 0, grad, exact=False)
+        if not want:
+            return None
+        return self.rec._capture(name, f"{cls}Backward", "output", 0, grad, exact=False, same=same)
 
     # ---- the loss ---------------------------------------------------------------------------
     def made_by(self, t: torch.Tensor) -> str | None:

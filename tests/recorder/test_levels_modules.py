@@ -1,0 +1,337 @@
+"""Recorder(level="modules") on real models: a small MLP, GPT-2 from transformers, torchvision's ResNet-18.
+
+One node per module call, edges along the data, activation kinds, the statistics (or values) of every
+module output and of its gradient equal to numpy's over what plain torch hooks saw in the same step,
+the loss linked to the module that made it, the first non-finite module at the head of the scan, and
+the training left bit-identical. Truth comes from forward hooks and tensor hooks registered beside the
+recorder's, in the same run.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections import Counter
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("torchvision")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
+import corpus  # noqa: E402
+
+from debugger import open_dump  # noqa: E402
+from debugger.formats.records import LEVEL_MODULES  # noqa: E402
+from debugger.stats import tensor_stats  # noqa: E402
+from debugger.torch import Recorder  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    with corpus.quiet_threads():
+        yield
+
+
+def _floats(x: Any) -> list[torch.Tensor]:
+    """Floating tensors of a module's return value (tensor, tuple, list, dict), in order."""
+    if isinstance(x, torch.Tensor):
+        return [x] if x.is_floating_point() else []
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _floats(v)]
+    if isinstance(x, dict):
+        return [t for v in x.values() for t in _floats(v)]
+    return []
+
+
+class Truth:
+    """Plain torch beside the recorder: calls per iteration (a forward hook on every module), and for the
+    watched module paths a copy of output 0 and of its gradient."""
+
+    def __init__(self, model: nn.Module, watch: tuple[str, ...] = ()) -> None:
+        self.iteration = 0
+        self.calls: Counter[int] = Counter()
+        self.outs: dict[tuple[int, str], np.ndarray] = {}
+        self.grads: dict[tuple[int, str], np.ndarray] = {}
+        for path, m in model.named_modules():
+            m.register_forward_hook(self._hook(path, path in watch))
+
+    def _hook(self, path: str, watched: bool) -> Callable[..., None]:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            self.calls[self.iteration] += 1
+            outs = _floats(output)
+            if not watched or not outs:
+                return
+            key = (self.iteration, path)
+            self.outs[key] = outs[0].detach().float().numpy().copy()
+            if outs[0].requires_grad:
+                outs[0].register_hook(lambda g: self.grads.__setitem__(key, g.detach().float().numpy().copy()))
+        return hook
+
+
+def _train(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[int], Any],
+           loss_of: Callable[[nn.Module, Any], torch.Tensor], steps: int, path: str | None = None,
+           save: str = "statistics", truth: Truth | None = None,
+           during: Callable[[int, nn.Module], Any] | None = None) -> list[float]:
+    """Train ``steps`` steps (recorded at level "modules" into ``path`` when given); the losses."""
+    losses = []
+    rec_ctx = Recorder(path, model, opt, save=save, level=LEVEL_MODULES) if path else contextlib.nullcontext()
+    with rec_ctx as rec:
+        for i in range(steps):
+            if truth is not None:
+                truth.iteration = i
+            with (during(i, model) if during else None) or contextlib.nullcontext():
+                loss = loss_of(model, batch(i))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if rec is not None:
+                rec.step()
+    return losses
+
+
+def _graph(path: str) -> tuple[Any, Any]:
+    rank = open_dump(path).rank(0)
+    assert list(rank.graphs) == [0], "the iterations ran the same module calls: one graph"
+    return rank, rank.graphs[0]
+
+
+def _forward_nodes(g: Any) -> dict[str, Any]:
+    """module path -> its forward module node (modules called once an iteration)."""
+    return {n.module: n for n in g.nodes() if not n.is_parameter and not n.is_backward and n.op_type != "Loss"}
+
+
+def _module_calls(g: Any) -> list[str]:
+    return [n.name for n in g.nodes() if not n.is_parameter and not n.is_backward and n.op_type != "Loss"]
+
+
+def _assert_stats(stored: Any, values: np.ndarray, where: Any) -> None:
+    want = tensor_stats(values).to_dict()
+    for stat in ("count", "nan", "zeros", "min", "max"):
+        assert stored[stat] == want[stat], (where, stat)
+    # float32 sums: a mean near 0 is exact to ~1e-6 of the mean magnitude
+    for stat in ("mean", "l2norm", "abs_mean"):
+        assert stored[stat] == pytest.approx(want[stat], rel=1e-5, abs=1e-5 * want["abs_mean"]), (where, stat)
+
+
+def _mlp() -> tuple[nn.Module, torch.optim.Optimizer, Callable[[int], Any]]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4), nn.Tanh())
+    with torch.no_grad():
+        model[2].weight.mul_(8)       # some Tanh outputs saturate
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(16, 8, generator=g) * 3, torch.randn(16, 4, generator=g)
+    return model, opt, batch
+
+
+def _mse(m: nn.Module, b: Any) -> torch.Tensor:
+    return F.mse_loss(m(b[0]), b[1])      # outside the model: the Loss node finds the model on the autograd graph
+
+
+@pytest.mark.parametrize("save", ["statistics", "tensors"])
+def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str) -> None:
+    """Linear -> ReLU -> Linear -> Tanh: a node per call with the data's edges and the layers' weights as
+    inputs, activation kinds, each output and its gradient as torch's hooks saw them, the saturated count
+    of the Tanh, and the Loss linked to the model."""
+    model, opt, batch = _mlp()
+    paths = ("0", "1", "2", "3", "")
+    truth = Truth(model, paths)
+    out = str(tmp_path / "d")
+    _train(model, opt, batch, _mse, 3, out, save=save, truth=truth)
+    rank, g = _graph(out)
+    assert g.record.level == "modules"
+    assert rank.iterations(0) == [0, 1, 2]
+    assert len(_module_calls(g)) == truth.calls[0] == 5
+    fwd = _forward_nodes(g)
+    assert {p: (n.op_type, n.kind.value, n.activation) for p, n in fwd.items()} == {
+        "": ("Sequential", "other", ""), "0": ("Linear", "other", ""), "1": ("ReLU", "activation", "relu"),
+        "2": ("Linear", "other", ""), "3": ("Tanh", "activation", "tanh")}
+    assert [s for s, _ in fwd["1"].inputs] == [fwd["0"].name]
+    assert [s for s, _ in fwd["2"].inputs] == [fwd["1"].name, "2.weight", "2.bias"]
+    assert [s for s, _ in fwd["3"].inputs] == [fwd["2"].name]
+    data = fwd["0"].inputs[0][0]
+    assert g.node(data).op_type == "Input" and [s for s, _ in fwd[""].inputs] == [data]
+    # children end before their parent: the execution order lists a call as it ends
+    order = g.execution_order
+    assert order.index(fwd["3"].name) < order.index(fwd[""].name)
+    loss = [n for n in g.nodes() if n.op_type == "Loss"]
+    assert len(loss) == 1 and loss[0].inputs == [(fwd[""].name, "data")]
+    tensors = rank.tensor_map
+    for it in range(3):
+        tm = tensors(0, it)
+        for p in paths:
+            name = fwd[p].name
+            for node, want in ((name, truth.outs[(it, p)]), (f"backward/{name}", truth.grads[(it, p)])):
+                src = tm[(node, "output", 0)].source
+                if save == "tensors":
+                    assert np.array_equal(src.array(), want), (it, node)
+                else:
+                    _assert_stats(src.stored_stats(), want, (it, node))
+        if save == "statistics":
+            tanh_out = truth.outs[(it, "3")]
+            saturated = np.count_nonzero(np.abs(tanh_out) >= np.float32(1 - 1e-3))
+            assert saturated > 0, "the inputs are large enough to saturate some outputs"
+            assert tm[(fwd["3"].name, "output", 0)].source.stored_extras()["saturated"] == saturated
+    backward = {n.name: n for n in g.nodes() if n.is_backward and n.op_type != "Gradient"}
+    assert set(backward) == {f"backward/{n.name}" for n in fwd.values()}
+    b1 = backward[f"backward/{fwd['1'].name}"]
+    assert b1.op_type == "ReLUBackward" and b1.scope == "backward/model"
+    assert b1.inputs == [(fwd["1"].name, "data"), (f"backward/{fwd['2'].name}", "data")]
+    assert all(f.forward_candidate for f in b1.stack) and b1.stack[0].line == fwd["1"].stack[0].line
+
+
+def test_gpt2_module_nodes_edges_and_statistics(tmp_path: Any) -> None:
+    """GPT-2 from a config: one node per module call; the residual sum between modules links both its
+    makers; NewGELU is a gelu activation; outputs and gradients as torch's hooks saw them; the loss the
+    model computes inside links to the model; the recommended scan of the healthy run is quiet."""
+    torch.manual_seed(0)
+    m = corpus.gpt2()
+    opt = torch.optim.AdamW(m.module.parameters(), lr=1e-3)
+    watch = ("transformer.h.1.mlp.c_fc", "transformer.h.1.mlp.act", "transformer.ln_f", "transformer.h.0.ln_2")
+    truth = Truth(m.module, watch)
+    out = str(tmp_path / "d")
+    losses = _train(m.module, opt, lambda i: m.batch(0), m.loss, 2, out, truth=truth)
+    assert losses[1] < losses[0]
+    rank, g = _graph(out)
+    calls = _module_calls(g)
+    assert len(calls) == len(set(calls)) == truth.calls[0] == truth.calls[1]
+    fwd = _forward_nodes(g)
+    act = fwd["transformer.h.1.mlp.act"]
+    assert (act.op_type, act.kind.value, act.activation) == ("NewGELUActivation", "activation", "gelu")
+    assert act.name == "model/transformer-GPT2Model/h.1-GPT2Block/mlp-GPT2MLP/act-NewGELUActivation"
+    assert act.scope == "model/transformer-GPT2Model/h.1-GPT2Block/mlp-GPT2MLP"
+    assert [s for s, _ in act.inputs] == [fwd["transformer.h.1.mlp.c_fc"].name]
+    # ln_2 reads attn_output + residual, made by no module: both makers are its inputs
+    ln2 = [s for s, _ in fwd["transformer.h.0.ln_2"].inputs]
+    assert ln2[:2] == [fwd["transformer.drop"].name, fwd["transformer.h.0.attn"].name]
+    assert [s for s, _ in fwd["transformer.h.1.ln_1"].inputs][0] == fwd["transformer.h.0"].name
+    assert fwd["lm_head"].inputs[1] == ("transformer.wte.weight", "data")      # tied to the embedding
+    loss = [n for n in g.nodes() if n.op_type == "Loss"]
+    assert [n.inputs for n in loss] == [[(fwd[""].name, "data")]]
+    assert fwd[""].op_type == "GPT2LMHeadModel"
+    for it in range(2):
+        tm = rank.tensor_map(0, it)
+        for p in watch:
+            name = fwd[p].name
+            _assert_stats(tm[(name, "output", 0)].source.stored_stats(), truth.outs[(it, p)], (it, name))
+            _assert_stats(tm[(f"backward/{name}", "output", 0)].source.stored_stats(), truth.grads[(it, p)], (it, name))
+    res = corpus.scan_recommended(out)
+    assert not res.hits and not res.errors, (res.hits[:3], res.errors[:3])
+
+
+def test_resnet18_module_calls_and_inplace_relu(tmp_path: Any) -> None:
+    """torchvision ResNet-18: a block's ReLU called twice is two nodes (``-1``); a BatchNorm's output is
+    stored as the BatchNorm returned it, before the in-place ReLU wrote over it; conv1 of a block reads
+    the block's input."""
+    from torchvision.models import resnet18
+
+    torch.manual_seed(0)
+    model = resnet18(num_classes=10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    watch = ("layer1.0.bn1", "layer2.1.conv2", "fc")
+    truth = Truth(model, watch)
+
+    def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(2, 3, 32, 32, generator=g), torch.randint(0, 10, (2,), generator=g)
+
+    out = str(tmp_path / "d")
+    _train(model, opt, batch, lambda m, b: F.cross_entropy(m(b[0]), b[1]), 2, out, truth=truth)
+    rank, g = _graph(out)
+    calls = _module_calls(g)
+    assert len(calls) == len(set(calls)) == truth.calls[0]
+    relu = "model/layer1-Sequential/0-BasicBlock/relu-ReLU"
+    assert {relu, relu + "-1"} <= set(calls)
+    assert g.node(relu + "-1").activation == "relu" and g.node(relu + "-1").module == "layer1.0.relu"
+    fwd = {n.name: n for n in g.nodes()}
+    conv1 = fwd["model/layer1-Sequential/0-BasicBlock/conv1-Conv2d"]
+    assert [s for s, _ in conv1.inputs] == ["model/maxpool-MaxPool2d", "layer1.0.conv1.weight"]
+    bn1 = "model/layer1-Sequential/0-BasicBlock/bn1-BatchNorm2d"
+    assert [s for s, _ in fwd[relu].inputs] == [bn1]
+    loss = [n for n in g.nodes() if n.op_type == "Loss"]
+    assert [n.inputs for n in loss] == [[("model", "data")]]
+    names = {"layer1.0.bn1": bn1, "layer2.1.conv2": "model/layer2-Sequential/1-BasicBlock/conv2-Conv2d",
+             "fc": "model/fc-Linear"}
+    for it in range(2):
+        tm = rank.tensor_map(0, it)
+        assert (truth.outs[(it, "layer1.0.bn1")] < 0).any(), "the stored BatchNorm output is the one before ReLU"
+        for p, name in names.items():
+            _assert_stats(tm[(name, "output", 0)].source.stored_stats(), truth.outs[(it, p)], (it, name))
+            _assert_stats(tm[(f"backward/{name}", "output", 0)].source.stored_stats(), truth.grads[(it, p)], (it, name))
+
+
+class _Poison:
+    """A forward hook that writes NaN into one element of a module's output at one iteration."""
+
+    def __init__(self, module: nn.Module, iteration: int) -> None:
+        self.module, self.iteration, self.finite_after = module, iteration, None
+
+    def __call__(self, i: int, model: nn.Module) -> Any:
+        if i != self.iteration:
+            return None
+        return _HookFor(self.module, self._hook)
+
+    def _hook(self, module: nn.Module, args: Any, output: torch.Tensor) -> None:
+        with torch.no_grad():
+            output[0, 0, 0] = float("nan")
+        self.finite_after = bool(torch.isfinite(output).all())
+
+
+class _HookFor:
+    def __init__(self, module: nn.Module, hook: Any) -> None:
+        self.module, self.hook = module, hook
+
+    def __enter__(self) -> None:
+        self.handle = self.module.register_forward_hook(self.hook)
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.remove()
+
+
+def test_a_nan_written_into_a_layer_output_heads_the_scan_at_the_module_that_read_it(tmp_path: Any) -> None:
+    """GPT-2: a forward hook writes NaN into block 1's MLP c_fc output at iteration 1. The recorder's
+    global hook saw that output before the user's hook ran (it is stored finite), so the scan's headline is
+    the first module call whose output went non-finite: the GELU that read it, at iteration 1."""
+    torch.manual_seed(0)
+    m = corpus.gpt2()
+    opt = torch.optim.AdamW(m.module.parameters(), lr=1e-3)
+    poison = _Poison(m.module.transformer.h[1].mlp.c_fc, 1)
+    out = str(tmp_path / "d")
+    _train(m.module, opt, lambda i: m.batch(0), m.loss, 3, out, during=poison)
+    assert poison.finite_after is False
+    res = corpus.scan_recommended(out)
+    first = res.first
+    assert first is not None and (first.watchpoint, first.iteration) == ("overflow", 1)
+    assert first.node == "model/transformer-GPT2Model/h.1-GPT2Block/mlp-GPT2MLP/act-NewGELUActivation"
+    assert first.op_type == "NewGELUActivation" and first.source.startswith(corpus.__file__.rstrip("c"))
+    rank = open_dump(out).rank(0)
+    tm = rank.tensor_map(next(gid for gid in rank.graphs if 1 in rank.iterations(gid)), 1)
+    c_fc = "model/transformer-GPT2Model/h.1-GPT2Block/mlp-GPT2MLP/c_fc-Conv1D"
+    assert tm[(c_fc, "output", 0)].source.stored_stats()["nan"] == 0
+    assert not any(h.iteration == 0 for h in res.hits if h.watchpoint == "overflow")
+
+
+def test_training_is_bit_identical_with_the_modules_level(tmp_path: Any) -> None:
+    """GPT-2 with dropout (random numbers) and AdamW: the same losses and weights, bit for bit, with and
+    without the recorder at level "modules"."""
+    def run(path: str | None) -> tuple[list[float], dict[str, torch.Tensor]]:
+        torch.manual_seed(0)
+        m = corpus.gpt2()
+        opt = torch.optim.AdamW(m.module.parameters(), lr=1e-3)
+        losses = _train(m.module, opt, lambda i: m.batch(0), m.loss, 3, path)
+        return losses, {k: v.detach().clone() for k, v in m.module.state_dict().items()}
+
+    plain_losses, plain_weights = run(None)
+    rec_losses, rec_weights = run(str(tmp_path / "d"))
+    assert rec_losses == plain_losses
+    assert all(torch.equal(plain_weights[k], rec_weights[k]) for k in plain_weights)

@@ -16,6 +16,10 @@ shows in the next call that reads it).
 """
 from __future__ import annotations
 
+import linecache
+import os
+import sys
+import types
 import weakref
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
@@ -26,7 +30,7 @@ from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
 from ..stats import ASYMPTOTES
 from . import capture as C
 from .devstats import saturated_row
-from .stacks import user_stack
+from .stacks import MAX_FRAMES, _is_user
 
 if TYPE_CHECKING:
     from .recorder import Recorder
@@ -83,7 +87,7 @@ class _Returned:
 
     ref: Any                    # weakref to the tensor (its id may be reused once it is freed)
     version: int | None
-    capture: "C.Captured | None"
+    capture: Any                # weakref to its Captured (the iteration's job owns it), or None
     hooked: list[tuple[Any, ...]] | None
 
 
@@ -98,6 +102,8 @@ class _Call:
     path: str
     inputs: list[str]
     stack: tuple[StackFrame, ...]
+    anchor: Any                 # the frame that ran the call's hooks (alive while the call runs)
+    key: tuple[tuple[types.CodeType, int], ...]     # the user's (code, line) of ``stack``
 
 
 class ModuleLevel:
@@ -113,6 +119,7 @@ class ModuleLevel:
         self._consumers: dict[str, list[str]] = {}    # module node -> the calls that read its outputs
         self._grads: dict[str, list[str]] = {}        # module node -> its backward nodes so far
         self._returned: dict[int, _Returned] = {}       # id(tensor) -> what the calls that returned it share
+        self._frames: dict[tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]] = {}   # per call site
         self._candidates: dict[tuple[StackFrame, ...], tuple[StackFrame, ...]] = {}
 
     def _sync(self) -> C.IterationGraph:
@@ -139,9 +146,12 @@ class ModuleLevel:
 
     # ---- forward ----------------------------------------------------------------------------
     def enter(self, module: torch.nn.Module, args: Any) -> None:
-        """The pre hook of a call: its name, stack and input edges (read before it can write its inputs)."""
-        g = self._sync()
+        """The pre hook of a call: its name, stack and input edges (read before it can write its inputs).
+        A forward run again inside backward (activation checkpointing) is no new call."""
         rec = self.rec
+        if rec._in_backward:
+            return
+        g = self._sync()
         _, hook_scope, path = rec._scopes[-1]
         parent = self._calls[-1] if self._calls else None
         if parent is None:
@@ -168,14 +178,43 @@ class ModuleLevel:
         for src in inputs:
             if src in self._names:
                 self._consumers.setdefault(src, []).append(name)
+        anchor, key, stack = self._stack(parent)
         self._calls.append(_Call(module, name, parent.name if parent else "", hook_scope, path or "",
-                                 inputs, user_stack(3)))
+                                 inputs, stack, anchor, key))
+
+    def _stack(self, parent: _Call | None) -> tuple[Any, tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]]:
+        """(the frame that runs this call's hooks, the user's frames at the call as (code, line) and as
+        StackFrames, innermost first, as stacks.user_stack gives them). The frames from the parent call's
+        hooks outwards are the parent's: only the few in between are walked."""
+        anchor = sys._getframe(3)      # 0 here, 1 enter, 2 the recorder's pre hook, 3 torch's call of the hooks
+        stop = parent.anchor if parent is not None else None
+        key: list[tuple[types.CodeType, int]] = []
+        f = anchor
+        while f is not None and f is not stop and len(key) < MAX_FRAMES:
+            code = f.f_code
+            if _is_user(code.co_filename):
+                key.append((code, f.f_lineno))
+            f = f.f_back
+        if f is not None and f is stop and parent is not None:
+            key.extend(parent.key[:MAX_FRAMES - len(key)])
+        k = tuple(key)
+        frames = self._frames.get(k)
+        if frames is None:
+            if len(self._frames) > 10_000:
+                self._frames.clear()
+            frames = self._frames[k] = tuple(
+                StackFrame(os.path.abspath(code.co_filename), line, code=linecache.getline(code.co_filename, line).strip())
+                for code, line in k)
+        return anchor, k, frames
 
     def _sources(self, t: torch.Tensor) -> list[str]:
         """The nodes that made ``t``: its maker if tracked, else the module outputs it was computed from
         (on the autograd graph), else the parameter or data input it is."""
         tracker = self.rec._tracker
-        if tracker.newest(t) is None and self.rec._leaf_of(t) is None and t.grad_fn is not None:
+        e = tracker.newest(t)
+        if e is not None:
+            return [e[1]]
+        if t.grad_fn is not None and self.rec._leaf_of(t) is None:
             found = self._makers(t.grad_fn)
             if found:
                 return found
@@ -211,6 +250,8 @@ class ModuleLevel:
         """The post hook of a call: its node, its outputs registered and captured, their gradient hooks.
         The node goes into the execution order here, as the call ENDS: a call's children come before it,
         so the first call whose output went non-finite is the innermost one that made it."""
+        if self.rec._in_backward:
+            return
         g = self._sync()
         at = next((i for i in range(len(self._calls) - 1, -1, -1) if self._calls[i].module is module), None)
         if at is None:
@@ -247,11 +288,11 @@ class ModuleLevel:
             if prior is not None and (prior.ref() is not t or prior.version != C.version(t)):
                 prior = None
             if want:
-                c = rec._capture(call.name, cls, "output", slot, t, exact=False,
-                                 same=prior.capture if prior is not None else None)
+                same = prior.capture() if prior is not None and prior.capture is not None else None
+                c = rec._capture(call.name, cls, "output", slot, t, exact=False, same=same)
                 if c is not None and activation in ASYMPTOTES and not rec.values:
                     c.extra = saturated_row(t, activation)
-                if prior is None or prior.capture is None:
+                if same is None:
                     prior = self._remember(t, c, prior)
             if not t.requires_grad:
                 continue
@@ -267,8 +308,8 @@ class ModuleLevel:
     def _remember(self, t: torch.Tensor, capture: "C.Captured | None", prior: "_Returned | None") -> "_Returned":
         """Note ``t`` as returned (with its capture) for the calls that return it again."""
         if prior is None:
-            prior = self._returned[id(t)] = _Returned(weakref.ref(t), C.version(t), capture, None)
-        prior.capture = capture
+            prior = self._returned[id(t)] = _Returned(weakref.ref(t), C.version(t), None, None)
+        prior.capture = None if capture is None else weakref.ref(capture)
         return prior
 
     # ---- backward ---------------------------------------------------------------------------

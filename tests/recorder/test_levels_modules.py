@@ -121,11 +121,28 @@ def _assert_stats(stored: Any, values: np.ndarray, where: Any) -> None:
         assert stored[stat] == pytest.approx(want[stat], rel=1e-5, abs=1e-5 * want["abs_mean"]), (where, stat)
 
 
+class _Net(nn.Module):
+    """Linear -> ReLU -> Linear -> Tanh, written as people write a model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.act, self.fc2, self.out = nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4), nn.Tanh()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.act(self.fc1(x))       # FC1_LINE
+        return self.out(self.fc2(h))    # FC2_LINE
+
+
+def _line(tag: str) -> int:
+    with open(__file__, encoding="utf-8") as f:
+        return next(i for i, text in enumerate(f, 1) if f"# {tag}" in text)
+
+
 def _mlp() -> tuple[nn.Module, torch.optim.Optimizer, Callable[[int], Any]]:
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 4), nn.Tanh())
+    model = _Net()
     with torch.no_grad():
-        model[2].weight.mul_(8)       # some Tanh outputs saturate
+        model.fc2.weight.mul_(8)       # some Tanh outputs saturate
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
 
     def batch(i: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,16 +152,16 @@ def _mlp() -> tuple[nn.Module, torch.optim.Optimizer, Callable[[int], Any]]:
 
 
 def _mse(m: nn.Module, b: Any) -> torch.Tensor:
-    return F.mse_loss(m(b[0]), b[1])      # outside the model: the Loss node finds the model on the autograd graph
+    return F.mse_loss(m(b[0]), b[1])      # MSE_LINE (outside the model: the Loss node finds the model on the autograd graph)
 
 
 @pytest.mark.parametrize("save", ["statistics", "tensors"])
 def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str) -> None:
     """Linear -> ReLU -> Linear -> Tanh: a node per call with the data's edges and the layers' weights as
-    inputs, activation kinds, each output and its gradient as torch's hooks saw them, the saturated count
-    of the Tanh, and the Loss linked to the model."""
+    inputs, activation kinds, the user's source lines, each output and its gradient as torch's hooks saw
+    them, the saturated count of the Tanh, and the Loss linked to the model."""
     model, opt, batch = _mlp()
-    paths = ("0", "1", "2", "3", "")
+    paths = ("fc1", "act", "fc2", "out", "")
     truth = Truth(model, paths)
     out = str(tmp_path / "d")
     _train(model, opt, batch, _mse, 3, out, save=save, truth=truth)
@@ -153,22 +170,25 @@ def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str
     assert rank.iterations(0) == [0, 1, 2]
     assert len(_module_calls(g)) == truth.calls[0] == 5
     fwd = _forward_nodes(g)
-    assert {p: (n.op_type, n.kind.value, n.activation) for p, n in fwd.items()} == {
-        "": ("Sequential", "other", ""), "0": ("Linear", "other", ""), "1": ("ReLU", "activation", "relu"),
-        "2": ("Linear", "other", ""), "3": ("Tanh", "activation", "tanh")}
-    assert [s for s, _ in fwd["1"].inputs] == [fwd["0"].name]
-    assert [s for s, _ in fwd["2"].inputs] == [fwd["1"].name, "2.weight", "2.bias"]
-    assert [s for s, _ in fwd["3"].inputs] == [fwd["2"].name]
-    data = fwd["0"].inputs[0][0]
+    assert {p: (n.name, n.op_type, n.kind.value, n.activation) for p, n in fwd.items()} == {
+        "": ("model", "_Net", "other", ""), "fc1": ("model/fc1-Linear", "Linear", "other", ""),
+        "act": ("model/act-ReLU", "ReLU", "activation", "relu"), "fc2": ("model/fc2-Linear", "Linear", "other", ""),
+        "out": ("model/out-Tanh", "Tanh", "activation", "tanh")}
+    assert [s for s, _ in fwd["act"].inputs] == ["model/fc1-Linear"]
+    assert [s for s, _ in fwd["fc2"].inputs] == ["model/act-ReLU", "fc2.weight", "fc2.bias"]
+    assert [s for s, _ in fwd["out"].inputs] == ["model/fc2-Linear"]
+    data = fwd["fc1"].inputs[0][0]
     assert g.node(data).op_type == "Input" and [s for s, _ in fwd[""].inputs] == [data]
+    assert [(f.file, f.line) for f in fwd["fc1"].stack[:2]] == [(__file__, _line("FC1_LINE")), (__file__, _line("MSE_LINE"))]
+    assert [f.line for f in fwd["out"].stack[:2]] == [_line("FC2_LINE"), _line("MSE_LINE")]
+    assert fwd[""].stack[0].line == _line("MSE_LINE")
     # children end before their parent: the execution order lists a call as it ends
     order = g.execution_order
-    assert order.index(fwd["3"].name) < order.index(fwd[""].name)
+    assert order.index("model/out-Tanh") < order.index("model")
     loss = [n for n in g.nodes() if n.op_type == "Loss"]
-    assert len(loss) == 1 and loss[0].inputs == [(fwd[""].name, "data")]
-    tensors = rank.tensor_map
+    assert len(loss) == 1 and loss[0].inputs == [("model", "data")]
     for it in range(3):
-        tm = tensors(0, it)
+        tm = rank.tensor_map(0, it)
         for p in paths:
             name = fwd[p].name
             for node, want in ((name, truth.outs[(it, p)]), (f"backward/{name}", truth.grads[(it, p)])):
@@ -178,16 +198,16 @@ def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str
                 else:
                     _assert_stats(src.stored_stats(), want, (it, node))
         if save == "statistics":
-            tanh_out = truth.outs[(it, "3")]
+            tanh_out = truth.outs[(it, "out")]
             saturated = np.count_nonzero(np.abs(tanh_out) >= np.float32(1 - 1e-3))
             assert saturated > 0, "the inputs are large enough to saturate some outputs"
-            assert tm[(fwd["3"].name, "output", 0)].source.stored_extras()["saturated"] == saturated
+            assert tm[("model/out-Tanh", "output", 0)].source.stored_extras()["saturated"] == saturated
     backward = {n.name: n for n in g.nodes() if n.is_backward and n.op_type != "Gradient"}
     assert set(backward) == {f"backward/{n.name}" for n in fwd.values()}
-    b1 = backward[f"backward/{fwd['1'].name}"]
+    b1 = backward["backward/model/act-ReLU"]
     assert b1.op_type == "ReLUBackward" and b1.scope == "backward/model"
-    assert b1.inputs == [(fwd["1"].name, "data"), (f"backward/{fwd['2'].name}", "data")]
-    assert all(f.forward_candidate for f in b1.stack) and b1.stack[0].line == fwd["1"].stack[0].line
+    assert b1.inputs == [("model/act-ReLU", "data"), ("backward/model/fc2-Linear", "data")]
+    assert all(f.forward_candidate for f in b1.stack) and b1.stack[0].line == _line("FC1_LINE")
 
 
 def test_gpt2_module_nodes_edges_and_statistics(tmp_path: Any) -> None:
@@ -335,3 +355,23 @@ def test_training_is_bit_identical_with_the_modules_level(tmp_path: Any) -> None
     rec_losses, rec_weights = run(str(tmp_path / "d"))
     assert rec_losses == plain_losses
     assert all(torch.equal(plain_weights[k], rec_weights[k]) for k in plain_weights)
+
+
+def test_activation_checkpointing_records_the_same_module_graph(tmp_path: Any) -> None:
+    """GPT-2 with activation checkpointing runs its blocks' forward again inside backward (torch's hooks
+    see more calls); the recorded graph is the one recorded without checkpointing, node for node."""
+    def graph(path: str, checkpointing: bool) -> tuple[set[tuple[str, tuple]], Truth]:
+        torch.manual_seed(0)
+        m = corpus.gpt2()
+        if checkpointing:
+            m.module.activation_checkpointing_enable()
+        truth = Truth(m.module)
+        _train(m.module, torch.optim.AdamW(m.module.parameters(), lr=1e-3), lambda i: m.batch(0), m.loss, 2, path,
+               truth=truth)
+        _, g = _graph(path)
+        return {(n.name, tuple(n.inputs)) for n in g.nodes()}, truth
+
+    plain, plain_truth = graph(str(tmp_path / "plain"), False)
+    checkpointed, truth = graph(str(tmp_path / "ckpt"), True)
+    assert truth.calls[0] > plain_truth.calls[0]
+    assert checkpointed == plain

@@ -104,6 +104,7 @@ class _Call:
     stack: tuple[StackFrame, ...]
     anchor: Any                 # the frame that ran the call's hooks (alive while the call runs)
     key: tuple[tuple[types.CodeType, int], ...]     # the user's (code, line) of ``stack``
+    want: bool                  # its tensors are stored (Recorder's ``modules`` / ``ops`` filters)
 
 
 class ModuleLevel:
@@ -157,30 +158,37 @@ class ModuleLevel:
         if parent is None:
             name = g.once_name(hook_scope)
         else:
-            p = parent.hook_scope
-            part = hook_scope[len(p) + 1:] if p and hook_scope.startswith(p + "/") else hook_scope
+            above = parent.hook_scope
+            part = hook_scope[len(above) + 1:] if above and hook_scope.startswith(above + "/") else hook_scope
             name = g.once_name(f"{parent.name}/{part}")
         inputs: list[str] = []
         for t in output_tensors(args):
             for src in self._sources(t):
                 if src not in inputs:
                     inputs.append(src)
-        want = rec._want(path or "", type(module).__name__)
+        cls = type(module).__name__
+        want = rec._want(path or "", cls)
         for p in module._parameters.values():
-            if p is not None:
-                src, leaf = rec._tracker.source(p, data=False)
-                if src not in inputs:
-                    inputs.append(src)
-                    if leaf is not None and want:
-                        # the value the forward read, before the step's update (a weight's "previous value"
-                        # at the first iteration); the same bits as the last step()'s capture: reused
-                        rec._capture(name, type(module).__name__, "input", len(inputs) - 1, p, exact=True, reuse=True)
+            if p is None:
+                continue
+            leaf = rec._leaf_of(p)      # no module output is a parameter's memory: the leaf, without a search
+            if leaf is None:
+                src, _ = rec._tracker.source(p, data=False)
+            else:
+                rec._tracker.make_leaf(leaf, p)
+                src = leaf.name
+            if src not in inputs:
+                inputs.append(src)
+                if leaf is not None and want:
+                    # the value the forward read, before the step's update (a weight's "previous value"
+                    # at the first iteration); the same bits as the last step()'s capture: reused
+                    rec._capture(name, cls, "input", len(inputs) - 1, p, exact=True, reuse=True)
         for src in inputs:
             if src in self._names:
                 self._consumers.setdefault(src, []).append(name)
         anchor, key, stack = self._stack(parent)
         self._calls.append(_Call(module, name, parent.name if parent else "", hook_scope, path or "",
-                                 inputs, stack, anchor, key))
+                                 inputs, stack, anchor, key, want))
 
     def _stack(self, parent: _Call | None) -> tuple[Any, tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]]:
         """(the frame that runs this call's hooks, the user's frames at the call as (code, line) and as
@@ -276,7 +284,7 @@ class ModuleLevel:
         """Register, tag, capture and hook each output of ``call``. An output an inner call returned
         already (a container returns its last child's output) shares that call's capture and tensor hook."""
         rec = self.rec
-        want = rec._want(call.path, cls)
+        want = call.want
         for slot, t in enumerate(outs):
             rec._tracker.register(t, call.name, slot=slot)
             fn = t.grad_fn

@@ -78,10 +78,10 @@ class Truth:
 def _train(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[int], Any],
            loss_of: Callable[[nn.Module, Any], torch.Tensor], steps: int, path: str | None = None,
            save: str = "statistics", truth: Truth | None = None,
-           during: Callable[[int, nn.Module], Any] | None = None) -> list[float]:
+           during: Callable[[int, nn.Module], Any] | None = None, **options: Any) -> list[float]:
     """Train ``steps`` steps (recorded at level "modules" into ``path`` when given); the losses."""
     losses = []
-    rec_ctx = Recorder(path, model, opt, save=save, level=LEVEL_MODULES) if path else contextlib.nullcontext()
+    rec_ctx = Recorder(path, model, opt, save=save, level=LEVEL_MODULES, **options) if path else contextlib.nullcontext()
     with rec_ctx as rec:
         for i in range(steps):
             if truth is not None:
@@ -208,6 +208,22 @@ def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str
     assert b1.op_type == "ReLUBackward" and b1.scope == "backward/model"
     assert b1.inputs == [("model/act-ReLU", "data"), ("backward/model/fc2-Linear", "data")]
     assert all(f.forward_candidate for f in b1.stack) and b1.stack[0].line == _line("FC1_LINE")
+
+
+def test_the_modules_filter_chooses_what_is_stored_and_the_graph_stays_whole(tmp_path: Any) -> None:
+    """modules=["fc*"]: the Linear layers' outputs, gradients and weights are stored, the ReLU's and the
+    Tanh's are not, and every call is still a node with its edges."""
+    model, opt, batch = _mlp()
+    out = str(tmp_path / "d")
+    _train(model, opt, batch, _mse, 2, out, modules=["fc*"])
+    rank, g = _graph(out)
+    assert len(_module_calls(g)) == 5 and [s for s, _ in g.node("model/fc2-Linear").inputs][0] == "model/act-ReLU"
+    stored = {(node, io) for node, io, _ in rank.tensor_map(0, 1)}
+    for name in ("model/fc1-Linear", "model/fc2-Linear", "backward/model/fc1-Linear"):
+        assert (name, "output") in stored
+    assert ("model/fc2-Linear", "input") in stored and ("fc2.weight", "output") in stored
+    for name in ("model/act-ReLU", "model/out-Tanh", "backward/model/act-ReLU", "model"):
+        assert (name, "output") not in stored
 
 
 def test_gpt2_module_nodes_edges_and_statistics(tmp_path: Any) -> None:

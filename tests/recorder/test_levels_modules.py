@@ -210,6 +210,24 @@ def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str
     assert all(f.forward_candidate for f in b1.stack) and b1.stack[0].line == _line("FC1_LINE")
 
 
+def test_activation_layers_by_class() -> None:
+    """Activation modules of torch and transformers (and subclasses) name their function; others none."""
+    from transformers.activations import GELUActivation, NewGELUActivation
+
+    from debugger.torch.modulelevel import module_activation
+
+    class MyReLU(nn.ReLU):
+        pass
+
+    cases = {nn.ReLU(): "relu", MyReLU(): "relu", nn.GELU(approximate="tanh"): "gelu", NewGELUActivation(): "gelu",
+             GELUActivation(): "gelu", nn.Tanh(): "tanh", nn.Sigmoid(): "sigmoid", nn.SiLU(): "silu",
+             nn.Softmax(dim=-1): "softmax", nn.LeakyReLU(): "leaky_relu", nn.Hardswish(): "hardswish",
+             nn.Hardtanh(0.0, 6.0): "relu6", nn.Hardtanh(): "hardtanh", nn.Threshold(0.0, 0.0): "relu",
+             nn.Linear(2, 2): "", nn.LayerNorm(2): "", nn.Sequential(nn.ReLU()): ""}
+    assert {type(m).__name__ + repr(i): module_activation(m) for i, m in enumerate(cases)} == \
+        {type(m).__name__ + repr(i): want for i, (m, want) in enumerate(cases.items())}
+
+
 def test_the_modules_filter_chooses_what_is_stored_and_the_graph_stays_whole(tmp_path: Any) -> None:
     """modules=["fc*"]: the Linear layers' outputs, gradients and weights are stored, the ReLU's and the
     Tanh's are not, and every call is still a node with its edges."""
@@ -255,6 +273,12 @@ def test_gpt2_module_nodes_edges_and_statistics(tmp_path: Any) -> None:
     loss = [n for n in g.nodes() if n.op_type == "Loss"]
     assert [n.inputs for n in loss] == [[(fwd[""].name, "data")]]
     assert fwd[""].op_type == "GPT2LMHeadModel"
+    # the model returns (loss, logits): a gradient node per output, the logits' as output 1
+    assert [o.shape for o in fwd[""].outputs] == [(), (2, corpus.SEQ, corpus.VOCAB)]
+    assert g.node("backward/model-out1").outputs[0].shape == (2, corpus.SEQ, corpus.VOCAB)
+    assert g.node("backward/model").outputs[0].shape == ()
+    # position ids, made inside the model from no tensor that requires grad: a data input
+    assert g.node(fwd["transformer.wpe"].inputs[0][0]).op_type == "Input"
     for it in range(2):
         tm = rank.tensor_map(0, it)
         for p in watch:

@@ -1,7 +1,9 @@
 """Level "modules": one node per module call, from the recorder's module hooks and tensor hooks.
 
-A call's node is named after its scope (``model/transformer-GPT2Model/h.0-GPT2Block``; a module called
-again in the same iteration gets ``-1``, ``-2`` ... and its children sit under that name). Its inputs are
+A call's node is named after its scope (``model/transformer-GPT2Model/h.0-GPT2Block/ln_1-LayerNorm``; a
+module called again in the same iteration gets ``-1``, ``-2`` ...). The calls made inside a call sit in a
+scope named after it, and so does the container's own node, named after its class
+(``model/transformer-GPT2Model/h.0-GPT2Block/GPT2Block``): no node is named like a scope. Its inputs are
 edges from whatever made each tensor argument: an earlier call's output (through views of its memory,
 and through the functional code between modules: ``attn_output + residual`` links both makers, found on
 the autograd graph), a parameter leaf or a data input; plus the module's own parameters. Its outputs are
@@ -105,6 +107,7 @@ class _Call:
     anchor: Any                 # the frame that ran the call's hooks (alive while the call runs)
     key: tuple[tuple[types.CodeType, int], ...]     # the user's (code, line) of ``stack``
     want: bool                  # its tensors are stored (Recorder's ``modules`` / ``ops`` filters)
+    children: int = 0           # calls made inside it
 
 
 class ModuleLevel:
@@ -187,6 +190,8 @@ class ModuleLevel:
             if src in self._names:
                 self._consumers.setdefault(src, []).append(name)
         anchor, key, stack = self._stack(parent)
+        if parent is not None:
+            parent.children += 1
         self._calls.append(_Call(module, name, parent.name if parent else "", hook_scope, path or "",
                                  inputs, stack, anchor, key, want))
 
@@ -266,11 +271,15 @@ class ModuleLevel:
             return
         call = self._calls[at]
         del self._calls[at:]
+        cls = type(module).__name__
+        if call.children:
+            # a container: its children's scope is named after the call; its own node goes in that scope
+            # too (a node named like a scope would be both a box and a node in the graph view)
+            call.scope, call.name = call.name, g.once_name(f"{call.name}/{cls}")
         outs: list[torch.Tensor] = []
         for t in output_tensors(output):
             if not any(t is o for o in outs):
                 outs.append(t)
-        cls = type(module).__name__
         activation = module_activation(module)
         g.nodes.append(NodeRecord(call.name, cls, call.scope, inputs=[(s, "data") for s in call.inputs],
                                   outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],

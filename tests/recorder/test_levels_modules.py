@@ -98,9 +98,14 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[int], 
 
 
 def _graph(path: str) -> tuple[Any, Any]:
+    """The rank and its one graph; no node is named like a scope (it would be a box and a node at once)."""
     rank = open_dump(path).rank(0)
     assert list(rank.graphs) == [0], "the iterations ran the same module calls: one graph"
-    return rank, rank.graphs[0]
+    g = rank.graphs[0]
+    scopes = {n.scope for n in g.nodes()}
+    scopes |= {s.rsplit("/", k)[0] for s in scopes for k in range(1, s.count("/") + 1)}
+    assert not scopes & set(g.names()), sorted(scopes & set(g.names()))[:3]
+    return rank, g
 
 
 def _forward_nodes(g: Any) -> dict[str, Any]:
@@ -171,7 +176,7 @@ def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str
     assert len(_module_calls(g)) == truth.calls[0] == 5
     fwd = _forward_nodes(g)
     assert {p: (n.name, n.op_type, n.kind.value, n.activation) for p, n in fwd.items()} == {
-        "": ("model", "_Net", "other", ""), "fc1": ("model/fc1-Linear", "Linear", "other", ""),
+        "": ("model/_Net", "_Net", "other", ""), "fc1": ("model/fc1-Linear", "Linear", "other", ""),
         "act": ("model/act-ReLU", "ReLU", "activation", "relu"), "fc2": ("model/fc2-Linear", "Linear", "other", ""),
         "out": ("model/out-Tanh", "Tanh", "activation", "tanh")}
     assert [s for s, _ in fwd["act"].inputs] == ["model/fc1-Linear"]
@@ -184,9 +189,9 @@ def test_mlp_module_graph_and_tensors_match_plain_torch(tmp_path: Any, save: str
     assert fwd[""].stack[0].line == _line("MSE_LINE")
     # children end before their parent: the execution order lists a call as it ends
     order = g.execution_order
-    assert order.index("model/out-Tanh") < order.index("model")
+    assert order.index("model/out-Tanh") < order.index("model/_Net")
     loss = [n for n in g.nodes() if n.op_type == "Loss"]
-    assert len(loss) == 1 and loss[0].inputs == [("model", "data")]
+    assert len(loss) == 1 and loss[0].inputs == [("model/_Net", "data")]
     for it in range(3):
         tm = rank.tensor_map(0, it)
         for p in paths:
@@ -240,7 +245,7 @@ def test_the_modules_filter_chooses_what_is_stored_and_the_graph_stays_whole(tmp
     for name in ("model/fc1-Linear", "model/fc2-Linear", "backward/model/fc1-Linear"):
         assert (name, "output") in stored
     assert ("model/fc2-Linear", "input") in stored and ("fc2.weight", "output") in stored
-    for name in ("model/act-ReLU", "model/out-Tanh", "backward/model/act-ReLU", "model"):
+    for name in ("model/act-ReLU", "model/out-Tanh", "backward/model/act-ReLU", "model/_Net"):
         assert (name, "output") not in stored
 
 
@@ -275,8 +280,8 @@ def test_gpt2_module_nodes_edges_and_statistics(tmp_path: Any) -> None:
     assert fwd[""].op_type == "GPT2LMHeadModel"
     # the model returns (loss, logits): a gradient node per output, the logits' as output 1
     assert [o.shape for o in fwd[""].outputs] == [(), (2, corpus.SEQ, corpus.VOCAB)]
-    assert g.node("backward/model-out1").outputs[0].shape == (2, corpus.SEQ, corpus.VOCAB)
-    assert g.node("backward/model").outputs[0].shape == ()
+    assert g.node("backward/model/GPT2LMHeadModel-out1").outputs[0].shape == (2, corpus.SEQ, corpus.VOCAB)
+    assert g.node("backward/model/GPT2LMHeadModel").outputs[0].shape == ()
     # position ids, made inside the model from no tensor that requires grad: a data input
     assert g.node(fwd["transformer.wpe"].inputs[0][0]).op_type == "Input"
     for it in range(2):
@@ -319,7 +324,7 @@ def test_resnet18_module_calls_and_inplace_relu(tmp_path: Any) -> None:
     bn1 = "model/layer1-Sequential/0-BasicBlock/bn1-BatchNorm2d"
     assert [s for s, _ in fwd[relu].inputs] == [bn1]
     loss = [n for n in g.nodes() if n.op_type == "Loss"]
-    assert [n.inputs for n in loss] == [[("model", "data")]]
+    assert [n.inputs for n in loss] == [[("model/ResNet", "data")]]
     names = {"layer1.0.bn1": bn1, "layer2.1.conv2": "model/layer2-Sequential/1-BasicBlock/conv2-Conv2d",
              "fc": "model/fc-Linear"}
     for it in range(2):

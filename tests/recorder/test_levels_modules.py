@@ -81,7 +81,8 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[int], 
            during: Callable[[int, nn.Module], Any] | None = None, **options: Any) -> list[float]:
     """Train ``steps`` steps (recorded at level "modules" into ``path`` when given); the losses."""
     losses = []
-    rec_ctx = Recorder(path, model, opt, save=save, level=LEVEL_MODULES, **options) if path else contextlib.nullcontext()
+    options.setdefault("level", LEVEL_MODULES)
+    rec_ctx = Recorder(path, model, opt, save=save, **options) if path else contextlib.nullcontext()
     with rec_ctx as rec:
         for i in range(steps):
             if truth is not None:
@@ -247,6 +248,21 @@ def test_the_modules_filter_chooses_what_is_stored_and_the_graph_stays_whole(tmp
     assert ("model/fc2-Linear", "input") in stored and ("fc2.weight", "output") in stored
     for name in ("model/act-ReLU", "model/out-Tanh", "backward/model/act-ReLU", "model/_Net"):
         assert (name, "output") not in stored
+
+
+def test_a_schedule_mixes_the_modules_level_with_the_parameters_level(tmp_path: Any) -> None:
+    """level={"parameters": None, "modules": [0, 2]}: iterations 0 and 2 hold the module calls, 1 and 3
+    only weights, gradients and the loss; no module node or gradient hook leaks into the others."""
+    model, opt, batch = _mlp()
+    out = str(tmp_path / "d")
+    _train(model, opt, batch, _mse, 4, out, level={"parameters": None, LEVEL_MODULES: [0, 2]})
+    rank = open_dump(out).rank(0)
+    by_level: dict[str, list[int]] = {}
+    for gid, g in rank.graphs.items():
+        by_level.setdefault(g.record.level, []).extend(rank.iterations(gid))
+        calls = [n for n in g.nodes() if n.op_type in ("Linear", "ReLU", "Tanh", "_Net") or n.op_type.endswith("Backward")]
+        assert len(calls) == (10 if g.record.level == LEVEL_MODULES else 0), (gid, g.record.level)
+    assert {k: sorted(v) for k, v in by_level.items()} == {LEVEL_MODULES: [0, 2], "parameters": [1, 3]}
 
 
 def test_gpt2_module_nodes_edges_and_statistics(tmp_path: Any) -> None:

@@ -52,6 +52,7 @@ _ACTIVATION_CLASSES = {
     "ClippedGELUActivation": "gelu", "SiLUActivation": "silu", "MishActivation": "mish",
 }
 _BY_CLASS: dict[type, str] = {}
+_own_ops = torch._C._DisableTorchDispatch     # as in recorder.py: the recorder's tensor work skips dispatch modes
 _TAG = "tdbg_module"          # autograd-node metadata key: the call whose output the node made
 _WALK_LIMIT = 256             # autograd nodes visited looking for an untracked tensor's makers
 
@@ -149,12 +150,29 @@ class ModuleLevel:
         self._graph = None
 
     # ---- forward ----------------------------------------------------------------------------
-    def enter(self, module: torch.nn.Module, args: Any) -> None:
-        """The pre hook of a call: its name, stack and input edges (read before it can write its inputs).
-        A forward run again inside backward (activation checkpointing) is no new call."""
+    def _safely(self, work: Any, *args: Any) -> None:
+        """``work(*args)`` as the recorder's own tensor work (no dispatch mode sees it); a failure drops
+        the iteration, never the training (Recorder._guarded, without its two generators: this runs three
+        times per module call)."""
         rec = self.rec
-        if rec._in_backward:
-            return
+        rec._busy = True
+        try:
+            with _own_ops():
+                work(*args)
+        except Exception as exc:     # never break the training
+            rec._drop(exc)
+        finally:
+            rec._busy = False
+
+    def enter(self, module: torch.nn.Module, args: Any) -> None:
+        """The pre hook of a call (never raises). A forward run again inside backward (activation
+        checkpointing) is no new call."""
+        if not self.rec._in_backward:
+            self._safely(self._enter, module, args)
+
+    def _enter(self, module: torch.nn.Module, args: Any) -> None:
+        """A call's name, stack and input edges (read before it can write its inputs)."""
+        rec = self.rec
         g = self._sync()
         _, hook_scope, path = rec._scopes[-1]
         parent = self._calls[-1] if self._calls else None
@@ -260,11 +278,14 @@ class ModuleLevel:
         return found
 
     def leave(self, module: torch.nn.Module, output: Any) -> None:
-        """The post hook of a call: its node, its outputs registered and captured, their gradient hooks.
-        The node goes into the execution order here, as the call ENDS: a call's children come before it,
-        so the first call whose output went non-finite is the innermost one that made it."""
-        if self.rec._in_backward:
-            return
+        """The post hook of a call (never raises)."""
+        if not self.rec._in_backward:
+            self._safely(self._leave, module, output)
+
+    def _leave(self, module: torch.nn.Module, output: Any) -> None:
+        """A call's node, its outputs registered and captured, their gradient hooks. The node goes into the
+        execution order here, as the call ENDS: a call's children come before it, so the first call whose
+        output went non-finite is the innermost one that made it."""
         g = self._sync()
         at = next((i for i in range(len(self._calls) - 1, -1, -1) if self._calls[i].module is module), None)
         if at is None:
@@ -337,11 +358,14 @@ class ModuleLevel:
 
         def hook(grad: torch.Tensor) -> None:
             if epoch == self._epoch and self.rec._graph is self._graph and self._graph is not None:
-                with self.rec._guarded():
-                    same = None
-                    for info in infos:
-                        same = self._backward_node(self._graph, info, grad, same) or same
+                self._safely(self._backward_nodes, self._graph, infos, grad)
         return hook
+
+    def _backward_nodes(self, g: C.IterationGraph, infos: list[tuple[Any, ...]], grad: torch.Tensor) -> None:
+        """The backward nodes of one gradient (one capture, shared)."""
+        same = None
+        for info in infos:
+            same = self._backward_node(g, info, grad, same) or same
 
     def _backward_node(self, g: C.IterationGraph, info: tuple[Any, ...], grad: torch.Tensor,
                        same: "C.Captured | None") -> "C.Captured | None":

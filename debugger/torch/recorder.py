@@ -673,8 +673,7 @@ class Recorder:
             part = f"{rel}-{cls}"
         self._scopes.append((module, f"{parent_scope}/{part}" if parent_scope else part, path))
         if self._level == LEVEL_MODULES:
-            with self._guarded():
-                self._module_level.enter(module, inputs)
+            self._module_level.enter(module, inputs)      # guarded inside: never raises
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         if self._graph is None:
@@ -683,8 +682,7 @@ class Recorder:
             with self._guarded():
                 self._composites.settle(module, output)
         if self._level == LEVEL_MODULES:
-            with self._guarded():
-                self._module_level.leave(module, output)
+            self._module_level.leave(module, output)      # guarded inside: never raises
         for i in range(len(self._scopes) - 1, -1, -1):
             if self._scopes[i][0] is module:
                 del self._scopes[i:]

@@ -126,6 +126,7 @@ class ModuleLevel:
         self._returned: dict[int, _Returned] = {}       # id(tensor) -> what the calls that returned it share
         self._frames: dict[tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]] = {}   # per call site
         self._candidates: dict[tuple[StackFrame, ...], tuple[StackFrame, ...]] = {}
+        self._hook_code = type(rec)._pre_hook.__code__      # the frame that calls it is a call's anchor
 
     def _sync(self) -> C.IterationGraph:
         """The recorder's current graph; a new one starts this level's iteration afresh."""
@@ -217,7 +218,10 @@ class ModuleLevel:
         """(the frame that runs this call's hooks, the user's frames at the call as (code, line) and as
         StackFrames, innermost first, as stacks.user_stack gives them). The frames from the parent call's
         hooks outwards are the parent's: only the few in between are walked."""
-        anchor = sys._getframe(3)      # 0 here, 1 enter, 2 the recorder's pre hook, 3 torch's call of the hooks
+        anchor = sys._getframe(1)
+        while anchor is not None and anchor.f_code is not self._hook_code:
+            anchor = anchor.f_back      # up to the recorder's pre hook (a few frames) ...
+        anchor = anchor.f_back if anchor is not None else sys._getframe(1)     # ... and torch's frame that called it
         stop = parent.anchor if parent is not None else None
         key: list[tuple[types.CodeType, int]] = []
         f = anchor

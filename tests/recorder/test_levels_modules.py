@@ -236,7 +236,7 @@ def test_activation_layers_by_class() -> None:
 
 def test_the_modules_filter_chooses_what_is_stored_and_the_graph_stays_whole(tmp_path: Any) -> None:
     """modules=["fc*"]: the Linear layers' outputs, gradients and weights are stored, the ReLU's and the
-    Tanh's are not, and every call is still a node with its edges."""
+    Tanh's are not, and every call is still a node with its edges; ops=["Tanh"] picks module classes."""
     model, opt, batch = _mlp()
     out = str(tmp_path / "d")
     _train(model, opt, batch, _mse, 2, out, modules=["fc*"])
@@ -248,6 +248,12 @@ def test_the_modules_filter_chooses_what_is_stored_and_the_graph_stays_whole(tmp
     assert ("model/fc2-Linear", "input") in stored and ("fc2.weight", "output") in stored
     for name in ("model/act-ReLU", "model/out-Tanh", "backward/model/act-ReLU", "model/_Net"):
         assert (name, "output") not in stored
+    # ops= globs match a module's class name at this level
+    out = str(tmp_path / "ops")
+    _train(model, opt, batch, _mse, 1, out, ops=["Tanh"])
+    stored = {node for node, io, _ in open_dump(out).rank(0).tensor_map(0, 0) if io == "output"}
+    assert {"model/out-Tanh", "backward/model/out-Tanh"} <= stored
+    assert not stored & {"model/fc1-Linear", "model/act-ReLU", "backward/model/fc2-Linear", "model/_Net"}
 
 
 def test_a_schedule_mixes_the_modules_level_with_the_parameters_level(tmp_path: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..formats.records import LEVEL_OPS, Kind, NodeRecord, OutputType
+from ..formats.records import LEVEL_OPS, LEVEL_PARAMETERS, Kind, NodeRecord, OutputType
 from . import capture as C
 from . import optstate
 
@@ -114,8 +114,9 @@ class LeafCapture:
                 if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                     self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
                                   same=None if same is None else same[2])
-                    if self._level != LEVEL_OPS:     # the weight as read: the step has not run yet (the
-                        # capture at the previous step()'s end holds these very bits, and is reused)
+                    if self._level == LEVEL_PARAMETERS:     # the weight as read (the step has not run: the
+                        # capture at the previous step()'s end holds these bits, and is reused); at
+                        # "modules" the modules' own reads of their weights are captured
                         self._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
         self._grad_ptrs = grads
 

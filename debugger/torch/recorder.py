@@ -23,7 +23,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
-from ..formats.records import LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
+from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..stats import compiled_kernel
 from . import capture as C
@@ -33,6 +33,7 @@ from .leaves import LeafCapture
 from .opslevel import OpsCapture, OpsMode
 from .replay import ReplayCapture
 from .levels import LevelPlan, Selection
+from .modulelevel import ModuleLevel
 from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
@@ -124,6 +125,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._leaf_tensors: dict[int, torch.Tensor] = {}
         self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
         self._composites = A.Composites()
+        self._module_level = ModuleLevel(self)     # level "modules": one node per module call
         # statistics mode: each trained weight as the iteration's first optimizer step found it (its
         # value at the end of the iteration before), for the update statistics stored at step()
         self._before_step: dict[int, torch.Tensor] = {}
@@ -445,6 +447,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             rel = path[len(parent_path) + 1:] if parent_path and path.startswith(parent_path + ".") else path
             part = f"{rel}-{cls}"
         self._scopes.append((module, f"{parent_scope}/{part}" if parent_scope else part, path))
+        if self._level == LEVEL_MODULES:
+            self._module_level.enter(module, inputs)      # guarded inside: never raises
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         if self._graph is None:
@@ -452,6 +456,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._composites.pending:
             with self._guarded():
                 self._composites.settle(module, output)
+        if self._level == LEVEL_MODULES:
+            self._module_level.leave(module, output)      # guarded inside: never raises
         for i in range(len(self._scopes) - 1, -1, -1):
             if self._scopes[i][0] is module:
                 del self._scopes[i:]
@@ -494,7 +500,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
     def _made_by(self, t: torch.Tensor) -> str | None:
         """The recorded node that made ``t`` at the coarser levels (None: none recorded)."""
-        return None
+        return self._module_level.made_by(t) if self._level == LEVEL_MODULES else None
 
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
         g = self._graph

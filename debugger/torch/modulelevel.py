@@ -32,7 +32,7 @@ from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
 from ..stats import ASYMPTOTES
 from . import capture as C
 from .devstats import saturated_row
-from .stacks import MAX_FRAMES, _is_user
+from .stacks import MAX_FRAMES, is_user_file
 
 if TYPE_CHECKING:
     from .recorder import Recorder
@@ -52,7 +52,6 @@ _ACTIVATION_CLASSES = {
     "ClippedGELUActivation": "gelu", "SiLUActivation": "silu", "MishActivation": "mish",
 }
 _BY_CLASS: dict[type, str] = {}
-_own_ops = torch._C._DisableTorchDispatch     # as in recorder.py: the recorder's tensor work skips dispatch modes
 _TAG = "tdbg_module"          # autograd-node metadata key: the call whose output the node made
 _WALK_LIMIT = 256             # autograd nodes visited looking for an untracked tensor's makers
 
@@ -158,7 +157,7 @@ class ModuleLevel:
         rec = self.rec
         rec._busy = True
         try:
-            with _own_ops():
+            with C.OWN_OPS():
                 work(*args)
         except Exception as exc:     # never break the training
             rec._drop(exc)
@@ -227,7 +226,7 @@ class ModuleLevel:
         f = anchor
         while f is not None and f is not stop and len(key) < MAX_FRAMES:
             code = f.f_code
-            if _is_user(code.co_filename):
+            if is_user_file(code.co_filename):
                 key.append((code, f.f_lineno))
             f = f.f_back
         if f is not None and f is stop and parent is not None:

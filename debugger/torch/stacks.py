@@ -23,7 +23,8 @@ _user_file: dict[str, bool] = {}
 _cache: dict[tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]] = {}
 
 
-def _is_user(filename: str) -> bool:
+def is_user_file(filename: str) -> bool:
+    """Whether ``filename`` is the user's code (not torch, the standard library or tdbg)."""
     got = _user_file.get(filename)
     if got is None:
         if filename.startswith("<"):
@@ -42,7 +43,7 @@ def user_stack(skip: int = 1) -> tuple[StackFrame, ...]:
     key: list[tuple[types.CodeType, int]] = []
     while f is not None and len(key) < MAX_FRAMES:
         code = f.f_code
-        if _is_user(code.co_filename):
+        if is_user_file(code.co_filename):
             key.append((code, f.f_lineno))
         f = f.f_back
     k = tuple(key)

@@ -23,7 +23,7 @@ from corpus import HEALTHY, Loop, build, scan_recommended, train  # noqa: E402
 
 
 # the levels that record weights, gradients and optimizer state: the weight and gradient findings hold at each
-LEVELS_OF_WEIGHTS = ["ops", "parameters"]
+LEVELS_OF_WEIGHTS = ["ops", "modules", "parameters"]
 
 
 @pytest.fixture(autouse=True)

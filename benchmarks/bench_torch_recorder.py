@@ -93,7 +93,8 @@ def bench_model(model: str, modes: list[str], a: argparse.Namespace, quiet: bool
         res = run_one(model, mode, a)
         if "error" in res:
             out[mode] = {"error": res["error"]}
-            say(f"  {mode:16s} failed: {res['error']}", flush=True)
+            na = "n/a (" in res["error"]
+            say(f"  {mode:16s} {'n/a' if na else 'failed'}: {res['error'].split(': ', 1)[-1] if na else res['error']}", flush=True)
             continue
         if mode == "floor:dispatch":
             ops = res.get("ops")
@@ -105,6 +106,9 @@ def bench_model(model: str, modes: list[str], a: argparse.Namespace, quiet: bool
             say(f"      ATen ops per step: {res['ops']:.0f}")
         if "note" in res:
             say(f"      {res['note']}")
+        if "plain" in out and s["plain_ms"] > 1.5 * out["plain"]["plain_ms"]:
+            say(f"      its plain steps are {s['plain_ms'] / out['plain']['plain_ms']:.1f}x the plain row's: "
+                "what it installs stays active between its steps (the ratio understates its cost)")
         if mode.startswith("msprobe:") and not res.get("bytes"):
             say("      WARNING: msprobe wrote nothing: this row measures no dump")
         if a.pairs:

@@ -124,7 +124,8 @@ def markdown(table: dict) -> str:
     for model, modes in table.items():
         for mode, s in modes.items():
             if "error" in s:
-                lines.append(f"| {model} | {mode} | | | {s['error']} | | | |")
+                note = s["error"].split(": ", 1)[-1] if "n/a (" in s["error"] else "failed: " + s["error"]
+                lines.append(f"| {model} | {mode} | | | {note} | | | |")
                 continue
             uso = f"{s['us_per_op']:.0f}" if s["us_per_op"] is not None else ""
             lines.append(f"| {model} | {mode} | {s['plain_ms']:.1f} | {s['mode_ms']:.1f} | {s['ratio']:.2f}x "

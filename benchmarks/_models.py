@@ -1,0 +1,210 @@
+"""The worker of bench_torch_recorder.py: builds one model, runs one mode, prints ``RESULT {json}``.
+
+Run by the benchmark as ``python benchmarks/_models.py CONFIG_JSON`` in a fresh process per
+(model, mode). Models are built by their own libraries from configs (random weights, nothing
+downloaded); data is made here. Nothing from ``debugger`` is imported at module level, so the
+"before" column can import another checkout's package first.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+Step = Callable[[], Any]
+
+
+def _causal_lm(name: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]:
+    """A 2-layer GPT-2 or Llama from transformers, batch 4 x 32 tokens, bf16 autocast, AdamW."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    if name == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            n_layer=2, n_embd=64, n_head=2, vocab_size=1000, n_positions=32, bos_token_id=0, eos_token_id=0))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, vocab_size=1000, max_position_embeddings=32,
+            bos_token_id=0, eos_token_id=0, pad_token_id=0))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 1000, (4, 32))
+
+    def step() -> Any:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return model, opt, step
+
+
+def _resnet(batch: int) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]:
+    """torchvision ResNet-18 (10 classes), 32x32 images, SGD with momentum, cross entropy."""
+    import torchvision
+    model = torchvision.models.resnet18(num_classes=10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
+
+    def step() -> Any:
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return model, opt, step
+
+
+def build(name: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]:
+    """Model, optimizer and one training step (forward, loss, zero_grad, backward, optimizer step)."""
+    if name in ("gpt2", "llama"):
+        return _causal_lm(name)
+    if name.startswith("resnet18-b"):
+        return _resnet(int(name.split("-b")[1]))
+    raise ValueError(f"unknown model {name!r}")
+
+
+def _alternate(n: int, step: Step, before: Callable[[int], Any] | None = None,
+               after: Callable[[int], Any] | None = None) -> tuple[list[float], list[float]]:
+    """2n steps, plain and mode alternating (odd steps are the mode's); seconds of each half."""
+    plain: list[float] = []
+    timed: list[float] = []
+    for i in range(2 * n):
+        t0 = time.perf_counter()
+        if i % 2 and before:
+            before(i)
+        step()
+        if after:
+            after(i)
+        (timed if i % 2 else plain).append(time.perf_counter() - t0)
+    return plain, timed
+
+
+def _floor(cfg: dict, step: Step, n: int) -> tuple[list[float], list[float], dict]:
+    """A dispatch mode that only runs the op (floor:dispatch), or also reads every floating output
+    once with the compiled statistics kernel (floor:stats); counts ops per mode step."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    sys.path.insert(0, cfg["root"])
+    from debugger.stats import compiled_kernel
+    kernel = compiled_kernel() if cfg["mode"] == "floor:stats" else None
+    if cfg["mode"] == "floor:stats" and kernel is None:
+        raise RuntimeError("no compiled statistics kernel (numba missing)")
+    ints = {4: torch.int32, 8: torch.int64}
+    count = [0]
+
+    def read(t: torch.Tensor) -> None:
+        t = t.detach()
+        if t.dtype not in (torch.float32, torch.float64):
+            t = t.float()
+        a = t.contiguous().reshape(-1)
+        kernel(a.numpy(), a.view(ints[a.element_size()]).numpy())
+
+    class Floor(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            out = func(*args, **(kwargs or {}))
+            count[0] += 1
+            if kernel is not None:
+                with torch._C._DisableTorchDispatch():
+                    for t in (out if isinstance(out, (tuple, list)) else (out,)):
+                        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+                            read(t)
+            return out
+
+    def run(i: int) -> None:
+        if i % 2:
+            with Floor():
+                step()
+        else:
+            step()
+    plain, timed = _alternate(n, lambda: None, after=run)
+    return plain, timed, {"ops": count[0] / n}
+
+
+def _recorder(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: Step,
+              n: int) -> tuple[list[float], list[float], dict]:
+    """debugger.torch.Recorder on the odd (mode) steps; a recorded step waits for its file."""
+    mode = cfg["mode"]
+    if mode.startswith("before:"):
+        sys.path.insert(0, cfg["baseline"])
+    else:
+        sys.path.insert(0, cfg["root"])
+    from debugger.torch import Recorder
+    kwargs: dict[str, Any] = {"save": "statistics", "iterations": list(range(1, 2 * n, 2))}
+    extra: dict[str, Any] = {}
+    if not mode.startswith("before:"):
+        try:
+            rec = Recorder(cfg["out"], model, opt, level=mode, **kwargs)
+        except TypeError as e:
+            if "level" not in str(e):
+                raise
+            if mode != "ops":
+                raise RuntimeError("n/a (this checkout has no level=)") from None
+            extra["note"] = "no level= in this checkout: its only level (ops)"
+            rec = Recorder(cfg["out"], model, opt, **kwargs)
+    else:
+        rec = Recorder(cfg["out"], model, opt, **kwargs)
+
+    def after(i: int) -> None:
+        rec.step()
+        if i % 2:
+            rec.flush()
+    with rec:
+        plain, timed = _alternate(n, step, after=after)
+    return plain, timed, extra
+
+
+def _msprobe(cfg: dict, model: torch.nn.Module, step: Step, n: int) -> tuple[list[float], list[float], dict]:
+    """msprobe's PrecisionDebugger, task statistics, at L0, L1 or mix; start(model) on mode steps."""
+    from msprobe.pytorch import PrecisionDebugger
+    level = cfg["mode"].split(":")[1]
+    os.makedirs(cfg["out"], exist_ok=True)
+    path = os.path.join(cfg["out"], "config.json")
+    with open(path, "w") as f:
+        json.dump({"task": "statistics", "dump_path": os.path.join(cfg["out"], "dump"), "rank": [],
+                   "step": [], "level": level, "async_dump": False,
+                   "statistics": {"scope": [], "list": [], "data_mode": ["all"], "summary_mode": "statistics"}}, f)
+    dbg = PrecisionDebugger(config_path=path)
+
+    def before(i: int) -> None:
+        dbg.start(model)
+
+    def after(i: int) -> None:
+        if i % 2:
+            dbg.stop()
+            dbg.step()
+    plain, timed = _alternate(n, step, before=before, after=after)
+    return plain, timed, {}
+
+
+def worker(cfg: dict) -> dict:
+    """Run one (model, mode) as configured; the measured plain and mode seconds per step."""
+    torch.set_num_threads(2)
+    torch.manual_seed(0)
+    model, opt, step = build(cfg["model"])
+    n, mode = cfg["warmup"] + cfg["steps"], cfg["mode"]
+    extra: dict[str, Any] = {}
+    if mode == "plain":
+        plain, timed = _alternate(n, step)
+    elif mode.startswith("floor:"):
+        plain, timed, extra = _floor(cfg, step, n)
+    elif mode.startswith("msprobe:"):
+        plain, timed, extra = _msprobe(cfg, model, step, n)
+    else:
+        plain, timed, extra = _recorder(cfg, model, opt, step, n)
+    w = cfg["warmup"]
+    return {"plain": plain[w:], "mode": timed[w:], **extra}
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore")
+    try:
+        print("RESULT " + json.dumps(worker(json.loads(sys.argv[1]))), flush=True)
+    except Exception as e:     # the benchmark prints the last line and goes on
+        print(f"ERROR {type(e).__name__}: {e}".splitlines()[0], flush=True)
+        sys.exit(1)

@@ -126,6 +126,36 @@ def _floor(cfg: dict, step: Step, n: int) -> tuple[list[float], list[float], dic
     return plain, timed, {"ops": count[0] / n}
 
 
+def _floor_parameters(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: Step,
+                      n: int) -> tuple[list[float], list[float], dict]:
+    """floor:parameters: after each mode step, every weight, gradient and optimizer state tensor read
+    once with the compiled statistics kernel (what level "parameters" reads, with no graph, digest or
+    file); counts tensors per step."""
+    sys.path.insert(0, cfg["root"])
+    from debugger.stats import compiled_kernel
+    kernel = compiled_kernel()
+    if kernel is None:
+        raise RuntimeError("no compiled statistics kernel (numba missing)")
+    ints = {4: torch.int32, 8: torch.int64}
+    count = [0]
+
+    def read_all(i: int) -> None:
+        if not i % 2:
+            return
+        tensors = [p.detach() for p in model.parameters()] + [p.grad for p in model.parameters() if p.grad is not None]
+        tensors += [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+        for t in tensors:
+            if t.is_floating_point() and t.numel():
+                a = (t if t.dtype in (torch.float32, torch.float64) else t.float()).contiguous().reshape(-1)
+                kernel(a.numpy(), a.view(ints[a.element_size()]).numpy())
+                count[0] += 1
+    plain, timed = _alternate(n, step, after=read_all)
+    return plain, timed, {"tensors": count[0] / n}
+
+
+_BLOCK = 3     # steps per block in the :steady modes
+
+
 def _recorder(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: Step,
               n: int) -> tuple[list[float], list[float], dict]:
     """debugger.torch.Recorder on the odd (mode) steps; a recorded step waits for its file."""
@@ -135,7 +165,13 @@ def _recorder(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, ste
     else:
         sys.path.insert(0, cfg["root"])
     from debugger.torch import Recorder
-    kwargs: dict[str, Any] = {"save": "statistics", "iterations": list(range(1, 2 * n, 2))}
+    steady = mode.endswith(":steady")
+    if steady:       # blocks of K unrecorded and K recorded steps: the writer overlaps the next step
+        mode = mode.split(":")[0]
+        selected = [i for i in range(2 * n * _BLOCK) if (i // _BLOCK) % 2]
+    else:
+        selected = list(range(1, 2 * n, 2))
+    kwargs: dict[str, Any] = {"save": "statistics", "iterations": selected}
     extra: dict[str, Any] = {}
     if not mode.startswith("before:"):
         try:
@@ -154,8 +190,18 @@ def _recorder(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, ste
         rec.step()
         if i % 2:
             rec.flush()
+
+    def block() -> None:
+        for _ in range(_BLOCK):
+            step()
+            rec.step()
+
     with rec:
-        plain, timed = _alternate(n, step, after=after)
+        if steady:      # a block's time per step; a recorded block ends waiting for its files
+            plain, timed = _alternate(n, block, after=lambda i: rec.flush() if i % 2 else None)
+            plain, timed = [t / _BLOCK for t in plain], [t / _BLOCK for t in timed]
+        else:
+            plain, timed = _alternate(n, step, after=after)
     return plain, timed, extra
 
 
@@ -191,6 +237,8 @@ def worker(cfg: dict) -> dict:
     extra: dict[str, Any] = {}
     if mode == "plain":
         plain, timed = _alternate(n, step)
+    elif mode == "floor:parameters":
+        plain, timed, extra = _floor_parameters(cfg, model, opt, step, n)
     elif mode.startswith("floor:"):
         plain, timed, extra = _floor(cfg, step, n)
     elif mode.startswith("msprobe:"):

@@ -12,7 +12,11 @@ pairs, then 9 measured pairs (the median of steps 4-12).
 
 Modes: plain (plain vs plain: the noise floor); floor:dispatch (a TorchDispatchMode that only runs
 the op; gives ops per step); floor:stats (it also reads every floating output once with the
-compiled statistics kernel); ops, modules, parameters (Recorder save="statistics", level=...);
+compiled statistics kernel); floor:parameters (no dispatch mode: every weight, gradient and
+optimizer state tensor read once a step with that kernel, what level "parameters" cannot do without);
+ops, modules, parameters (Recorder save="statistics", level=...); ops:steady, parameters:steady
+(blocks of 3 recorded steps and 3 plain ones alternate; a recorded block waits for its files at its
+end, so the writer thread overlaps the next step, as in a run that records every step);
 before:ops (the Recorder of --baseline DIR, e.g. `git archive 374b461 | tar -x -C DIR`);
 msprobe:L0, msprobe:L1, msprobe:mix (PrecisionDebugger, task statistics, with its Python).
 """
@@ -31,7 +35,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODELS = ["gpt2", "resnet18-b8", "resnet18-b32", "llama"]
-MODES = ["plain", "floor:dispatch", "floor:stats", "ops", "modules", "parameters", "before:ops",
+MODES = ["plain", "floor:dispatch", "floor:stats", "floor:parameters", "ops", "modules", "parameters",
+         "ops:steady", "parameters:steady", "before:ops",
          "msprobe:L0", "msprobe:L1", "msprobe:mix"]
 # msprobe's level beside tdbg's comparable level
 COMPARABLE = {"msprobe:L0": "modules", "msprobe:L1": "ops", "msprobe:mix": "ops"}
@@ -98,7 +103,7 @@ def bench_model(model: str, modes: list[str], a: argparse.Namespace, quiet: bool
             continue
         if mode == "floor:dispatch":
             ops = res.get("ops")
-        dispatch_based = mode.startswith("floor") or mode in ("ops", "before:ops", "msprobe:L1", "msprobe:mix")
+        dispatch_based = mode in ("floor:dispatch", "floor:stats", "ops:steady") or mode in ("ops", "before:ops", "msprobe:L1", "msprobe:mix")
         s = summarize(res, ops if dispatch_based else None)
         out[mode] = {**s, **{k: res[k] for k in ("plain", "mode", "ops", "note") if k in res}}
         say(row(mode, s), flush=True)

@@ -19,7 +19,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 3    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 4    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -103,6 +103,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": curves,
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
+           "level_notes": data.get("level_notes", []),
            "agreement": agreement, "warnings": warnings[:200], "warning_count": len(warnings),
            "checked": res.iterations}
     out["health"] = health(out)

@@ -280,6 +280,36 @@ def test_triage_says_once_what_did_not_apply(page: Any, tmp_path: Any) -> None:
         srv.stop()
 
 
+def test_triage_says_what_a_parameters_level_recording_cannot_answer(page: Any, tmp_path: Any) -> None:
+    """A run recorded at level "parameters" (a real Recorder over an MLP): the triage card says which
+    iterations hold only weights, gradients, state and the loss, and what their watchpoints cannot answer."""
+    torch = pytest.importorskip("torch")
+    from debugger.torch import Recorder
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    dump = str(tmp_path / "dump")
+    with Recorder(dump, model, opt, save="statistics", level="parameters") as rec:
+        for _ in range(3):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step()
+    srv = _serve(dump, str(tmp_path / "cache"))
+    try:
+        _timed_triage(page, srv.url + "#/triage")
+        note = page.locator(".card.findings .level-note")
+        assert note.count() == 1
+        text = note.first.inner_text()
+        assert text.startswith('Iterations 0-2 were recorded at level "parameters"')
+        assert "activation watchpoints have nothing to check" in text
+    finally:
+        page.goto("about:blank")
+        srv.stop()
+
+
 def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> None:
     from conftest import SAMPLE
 

@@ -53,15 +53,18 @@ export function findingsCard(t) {
 }
 
 // What did not apply (an update ratio of a zero-initialised bias ...): one line per watchpoint and reason;
-// optimizer steps that did not run (a loss scaler's skipped steps): one line per cause.
+// optimizer steps that did not run (a loss scaler's skipped steps): one line per cause; iterations
+// recorded coarser than every operator: what their watchpoints cannot answer there.
 function skippedNote(t) {
   const skipped = t.skipped || [];
   const steps = t.skipped_steps || [];
-  if (!skipped.length && !steps.length) return null;
+  const levels = t.level_notes || [];
+  if (!skipped.length && !steps.length && !levels.length) return null;
   const causes = stepCauses(steps);
   const WHY = { loss_scale_overflow: 'the loss scaler found NaN/Inf in the scaled gradients and skipped the step (its NaN/Inf are not findings)',
     optimizer_step_not_run: 'the optimizer did not step' };
   return h('div', { class: 'skipped muted small' },
+    levels.map((note) => h('div', { class: 'level-note' }, note)),
     Object.entries(causes).map(([cause, its]) => h('div', { class: 'skipped-step', 'data-cause': cause },
       h('b', {}, `${its.length} optimizer step${its.length === 1 ? '' : 's'} skipped`),
       ` (iteration${its.length === 1 ? '' : 's'} ${[...new Set(its)].join(', ')}): ${WHY[cause] || cause}`)),

@@ -73,7 +73,6 @@ class OpsMode(TorchDispatchMode):
         return out
 
 
-
 class OpsCapture:
     """The Recorder's per-operator recording (a mixin: the state is the Recorder's)."""
 

@@ -238,7 +238,6 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._graph = None
         self._replaying = self._trace = self._call = self._repeat = None
 
-
     def _stop_mode(self) -> None:
         if self._mode is not None:
             self._mode.__exit__(None, None, None)
@@ -270,10 +269,13 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             self._before_step.clear()
             return
         replaying = self._replaying
-        if replaying is not None and (not replaying.complete() or any(
-                leaf.name not in replaying.trace.names for leaf in self._leaf_by_ptr.values())):
-            self._resume_full()
-            replaying = None
+        if replaying is not None:
+            with self._own_work():
+                self._refresh_leaves()      # optimizer state the step made is a leaf too
+            if not replaying.complete() or any(leaf.name not in replaying.trace.names
+                                               for leaf in self._leaf_by_ptr.values()):
+                self._resume_full()
+                replaying = None
         try:
             with self._own_work():
                 C.tag_pending(g)

@@ -776,7 +776,7 @@ def _read_at_start(graph: Graph | None, ref: TensorRef) -> bool:
         return False
     a = graph.record_of(ref.node)
     # a Gradient node that reads its weight (a recording level that saw no operator) read it before the step
-    if a.is_backward and a.kind != Kind.GRADIENT or a.input_roles or a.kind == Kind.OPTIMIZER_STATE:
+    if (a.is_backward and a.kind != Kind.GRADIENT) or a.input_roles or a.kind == Kind.OPTIMIZER_STATE:
         return False
     values = graph.value_inputs(ref.node)
     s = graph.get(values[ref.slot]) if ref.slot < len(values) and values[ref.slot] else None

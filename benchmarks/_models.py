@@ -7,6 +7,7 @@ downloaded); data is made here. Nothing from ``debugger`` is imported at module 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -34,15 +35,7 @@ def _causal_lm(name: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]
             bos_token_id=0, eos_token_id=0, pad_token_id=0))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     ids = torch.randint(0, 1000, (4, 32))
-
-    def step() -> Any:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-    return model, opt, step
+    return model, opt, _step(opt, lambda: model(input_ids=ids, labels=ids).loss, bf16=True)
 
 
 def _resnet(batch: int) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]:
@@ -51,14 +44,19 @@ def _resnet(batch: int) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]:
     model = torchvision.models.resnet18(num_classes=10)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
+    return model, opt, _step(opt, lambda: F.cross_entropy(model(x), y))
 
+
+def _step(opt: torch.optim.Optimizer, loss_of: Callable[[], torch.Tensor], bf16: bool = False) -> Step:
+    """One training step: the loss (under bf16 autocast when asked), zero_grad, backward, the optimizer."""
     def step() -> Any:
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            loss = loss_of()
         opt.zero_grad()
         loss.backward()
         opt.step()
         return loss
-    return model, opt, step
+    return step
 
 
 def build(name: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, Step]:

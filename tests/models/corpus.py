@@ -355,3 +355,16 @@ def loop_label(loop: Loop) -> str:
     if loop.freeze_embeddings:
         parts.append("frozen embeddings")
     return " + ".join(parts)
+
+
+class ForwardHook:
+    """A forward hook on a module for one step (a context manager)."""
+
+    def __init__(self, module: nn.Module, hook: Any) -> None:
+        self.module, self.hook = module, hook
+
+    def __enter__(self) -> None:
+        self.handle = self.module.register_forward_hook(self.hook)
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.remove()

@@ -81,7 +81,7 @@ def test_a_nan_made_at_iteration_2_heads_the_scan_at_its_line(tmp_path, save: st
     def at_2(i: int, m: nn.Module) -> Any:
         if i != 2:
             return None
-        return _hooked(m.transformer.h[1].mlp, poison)
+        return corpus.ForwardHook(m.transformer.h[1].mlp, poison)
 
     path = str(tmp_path / "dump")
     train(path, build("gpt2"), Loop("adamw"), save=save, before_step=at_2)
@@ -113,7 +113,7 @@ def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:
         return output.log()
 
     def at_2(i: int, m: nn.Module) -> Any:
-        return _hooked(m.transformer.h[1].mlp, poison) if i == 2 else None
+        return corpus.ForwardHook(m.transformer.h[1].mlp, poison) if i == 2 else None
 
     path = str(tmp_path / "dump")
     truth = train(path, build("gpt2"), Loop("adamw"), before_step=at_2, level="parameters")
@@ -126,19 +126,6 @@ def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:
     assert res.first.source.startswith(f"{corpus.__file__}:")
     notes = res.to_dict()["level_notes"]
     assert len(notes) == 1 and "not the operator that made it" in notes[0]
-
-
-class _hooked:
-    """A forward hook on a module for one step (a context manager)."""
-
-    def __init__(self, module: nn.Module, hook: Any) -> None:
-        self.module, self.hook = module, hook
-
-    def __enter__(self) -> None:
-        self.handle = self.module.register_forward_hook(self.hook)
-
-    def __exit__(self, *exc: object) -> None:
-        self.handle.remove()
 
 
 def _line(tag: str) -> int:
@@ -177,7 +164,7 @@ def test_a_dead_in_place_relu_layer_is_the_headline(tmp_path, save: str) -> None
         if i == 0:
             with torch.no_grad():
                 m.bn1.bias.fill_(-100.0)
-        return _hooked(m.relu, lambda mod, a, out: zero_share.append(float((out == 0).float().mean())) or None)
+        return corpus.ForwardHook(m.relu, lambda mod, a, out: zero_share.append(float((out == 0).float().mean())) or None)
 
     path = str(tmp_path / "dump")
     train(path, build("resnet18"), Loop("sgd-momentum"), save=save, before_step=kill)
@@ -290,7 +277,7 @@ def test_every_model_and_loop_heads_a_planted_nan_with_its_line(tmp_path, name: 
         return bad
 
     def at_2(i: int, m: nn.Module) -> Any:
-        return _hooked(_first_with_parameters(m), poison) if i == 2 else None
+        return corpus.ForwardHook(_first_with_parameters(m), poison) if i == 2 else None
 
     path = str(tmp_path / "dump")
     train(path, build(name), loop, before_step=at_2)

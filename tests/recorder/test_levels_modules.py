@@ -366,23 +366,12 @@ class _Poison:
     def __call__(self, i: int, model: nn.Module) -> Any:
         if i != self.iteration:
             return None
-        return _HookFor(self.module, self._hook)
+        return corpus.ForwardHook(self.module, self._hook)
 
     def _hook(self, module: nn.Module, args: Any, output: torch.Tensor) -> None:
         with torch.no_grad():
             output[0, 0, 0] = float("nan")
         self.finite_after = bool(torch.isfinite(output).all())
-
-
-class _HookFor:
-    def __init__(self, module: nn.Module, hook: Any) -> None:
-        self.module, self.hook = module, hook
-
-    def __enter__(self) -> None:
-        self.handle = self.module.register_forward_hook(self.hook)
-
-    def __exit__(self, *exc: object) -> None:
-        self.handle.remove()
 
 
 def test_a_nan_written_into_a_layer_output_heads_the_scan_at_the_module_that_read_it(tmp_path: Any) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from ..stats import ASYMPTOTES, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, CHUNK, compiled_kernel, compiled_update, quick_stats, stats_in_threads, tensor_stats
+from ..stats import (ASYMPTOTES, CHUNK, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, compiled_kernel,
+                     compiled_update, quick_stats, stats_in_threads, tensor_stats)
 
 NCOLS = len(STAT_NAMES)
 _NAN = float("nan")

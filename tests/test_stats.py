@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from debugger.stats import CHUNK, Stats, compiled_kernel, compute_stats, histogram, tensor_stats
+from debugger.stats import (CHUNK, STAT_NAMES, Stats, compiled_kernel, compute_stats, histogram, quick_stats,
+                           stats_in_threads, tensor_stats)
 
 
 @pytest.fixture(params=[False, True], ids=["numpy", "compiled"])
@@ -190,3 +191,42 @@ def test_kernel_compiles_where_numba_cannot_cache(tmp_path):
             "s.tensor_stats(a, compiled=True) == s.tensor_stats(a))")
     assert _fresh_python(code, env, cwd=str(tmp_path)) == [str(pkg / "stats.py"), "True", "True"]
     assert not list(tmp_path.rglob("*.nb*"))
+
+
+def _row(st: Stats) -> tuple:
+    return tuple(getattr(st, n) for n in STAT_NAMES)
+
+
+@pytest.mark.parametrize("a", [
+    np.random.default_rng(1).standard_normal(5000).astype(np.float32),
+    np.random.default_rng(2).standard_normal((30, 70)) + 1e4,        # mean far from the spread: centred pass
+    np.array([3.5], np.float32), np.zeros(7, np.float32), np.array([1e30, -2e30], np.float32),
+    np.arange(12.0).reshape(3, 4),
+], ids=["f32", "f64-offset", "one", "zeros", "huge", "f64-2d"])
+def test_quick_stats_are_tensor_stats_to_the_bit(a: np.ndarray) -> None:
+    """The recorder's one-call path gives the very numbers of the compiled tensor_stats."""
+    assert compiled_kernel() is not None
+    assert quick_stats(a) == _row(tensor_stats(a, compiled=True))
+
+
+def test_quick_stats_leave_the_rest_to_tensor_stats() -> None:
+    """A non-finite element, another dtype, a strided view or more than one chunk: None (the caller
+    takes tensor_stats)."""
+    f = np.ones(100, np.float32)
+    f[3] = np.nan
+    assert quick_stats(f) is None
+    assert quick_stats(np.ones(10, np.float16)) is None
+    assert quick_stats(np.ones((10, 10), np.float32)[:, ::2]) is None
+    assert quick_stats(np.ones(CHUNK + 1, np.float32)) is None
+    assert quick_stats(np.ones(0, np.float32)) is None
+
+
+def test_stats_in_threads_are_tensor_stats_to_the_bit() -> None:
+    """Every other chunk read by a second thread, merged in chunk order: the very numbers, NaN and Inf
+    counted."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = np.random.default_rng(3).standard_normal(5 * CHUNK + 123).astype(np.float32)
+    a[7], a[CHUNK + 1], a[3 * CHUNK] = np.nan, np.inf, -np.inf
+    with ThreadPoolExecutor(1) as pool:
+        assert _row(stats_in_threads(a, pool.submit)) == _row(tensor_stats(a, compiled=True))

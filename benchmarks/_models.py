@@ -124,31 +124,82 @@ def _floor(cfg: dict, step: Step, n: int) -> tuple[list[float], list[float], dic
     return plain, timed, {"ops": count[0] / n}
 
 
-def _floor_parameters(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: Step,
-                      n: int) -> tuple[list[float], list[float], dict]:
-    """floor:parameters: after each mode step, every weight, gradient and optimizer state tensor read
-    once with the compiled statistics kernel (what level "parameters" reads, with no graph, digest or
-    file); counts tensors per step."""
+def _reader(cfg: dict) -> Callable[[torch.Tensor], None]:
+    """One read of a floating tensor with debugger's compiled statistics kernel (float32 view of others)."""
     sys.path.insert(0, cfg["root"])
     from debugger.stats import compiled_kernel
     kernel = compiled_kernel()
     if kernel is None:
         raise RuntimeError("no compiled statistics kernel (numba missing)")
     ints = {4: torch.int32, 8: torch.int64}
+
+    def read(t: torch.Tensor) -> None:
+        t = t.detach()
+        a = (t if t.dtype in (torch.float32, torch.float64) else t.float()).contiguous().reshape(-1)
+        if a.numel():
+            kernel(a.numpy(), a.view(ints[a.element_size()]).numpy())
+    return read
+
+
+def _read_parameters(model: torch.nn.Module, opt: torch.optim.Optimizer, read: Callable[[torch.Tensor], None]) -> int:
+    """Every weight, gradient and optimizer state tensor read once; how many."""
+    tensors = [p.detach() for p in model.parameters()] + [p.grad for p in model.parameters() if p.grad is not None]
+    tensors += [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
+    floating = [t for t in tensors if t.is_floating_point()]
+    for t in floating:
+        read(t)
+    return len(floating)
+
+
+def _floor_parameters(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: Step,
+                      n: int) -> tuple[list[float], list[float], dict]:
+    """floor:parameters: after each mode step, every weight, gradient and optimizer state tensor read
+    once with the compiled statistics kernel (what level "parameters" reads, with no graph, digest or
+    file); counts tensors per step."""
+    read = _reader(cfg)
     count = [0]
 
-    def read_all(i: int) -> None:
-        if not i % 2:
-            return
-        tensors = [p.detach() for p in model.parameters()] + [p.grad for p in model.parameters() if p.grad is not None]
-        tensors += [v for st in opt.state.values() for v in st.values() if isinstance(v, torch.Tensor)]
-        for t in tensors:
-            if t.is_floating_point() and t.numel():
-                a = (t if t.dtype in (torch.float32, torch.float64) else t.float()).contiguous().reshape(-1)
-                kernel(a.numpy(), a.view(ints[a.element_size()]).numpy())
-                count[0] += 1
-    plain, timed = _alternate(n, step, after=read_all)
+    def after(i: int) -> None:
+        if i % 2:
+            count[0] += _read_parameters(model, opt, read)
+    plain, timed = _alternate(n, step, after=after)
     return plain, timed, {"tensors": count[0] / n}
+
+
+def _floor_modules(cfg: dict, model: torch.nn.Module, opt: torch.optim.Optimizer, step: Step,
+                   n: int) -> tuple[list[float], list[float], dict]:
+    """floor:modules: on the mode steps, a global module hook reads each call's floating outputs once
+    and a tensor hook reads their gradients once, then floor:parameters' reads (what level "modules"
+    stores, with no graph, names, digest or file)."""
+    read = _reader(cfg)
+    on = [False]
+
+    def read_grad(g: torch.Tensor) -> None:
+        read(g)
+
+    def outputs(module: torch.nn.Module, args: Any, out: Any) -> None:
+        if not on[0]:
+            return
+        items = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else [out]
+        for t in items:
+            if isinstance(t, torch.Tensor) and t.is_floating_point():
+                read(t)
+                if t.requires_grad:
+                    t.register_hook(read_grad)
+
+    def run(i: int) -> None:
+        on[0] = bool(i % 2)
+        step()
+        on[0] = False
+        if i % 2:
+            _read_parameters(model, opt, read)
+
+    handle = torch.nn.modules.module.register_module_forward_hook(outputs)
+    try:
+        plain, timed = _alternate(n, lambda: None, after=run)
+    finally:
+        handle.remove()
+    return plain, timed, {}
 
 
 _BLOCK = 3     # steps per block in the :steady modes
@@ -237,6 +288,8 @@ def worker(cfg: dict) -> dict:
         plain, timed = _alternate(n, step)
     elif mode == "floor:parameters":
         plain, timed, extra = _floor_parameters(cfg, model, opt, step, n)
+    elif mode == "floor:modules":
+        plain, timed, extra = _floor_modules(cfg, model, opt, step, n)
     elif mode.startswith("floor:"):
         plain, timed, extra = _floor(cfg, step, n)
     elif mode.startswith("msprobe:"):

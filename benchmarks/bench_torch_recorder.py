@@ -14,6 +14,8 @@ Modes: plain (plain vs plain: the noise floor); floor:dispatch (a TorchDispatchM
 the op; gives ops per step); floor:stats (it also reads every floating output once with the
 compiled statistics kernel); floor:parameters (no dispatch mode: every weight, gradient and
 optimizer state tensor read once a step with that kernel, what level "parameters" cannot do without);
+floor:modules (a global module hook and tensor hooks reading each call's outputs and their gradients
+once, plus floor:parameters' reads: what level "modules" cannot do without);
 ops, modules, parameters (Recorder save="statistics", level=...); ops:steady, parameters:steady
 (blocks of 3 recorded steps and 3 plain ones alternate; a recorded block waits for its files at its
 end, so the writer thread overlaps the next step, as in a run that records every step);
@@ -35,7 +37,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 MODELS = ["gpt2", "resnet18-b8", "resnet18-b32", "llama"]
-MODES = ["plain", "floor:dispatch", "floor:stats", "floor:parameters", "ops", "modules", "parameters",
+MODES = ["plain", "floor:dispatch", "floor:stats", "floor:parameters", "floor:modules", "ops", "modules", "parameters",
          "ops:steady", "parameters:steady", "before:ops",
          "msprobe:L0", "msprobe:L1", "msprobe:mix"]
 # msprobe's level beside tdbg's comparable level

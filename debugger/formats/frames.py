@@ -2,6 +2,10 @@
 are not the user's code. Each format adds what it knows of its own framework."""
 from __future__ import annotations
 
+from typing import Callable
+
+from .records import StackFrame
+
 _LIBRARY_MARKERS = ("site-packages/", "dist-packages/", "<frozen ")
 
 
@@ -9,3 +13,29 @@ def is_library_path(path: str) -> bool:
     """Whether ``path`` lies in an installed package or is a frozen module (not the user's code)."""
     p = path.replace("\\", "/")
     return any(m in p for m in _LIBRARY_MARKERS)
+
+
+def split_stack(text: str, is_header: Callable[[str], bool],
+                parse: Callable[[str, bool], StackFrame | None], outermost_first: bool) -> tuple[StackFrame, ...]:
+    """A stack text as frames, innermost first: a node's own frames, then those after the header line
+    ``is_header`` finds (its forward node candidates); ``parse(line, candidate)`` reads one frame line."""
+    own: list[StackFrame] = []
+    candidates: list[StackFrame] = []
+    in_candidates = False
+    for raw in text.splitlines():
+        if is_header(raw):
+            in_candidates = True
+            continue
+        frame = parse(raw, in_candidates)
+        if frame is not None:
+            (candidates if in_candidates else own).append(frame)
+    if outermost_first:
+        own.reverse()
+        candidates.reverse()
+    return tuple(own + candidates)
+
+
+def dotted_module(scope: str) -> str:
+    """The module path of a scope whose components are ``<attribute>-<Class>``: their attributes, dotted
+    (``a/network-WithLossCell/fc3-Dense`` -> ``network.fc3``)."""
+    return ".".join(part.split("-", 1)[0] for part in scope.split("/") if "-" in part)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..frames import is_library_path
+from ..frames import dotted_module, is_library_path, split_stack
 from ..records import StackFrame
 
 # One frame, in any of the forms MindSpore has written:
@@ -48,23 +48,10 @@ def parse_frame(text: str, forward_candidate: bool = False) -> StackFrame | None
 
 def parse_stack(text: str, outermost_first: bool = False) -> tuple[StackFrame, ...]:
     """A node's stack text as frames, innermost first: its own, then its forward node candidates."""
-    own: list[StackFrame] = []
-    candidates: list[StackFrame] = []
-    in_candidates = False
-    for raw in text.splitlines():
-        if _CANDIDATE_RE.search(raw):
-            in_candidates = True
-            continue
-        frame = parse_frame(raw, in_candidates)
-        if frame is not None:
-            (candidates if in_candidates else own).append(frame)
-    if outermost_first:
-        own.reverse()
-        candidates.reverse()
-    return tuple(own + candidates)
+    return split_stack(text, lambda line: _CANDIDATE_RE.search(line) is not None, parse_frame, outermost_first)
 
 
 def module_of_scope(scope: str) -> str:
     """The cell path of a scope: its ``<attribute>-<Class>`` components' attributes, dotted
     (``Default/network-WithLossCell/_backbone-LeNet5/fc3-Dense`` -> ``network._backbone.fc3``)."""
-    return ".".join(part.split("-", 1)[0] for part in scope.split("/") if "-" in part)
+    return dotted_module(scope)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from ..frames import is_library_path
+from ..frames import dotted_module, is_library_path, split_stack
 from ..records import StackFrame
 
 _FRAME_RE = re.compile(
@@ -38,22 +38,9 @@ def _frame(text: str, forward_candidate: bool) -> StackFrame | None:
 
 def module_of_scope(scope: str) -> str:
     """A version 2 node's module: its writers named each scope component ``<attribute>-<Class>``."""
-    return ".".join(part.split("-", 1)[0] for part in scope.split("/") if "-" in part)
+    return dotted_module(scope)
 
 
 def parse_source_text(text: str, outermost_first: bool) -> tuple[StackFrame, ...]:
     """A version 2 ``source`` cell as frames, innermost first: own frames, then forward candidates."""
-    own: list[StackFrame] = []
-    candidates: list[StackFrame] = []
-    in_candidates = False
-    for raw in text.splitlines():
-        if _CANDIDATE_RE.search(raw):
-            in_candidates = True
-            continue
-        frame = _frame(raw, in_candidates)
-        if frame is not None:
-            (candidates if in_candidates else own).append(frame)
-    if outermost_first:
-        own.reverse()
-        candidates.reverse()
-    return tuple(own + candidates)
+    return split_stack(text, lambda line: _CANDIDATE_RE.search(line) is not None, _frame, outermost_first)

@@ -551,3 +551,16 @@ def test_version_1_dump_reads_with_its_own_digests(tmp_path: Any) -> None:
     assert d["a"] != new[("a", "output", 0)].source.digest() and not DumpWriter.is_digest(d["a"])
     with pytest.raises(DumpError, match=f"version 1, this writer writes {layout.VERSION}"):
         DumpWriter(roots[1], rank=1)
+
+
+def test_digest_of_is_the_block_by_block_digest_in_any_layout() -> None:
+    """One update over a C-contiguous buffer (from a cached header state) gives the streamed digest;
+    Fortran order and big-endian arrays give their C-order little-endian copy's."""
+    a = np.random.default_rng(0).standard_normal((300, 70)).astype(np.float32)
+    d = arrays.Digest(a.dtype, a.shape)
+    for _, block in arrays.c_blocks(a, 1000):
+        d.update(block.reshape(-1))
+    assert digest_of(a) == digest_of(a) == d.hexdigest()
+    assert digest_of(np.asfortranarray(a)) == d.hexdigest()
+    assert digest_of(a.astype(">f4")) == d.hexdigest()
+    assert digest_of(a[:, :69]) != d.hexdigest()

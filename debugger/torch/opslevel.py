@@ -39,8 +39,7 @@ class OpsMode(TorchDispatchMode):
         if rec._busy or rec._graph is None or func.namespace == "profiler":
             return func(*args, **kwargs)
         if rec._replaying is not None:
-            return R.replay_call(rec, func, args, kwargs, lambda: self._full(func, args, kwargs),
-                                 lambda out: self._full(func, args, kwargs, out))
+            return R.replay_call(rec, func, args, kwargs, self._full)     # no closure per call: hot path
         return self._full(func, args, kwargs)
 
     def _full(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ran: Any = NOT_RUN) -> Any:

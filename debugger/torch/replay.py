@@ -207,10 +207,10 @@ def _restore_node(g: C.IterationGraph, n: NodeRecord) -> None:
 
 
 def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-                full: Callable[[], Any], full_ran: Callable[[Any], None]) -> Any:
+                full: Callable[..., Any]) -> Any:
     """One operator call of an iteration being replayed. Once the iteration stops repeating its trace
-    the call is recorded in full: ``full()`` runs and records it; ``full_ran(out)`` records one that
-    ran already (its outputs differ from the trace's)."""
+    the call is recorded in full: ``full(func, args, kwargs)`` runs and records it, ``full(func, args,
+    kwargs, out)`` records one that ran already (its outputs differ from the trace's)."""
     replaying = rec._replaying
     g = rec._graph
     if g.pending_tags:
@@ -218,25 +218,27 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
     call = replaying.next_call(func)
     if call is None:
         rec._resume_full()
-        return full()
+        return full(func, args, kwargs)
     captured = len(g.captured)
+    tensors = None
     if call.before:
         tensors = call_tensors(args, kwargs)
         if not _alike(call.before, tensors):
             replaying.k -= 1
             rec._resume_full()
-            return full()
+            return full(func, args, kwargs)
         _take(rec, call.before, tensors)
     out = func(*args, **kwargs)
     if C.op_hints(func)[2]:
         C.wait_collective(out)      # as a full recording does: the reduced value is what is captured
     if (call.after or call.made) and rec._replaying is replaying:
-        tensors = call_tensors(args, kwargs, out)
+        # the arguments' tensors are listed once per call: the outputs are added to them
+        tensors = call_tensors(args, kwargs, out) if tensors is None else tensors + call_tensors((), {}, out)
         if not _alike(call.after, tensors):
             del g.captured[captured:]      # recorded again, in full
             replaying.k -= 1
             rec._resume_full()
-            full_ran(out)
+            full(func, args, kwargs, out)
             return out
         if call.made:
             replaying.keep(g, call, tensors)

@@ -128,6 +128,12 @@ def test_bad_levels_are_refused() -> None:
         Recorder("/nonexistent", model, level="layers")
     with pytest.raises(ValueError, match="give the iterations of each level"):
         Recorder("/nonexistent", model, level={"ops": None}, iterations="0-3")
+    with pytest.raises(ValueError, match="level must be one of parameters, modules, ops, got 'all'"):
+        Recorder("/nonexistent", model).capture_next(2, level="all")
+    from debugger.torch.callbacks import RecordingSession
+
+    with pytest.raises(ValueError, match="got 'layers'"):     # where the user wrote it, before training starts
+        RecordingSession("/nonexistent", level="layers")
 
 
 def _records(dump: str) -> dict[int, dict[tuple[str, str, int], tuple[Any, Any, Any]]]:

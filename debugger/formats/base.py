@@ -20,6 +20,7 @@ if TYPE_CHECKING:   # annotations only: opening a dump must not load numpy
     import numpy as np
 
 from ..errors import QueryError
+from .parallel import RankLayout
 from .records import LEVEL_OPS, GraphRecord, IterationFacts
 
 # What a dump holds per tensor.
@@ -137,6 +138,8 @@ class RankInfo:
     # Each iteration records what ran in it (a call sequence, not a fixed graph): iterations may hold
     # different tensors by design, so a short one is not taken for an incomplete one.
     iterations_vary: bool = False
+    # the rank's place in a parallel job (meshes, each parameter's shard, pipeline stage); None: unknown
+    layout: RankLayout | None = None
 
 
 class RankReader(ABC):

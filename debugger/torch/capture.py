@@ -13,6 +13,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import torch
 
 from ..formats.records import Kind, NodeRecord, OutputType
@@ -122,6 +123,12 @@ def storage_ptr(t: torch.Tensor) -> int:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
         return 0
+
+
+def host_view(t: torch.Tensor) -> np.ndarray:
+    """A numpy view of a CPU tensor's memory that leaves its storage as it was: ``Tensor.numpy()`` marks
+    the storage unresizable for good, and FSDP's free_storage (or an ``out=`` resize) would then fail."""
+    return np.from_dlpack(t.detach() if t.requires_grad else t)
 
 
 def view_key(t: torch.Tensor, ptr: int | None = None) -> tuple[Any, ...]:

@@ -11,6 +11,7 @@ from typing import Any
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
 from ..files import hash_entries
+from ..parallel import RankLayout, layout_from_dict
 from ..records import LEVEL_OPS, GraphRecord, IterationFacts
 from . import layout as L
 from .detect import read_json as _read_json
@@ -124,8 +125,18 @@ class H5RankReader(RankReader):
                 self._warn(str(exc))
                 raw = {}
             self._info = RankInfo(raw.get("framework"), raw.get("framework_version"), raw.get("device_target"),
-                                  raw.get("saved"), raw.get("net"), raw)
+                                  raw.get("saved"), raw.get("net"), raw, layout=self._layout(raw, path))
         return self._info
+
+    def _layout(self, raw: dict, path: str) -> RankLayout | None:
+        """The parallel layout ``rank.json`` records (None, with a warning, when it is damaged)."""
+        if raw.get("layout") is None:
+            return None
+        try:
+            return layout_from_dict(raw["layout"])
+        except ValueError as exc:
+            self._warn(f"{path}: layout unreadable ({exc}); the rank's tensors are read as they are, not as shards")
+            return None
 
     def graph_ids(self) -> list[int]:
         """Graphs with a graph file or tensors."""

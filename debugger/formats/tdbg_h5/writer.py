@@ -18,6 +18,7 @@ import numpy as np
 from ...errors import DumpError
 from ...stats import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, stats_of_chunks
 from ..base import BOTH, STATISTICS, VALUES
+from ..parallel import RankLayout, layout_to_dict
 from ..records import GraphRecord, IterationFacts
 from . import arrays
 from . import layout as L
@@ -96,7 +97,8 @@ class DumpWriter:
                  framework: str | None = None, framework_version: str | None = None,
                  device_target: str | None = None, net: str | None = None,
                  metadata: Mapping[str, Any] | None = None, compression: str | None = None,
-                 compression_opts: int | None = None, durable: bool = False) -> None:
+                 compression_opts: int | None = None, durable: bool = False,
+                 layout: RankLayout | None = None) -> None:
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
             raise ValueError(f"rank must be an int >= 0, got {rank!r}")
         if saved not in _SAVED:
@@ -119,11 +121,17 @@ class DumpWriter:
         os.makedirs(self.rank_dir, exist_ok=True)
         _ensure_marker(self.root)
         self._lock_fd: int | None = self._lock()
-        _write_json_atomic(os.path.join(self.rank_dir, L.RANK_JSON), {
+        self._rank_json: dict[str, Any] = {
             "format": L.FORMAT_NAME, "version": L.VERSION, "rank": rank, "saved": saved,
             "framework": framework, "framework_version": framework_version,
-            "device_target": device_target, "net": net, "metadata": dict(metadata or {})}, durable)
+            "device_target": device_target, "net": net, "metadata": dict(metadata or {})}
+        self.set_layout(layout)
         self._open_iteration: IterationWriter | None = None
+
+    def set_layout(self, layout: RankLayout | None) -> None:
+        """Write ``rank.json`` anew with the rank's parallel layout (None: none known)."""
+        self._rank_json["layout"] = None if layout is None else layout_to_dict(layout)
+        _write_json_atomic(os.path.join(self.rank_dir, L.RANK_JSON), self._rank_json, self.durable)
 
     def _lock(self) -> int | None:
         """Hold an exclusive lock on the rank, so two live writers cannot interleave its files."""

@@ -1,0 +1,231 @@
+"""One small training run under each PyTorch parallel layout, with or without the recorder (script).
+
+    python layouts.py LAYOUT OUT_JSON [--dump DIR] [--save statistics|tensors] [--level ops|modules|parameters]
+                      [--steps N] [--port P] [--plant NAME@RANK:STEP] [--dtype float32|bfloat16]
+
+LAYOUT: single (one process, the whole batch), ddp, fsdp2, fsdp1, tp, pp (GPipe, 2 stages x 2
+micro-batches) on 2 ranks; 2d (FSDP2 over "dp" x TP over "tp") on 4 ranks. Every layout trains the
+same network from the same seed on the same global batch, so their losses and logical parameters
+agree up to rounding. OUT_JSON gets, per rank, the loss of every step and the logical (full)
+parameters after the last one, computed with plain torch. ``--plant fc@1:2`` adds 1.0 to rank 1's
+local shard of parameter ``fc`` after step 2's optimizer step (a divergence tdbg must name).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+WORLD = {"single": 1, "ddp": 2, "fsdp2": 2, "fsdp1": 2, "tp": 2, "pp": 2, "2d": 4}
+BATCH, STAGES, MICRO = 8, 2, 2
+
+
+class Block(nn.Module):
+    """A residual MLP block: TP splits ``up`` by columns and ``down`` by rows."""
+
+    def __init__(self, d: int, h: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(d, h)
+        self.down = nn.Linear(h, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.tanh(self.up(x)))
+
+
+class Net(nn.Module):
+    """6 -> 8, two blocks, 8 -> 3 (3 rows: FSDP's chunks of ``head`` are uneven on 2 ranks).
+    A pipeline stage keeps its own layers and sets the others to None (their names stay)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(6, 8)
+        self.layers = nn.ModuleDict({"0": Block(8, 12), "1": Block(8, 12)})
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.inp is not None:
+            x = self.inp(x)
+        for blk in self.layers.values():
+            x = blk(x)
+        return self.head(x) if self.head is not None else x
+
+
+def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch of ``step`` (equal in every layout)."""
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randn(BATCH, 6, generator=g), torch.randint(0, 3, (BATCH,), generator=g)
+
+
+def _dp_slice(t: torch.Tensor, rank: int, size: int) -> torch.Tensor:
+    n = t.shape[0] // size
+    return t[rank * n:(rank + 1) * n]
+
+
+def _build(layout: str, rank: int, dtype: torch.dtype) -> tuple[nn.Module, nn.Module, object]:
+    """(the module the loop calls, the network, the pipeline schedule or None)."""
+    torch.manual_seed(0)
+    net = Net().to(dtype)
+    if layout == "ddp":
+        return nn.parallel.DistributedDataParallel(net), net, None
+    if layout == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for blk in net.layers.values():
+            fully_shard(blk)
+        fully_shard(net)
+        return net, net, None
+    if layout == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        model = FSDP(net, use_orig_params=True, device_id=torch.device("cpu"))
+        return model, net, None
+    if layout == "tp":
+        _tensor_parallel(net, dist.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",)))
+        return net, net, None
+    if layout == "2d":
+        from torch.distributed.fsdp import fully_shard
+        mesh = dist.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        _tensor_parallel(net, mesh["tp"])
+        for blk in net.layers.values():
+            fully_shard(blk, mesh=mesh["dp"])
+        fully_shard(net, mesh=mesh["dp"])
+        return net, net, None
+    if layout == "pp":
+        return net, net, _pipeline(net, rank)
+    return net, net, None
+
+
+def _tensor_parallel(net: Net, mesh: object) -> None:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    plan = {}
+    for k in net.layers:
+        plan[f"layers.{k}.up"] = ColwiseParallel()
+        plan[f"layers.{k}.down"] = RowwiseParallel()
+    parallelize_module(net, mesh, plan)
+
+
+def _pipeline(net: Net, rank: int) -> object:
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+    if rank == 0:
+        net.head = None
+        del net.layers["1"]
+    else:
+        net.inp = None
+        del net.layers["0"]
+    stage = PipelineStage(net, rank, STAGES, torch.device("cpu"))
+    return ScheduleGPipe(stage, n_microbatches=MICRO, loss_fn=lambda out, y: F.cross_entropy(out, y) / MICRO)
+
+
+def _step(layout: str, model: nn.Module, schedule: object, step: int, rank: int, dtype: torch.dtype) -> float:
+    """One forward and backward pass; the loss (the whole batch's mean, as one process would see it)."""
+    x, y = batch(step)
+    x = x.to(dtype)
+    if layout == "pp":
+        losses: list[torch.Tensor] = []
+        if rank == 0:
+            schedule.step(x)
+            return float("nan")
+        schedule.step(target=y, losses=losses)
+        return float(sum(float(v.detach()) for v in losses))
+    if layout in ("ddp", "fsdp2", "fsdp1", "2d"):
+        dp_rank, dp_size = (rank // 2, 2) if layout == "2d" else (rank, 2)
+        x, y = _dp_slice(x, dp_rank, dp_size), _dp_slice(y, dp_rank, dp_size)
+    loss = F.cross_entropy(model(x).float(), y)
+    loss.backward()
+    out = loss.detach().clone()
+    if layout in ("ddp", "fsdp2", "fsdp1", "2d"):       # the global batch's loss, for the facts only
+        dist.all_reduce(out)
+        out /= dist.get_world_size()      # 2-D: each data-parallel rank's loss counted once per TP rank
+    return float(out)
+
+
+def _plant(net: nn.Module, spec: str | None, rank: int, step: int) -> None:
+    if not spec:
+        return
+    name, where = spec.split("@")
+    r, s = (int(v) for v in where.split(":"))
+    if r == rank and s == step:
+        with torch.no_grad():
+            p = dict(net.named_parameters())[name]
+            local = p._local_tensor if hasattr(p, "_local_tensor") else p
+            local.add_(1.0)
+
+
+def _full_params(layout: str, model: nn.Module, net: nn.Module) -> dict[str, list]:
+    """Every logical parameter after training, gathered by torch itself (plain lists of floats)."""
+    if layout == "fsdp1":
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        with FSDP.summon_full_params(model):
+            return {n: p.detach().double().tolist() for n, p in net.named_parameters()}
+    out = {}
+    for n, p in net.named_parameters():
+        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        out[n] = full.detach().double().tolist()
+    return out
+
+
+def run(a: argparse.Namespace, rank: int) -> dict:
+    """Train ``a.steps`` steps in ``a.layout`` on this rank; the facts plain torch gives."""
+    dtype = getattr(torch, a.dtype)
+    model, net, schedule = _build(a.layout, rank, dtype)
+    opt = torch.optim.Adam(net.parameters(), lr=0.01)
+    losses = []
+    rec = None
+    if a.dump:
+        from debugger.torch import Recorder
+        rec = Recorder(a.dump, model, opt, save=a.save, level=a.level)
+        rec.start()
+    try:
+        for step in range(a.steps):
+            opt.zero_grad()
+            losses.append(_step(a.layout, model, schedule, step, rank, dtype))
+            opt.step()
+            _plant(net, a.plant, rank, step)
+            if rec is not None:
+                rec.step()
+    finally:
+        if rec is not None:
+            rec.close()
+    return {"rank": rank, "losses": losses, "params": _full_params(a.layout, model, net)}
+
+
+def _worker(rank: int, a: argparse.Namespace) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD[a.layout])
+    try:
+        facts = run(a, rank)
+        with open(f"{a.out}.{rank}", "w") as f:
+            json.dump(facts, f)
+    finally:
+        dist.destroy_process_group()
+
+
+def main() -> None:
+    """Command line (see the module docstring)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("layout", choices=sorted(WORLD))
+    ap.add_argument("out")
+    ap.add_argument("--dump")
+    ap.add_argument("--save", default="statistics")
+    ap.add_argument("--level", default="ops")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--port", type=int, default=29650)
+    ap.add_argument("--plant")
+    ap.add_argument("--dtype", default="float32")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    if WORLD[a.layout] == 1:
+        with open(f"{a.out}.0", "w") as f:
+            json.dump(run(a, 0), f)
+    else:
+        torch.multiprocessing.spawn(_worker, args=(a,), nprocs=WORLD[a.layout])
+
+
+if __name__ == "__main__":
+    main()

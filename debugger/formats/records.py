@@ -105,6 +105,8 @@ class NodeRecord:
     is_backward: bool = False
     is_routing: bool = False       # only routes values (no computation): hidden in graph views
     is_collective: bool = False    # exchanges values between ranks (all-reduce, all-gather ...)
+    group: tuple[int, ...] = ()    # a collective's process group: the global ranks it exchanges with
+                                   # (() : every rank, or unknown)
     per_rank: bool = False         # its outputs differ between data-parallel ranks by design (random, scatter)
     input_roles: tuple[str, ...] = ()   # optimizer update kernels: "weight" | "gradient" | "state" | "hyper" per input
     value_inputs: tuple[str, ...] = ()  # per input slot, the node whose value arrives (through routing nodes)

@@ -55,6 +55,7 @@ def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None
     _write_ragged(f, "value_inputs", nodes, lambda n: n.value_inputs, {"node": lambda v: v}, {})
     _write_ragged(f, "stack", nodes, lambda n: n.stack, {c: _getter(c) for c in _STACK_STR},
                   {c: _getter(c, int) for c in _STACK_INT}, "<i4")
+    _write_ragged(f, "groups", nodes, lambda n: n.group, {}, {"rank": int}, "<i4")
     write_strings(f, "graph_outputs", record.outputs)
     write_strings(f, "execution_order", record.execution_order)
     write_ints(f, "run_history", sorted(set(int(i) for i in run_history)))
@@ -106,6 +107,8 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
     roles = _read_ragged(f, "input_roles", path, n_nodes, ["role"], [])
     values = _read_ragged(f, "value_inputs", path, n_nodes, ["node"], [])
     stacks = _read_stacks(f, path, n_nodes)
+    # files written before process groups were stored have none: every collective spans all ranks
+    groups = _read_ragged(f, "groups", path, n_nodes, [], ["rank"]) if "groups" in f else [[]] * n_nodes
     nodes = []
     pos = 0
     for i in range(n_nodes):
@@ -123,7 +126,7 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
             **{k: cols[k][i] for k in _BOOL_FIELDS},
             inputs=[(s, _code(EDGE_CODES, e, path)) for s, e in inputs[i]], outputs=outs,
             input_roles=tuple(r for (r,) in roles[i]), value_inputs=tuple(v for (v,) in values[i]),
-            stack=stacks[i]))
+            stack=stacks[i], group=tuple(int(r) for (r,) in groups[i])))
     if pos != len(dims):
         raise CorruptFileError(path, "outputs/dims does not match outputs/ndim")
     record = GraphRecord(int(a["graph_id"]), str(a.get("name", "")), nodes,

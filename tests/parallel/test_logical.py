@@ -1,0 +1,175 @@
+"""Logical tensors in the model: a sharded parameter, its gradient and its optimizer state read whole,
+assembled from the shards on every rank, in real tdbg-h5 dumps with their layouts; truth from numpy."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+from debugger.formats.parallel import FLAT, REPLICATE, MeshRecord, ShardRecord
+from debugger.model import open_dump
+from debugger.model.shards import ShardIndex
+
+from shard_dumps import Job, local_part, one_dim, write_job
+
+MESH2 = {"dp": MeshRecord(("dp",), (2,), (0, 1))}
+
+
+def _all_nodes(dump: Any, it: int = 1) -> dict:
+    return {(r.rank, t.node): t for r in dump.ranks for t in r.tensors(0, it)}
+
+
+def _check_whole(dump: Any, job: Job, name: str, ranks: list[int], it: int = 1) -> None:
+    """Every kind of ``name`` reads as the full tensor on every rank holding a part, with its own part kept."""
+    shards = job.params[name][1]
+    for node in (name, f"{name}.grad", f"exp_avg.{name}"):
+        full = job.truth[(it, node)]
+        for r in ranks:
+            t = dump.rank(r).tensor(0, it, node)
+            assert t.is_logical and t.shape == full.shape
+            np.testing.assert_array_equal(t.value(), full)
+            assert t.shard is not None and t.shard.rank == r and t.shard.shard == shards[r]
+            np.testing.assert_array_equal(np.asarray(t.shard.source.array()).reshape(-1),
+                                          local_part(full, shards[r]).reshape(-1))
+            assert sorted(p.rank for p in t.pieces) == sorted(shards)
+    step = dump.rank(ranks[0]).tensor(0, it, f"step.{name}")      # a scalar state is nobody's shard
+    assert not step.is_logical and step.shard is None and step.shape == ()
+
+
+def test_shard0_uneven_rows(tmp_path: Any) -> None:
+    """3 rows on 2 ranks (torch's chunks: 2 and 1): the whole (3, 4) tensor on both ranks."""
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"head.weight": ((3, 4), one_dim((3, 4), 0, 2))}, [0, 1]))
+    dump = open_dump(str(tmp_path / "d"))
+    _check_whole(dump, job, "head.weight", [0, 1])
+    act0, act1 = dump.rank(0).tensor(0, 1, "act"), dump.rank(1).tensor(0, 1, "act")
+    assert not act0.is_logical and act0.shard is None and float(act1.value()[0, 0]) == 2.0   # each rank's own
+    local = {r: {t.node: t for t in dump.rank(r).local_index[(0, 1)]} for r in (0, 1)}
+    assert (local[0]["head.weight"].shape, local[1]["head.weight"].shape) == ((2, 4), (1, 4))   # as stored
+    assert not local[1]["head.weight"].is_logical
+
+
+def test_shard1_columns(tmp_path: Any) -> None:
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"up.weight": ((4, 6), one_dim((4, 6), 1, 2))}, [0, 1]))
+    _check_whole(open_dump(str(tmp_path / "d")), job, "up.weight", [0, 1])
+
+
+def test_strided_runs_two_per_dimension(tmp_path: Any) -> None:
+    """DTensor's strided sharding (FSDP x TP): each rank holds two runs of rows, interleaved."""
+    shards = one_dim((4, 3), 0, 2, runs=[[(0, 1), (2, 3)], [(1, 2), (3, 4)]], placement="_StridedShard(dim=0, sf=2)")
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"w": ((4, 3), shards)}, [0, 1]))
+    _check_whole(open_dump(str(tmp_path / "d")), job, "w", [0, 1])
+
+
+def test_fsdp1_flat_ranges_one_empty(tmp_path: Any) -> None:
+    """FSDP1's flat parameter: rank 0 holds all 6 elements of a (2, 3) weight, rank 1 an empty range; and a
+    (5,) bias split 3 + 2 over the flat parameter."""
+    w = {0: ShardRecord("dp", (FLAT,), (2, 3), flat=(0, 6)), 1: ShardRecord("dp", (FLAT,), (2, 3), flat=(6, 6))}
+    b = {0: ShardRecord("dp", (FLAT,), (5,), flat=(0, 3)), 1: ShardRecord("dp", (FLAT,), (5,), flat=(3, 5))}
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"fc.weight": ((2, 3), w), "fc.bias": ((5,), b)}, [0, 1]))
+    dump = open_dump(str(tmp_path / "d"))
+    _check_whole(dump, job, "fc.weight", [0, 1])
+    _check_whole(dump, job, "fc.bias", [0, 1])
+    assert dump.rank(1).tensor(0, 1, "fc.weight").shard.source.header().shape == (0,)
+
+
+def _mesh_2d_job() -> Job:
+    """dp x tp on 4 ranks: Shard(0) over tp, Replicate over dp (ranks 0, 2 hold rows 0-1; ranks 1, 3 rows 2-3)."""
+    mesh = {"m": MeshRecord(("dp", "tp"), (2, 2), (0, 1, 2, 3))}
+    rows = {0: (0, 2), 1: (2, 4), 2: (0, 2), 3: (2, 4)}
+    shards = {r: ShardRecord("m", (REPLICATE, "Shard(0)"), (4, 3), ((rows[r],), ((0, 3),))) for r in rows}
+    return Job(mesh, {"w": ((4, 3), shards)}, [0, 1, 2, 3])
+
+
+def test_replicas_on_a_2d_mesh_are_read_once(tmp_path: Any) -> None:
+    """The dp replica of rank 0's rows (rank 2) is not read: a planted change on rank 2 does not reach the
+    logical tensor, which is assembled from ranks 0 and 1 (rank 2's own part still shows it)."""
+    def plant(rank: int, it: int, node: str, local: np.ndarray) -> np.ndarray:
+        return local + 100.0 if (rank, node) == (2, "w") else local
+
+    job = write_job(str(tmp_path / "d"), _mesh_2d_job(), alter=plant)
+    dump = open_dump(str(tmp_path / "d"))
+    for r in range(4):
+        t = dump.rank(r).tensor(0, 1, "w")
+        assert t.is_logical and t.source.owner_rank == 0
+        np.testing.assert_array_equal(t.value(), job.truth[(1, "w")])
+    own = dump.rank(2).tensor(0, 1, "w").shard.source.array()
+    np.testing.assert_array_equal(own, job.truth[(1, "w")][0:2] + 100.0)
+    _check_whole(dump, job, "w", [0, 1, 3])
+
+
+def test_statistics_only_dump_combines_the_shards_statistics(tmp_path: Any) -> None:
+    """A statistics-only dump: no values, the logical tensor's statistics combined exactly from the
+    shards' equal numpy's on the full tensor (1e-6 relative); a NaN in one shard is counted once."""
+    def plant(rank: int, it: int, node: str, local: np.ndarray) -> np.ndarray:
+        if (rank, node) == (1, "up.weight.grad"):
+            local = local.copy()
+            local.reshape(-1)[0] = np.nan
+        return local
+
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"up.weight": ((5, 6), one_dim((5, 6), 0, 2))}, [0, 1]),
+                    saved="statistics", alter=plant)
+    dump = open_dump(str(tmp_path / "d"))
+    for node in ("up.weight", "exp_avg.up.weight"):
+        full = job.truth[(1, node)].astype(np.float64)
+        t = dump.rank(1).tensor(0, 1, node)
+        assert t.is_logical and not t.has_values and t.shape == (5, 6)
+        st = t.source.stored_stats()
+        want = {"count": full.size, "min": full.min(), "max": full.max(), "mean": full.mean(),
+                "abs_mean": np.abs(full).mean(), "std": full.std(ddof=1), "l2norm": np.linalg.norm(full),
+                "zeros": int((full == 0).sum()), "positives": int((full > 0).sum())}
+        for k, v in want.items():
+            # a mean near 0 is a difference of large sums: its error is relative to the values' scale
+            assert st[k] == pytest.approx(v, rel=1e-6, abs=1e-6 * want["abs_mean"]), (node, k)
+    grad = dump.rank(0).tensor(0, 1, "up.weight.grad").source.stored_stats()
+    assert grad["nan"] == 1 and grad["count"] == 30
+
+
+def test_a_damaged_layout_reads_the_rank_plain(tmp_path: Any) -> None:
+    """rank_1's layout names a mesh it does not list: a warning names its rank.json, rank 1 is read as a
+    plain rank, and rank 0's part, alone, does not make a whole: it stays rank 0's shard, said once."""
+    root = str(tmp_path / "d")
+    write_job(root, Job(MESH2, {"w": ((4, 3), one_dim((4, 3), 0, 2))}, [0, 1]))
+    path = os.path.join(root, "rank_1", "rank.json")
+    with open(path, encoding="utf-8") as f:
+        meta = json.load(f)
+    meta["layout"]["params"]["w"]["mesh"] = "nowhere"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(meta, f)
+    dump = open_dump(root)
+    t1 = dump.rank(1).tensor(0, 1, "w")
+    assert dump.rank(1).layout is None and t1.shard is None and t1.shape == (2, 3)
+    t0 = dump.rank(0).tensor(0, 1, "w")
+    assert not t0.is_logical and t0.shard is not None and t0.shape == (2, 3)
+    warnings = dump.all_warnings()
+    assert any(path in w and "layout unreadable" in w for w in warnings), warnings
+    assert sum("do not make up its logical tensor" in w and w.startswith("w:") for w in warnings) == 1, warnings
+
+
+def test_a_dump_without_layout_builds_no_shard_index(tmp_path: Any, make_dump: Any) -> None:
+    """Plain ranks (a MindSpore dump) read exactly as before: no shards, no logical tensors, no index."""
+    dump = open_dump(make_dump())
+    refs = [t for r in dump.ranks for t in r.tensors()]
+    assert refs and not any(t.is_logical or t.shard is not None for t in refs)
+    assert dump._shards is None
+
+
+def test_replicated_parameters_stay_each_ranks_own(tmp_path: Any) -> None:
+    """Replicate() on every mesh dimension (DDP): each rank's tensor is whole already; not made logical."""
+    shards = {r: ShardRecord("dp", (REPLICATE,), (3, 2)) for r in (0, 1)}
+    write_job(str(tmp_path / "d"), Job(MESH2, {"w": ((3, 2), shards)}, [0, 1]))
+    dump = open_dump(str(tmp_path / "d"))
+    t = dump.rank(1).tensor(0, 1, "w")
+    assert not t.is_logical and t.shard is not None and t.source is t.shard.source and t.shape == (3, 2)
+
+
+def test_the_shard_index_lists_pieces_per_key(tmp_path: Any) -> None:
+    write_job(str(tmp_path / "d"), Job(MESH2, {"w": ((3, 4), one_dim((3, 4), 0, 2))}, [0, 1]))
+    dump = open_dump(str(tmp_path / "d"))
+    index = dump.shard_index()
+    assert isinstance(index, ShardIndex)
+    sources = index.sources(0, 0)
+    assert sorted(sources) == [("exp_avg.w", "output", 0), ("w", "output", 0), ("w.grad", "output", 0)]
+    assert [p.rank for p in sources[("w", "output", 0)].pieces] == [0, 1]

@@ -14,6 +14,7 @@ from .rank import GraphCache, Rank
 from .source import SourceIndex
 
 if TYPE_CHECKING:
+    from .logical import Piece
     from .shards import ShardIndex
 
 
@@ -58,6 +59,14 @@ class Dump:
                 from .shards import ShardIndex     # numpy: only for a dump with a parallel layout
                 self._shards = ShardIndex(self.ranks, self.warnings)
             return self._shards
+
+    def shard_pieces(self, graph_id: int, iteration: int, key: tuple[str, str, int]) -> "list[Piece]":
+        """Every rank's part of the tensor ``key`` = (node, io, slot), by rank, with its own (local) source
+        and ShardRecord: the parts of a sharded parameter's weight, gradient or optimizer state, and the
+        replicas of a replicated one. [] when no rank holds it under a parallel layout."""
+        if not any(r.layout is not None for r in self.ranks):
+            return []
+        return list(self.shard_index().parts(graph_id, iteration).get(key, ()))
 
     def holds(self, path: str) -> bool:
         """Whether ``path`` lies inside the dump (its root or a rank's folder), links resolved."""
@@ -159,3 +168,8 @@ def open_dumps(path: str) -> list[Dump]:
     if len(roots) == 1:   # the path may be one rank of the dump: open only that rank
         return [Dump(roots[0][1].open(roots[0][0], os.path.abspath(path)))]
     return [Dump(fmt.open(root, root)) for root, fmt in roots]
+
+
+def shard_pieces(dump: Dump, graph_id: int, iteration: int, key: tuple[str, str, int]) -> "list[Piece]":
+    """Every rank's part of one tensor of a parallel job (:meth:`Dump.shard_pieces`)."""
+    return dump.shard_pieces(graph_id, iteration, key)

@@ -83,23 +83,32 @@ class ShardIndex:
     def __init__(self, ranks: Iterable[RankLike], warnings: list[str] | None = None) -> None:
         self._all = list(ranks)
         self._ranks: list[RankLike] | None = None
-        self._sources: dict[tuple[int, int], dict[Key, LogicalSource]] = {}
+        self._sources: dict[tuple[int, int], tuple[dict[Key, list[Piece]], dict[Key, LogicalSource]]] = {}
         self._lock = threading.Lock()
         self.warnings = warnings if warnings is not None else []
         self._incomplete: set[str] = set()     # tensors already warned about
 
     def sources(self, graph_id: int, iteration: int) -> dict[Key, LogicalSource]:
         """(node, io, slot) -> the logical tensor of that key, for every sharded tensor of the iteration."""
+        return self._built(graph_id, iteration)[1]
+
+    def parts(self, graph_id: int, iteration: int) -> dict[Key, list[Piece]]:
+        """(node, io, slot) -> every rank's part under a ShardRecord, by rank: also replicas of a parameter
+        replicated on every mesh dimension, and parts that do not make up a whole."""
+        return self._built(graph_id, iteration)[0]
+
+    def _built(self, graph_id: int, iteration: int) -> tuple[dict[Key, list[Piece]], dict[Key, LogicalSource]]:
         k = (graph_id, iteration)
         with self._lock:
             if self._ranks is None:
                 self._ranks = [r for r in self._all if r.layout is not None]
             got = self._sources.get(k)
             if got is None:
-                got = self._sources[k] = self._collect(graph_id, iteration)
+                parts = self._collect(graph_id, iteration)
+                got = self._sources[k] = (parts, self._logical(parts))
             return got
 
-    def _collect(self, graph_id: int, iteration: int) -> dict[Key, LogicalSource]:
+    def _collect(self, graph_id: int, iteration: int) -> dict[Key, list[Piece]]:
         parts: dict[Key, list[Piece]] = {}
         for r in self._ranks or ():
             layout = r.layout
@@ -107,6 +116,9 @@ class ShardIndex:
                 shard = shard_of(ref, layout)
                 if shard is not None:
                     parts.setdefault(ref.key, []).append(Piece(r.rank, ref.source, shard))
+        return parts
+
+    def _logical(self, parts: dict[Key, list[Piece]]) -> dict[Key, LogicalSource]:
         out = {}
         for key, pieces in parts.items():
             if all(p.shard.covers_whole() for p in pieces):

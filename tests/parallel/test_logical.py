@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from debugger.formats.parallel import FLAT, REPLICATE, MeshRecord, ShardRecord
-from debugger.model import open_dump
+from debugger.model import open_dump, shard_pieces
+from debugger.model.logical import replica_groups
 from debugger.model.shards import ShardIndex
 
 from shard_dumps import Job, local_part, one_dim, write_job
@@ -173,3 +174,17 @@ def test_the_shard_index_lists_pieces_per_key(tmp_path: Any) -> None:
     sources = index.sources(0, 0)
     assert sorted(sources) == [("exp_avg.w", "output", 0), ("w", "output", 0), ("w.grad", "output", 0)]
     assert [p.rank for p in sources[("w", "output", 0)].pieces] == [0, 1]
+    pieces = shard_pieces(dump, 0, 0, ("w.grad", "output", 0))
+    assert [(p.rank, p.shard.local_shape, p.source.header().shape) for p in pieces] == [(0, (2, 4), (2, 4)),
+                                                                                      (1, (1, 4), (1, 4))]
+    assert shard_pieces(dump, 0, 0, ("act", "output", 0)) == [] == shard_pieces(dump, 0, 0, ("step.w", "output", 0))
+
+
+def test_shard_pieces_of_replicas_and_of_a_2d_mesh(tmp_path: Any) -> None:
+    """Replicated (DDP) parameters: both ranks' whole copies; dp x tp: four parts, two replica groups."""
+    shards = {r: ShardRecord("dp", (REPLICATE,), (3, 2)) for r in (0, 1)}
+    write_job(str(tmp_path / "r"), Job(MESH2, {"w": ((3, 2), shards)}, [0, 1]))
+    assert [p.rank for p in shard_pieces(open_dump(str(tmp_path / "r")), 0, 1, ("w", "output", 0))] == [0, 1]
+    write_job(str(tmp_path / "m"), _mesh_2d_job())
+    pieces = shard_pieces(open_dump(str(tmp_path / "m")), 0, 1, ("exp_avg.w", "output", 0))
+    assert [[p.rank for p in g] for g in replica_groups(pieces)] == [[0, 2], [1, 3]]

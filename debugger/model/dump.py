@@ -60,13 +60,15 @@ class Dump:
                 self._shards = ShardIndex(self.ranks, self.warnings)
             return self._shards
 
-    def shard_pieces(self, graph_id: int, iteration: int, key: tuple[str, str, int]) -> "list[Piece]":
-        """Every rank's part of the tensor ``key`` = (node, io, slot), by rank, with its own (local) source
-        and ShardRecord: the parts of a sharded parameter's weight, gradient or optimizer state, and the
-        replicas of a replicated one. [] when no rank holds it under a parallel layout."""
+    def shard_pieces(self, graph_id: int, iteration: int, key: tuple[str, str, int],
+                     rank: int | None = None) -> "list[Piece]":
+        """Every rank's part of the tensor that ``rank`` (default: the lowest rank holding one) calls ``key`` =
+        (node, io, slot), by rank, with its own (local) source and ShardRecord: the parts of a sharded
+        parameter's weight, gradient or optimizer state, and the replicas of a replicated one. [] when no
+        rank holds it under a parallel layout."""
         if not any(r.layout is not None for r in self.ranks):
             return []
-        return list(self.shard_index().parts(graph_id, iteration).get(key, ()))
+        return self.shard_index().parts(graph_id, iteration, key, rank)
 
     def holds(self, path: str) -> bool:
         """Whether ``path`` lies inside the dump (its root or a rank's folder), links resolved."""
@@ -170,6 +172,7 @@ def open_dumps(path: str) -> list[Dump]:
     return [Dump(fmt.open(root, root)) for root, fmt in roots]
 
 
-def shard_pieces(dump: Dump, graph_id: int, iteration: int, key: tuple[str, str, int]) -> "list[Piece]":
+def shard_pieces(dump: Dump, graph_id: int, iteration: int, key: tuple[str, str, int],
+                 rank: int | None = None) -> "list[Piece]":
     """Every rank's part of one tensor of a parallel job (:meth:`Dump.shard_pieces`)."""
-    return dump.shard_pieces(graph_id, iteration, key)
+    return dump.shard_pieces(graph_id, iteration, key, rank)

@@ -146,12 +146,11 @@ class Rank:
         shards = self._shards()
         out: dict[tuple[int, int], list[TensorRef]] = {}
         for (gid, it), refs in local.items():
-            sources = shards.sources(gid, it)
             new = []
             for ref in refs:
                 shard = shard_of(ref, layout)
                 if shard is not None:
-                    whole = sources.get(ref.key)
+                    whole = shards.source(gid, it, self.rank, ref.key)
                     ref = replace(ref, source=whole if whole is not None else ref.source,
                                   shard=Piece(self.rank, ref.source, shard))
                 new.append(ref)

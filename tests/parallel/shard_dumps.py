@@ -20,6 +20,8 @@ from debugger.formats.tdbg_h5.writer import DumpWriter
 
 # (rank, iteration, node, local values) -> the values that rank stores (a planted fault)
 Alter = Callable[[int, int, str, np.ndarray], np.ndarray]
+# (rank, node) -> the name that rank's graph gives the node (operator names count per rank)
+Rename = Callable[[int, str], str]
 
 
 @dataclass
@@ -30,6 +32,8 @@ class Job:
     params: dict[str, tuple[tuple[int, ...], dict[int, ShardRecord]]]
     ranks: Sequence[int]
     truth: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)   # (iteration, node) -> full
+    rename: Rename = lambda rank, node: node
+    absent: dict[str, set[int]] = field(default_factory=dict)   # parameter -> ranks that record none of it
 
 
 def local_part(full: np.ndarray, shard: ShardRecord) -> np.ndarray:
@@ -46,7 +50,7 @@ def _graph(job: Job, rank: int) -> GraphRecord:
     nodes = [NodeRecord("act", "Linear", "", outputs=[OutputType("float32", (2, 2))], kind=Kind.ACTIVATION)]
     for name, (_, shards) in job.params.items():
         shard = shards.get(rank)
-        if shard is None:
+        if shard is None or rank in job.absent.get(name, ()):
             continue
         local = shard.local_shape
         nodes += [
@@ -58,6 +62,8 @@ def _graph(job: Job, rank: int) -> GraphRecord:
                        is_parameter=True, has_default=True, kind=Kind.OPTIMIZER_STATE, param=name),
             NodeRecord(f"step.{name}", "Parameter", "", outputs=[OutputType("float32", ())],
                        is_parameter=True, has_default=True, kind=Kind.OPTIMIZER_STATE, param=name)]
+    for n in nodes:
+        n.name = job.rename(rank, n.name)
     return GraphRecord(0, "train_step", nodes, [], "<shard_dumps>", [n.name for n in nodes])
 
 
@@ -77,12 +83,13 @@ def write_job(root: str, job: Job, iterations: Sequence[int] = (0, 1), saved: st
     make_truth(job, iterations, seed)
     for rank in job.ranks:
         params = {n: s[rank] for n, (_, s) in job.params.items() if rank in s}
+        dumped = {n: s for n, s in params.items() if rank not in job.absent.get(n, ())}
         layout = RankLayout(job.meshes, params)
         with DumpWriter(root, rank, saved, framework="PyTorch", layout=layout) as w:
             w.write_graph(_graph(job, rank), run_history=list(iterations))
             for it in iterations:
                 with w.iteration(it) as iw:
-                    _write_iteration(iw, job, rank, it, params, saved, alter)
+                    _write_iteration(iw, job, rank, it, dumped, saved, alter)
     return job
 
 
@@ -100,9 +107,10 @@ def _write_iteration(iw: object, job: Job, rank: int, it: int, params: Mapping[s
         if saved == "statistics":
             from debugger.stats import stats_of_chunks
             st = stats_of_chunks([local.reshape(-1)])[0]
-            iw.add(0, node, op, "output", 0, stats=st, dtype=local.dtype, shape=local.shape)  # type: ignore[attr-defined]
+            iw.add(0, job.rename(rank, node), op, "output", 0, stats=st, dtype=local.dtype,  # type: ignore[attr-defined]
+                   shape=local.shape)
         else:
-            iw.add(0, node, op, "output", 0, local)  # type: ignore[attr-defined]
+            iw.add(0, job.rename(rank, node), op, "output", 0, local)  # type: ignore[attr-defined]
 
 
 def one_dim(shape: tuple[int, ...], dim: int, n: int, runs: Sequence[Sequence[tuple[int, int]]] | None = None,

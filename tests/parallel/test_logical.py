@@ -23,7 +23,8 @@ def _all_nodes(dump: Any, it: int = 1) -> dict:
     return {(r.rank, t.node): t for r in dump.ranks for t in r.tensors(0, it)}
 
 
-def _check_whole(dump: Any, job: Job, name: str, ranks: list[int], it: int = 1) -> None:
+def _check_whole(dump: Any, job: Job, name: str, ranks: list[int], it: int = 1,
+                 holders: list[int] | None = None) -> None:
     """Every kind of ``name`` reads as the full tensor on every rank holding a part, with its own part kept."""
     shards = job.params[name][1]
     for node in (name, f"{name}.grad", f"exp_avg.{name}"):
@@ -35,7 +36,7 @@ def _check_whole(dump: Any, job: Job, name: str, ranks: list[int], it: int = 1) 
             assert t.shard is not None and t.shard.rank == r and t.shard.shard == shards[r]
             np.testing.assert_array_equal(np.asarray(t.shard.source.array()).reshape(-1),
                                           local_part(full, shards[r]).reshape(-1))
-            assert sorted(p.rank for p in t.pieces) == sorted(shards)
+            assert sorted(p.rank for p in t.pieces) == sorted(holders or shards)
     step = dump.rank(ranks[0]).tensor(0, it, f"step.{name}")      # a scalar state is nobody's shard
     assert not step.is_logical and step.shard is None and step.shape == ()
 
@@ -74,6 +75,33 @@ def test_fsdp1_flat_ranges_one_empty(tmp_path: Any) -> None:
     _check_whole(dump, job, "fc.weight", [0, 1])
     _check_whole(dump, job, "fc.bias", [0, 1])
     assert dump.rank(1).tensor(0, 1, "fc.weight").shard.source.header().shape == (0,)
+
+
+def test_fsdp1_a_rank_with_an_empty_range_records_nothing(tmp_path: Any) -> None:
+    """Rank 1's range of ``fc.weight`` is empty and it records no tensor of it: rank 0's flat (6,) part is
+    the whole, read in the logical shape (2, 3)."""
+    w = {0: ShardRecord("dp", (FLAT,), (2, 3), flat=(0, 6)), 1: ShardRecord("dp", (FLAT,), (2, 3), flat=(6, 6))}
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"fc.weight": ((2, 3), w)}, [0, 1], absent={"fc.weight": {1}}))
+    dump = open_dump(str(tmp_path / "d"))
+    _check_whole(dump, job, "fc.weight", [0], holders=[0])
+    assert [p.rank for p in dump.rank(0).tensor(0, 1, "fc.weight.grad").pieces] == [0]
+
+
+def test_operator_tensors_are_matched_across_ranks_by_what_they_are(tmp_path: Any) -> None:
+    """Operator names count per rank (rank 1 calls the gradient ``Adam/grad-7``): an operator's tensors are
+    matched by parameter, kind, operator type, io, slot and place, and read whole under either name."""
+    names = {"w.grad": "Adam/grad-7", "v.grad": "Adam/grad-3"}
+    job = Job(MESH2, {"w": ((4, 3), one_dim((4, 3), 0, 2)), "v": ((2, 4), one_dim((2, 4), 1, 2))}, [0, 1],
+              rename=lambda rank, node: names.get(node, node) if rank == 1 else node)
+    write_job(str(tmp_path / "d"), job)
+    dump = open_dump(str(tmp_path / "d"))
+    for name in ("w", "v"):
+        t0 = dump.rank(0).tensor(0, 1, f"{name}.grad")
+        t1 = dump.rank(1).tensor(0, 1, names[f"{name}.grad"])
+        assert t0.is_logical and t1.source is t0.source
+        np.testing.assert_array_equal(t1.value(), job.truth[(1, f"{name}.grad")])
+    pieces = shard_pieces(dump, 0, 1, ("Adam/grad-7", "output", 0), rank=1)
+    assert [(p.rank, p.shard.local_shape) for p in pieces] == [(0, (2, 3)), (1, (2, 3))]
 
 
 def _mesh_2d_job() -> Job:

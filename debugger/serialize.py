@@ -5,7 +5,7 @@ from typing import Any
 
 from .model.graph import Graph, Node
 from .model import Dump, Rank, TensorRef
-from .formats.records import StackFrame
+from .formats.records import Kind, StackFrame
 
 
 def frame_dict(f: StackFrame) -> dict[str, Any]:
@@ -19,7 +19,19 @@ def tensor_dict(t: TensorRef) -> dict[str, Any]:
     return {"rank": t.rank, "graph": t.graph_id, "iteration": t.iteration, "node": t.node, "op_type": t.op_type,
             "io": t.io, "slot": t.slot, "kind": t.kind, "param": t.param, "bytes": t.stored_bytes,
             "file_dtype": t.file_dtype, "matched": t.matched, "location": t.location,
-            "has_values": t.source.has_values}
+            "has_values": t.source.has_values, "shards": shards_dict(t)}
+
+
+def shards_dict(t: TensorRef) -> dict[str, Any] | None:
+    """How a logical tensor was made: its logical shape, and the part of each rank holding one (its local
+    shape, placements, index runs or flat range); None for a rank's own tensor."""
+    if not t.is_logical:
+        return None
+    return {"shape": list(t.shape), "own_rank": t.rank,
+            "pieces": [{"rank": p.rank, "local_shape": list(p.shard.local_shape), "mesh": p.shard.mesh,
+                        "placements": list(p.shard.placements),
+                        "index": [[list(r) for r in runs] for runs in p.shard.index] if p.shard.index else None,
+                        "flat": list(p.shard.flat) if p.shard.flat is not None else None} for p in t.pieces]}
 
 
 def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:
@@ -71,4 +83,41 @@ def rank_info(r: Rank) -> dict[str, Any]:
 def dump_info(d: Dump) -> dict[str, Any]:
     """The `tdbg info --json` object of one dump."""
     ranks = [rank_info(r) for r in d.ranks]
-    return {"dump": d.root, "format": d.format, "ranks": ranks, "warnings": d.all_warnings()}
+    return {"dump": d.root, "format": d.format, "ranks": ranks, "layout": dump_layout(d),
+            "trainable_weights": trainable_weights(d), "warnings": d.all_warnings()}
+
+
+def trainable_weights(d: Dump) -> list[str]:
+    """Every weight of the job by its logical (parameter) name: of every rank (a pipeline stage holds some),
+    and every parameter a parallel layout shards or replicates (FSDP: a rank may record none of one)."""
+    names = {p for r in d.ranks for p, k in r.parameters() if k == Kind.WEIGHT}
+    names |= {p for r in d.ranks if r.layout is not None for p in r.layout.params}
+    return sorted(names)
+
+
+def dump_layout(d: Dump) -> dict[str, Any] | None:
+    """The parallel layout of the job (None when no rank records one): device meshes with their process
+    groups along each dimension, pipeline stages, and every parameter's logical shape and placements."""
+    layouts = {r.rank: r.layout for r in d.ranks if r.layout is not None}
+    if not layouts:
+        return None
+    meshes: dict[str, Any] = {}
+    params: dict[str, dict[str, Any]] = {}
+    for rank, lay in sorted(layouts.items()):
+        for name, m in lay.meshes.items():
+            meshes.setdefault(name, {"dims": list(m.dims), "shape": list(m.shape), "ranks": list(m.ranks),
+                                     "groups": {dim: sorted({m.group(r, dim) for r in m.ranks}) for dim in m.dims}})
+        for name, s in lay.params.items():
+            p = params.setdefault(name, {"name": name, "shape": list(s.shape), "mesh": s.mesh,
+                                         "placements": list(s.placements), "ranks": [], "sharded": False})
+            p["ranks"].append(rank)
+            p["sharded"] = p["sharded"] or not s.covers_whole() or s.local_shape != s.shape
+    for m in meshes.values():
+        m["groups"] = {dim: [list(g) for g in groups] for dim, groups in m["groups"].items()}
+    stages = {rank: lay.stage for rank, lay in layouts.items() if lay.stage is not None}
+    first = layouts[min(layouts)]
+    pipeline = None if not stages else {
+        "stages": first.stages, "micro_batches": first.micro_batches,
+        "ranks_by_stage": {str(s): sorted(r for r, st in stages.items() if st == s) for s in sorted(set(stages.values()))}}
+    return {"ranks": sorted(layouts), "meshes": meshes, "pipeline": pipeline,
+            "parameters": sorted(params.values(), key=lambda p: p["name"])}

@@ -71,7 +71,7 @@ def _print_errors(result: ScanResult, out: TextIO) -> None:
 
 
 def _tensor_label(h: Any) -> str:
-    whole = f" [logical: whole from shards on ranks {ranges_text(h.shards)}]" if h.shards else ""
+    whole = f" [logical: shards on ranks {ranges_text(h.shards)}]" if h.shards else ""
     if h.param and h.kind == Kind.WEIGHT:
         return h.param + whole
     if h.param:

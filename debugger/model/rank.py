@@ -157,10 +157,12 @@ class Rank:
             out[(gid, it)] = new
         return out
 
-    def tensors(self, graph_id: int | None = None, iteration: int | None = None) -> list[TensorRef]:
-        """Tensors of one graph and/or iteration (all when None)."""
+    def tensors(self, graph_id: int | None = None, iteration: int | None = None,
+                local: bool = False) -> list[TensorRef]:
+        """Tensors of one graph and/or iteration (all when None); ``local``: as the rank stored them (a
+        shard as the shard, not as its logical tensor)."""
         out: list[TensorRef] = []
-        for (g, it), refs in sorted(self.index.items()):
+        for (g, it), refs in sorted((self.local_index if local else self.index).items()):
             if (graph_id is None or g == graph_id) and (iteration is None or it == iteration):
                 out.extend(refs)
         return out

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from debugger.convert import convert
 from debugger.formats.parallel import FLAT, REPLICATE, MeshRecord, ShardRecord
 from debugger.model import open_dump, shard_pieces
 from debugger.model.logical import replica_groups
@@ -216,3 +217,22 @@ def test_shard_pieces_of_replicas_and_of_a_2d_mesh(tmp_path: Any) -> None:
     write_job(str(tmp_path / "m"), _mesh_2d_job())
     pieces = shard_pieces(open_dump(str(tmp_path / "m")), 0, 1, ("exp_avg.w", "output", 0))
     assert [[p.rank for p in g] for g in replica_groups(pieces)] == [[0, 2], [1, 3]]
+
+
+@pytest.mark.parametrize("statistics", [False, True])
+def test_convert_keeps_each_ranks_shards_and_the_layout(tmp_path: Any, statistics: bool) -> None:
+    """`tdbg convert` writes what each rank stored (its shard, not the logical tensor) and the layout, so
+    the converted dump reads the same logical tensors (statistics-only: the same combined statistics)."""
+    job = write_job(str(tmp_path / "d"), Job(MESH2, {"w": ((5, 3), one_dim((5, 3), 0, 2))}, [0, 1]))
+    res = convert(open_dump(str(tmp_path / "d")), str(tmp_path / "c"), statistics=statistics)
+    assert not res.warnings, res.warnings
+    out = open_dump(str(tmp_path / "c"))
+    assert out.rank(1).layout == open_dump(str(tmp_path / "d")).rank(1).layout
+    assert [t.shape for t in out.rank(1).local_index[(0, 1)] if t.node == "w"] == [(2, 3)]
+    t = out.rank(1).tensor(0, 1, "w.grad")
+    full = job.truth[(1, "w.grad")].astype(np.float64)
+    assert t.is_logical and t.shape == (5, 3)
+    if statistics:
+        assert t.source.stored_stats()["l2norm"] == pytest.approx(np.linalg.norm(full), rel=1e-6)
+    else:
+        np.testing.assert_array_equal(t.value(), job.truth[(1, "w.grad")])

@@ -5,6 +5,7 @@ from typing import Any
 
 from .model.graph import Graph, Node
 from .model import Dump, Rank, TensorRef
+from .formats.parallel import RankLayout
 from .formats.records import Kind, StackFrame
 
 
@@ -105,19 +106,33 @@ def dump_layout(d: Dump) -> dict[str, Any] | None:
     params: dict[str, dict[str, Any]] = {}
     for rank, lay in sorted(layouts.items()):
         for name, m in lay.meshes.items():
-            meshes.setdefault(name, {"dims": list(m.dims), "shape": list(m.shape), "ranks": list(m.ranks),
-                                     "groups": {dim: sorted({m.group(r, dim) for r in m.ranks}) for dim in m.dims}})
+            # a rank's mesh may be its slice of a bigger one (FSDP's "dp" of a 2-D job): the slices merge
+            got = meshes.setdefault(name, {"dims": list(m.dims), "shape": list(m.shape), "ranks": set(),
+                                           "groups": {dim: set() for dim in m.dims}})
+            got["ranks"].update(m.ranks)
+            for dim in m.dims:
+                got["groups"].setdefault(dim, set()).update(m.group(r, dim) for r in m.ranks)
         for name, s in lay.params.items():
             p = params.setdefault(name, {"name": name, "shape": list(s.shape), "mesh": s.mesh,
                                          "placements": list(s.placements), "ranks": [], "sharded": False})
             p["ranks"].append(rank)
             p["sharded"] = p["sharded"] or not s.covers_whole() or s.local_shape != s.shape
     for m in meshes.values():
-        m["groups"] = {dim: [list(g) for g in groups] for dim, groups in m["groups"].items()}
-    stages = {rank: lay.stage for rank, lay in layouts.items() if lay.stage is not None}
-    first = layouts[min(layouts)]
-    pipeline = None if not stages else {
-        "stages": first.stages, "micro_batches": first.micro_batches,
-        "ranks_by_stage": {str(s): sorted(r for r, st in stages.items() if st == s) for s in sorted(set(stages.values()))}}
-    return {"ranks": sorted(layouts), "meshes": meshes, "pipeline": pipeline,
+        m["ranks"] = sorted(m["ranks"])
+        m["groups"] = {dim: [list(g) for g in sorted(groups)] for dim, groups in m["groups"].items()}
+    return {"ranks": sorted(layouts), "meshes": meshes, "pipeline": _pipeline(d, layouts),
             "parameters": sorted(params.values(), key=lambda p: p["name"])}
+
+
+def _pipeline(d: Dump, layouts: dict[int, RankLayout]) -> dict[str, Any] | None:
+    """Pipeline stages: how many, micro-batches, and per stage its ranks and the weights they hold."""
+    stages = {rank: lay.stage for rank, lay in layouts.items() if lay.stage is not None}
+    if not stages:
+        return None
+    first = layouts[min(layouts)]
+    by_stage: dict[str, Any] = {}
+    for s in sorted(set(stages.values())):
+        ranks = sorted(r for r, st in stages.items() if st == s)
+        weights = {p for r in ranks for p, k in d.rank(r).parameters() if k == Kind.WEIGHT}
+        by_stage[str(s)] = {"ranks": ranks, "weights": sorted(weights)}
+    return {"stages": first.stages, "micro_batches": first.micro_batches, "by_stage": by_stage}

@@ -74,10 +74,13 @@ def _print_layout(layout: dict, out: TextIO) -> None:
         out.write(f"    mesh {name}: {dims} (ranks {ranges_text(m['ranks'])}); groups {groups}\n")
     pp = layout["pipeline"]
     if pp:
-        stages = "; ".join(f"stage {s}: ranks {ranges_text(r)}" for s, r in pp["ranks_by_stage"].items())
+        stages = "; ".join(f"stage {s}: ranks {ranges_text(v['ranks'])} ({len(v['weights'])} weights)"
+                           for s, v in pp["by_stage"].items())
         out.write(f"    pipeline: {pp['stages'] or '?'} stage(s), {pp['micro_batches'] or '?'} micro-batch(es); "
                   f"{stages}\n")
     params = layout["parameters"]
+    if not params:
+        return
     sharded = [p for p in params if p["sharded"]]
     out.write(f"    parameters: {len(params)}, {len(sharded)} sharded (read whole, assembled from their shards)\n")
     rows = [[p["name"], "x".join(map(str, p["shape"])) or "scalar", f"{p['mesh']}: {', '.join(p['placements'])}",

@@ -34,6 +34,10 @@ class Job:
     truth: dict[tuple[int, str], np.ndarray] = field(default_factory=dict)   # (iteration, node) -> full
     rename: Rename = lambda rank, node: node
     absent: dict[str, set[int]] = field(default_factory=dict)   # parameter -> ranks that record none of it
+    rank_meshes: dict[int, dict[str, MeshRecord]] = field(default_factory=dict)   # a rank's own meshes
+    stage: dict[int, int] = field(default_factory=dict)          # pipeline stage per rank
+    stages: int | None = None
+    micro_batches: int | None = None
 
 
 def local_part(full: np.ndarray, shard: ShardRecord) -> np.ndarray:
@@ -84,7 +88,8 @@ def write_job(root: str, job: Job, iterations: Sequence[int] = (0, 1), saved: st
     for rank in job.ranks:
         params = {n: s[rank] for n, (_, s) in job.params.items() if rank in s}
         dumped = {n: s for n, s in params.items() if rank not in job.absent.get(n, ())}
-        layout = RankLayout(job.meshes, params)
+        layout = RankLayout(job.rank_meshes.get(rank, job.meshes), params, job.stage.get(rank), job.stages,
+                            job.micro_batches)
         with DumpWriter(root, rank, saved, framework="PyTorch", layout=layout) as w:
             w.write_graph(_graph(job, rank), run_history=list(iterations))
             for it in iterations:

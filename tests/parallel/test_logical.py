@@ -15,6 +15,7 @@ from debugger.model import open_dump, shard_pieces
 from debugger.model.logical import replica_groups
 from debugger.model.shards import ShardIndex
 
+from clirun import run_cli
 from shard_dumps import Job, local_part, one_dim, write_job
 
 MESH2 = {"dp": MeshRecord(("dp",), (2,), (0, 1))}
@@ -236,3 +237,36 @@ def test_convert_keeps_each_ranks_shards_and_the_layout(tmp_path: Any, statistic
         assert t.source.stored_stats()["l2norm"] == pytest.approx(np.linalg.norm(full), rel=1e-6)
     else:
         np.testing.assert_array_equal(t.value(), job.truth[(1, "w.grad")])
+
+
+def test_info_lists_meshes_groups_stages_and_logical_parameters(tmp_path: Any) -> None:
+    """A 2-D job whose ranks each record their own slice of the "dp" mesh: one mesh with both groups; and
+    a pipeline of two stages, each rank holding its stage's weights whole."""
+    job = _mesh_2d_job()
+    job.meshes["dp"] = MeshRecord(("dp",), (2,), (0, 2))
+    job.rank_meshes = {r: {**job.meshes, "dp": MeshRecord(("dp",), (2,), (r % 2, r % 2 + 2))} for r in range(4)}
+    write_job(str(tmp_path / "m"), job)
+    r = run_cli("info", str(tmp_path / "m"), "--json")
+    assert r.code == 0, r.err
+    lay = r.json["layout"]
+    assert lay["meshes"]["dp"] == {"dims": ["dp"], "shape": [2], "ranks": [0, 1, 2, 3], "groups": {"dp": [[0, 2], [1, 3]]}}
+    assert lay["meshes"]["m"]["groups"] == {"dp": [[0, 2], [1, 3]], "tp": [[0, 1], [2, 3]]}
+    assert lay["parameters"] == [{"name": "w", "shape": [4, 3], "mesh": "m", "placements": ["Replicate()", "Shard(0)"],
+                                  "ranks": [0, 1, 2, 3], "sharded": True}]
+    assert r.json["trainable_weights"] == ["w"] and lay["pipeline"] is None
+    text = run_cli("info", str(tmp_path / "m")).out
+    assert "mesh m: dp 2 x tp 2 (ranks 0-3); groups dp: [0,2] [1,3]; tp: [0,1] [2,3]" in text, text
+    assert "parameters: 1, 1 sharded" in text and "m: Replicate(), Shard(0)" in text, text
+
+    one = {0: MeshRecord(("pp",), (2,), (0, 1))}
+    pp = Job({"pp": one[0]}, {"a": ((2, 2), {0: ShardRecord("pp", (REPLICATE,), (2, 2))}),
+                              "b": ((3,), {1: ShardRecord("pp", (REPLICATE,), (3,))})}, [0, 1],
+             stage={0: 0, 1: 1}, stages=2, micro_batches=4)
+    write_job(str(tmp_path / "p"), pp)
+    r = run_cli("info", str(tmp_path / "p"), "--json")
+    assert r.json["layout"]["pipeline"] == {"stages": 2, "micro_batches": 4, "by_stage": {
+        "0": {"ranks": [0], "weights": ["a"]}, "1": {"ranks": [1], "weights": ["b"]}}}
+    assert r.json["trainable_weights"] == ["a", "b"]          # every stage's, not the first rank's only
+    text = run_cli("info", str(tmp_path / "p")).out
+    assert "pipeline: 2 stage(s), 4 micro-batch(es); stage 0: ranks 0 (1 weights); stage 1: ranks 1 (1 weights)" in text
+    assert "trainable weights (2): a, b" in text, text

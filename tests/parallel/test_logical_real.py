@@ -26,24 +26,41 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def fsdp2(tmp_path_factory: Any) -> tuple[str, dict]:
-    """One recorded FSDP2 run of 3 steps: the dump, and torch's own full parameters after the last step."""
-    tmp = tmp_path_factory.mktemp("fsdp2")
+def _record(tmp: Any, layout: str) -> tuple[str, dict]:
+    """One recorded run of 3 steps: the dump, and torch's own full parameters after the last step."""
     dump, facts = str(tmp / "dump"), str(tmp / "facts.json")
     env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, LAYOUTS, "fsdp2", facts, "--dump", dump, "--save", "statistics",
+    r = subprocess.run([sys.executable, LAYOUTS, layout, facts, "--dump", dump, "--save", "statistics",
                         "--level", "ops", "--steps", "3", "--port", str(_free_port())],
-                       capture_output=True, text=True, timeout=180, env=env)
+                       capture_output=True, text=True, timeout=240, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     with open(facts + ".0", encoding="utf-8") as f:
         return dump, json.load(f)["params"]
 
 
+@pytest.fixture(scope="module")
+def fsdp2(tmp_path_factory: Any) -> tuple[str, dict]:
+    """FSDP2 on 2 ranks."""
+    return _record(tmp_path_factory.mktemp("fsdp2"), "fsdp2")
+
+
 def test_every_parameter_reads_whole_as_torch_gathers_it(fsdp2: tuple[str, dict]) -> None:
     """The last iteration's weights, assembled from both ranks' shards (statistics combined from theirs),
     equal torch's full_tensor() after the last step: count, min, max, mean, l2norm."""
-    root, params = fsdp2
+    _check_params(*fsdp2, [0, 1])
+
+
+def test_a_2d_mesh_reads_whole_from_four_ranks(tmp_path: Any) -> None:
+    """FSDP2 over "dp" x tensor parallel over "tp" on 4 ranks: every parameter is assembled from the four
+    ranks' parts (dp shards of tp shards) and equals torch's; scan reports each once, on rank 0."""
+    root, params = _record(tmp_path, "2d")
+    _check_params(root, params, [0, 1, 2, 3])
+    res = scan(open_dump(root), [Watchpoint.parse("weight_too_large:max_gt=-1e9")], jobs=1)
+    assert {h.rank for h in res.hits} == {0} and {h.shards for h in res.hits} == {(0, 1, 2, 3)}
+    assert len(res.hits) == 12 * len(res.iterations)
+
+
+def _check_params(root: str, params: dict, holders: list[int]) -> None:
     dump = open_dump(root)
     assert len(params) == 12
     for rank in dump.ranks:
@@ -52,7 +69,7 @@ def test_every_parameter_reads_whole_as_torch_gathers_it(fsdp2: tuple[str, dict]
         for name, values in params.items():
             full = np.asarray(values)
             t = rank.tensor(gid, last, name)
-            assert t.is_logical and t.shape == full.shape and [p.rank for p in t.pieces] == [0, 1], name
+            assert t.is_logical and t.shape == full.shape and [p.rank for p in t.pieces] == holders, name
             assert t.shard.shard.local_shape != full.shape      # a real part, read whole
             st = t.source.stored_stats()
             assert st["count"] == full.size

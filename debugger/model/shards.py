@@ -3,9 +3,10 @@
 A rank whose :attr:`~debugger.formats.base.RankInfo.layout` gives a parameter a
 :class:`~debugger.formats.parallel.ShardRecord` holds its weight, its gradient and its optimizer
 state of the shard's local shape as a part of the logical (full) tensor. :class:`ShardIndex` finds,
-per (graph, iteration), the parts of each logical tensor on every rank: the tensors of the same key
-(node, io, slot) on the ranks that shard that parameter. The model reads the whole tensor through a
-:class:`~debugger.model.logical.LogicalSource` built from them; nothing outside the model knows shards.
+per (graph, iteration), the parts of each logical tensor on every rank (a parameter's state by its
+name, an operator's tensors by what they are and their place: see the class). The model reads the
+whole tensor through a :class:`~debugger.model.logical.LogicalSource` built from them; nothing
+outside the model knows shards.
 
 A tensor whose parts do not cover the logical tensor (a rank's dump missing, a damaged layout) stays
 the rank's own shard, and the dump says so once in a warning.
@@ -17,6 +18,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, Protocol
 
+from ..errors import DumpError
 from ..formats.parallel import RankLayout, ShardRecord
 from ..formats.records import Kind
 from ..selection import ranges_text
@@ -44,7 +46,7 @@ def shard_of(ref: "TensorRef", layout: RankLayout | None) -> ShardRecord | None:
         return None
     try:
         shape = ref.shape
-    except Exception:     # an unreadable header is reported when the tensor is read, as any other's
+    except DumpError:     # an unreadable header is reported when the tensor is read, as any other's
         return None
     return shard if tuple(shape) == shard.local_shape else None
 

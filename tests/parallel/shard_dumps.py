@@ -8,7 +8,6 @@ are cut from the full tensors here with plain numpy, apart from tdbg.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 

@@ -50,6 +50,7 @@ class Leaf:
     name: str
     kind: str                     # weight | optimizer_state | other | input | gradient
     param: str | None
+    shape: tuple[int, ...] | None = None   # the leaf's own shape (it may first be read through a view)
 
 
 @dataclass
@@ -171,6 +172,16 @@ def class_name(module: Any) -> str:
             if name == "FSDP" + base.__name__:
                 return base.__name__
     return name
+
+
+def reuse_key(t: torch.Tensor, writes: dict[int, int]) -> tuple[Any, ...]:
+    """Equal while a leaf holds the same bits: its memory, view and version counter, and the in-place
+    writes seen to it (``writes``, by storage). A DTensor's own counter is taken: an update made through
+    the DTensor does not bump its shard's."""
+    inner = local(t)
+    ptr = storage_ptr(inner)
+    return (ptr, inner.storage_offset(), tuple(inner.shape), inner.stride(), inner.dtype, t._version,
+            writes.get(ptr, 0))
 
 
 def is_plain(t: Any) -> bool:
@@ -361,8 +372,9 @@ class Tracker:
         t = local(t)
         g = self.g
         if leaf.name not in g.leaves:
+            shape = leaf.shape if leaf.shape is not None else tuple(t.shape)
             rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != Kind.INPUT else "Input", "",
-                             outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
+                             outputs=[OutputType(dtype_name(t.dtype), shape)],
                              is_parameter=True, has_default=leaf.kind != Kind.INPUT, kind=leaf.kind, param=leaf.param)
             g.leaves[leaf.name] = rec
             g.nodes.append(rec)

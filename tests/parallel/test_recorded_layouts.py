@@ -65,12 +65,13 @@ def _logical(dump: object, node: str, param: str, iteration: int) -> LogicalSour
     return LogicalSource(param, pieces) if pieces else None
 
 
-@pytest.mark.parametrize("layout", sorted(WORLD))
-def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str) -> None:
+@pytest.mark.parametrize("layout,level", [(k, "ops") for k in sorted(WORLD)] +
+                         [("fsdp2", "modules"), ("2d", "parameters")])
+def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str, level: str) -> None:
     """Losses and parameters bit-for-bit equal with and without the recorder; every logical weight and
     gradient of the last iteration, assembled from the shards, equals torch's gathered tensor exactly,
     and its statistics combined from the shards' equal numpy's on it."""
-    dump_path, facts = _run(layout, str(tmp_path))
+    dump_path, facts = _run(layout, str(tmp_path), "--level", level)
     for f in facts:
         assert f["recorded"]["losses"] == f["plain"]["losses"]
         assert f["recorded"]["params"] == f["plain"]["params"]

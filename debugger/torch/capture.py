@@ -127,9 +127,29 @@ def storage_ptr(t: torch.Tensor) -> int:
         return 0
 
 
+class _Exported:
+    """A CPU tensor as numpy's from_dlpack asks for it, without Tensor.__dlpack__'s checks (3x its cost)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return _TO_DLPACK(self.t)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)       # kDLCPU
+
+
+_TO_DLPACK = getattr(torch._C, "_to_dlpack_versioned", None)
+
+
 def host_view(t: torch.Tensor) -> np.ndarray:
     """A numpy view of a CPU tensor's memory that leaves its storage as it was: ``Tensor.numpy()`` marks
     the storage unresizable for good, and FSDP's free_storage (or an ``out=`` resize) would then fail."""
+    if _TO_DLPACK is not None:
+        return np.from_dlpack(_Exported(t))
     return np.from_dlpack(t.detach() if t.requires_grad else t)
 
 

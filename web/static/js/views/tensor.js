@@ -6,7 +6,7 @@ import { state, set } from '../state.js';
 import { put, h, clear, fmt, fmtBytes, shape, kindChip, errorBox, empty } from '../dom.js';
 import { kindColor } from '../kinds.js';
 import { histogram, lineChart, heatmap } from '../charts.js';
-import { chooseTensor, defaultSlice, statColumns, tableShape, valuesOf } from './tensor/state.js';
+import { chooseTensor, defaultSlice, shardNote, statColumns, tableShape, valuesOf } from './tensor/state.js';
 
 const STATS = [['min', 'min'], ['max', 'max'], ['mean', 'mean'], ['abs_mean', 'abs mean'], ['std', 'std'], ['l2norm', 'L2 norm'],
   ['count', 'count'], ['nan', 'NaN'], ['pos_inf', '+Inf'], ['neg_inf', '−Inf'], ['zeros', 'zeros'], ['positives', '> 0'], ['negatives', '< 0']];
@@ -72,8 +72,10 @@ function headCard(node, cur) {
 /** The statistics card (current, previous, difference) and the histogram card, filled when the server answers. */
 function statsCards(q, cur, alive) {
   const body = h('div', { class: 'card-body stats-body' }, h('span', { class: 'muted' }, 'Computing…'));
+  const note = shardNote(cur.shards, state.rank);     // a sharded parameter is shown whole
   const statsCard = h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Statistics'),
-    h('span', { class: 'muted' }, `${shape(cur.shape)} ${cur.dtype} · ${fmtBytes(cur.bytes)} · iteration ${state.iteration}`)), body);
+    h('span', { class: 'muted' }, `${shape(cur.shape)} ${cur.dtype} · ${fmtBytes(cur.bytes)} · iteration ${state.iteration}`)),
+  note ? h('div', { class: 'muted small shard-note' }, note) : null, body);
   const histBox = h('div', { class: 'card-body hist-body' });
   const histCard = h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Histogram'), h('span', { class: 'muted' }, 'finite values')),
     histBox);

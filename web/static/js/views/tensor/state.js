@@ -34,3 +34,21 @@ export function tableShape(values, maxRows = 400, maxCols = 60) {
   return { rows: rows.slice(0, maxRows).map((r) => r.slice(0, maxCols)), cols: Math.min(cols, maxCols),
     cut: rows.length > maxRows || cols > maxCols, shownRows: Math.min(rows.length, maxRows) };
 }
+
+/** What a logical tensor is made of, in words: "logical tensor 3x8, assembled from 2 shards on ranks 0-1
+ * (dp: Shard(0)); rank 1 holds 1x8"; null for a rank's own tensor. Replicas count once. */
+export function shardNote(shards, rank) {
+  if (!shards || !shards.pieces || !shards.pieces.length) return null;
+  const dims = (sh) => (sh && sh.length ? sh.join('x') : 'scalar');
+  const pieces = shards.pieces;
+  const parts = new Set(pieces.map((p) => JSON.stringify([p.index, p.flat]))).size;
+  const ranks = pieces.map((p) => p.rank).sort((a, b) => a - b);
+  const span = ranks.length > 1 && ranks[ranks.length - 1] - ranks[0] === ranks.length - 1
+    ? `${ranks[0]}-${ranks[ranks.length - 1]}` : ranks.join(', ');
+  const first = pieces[0];
+  const place = first.placements && first.placements.length ? ` (${first.mesh}: ${first.placements.join(', ')})` : '';
+  const own = pieces.find((p) => p.rank === rank);
+  const replicas = pieces.length > parts ? `, ${pieces.length - parts} replica(s)` : '';
+  return `logical tensor ${dims(shards.shape)}, assembled from ${parts} shard(s) on ranks ${span}${place}${replicas}`
+    + (own ? `; rank ${rank} holds ${dims(own.local_shape)}` : '');
+}

@@ -1,0 +1,87 @@
+"""Ranks of one dump with a parallel layout: each tensor compared with a rank of its own group
+(:mod:`.peers`), never a shard with another shard."""
+from __future__ import annotations
+
+from ..model import Dump, Rank, TensorRef
+from ..selection import ranges_text
+from .match import match_graphs
+from .pairs import CompareResult, Pair, Side, make_pair
+from .peers import LayoutPeers, Peers, input_peers, reference, shard_text
+
+
+def layout_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,
+                 result: CompareResult) -> set[int]:
+    """Add to ``result`` every pair of ``others``' tensors with their reference rank; the iterations seen."""
+    peers = LayoutPeers(d)
+    seen: set[int] = set()
+    for r in others:
+        ra = d.rank(r)
+        for gid in ra.graph_ids:
+            graph = ra.graphs.get(gid)
+            if graph is None:
+                result.warnings.append(f"{d.root}: rank {r} graph {gid} could not be read: which of its tensors "
+                                       "must agree is unknown; not compared")
+                continue
+            its = set(ra.iterations(gid)) if sel is None else set(ra.iterations(gid)) & sel
+            for it in sorted(its):
+                seen.add(it)
+                _rank_pairs(d, peers, ra, gid, it, base, all_tensors, result)
+    for (r, ref, gid), names in sorted(peers.misnamed.items()):
+        node, (t, tb) = next(iter(names.items()))
+        result.warnings.append(
+            f"{d.root}: {len(names)} node name(s) of rank {r} graph {gid} name another tensor on rank {ref} (e.g. {node}: "
+            f"{t.kind} of {t.param or 'no parameter'} vs {tb.kind} of {tb.param or 'no parameter'}); not compared")
+    if not any(p.counted for p in result.pairs):
+        result.empty_reason = (f"no tensor of ranks {ranges_text(others)} has a replica on another rank: the layout "
+                               "shards every parameter (FSDP, tensor or pipeline parallel) and no collective result "
+                               "with a known group was dumped; compare the run with another run (tdbg compare RUN_A "
+                               "RUN_B) to check its values")
+    return seen
+
+
+def _rank_pairs(d: Dump, peers: LayoutPeers, ra: Rank, gid: int, it: int, base: int, all_tensors: bool,
+                result: CompareResult) -> None:
+    graph = ra.graphs[gid]
+    known = peers.nodes(ra.rank, gid, graph)
+    lacking: set[int] = set()
+    for t in ra.tensor_map(gid, it).values():
+        group = known.get(t.node) if t.io == "output" else input_peers(graph, t.node, t.slot, known, peers.all)
+        if group is None or len(group) < 2:
+            if all_tensors and group is None and base != ra.rank:
+                _pair(d, peers, ra, t, base, it, result, lacking, counted=False)
+            continue
+        ref = reference(ra.rank, group, base)
+        if ref != ra.rank:
+            _pair(d, peers, ra, t, ref, it, result, lacking, counted=True)
+    if lacking:
+        result.warnings.append(f"{d.root}: rank(s) {ranges_text(lacking)} have no dump of graph {gid} iteration {it} "
+                               f"that rank {ra.rank}'s tensors must agree with: they are missing")
+
+
+def _pair(d: Dump, peers: LayoutPeers, ra: Rank, t: TensorRef, ref: int, it: int, result: CompareResult,
+          lacking: set[int], counted: bool) -> None:
+    rb = d.rank(ref)
+    gid = t.graph_id
+    ga, gb = ra.graphs.get(gid), rb.graphs.get(gid)
+    if it not in rb.iterations(gid):
+        lacking.add(ref)
+    # node names with run-specific counters (input-16) are paired as in plain data parallelism
+    nm = peers.matches.get((ra.rank, ref, gid))
+    if nm is None:
+        nm = peers.matches[(ra.rank, ref, gid)] = match_graphs(ga, gb, None, result.warnings)
+    node_b, method = nm.partner(t.node)
+    tb = rb.tensor_map(gid, it).get((node_b, t.io, t.slot)) if node_b is not None and it in rb.iterations(gid) else None
+    if tb is not None and (tb.kind, tb.param) != (t.kind, t.param):
+        # the same name for another tensor (a counter that runs differently on each rank): not a replica
+        peers.misnamed.setdefault((ra.rank, ref, gid), {}).setdefault(t.node, (t, tb))
+        return
+    p: Pair = make_pair(it, Side(d.root, ra.rank), Side(d.root, ref), gid, t, tb,
+                        method if tb is not None else "", ga, gb, counted)
+    rec = ga.record_of(t.node) if ga is not None and t.node in ga and t.io == "output" else None
+    s = peers.shard(ra.rank, rec, t.slot) if rec is not None else None
+    if s is not None and not s.covers_whole():
+        p.shard = shard_text(s, peers.layouts.get(ra.rank))
+    result.pairs.append(p)
+
+
+__all__ = ["layout_pairs", "Peers"]

@@ -137,6 +137,41 @@ def view_key(t: torch.Tensor, ptr: int | None = None) -> tuple[Any, ...]:
     return (storage_ptr(t) if ptr is None else ptr, t.storage_offset(), t.shape, t.stride(), t.dtype)
 
 
+def local(t: Any) -> Any:
+    """A DTensor's shard on this rank (FSDP2's and tensor parallelism's parameters, their gradients,
+    state and activations); any other value as it is. The recorder works on ranks' own tensors: a
+    shard's place in the logical tensor is in the rank's layout (debugger/torch/layouts.py)."""
+    if type(t) is torch.Tensor or type(t) is torch.nn.Parameter:
+        return t
+    inner = getattr(t, "_local_tensor", None)
+    return inner if isinstance(inner, torch.Tensor) else t
+
+
+_WRAPPER_PARTS = ("_fsdp_wrapped_module.", "_checkpoint_wrapped_module.", "_orig_mod.")
+
+
+def clean_name(name: str) -> str:
+    """A parameter's or module's path as the user's model names it: without the parts FSDP1,
+    activation checkpointing and torch.compile insert (``_fsdp_wrapped_module.layers.0`` -> ``layers.0``)."""
+    if "_mod" not in name:
+        return name
+    for part in _WRAPPER_PARTS:
+        name = name.replace(part, "")
+    return name.removesuffix("._fsdp_wrapped_module").removesuffix("._checkpoint_wrapped_module") \
+        .removesuffix("._orig_mod")
+
+
+def class_name(module: Any) -> str:
+    """The class name of a module as the user wrote it (FSDP2 makes ``FSDPBlock`` out of ``Block``)."""
+    cls = type(module)
+    name = cls.__name__
+    if name.startswith("FSDP"):
+        for base in cls.__mro__[1:]:
+            if name == "FSDP" + base.__name__:
+                return base.__name__
+    return name
+
+
 def is_plain(t: Any) -> bool:
     """A dense tensor with real memory (not sparse, meta or a tensor subclass)."""
     return (type(t) is torch.Tensor or type(t) is torch.nn.Parameter) and t.layout == torch.strided \
@@ -163,7 +198,7 @@ def is_dense(t: torch.Tensor) -> bool:
 def flat_tensors(x: Any) -> Iterator[torch.Tensor]:
     """Tensors in a (nested) return value, in order."""
     if isinstance(x, torch.Tensor):
-        yield x
+        yield local(x)
     elif isinstance(x, (list, tuple)):
         for v in x:
             yield from flat_tensors(v)
@@ -191,9 +226,9 @@ def arg_groups(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list
         else:
             continue
         if isinstance(v, torch.Tensor):
-            out.append((v, write, is_out))
+            out.append((local(v), write, is_out))
         elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) or e is None for e in v):
-            out.append(([e for e in v], write, is_out))
+            out.append(([None if e is None else local(e) for e in v], write, is_out))
     return out
 
 
@@ -258,6 +293,7 @@ class Tracker:
         """(node that made ``t``, the leaf when no operator of this iteration did). A tensor from
         outside is a data input when ``data`` (first read by the forward pass), else kind other;
         ``read``: its value is used (not only overwritten), so it is dumped."""
+        t = local(t)
         # A view made after the last write to its memory was made by its view op; a write to the
         # memory after the view was made (an in-place op, a collective) is newer and wins.
         best = self.newest(t)
@@ -271,6 +307,7 @@ class Tracker:
 
     def newest(self, t: torch.Tensor) -> tuple[int, str, Any, int] | None:
         """The newest live (seq, node, tensor ref, slot) that made ``t``'s view or wrote its memory."""
+        t = local(t)
         g = self.g
         best = None
         ptr = storage_ptr(t)
@@ -286,6 +323,7 @@ class Tracker:
 
     def make_leaf(self, leaf: Leaf, t: torch.Tensor) -> None:
         """The node of a parameter, buffer or optimizer state (once per iteration)."""
+        t = local(t)
         g = self.g
         if leaf.name not in g.leaves:
             rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != Kind.INPUT else "Input", "",
@@ -315,6 +353,7 @@ class Tracker:
 
     def register(self, t: torch.Tensor, node: str, view: bool = False, slot: int = 0) -> None:
         """``node`` made ``t`` (its output ``slot``): a view of existing memory (``view``), or wrote its memory."""
+        t = local(t)
         g = self.g
         g.seq += 1
         try:

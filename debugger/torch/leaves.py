@@ -23,21 +23,25 @@ class LeafCapture:
         tensors: dict[int, torch.Tensor] = {}
         trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
         for n, b in buffers:
+            b = C.local(b)
             ptr = C.storage_ptr(b)
             if ptr:
-                by[ptr], tensors[ptr] = C.Leaf(n, Kind.OTHER, None), b
+                by[ptr], tensors[ptr] = C.Leaf(C.clean_name(n), Kind.OTHER, None), b
         for n, p in params:
-            ptr = C.storage_ptr(p)
+            local = C.local(p)      # a DTensor parameter (FSDP2, tensor parallel): this rank's shard
+            ptr = C.storage_ptr(local)
             if ptr:
+                n = C.clean_name(n)
                 by[ptr] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
-                tensors[ptr] = p
-        self._param_ptrs = {C.storage_ptr(p) for opt in self.optimizers for grp in opt.param_groups
+                tensors[ptr] = local
+        self._param_ptrs = {C.storage_ptr(C.local(p)) for opt in self.optimizers for grp in opt.param_groups
                             for p in grp["params"]}
         states: set[int] = set()
         for k, opt in enumerate(self.optimizers):
             for p, st in opt.state.items():
                 pname = self._param_name.get(id(p), f"param{len(by)}")
                 for key, v in st.items():
+                    v = C.local(v)
                     if isinstance(v, torch.Tensor) and C.is_plain(v):
                         ptr = C.storage_ptr(v)
                         if ptr and ptr not in by:
@@ -70,6 +74,7 @@ class LeafCapture:
             return
         for grp in opt.param_groups:
             for p in grp["params"]:
+                p = C.local(p)
                 ptr = C.storage_ptr(p)
                 if ptr and ptr not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
                     self._before_step[ptr] = self._copy_of(ptr, p)
@@ -94,25 +99,26 @@ class LeafCapture:
             for p in grp["params"]:
                 if p.grad is None:
                     continue
-                pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                grad = C.local(p.grad)
+                pname = self._param_name.get(id(p), f"param@{C.storage_ptr(C.local(p)):x}")
                 name = g.once_name(f"{pname}.grad")
                 same = None
                 if self._level == LEVEL_OPS:
-                    src, _ = self._tracker.source(p.grad, data=False)
-                    same = self._same_bits(g, p.grad)      # AccumulateGrad keeps the backward op's output
+                    src, _ = self._tracker.source(grad, data=False)
+                    same = self._same_bits(g, grad)      # AccumulateGrad keeps the backward op's output
                     rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
-                                     outputs=[OutputType(C.dtype_name(p.grad.dtype), tuple(p.grad.shape))],
+                                     outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
                                      kind=Kind.GRADIENT, param=pname, is_backward=True)
                     if g.value_of.get(src, src) in g.invariant:
                         g.invariant.add(name)
                 else:
-                    rec = self._coarse_gradient(g, name, pname, p.grad)
+                    rec = self._coarse_gradient(g, name, pname, grad)
                 g.nodes.append(rec)
                 g.order.append(name)
-                self._tracker.register(p.grad, name)
-                grads.add(C.storage_ptr(p.grad))
+                self._tracker.register(grad, name)
+                grads.add(C.storage_ptr(grad))
                 if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
-                    self._capture(name, "Gradient", "output", 0, p.grad, exact=True,
+                    self._capture(name, "Gradient", "output", 0, grad, exact=True,
                                   same=None if same is None else same[2])
                     if self._level == LEVEL_PARAMETERS:     # the weight as read (the step has not run: the
                         # capture at the previous step()'s end holds these bits, and is reused); at

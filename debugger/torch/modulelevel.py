@@ -187,7 +187,7 @@ class ModuleLevel:
             for src in self._sources(t):
                 if src not in inputs:
                     inputs.append(src)
-        cls = type(module).__name__
+        cls = C.class_name(module)
         want = rec._want(path or "", cls)
         for p in module._parameters.values():
             if p is None:
@@ -295,7 +295,7 @@ class ModuleLevel:
             return
         call = self._calls[at]
         del self._calls[at:]
-        cls = type(module).__name__
+        cls = C.class_name(module)
         if call.children:
             # a container: its children's scope is named after the call; its own node goes in that scope
             # too (a node named like a scope would be both a box and a node in the graph view)

@@ -36,6 +36,7 @@ def state_owners(opt: torch.optim.Optimizer, param_name: dict[int, str]) -> dict
         if pname is None:
             continue
         for v in st.values():
+            v = C.local(v)
             if isinstance(v, torch.Tensor) and C.is_plain(v):
                 ptr = C.storage_ptr(v)
                 if ptr:

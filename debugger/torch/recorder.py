@@ -24,11 +24,13 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
+from ..formats.parallel import RankLayout
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..stats import compiled_kernel
 from . import capture as C
 from . import activations as A
 from . import replay as R
+from .layouts import rank_layout
 from .leaves import LeafCapture
 from .opslevel import OpsCapture, OpsMode
 from .replay import ReplayCapture
@@ -57,6 +59,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     ``rank``: the rank folder (default: ``torch.distributed.get_rank()`` when initialised, else 0).
     ``replay``: at level "ops", once the run repeats a recorded graph, replay the next iterations
     against it (statistics only, no graph work: see :mod:`debugger.torch.replay`).
+    ``pipeline``: under pipeline parallelism, this rank's ``PipelineStage`` or its schedule (the stage
+    and micro-batches go into the layout). DDP, FSDP1/2 and DTensor layouts are read from the model.
     """
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
@@ -64,7 +68,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  save: str = "tensors", iterations: Selection = None, level: "str | Mapping[str, Selection]" = LEVEL_OPS,
                  modules: Sequence[str] | None = None, ops: Sequence[str] | None = None,
                  rank: int | None = None, compression: str | None = None, durable: bool = False,
-                 replay: bool = True) -> None:
+                 replay: bool = True, pipeline: Any = None) -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -76,6 +80,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self.stats_on_device = self.saved == "statistics"
         self._plan = LevelPlan(level, iterations)
         self.replay = replay
+        self.pipeline = pipeline
         self._trace: R.Trace | None = None          # the calls of the full "ops" iteration being recorded
         self._call: R.Call | None = None            # ... and of its operator call running now
         self._call_args: tuple[Any, Any] = ((), {})
@@ -110,10 +115,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._orig_backward: Any = None
         root = model.module if _is_wrapper(model) else model
         self._root = root
-        self._module_path = {id(m): p for p, m in root.named_modules()}
-        self._wrappers = {id(model)} if root is not model else set()
-        self._param_name = {id(p): n for n, p in root.named_parameters()}
-        self._buffer_name = {id(b): n for n, b in root.named_buffers()}
+        self._module_path = {id(m): C.clean_name(p) for p, m in root.named_modules()}
+        # modules that only wrap another (DDP, FSDP1's units): named after it, no scope of their own
+        self._wrappers = {id(m) for m in (model, *root.modules()) if _is_wrapper(m)}
+        self._param_name = {id(p): C.clean_name(n) for n, p in root.named_parameters()}
+        self._buffer_name = {id(b): C.clean_name(n) for n, b in root.named_buffers()}
         self._leaf_by_ptr: dict[int, C.Leaf] = {}
         self._grad_ptrs: set[int] = set()
         self._state_ptrs: set[int] = set()
@@ -146,10 +152,10 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         dev = next((p.device.type for p in self._root.parameters()), "cpu")
         self._writer = DumpWriter(self.path, self.rank, self.saved, framework="PyTorch",
                                   framework_version=torch.__version__, device_target=dev.upper(),
-                                  net=type(self._root).__name__, compression=self.compression,
+                                  net=C.class_name(self._root), compression=self.compression,
                                   durable=self.durable,
                                   metadata={"recorder": "debugger.torch", "world_size": world,
-                                            "levels": self._plan.describe()})
+                                            "levels": self._plan.describe()}, layout=self._layout())
         self._sink = Sink(self._writer)
         if self.stats_on_device:
             # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
@@ -230,6 +236,17 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._mode is None:
             self._mode = OpsMode(self)
             self._mode.__enter__()
+
+    def _layout(self) -> RankLayout | None:
+        """The rank's parallel layout (meshes, shards, stage); None, with a warning, when PyTorch's facts
+        cannot be read (the recording goes on: each rank's tensors are then read as they are)."""
+        try:
+            with self._own_work():
+                return rank_layout(self.model, self._root, self.pipeline)
+        except Exception as exc:     # never stop the training for the layout
+            warnings.warn(f"tdbg recorder: the parallel layout is not recorded: {type(exc).__name__}: {exc}",
+                          RuntimeWarning, stacklevel=3)
+            return None
 
     def _drop(self, exc: Exception) -> None:
         """A failure while recording an operator: warn, and leave this iteration out of the dump."""
@@ -378,6 +395,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  reuse: bool = False, same: C.Captured | None = None) -> C.Captured | None:
         """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash).
         ``same``: a capture of this iteration known to hold the same bits (its values or row are shared)."""
+        t = C.local(t)
         if not C.is_plain(t) or t.dtype not in C.NUMPY_DTYPES and t.dtype != torch.bfloat16:
             return None
         assert self._graph is not None
@@ -439,7 +457,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             return
         path = self._module_path.get(id(module))
         parent_scope, parent_path = (self._scopes[-1][1], self._scopes[-1][2]) if self._scopes else ("", None)
-        cls = type(module).__name__
+        cls = C.class_name(module)
         if path is None:
             part = cls
             path = parent_path or ""
@@ -570,9 +588,14 @@ def _with_closure(args: Any, kwargs: Any, closure: Any) -> tuple[Any, Any]:
     return (args[0], closure, *args[2:]), kwargs
 
 
+_WRAPPER_CLASSES = ("FullyShardedDataParallel", "CheckpointWrapper")
+
+
 def _is_wrapper(model: torch.nn.Module) -> bool:
-    """DistributedDataParallel / DataParallel: named after the wrapped module, no scope of their own."""
-    return isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel))
+    """DistributedDataParallel, DataParallel, FSDP1's units: named after the wrapped module (``.module``),
+    no scope of their own."""
+    return isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) or \
+        (type(model).__name__ in _WRAPPER_CLASSES and isinstance(getattr(model, "module", None), torch.nn.Module))
 
 
 def _signature(record: GraphRecord) -> str:

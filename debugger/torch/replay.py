@@ -99,7 +99,7 @@ def call_tensors(args: tuple[Any, ...], kwargs: dict[str, Any], out: Any = None)
 def _flatten(items: Any, flat: list[torch.Tensor]) -> None:
     for v in items:
         if isinstance(v, torch.Tensor):
-            flat.append(v)
+            flat.append(C.local(v))
         elif isinstance(v, (list, tuple)):
             _flatten(v, flat)
 
@@ -281,11 +281,11 @@ class ReplayCapture:
         try:
             with C.OWN_OPS():
                 rebuild(g, self._tracker, replaying)
-                params = dict(self._root.named_parameters())
+                params = {C.clean_name(k): v for k, v in self._root.named_parameters()}
                 for n in g.nodes:       # the gradients the rebuilt graph holds: their producer for the rest
                     p = params.get(n.param or "") if n.op_type == "Gradient" else None
                     if p is not None and p.grad is not None:
-                        self._tracker.register(p.grad, n.name)
+                        self._tracker.register(C.local(p.grad), n.name)
                 if self._in_step is not None:
                     g.step_first = len(g.nodes)
         finally:
@@ -367,10 +367,10 @@ class ReplayCapture:
         for grp in opt.param_groups:
             for p in grp["params"]:
                 if p.grad is not None:
-                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(p):x}")
+                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(C.local(p)):x}")
                     k = counters.get(("", f"{pname}.grad"), 0)
                     counters[("", f"{pname}.grad")] = k + 1
-                    named.append((p.grad, pname, f"{pname}.grad-{k}" if k else f"{pname}.grad"))
+                    named.append((C.local(p.grad), pname, f"{pname}.grad-{k}" if k else f"{pname}.grad"))
         if any(name not in trace.names for _, _, name in named):
             self._resume_full()
             return False

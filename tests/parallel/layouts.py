@@ -179,7 +179,7 @@ def run(a: argparse.Namespace, rank: int) -> dict:
     rec = None
     if a.dump:
         from debugger.torch import Recorder
-        rec = Recorder(a.dump, model, opt, save=a.save, level=a.level)
+        rec = Recorder(a.dump, model, opt, save=a.save, level=a.level, pipeline=schedule)
         rec.start()
     try:
         for step in range(a.steps):

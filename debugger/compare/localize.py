@@ -7,7 +7,10 @@ runs); otherwise the shard cannot be told and the pair says so.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from ..formats.base import TensorSource
+from ..formats.parallel import RankLayout
 from ..model.logical import LogicalSource, Piece, distinct_pieces
 from .grades import ERROR, GradeThresholds, grade
 from .outcome import Outcome
@@ -17,8 +20,9 @@ from .statistics_only import compare_statistics
 from .values import compare_arrays
 
 
-def localize(p: Pair, th: GradeThresholds | None = None) -> None:
-    """Name the rank(s) of side a whose shard differs in ``p.shard`` (side a's rank: the first of them)."""
+def localize(p: Pair, th: GradeThresholds | None = None, layouts: Mapping[int, RankLayout | None] | None = None) -> None:
+    """Name the rank(s) of side a whose shard differs in ``p.shard`` (side a's rank: the first of them;
+    ``layouts``: side a's ranks' layouts, for the mesh dimensions' names)."""
     src_a = p.ref_a.source if p.ref_a is not None else None
     if p.ref_b is None or not isinstance(src_a, LogicalSource):
         return
@@ -35,7 +39,8 @@ def localize(p: Pair, th: GradeThresholds | None = None) -> None:
     if bad:
         ranks = sorted({q.rank for q in src_a.pieces if q.shard.key() == bad[0].shard.key()})
         more = f" (and {len(bad) - 1} other shard(s))" if len(bad) > 1 else ""
-        p.shard = f"{shard_text(bad[0].shard)} on rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}{more}"
+        lay = (layouts or {}).get(ranks[0])
+        p.shard = f"{shard_text(bad[0].shard, lay)} on rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}{more}"
         p.a = Side(p.a.dump, ranks[0])
     elif unknown:
         p.shard = (f"logical tensor of {len(src_a.pieces)} shard(s); which one differs needs values on both sides "

@@ -29,7 +29,7 @@ from .grades import GradeThresholds, as_grade_thresholds
 from .localize import localize
 from .meansource import MeanSource
 from .pairs import CompareResult, Pair, Progress, Side, iteration_set, open_any
-from .precision import LOW_PRECISION, coarser, thresholds_for
+from .precision import coarser, thresholds_for, weight_precision
 
 LOGICAL_KINDS = (Kind.LOSS, Kind.GRADIENT, Kind.OPTIMIZER_STATE, Kind.WEIGHT)   # the order an iteration makes them
 LOSS_NAME = "loss"
@@ -54,7 +54,7 @@ def compare_logical(dump_a: "Dump | str", dump_b: "Dump | str", iterations: "Any
         only = only if sel is None else only & sel
         if only:
             result.warnings.append(f"{d.root}: iteration(s) {ranges_text(only)} dumped on this side only; not compared")
-    precision = coarser(_weight_precision(da), _weight_precision(db))
+    precision = coarser(weight_precision(da), weight_precision(db))
     for it in sorted(common):
         _iteration_pairs(result, da, db, it, precision)
     if not common:
@@ -62,19 +62,12 @@ def compare_logical(dump_a: "Dump | str", dump_b: "Dump | str", iterations: "Any
                                f"b has {ranges_text(its_b)})")
     finish(result, common, jobs, cache, fast, progress, workers)
     if result.first_divergence is not None:
-        localize(result.first_divergence, thresholds_for(th, precision))
+        localize(result.first_divergence, thresholds_for(th, precision), {r.rank: r.info.layout for r in da.ranks})
     return result
 
 
 def _iterations(d: Dump) -> set[int]:
     return {it for r in d.ranks for it in r.iterations()}
-
-
-def _weight_precision(d: Dump) -> str | None:
-    """The coarsest low-precision float among the run's weights (what a bfloat16 model computes in)."""
-    found = {o.dtype for r in d.ranks for g in r.graphs.values() for n in g.nodes()
-             if n.is_parameter and n.kind == Kind.WEIGHT for o in n.record.outputs[:1] if o.dtype in LOW_PRECISION}
-    return max(found, key=lambda x: LOW_PRECISION[x], default=None)
 
 
 def _iteration_pairs(result: CompareResult, da: Dump, db: Dump, it: int, precision: str | None) -> None:

@@ -12,7 +12,10 @@ coarser float: bfloat16 2^-8, float16 2^-11) the bounds become at least
 - ``ratio_warn = 0`` when e > 1e-3 (bfloat16: the share of elements within 0.1 % says nothing
   below the dtype's own resolution),
 
-and a float dtype difference (bfloat16 against float32) is not itself an error. float32 (and
+and a float dtype difference (bfloat16 against float32) is not itself an error. A pair's precision
+is the coarser of its two dtypes as the graphs record them (a recorder stores bfloat16 values as
+float32) and, comparing two runs, of the two runs' weights (a bfloat16 model's float32 loss carries
+bfloat16's error). float32 (and
 float64) pairs keep the defaults: reduction-order noise across layouts (FSDP's reduce-scatter
 against DDP's all-reduce) measures at most ~1e-7 relative (6e-6 after pipeline micro-batches and
 Adam), well below ``stat_warn = 1e-5`` and ``abs_warn = 1e-4``.
@@ -25,6 +28,7 @@ from typing import TYPE_CHECKING
 from .grades import GradeThresholds
 
 if TYPE_CHECKING:
+    from ..model import Dump
     from ..model.graph import Graph
 
 # Machine epsilon of the floats coarser than float32 (numpy has no bfloat16)
@@ -61,3 +65,11 @@ def declared_dtype(graph: "Graph | None", node: str, io: str, slot: int) -> str 
         node, slot = src, 0
     outs = graph.record_of(node).outputs
     return outs[slot].dtype if slot < len(outs) else None
+
+
+def weight_precision(d: "Dump") -> str | None:
+    """The coarsest low-precision float among a run's weights: what a bfloat16 model computes in, also where
+    it upcasts (a loss computed in float32 from bfloat16 logits carries bfloat16's error)."""
+    found = {o.dtype for r in d.ranks for g in r.graphs.values() for n in g.nodes()
+             if n.is_parameter and n.kind == "weight" for o in n.record.outputs[:1] if o.dtype in LOW_PRECISION}
+    return max(found, key=lambda x: LOW_PRECISION[x or ""], default=None)

@@ -13,6 +13,7 @@ from ..selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
+from .precision import coarser, weight_precision
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
 
 
@@ -56,6 +57,10 @@ def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int
         _runs_rank(result, ra, rb, sel, names, all_its)
     if sel is not None and not all_its:
         raise QueryError(da.root, f"no selected iteration ({ranges_text(sel)}) was dumped on both sides")
+    run_precision = coarser(weight_precision(da), weight_precision(db))
+    if run_precision is not None:
+        for p in result.pairs:
+            p.precision = coarser(p.precision, run_precision)
     if not all_its:
         its_a, its_b = ({it for r in common for it in d.rank(r).iterations()} for d in (da, db))
         result.empty_reason = (f"no iteration was dumped on both sides (a has {ranges_text(its_a)}, b has {ranges_text(its_b)}, "

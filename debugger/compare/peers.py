@@ -55,19 +55,8 @@ class LayoutPeers:
         self.misnamed: dict[tuple[int, int, int], dict] = {}         # ... -> {node: (tensor, reference's)}
 
     def shard(self, rank: int, rec: NodeRecord, slot: int = 0) -> ShardRecord | None:
-        """The ShardRecord the node's output is a local shard of (None: not sharded)."""
-        lay = self.layouts.get(rank)
-        if lay is None or rec.param is None or rec.kind not in SHARDED_KINDS:
-            return None
-        s = lay.params.get(rec.param)
-        if s is None:
-            return None
-        if rec.kind == Kind.WEIGHT:
-            return s
-        # a gradient or state of the local shard's size is sharded like the weight; a scalar (Adam's step)
-        # is not (sizes, not shapes: a recorder may keep a shard flattened or padded, as FSDP2 does)
-        shape = rec.outputs[slot].shape if slot < len(rec.outputs) else None
-        return s if shape is None or math.prod(shape) > 1 or math.prod(shape) == s.local_size else None
+        """The ShardRecord the node's output is a local shard of on ``rank`` (None: not sharded)."""
+        return shard_of(self.layouts.get(rank), rec, slot)
 
     def _unnamed_group(self, rank: int) -> Peers | None:
         """The group of a collective whose graph names none: every rank under plain data parallelism or
@@ -131,6 +120,19 @@ class LayoutPeers:
             if peers is not None:
                 out[k] = peers
         return out
+
+
+def shard_of(layout: RankLayout | None, rec: NodeRecord, slot: int = 0) -> ShardRecord | None:
+    """The ShardRecord a node's output is a local shard of under ``layout`` (None: not sharded)."""
+    if layout is None or rec.param is None or rec.kind not in SHARDED_KINDS:
+        return None
+    s = layout.params.get(rec.param)
+    if s is None or rec.kind == Kind.WEIGHT:
+        return s
+    # a gradient or state of the local shard's size is sharded like the weight; a scalar (Adam's step)
+    # is not (sizes, not shapes: a recorder may keep a shard flattened or padded, as FSDP2 does)
+    shape = rec.outputs[slot].shape if slot < len(rec.outputs) else None
+    return s if shape is None or math.prod(shape) > 1 or math.prod(shape) == s.local_size else None
 
 
 def _from_inputs(graph: Graph, a: NodeRecord, known: Mapping[str, Peers | None], everyone: Peers) -> Peers | None:

@@ -13,6 +13,7 @@ from ..selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
+from .peers import shard_of, shard_text
 from .precision import coarser, weight_precision
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
 
@@ -73,6 +74,7 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
     side_a, side_b = Side(result.a, ra.rank), Side(result.b, rb.rank)
     ga_all, gb_all = ra.graphs, rb.graphs
     gids_a, gids_b = set(ra.graph_ids), set(rb.graph_ids)
+    layout = ra.info.layout
     for gid in sorted(gids_a ^ gids_b):
         where = result.a if gid in gids_a else result.b
         result.warnings.append(f"{where}: rank {ra.rank} graph {gid} exists on one side only; not compared")
@@ -90,4 +92,8 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
         for it in sorted(its_a & its_b):
             all_its.add(it)
             for ta, tb, method in match_tensors(ra.tensor_map(gid, it), rb.tensor_map(gid, it), nm):
-                result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb))
+                p = make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb)
+                if layout is not None and ga is not None and ta is not None and ta.io == "output" and ta.node in ga:
+                    s = shard_of(layout, ga.record_of(ta.node), ta.slot)
+                    p.shard = shard_text(s, layout) if s is not None and not s.covers_whole() else None
+                result.pairs.append(p)

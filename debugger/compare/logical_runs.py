@@ -205,11 +205,14 @@ def _loss_ref(d: Dump, it: int, losses: dict[int, list[TensorRef]], warnings: li
 
 
 def logical_layouts_differ(da: Dump, db: Dump) -> bool:
-    """Whether two runs were laid out differently (rank counts, or any rank's layout): then ``compare``
-    compares logical tensors."""
-    if da.rank_ids != db.rank_ids:
-        return True
-    return any(da.rank(r).info.layout != db.rank(r).info.layout for r in da.rank_ids)
+    """Whether two runs were laid out differently: either records a parallel layout (RankInfo.layout) and their
+    rank counts or any rank's layout differ. Then ``compare`` compares logical tensors; dumps that record no
+    layout (a framework's own dump) are compared rank by rank, as they always were."""
+    layouts_a = {r: da.rank(r).info.layout for r in da.rank_ids}
+    layouts_b = {r: db.rank(r).info.layout for r in db.rank_ids}
+    if all(v is None for v in (*layouts_a.values(), *layouts_b.values())):
+        return False
+    return layouts_a != layouts_b
 
 
 __all__ = ["compare_logical", "logical_layouts_differ", "Pair"]

@@ -103,6 +103,8 @@ class LayoutPeers:
         out: dict[str, Peers | None] = {}
         for n in graph.nodes():
             if n.is_parameter and n.kind in (Kind.WEIGHT, Kind.OPTIMIZER_STATE):
+                if n.record.param and n.record.param not in n.name:
+                    continue     # a counter's name (input-28) that another rank may give another tensor
                 out[n.name] = self.of_parameter(rank, n.record)
             elif n.kind == Kind.GRADIENT and (s := self.shard(rank, n.record)) is not None:
                 # a sharded weight's gradient as the optimizer uses it (reduced): equal on its replicas

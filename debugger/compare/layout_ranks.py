@@ -6,7 +6,7 @@ from ..model import Dump, Rank, TensorRef
 from ..selection import ranges_text
 from .match import match_graphs
 from .pairs import CompareResult, Pair, Side, make_pair
-from .peers import LayoutPeers, Peers, input_peers, reference, shard_text
+from .peers import LayoutPeers, input_peers, reference, shard_text
 
 
 def layout_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,
@@ -83,5 +83,3 @@ def _pair(d: Dump, peers: LayoutPeers, ra: Rank, t: TensorRef, ref: int, it: int
         p.shard = shard_text(s, peers.layouts.get(ra.rank))
     result.pairs.append(p)
 
-
-__all__ = ["layout_pairs", "Peers"]

@@ -214,5 +214,3 @@ def logical_layouts_differ(da: Dump, db: Dump) -> bool:
         return False
     return layouts_a != layouts_b
 
-
-__all__ = ["compare_logical", "logical_layouts_differ", "Pair"]

@@ -23,9 +23,16 @@ def layout_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, al
                                        "must agree is unknown; not compared")
                 continue
             its = set(ra.iterations(gid)) if sel is None else set(ra.iterations(gid)) & sel
+            based = set(d.rank(base).iterations(gid)) - set(ra.iterations(gid))
+            based = based if sel is None else based & sel
+            if based:
+                result.warnings.append(f"{d.root}: rank {r} has no dump of graph {gid} iteration(s) {ranges_text(based)} "
+                                       f"(base rank {base} has): its tensors are missing")
             for it in sorted(its):
                 seen.add(it)
-                _rank_pairs(d, peers, ra, gid, it, base, all_tensors, result)
+                refs = _rank_pairs(d, peers, ra, gid, it, base, all_tensors, result)
+                for ref in sorted(refs):
+                    _missing_on_a(d, peers, ra, d.rank(ref), gid, it, base, result)
     for (r, ref, gid), names in sorted(peers.misnamed.items()):
         node, (t, tb) = next(iter(names.items()))
         result.warnings.append(
@@ -40,8 +47,10 @@ def layout_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, al
 
 
 def _rank_pairs(d: Dump, peers: LayoutPeers, ra: Rank, gid: int, it: int, base: int, all_tensors: bool,
-                result: CompareResult) -> None:
+                result: CompareResult) -> set[int]:
+    """Pair each of the rank's tensors with its reference rank's; the reference ranks used."""
     graph = ra.graphs[gid]
+    refs: set[int] = set()
     known = peers.nodes(ra.rank, gid, graph)
     lacking: set[int] = set()
     for t in ra.tensor_map(gid, it).values():
@@ -52,10 +61,31 @@ def _rank_pairs(d: Dump, peers: LayoutPeers, ra: Rank, gid: int, it: int, base: 
             continue
         ref = reference(ra.rank, group, base)
         if ref != ra.rank:
+            refs.add(ref)
             _pair(d, peers, ra, t, ref, it, result, lacking, counted=True)
     if lacking:
         result.warnings.append(f"{d.root}: rank(s) {ranges_text(lacking)} have no dump of graph {gid} iteration {it} "
                                f"that rank {ra.rank}'s tensors must agree with: they are missing")
+    return refs - lacking
+
+
+def _missing_on_a(d: Dump, peers: LayoutPeers, ra: Rank, rb: Rank, gid: int, it: int, base: int,
+                  result: CompareResult) -> None:
+    """Tensors of the reference rank that ``ra`` must agree on but did not dump: missing on a."""
+    gb = rb.graphs.get(gid)
+    nm = peers.matches.get((ra.rank, rb.rank, gid))
+    if gb is None or nm is None:
+        return
+    known = peers.nodes(rb.rank, gid, gb)
+    mine = ra.tensor_map(gid, it)
+    renamed = nm.taken | {b for b, _ in nm.pairs.values()}
+    for tb in rb.tensor_map(gid, it).values():
+        if tb.key in mine or tb.node in renamed:
+            continue
+        group = known.get(tb.node) if tb.io == "output" else input_peers(gb, tb.node, tb.slot, known, peers.all)
+        if group is not None and ra.rank in group and reference(ra.rank, group, base) == rb.rank:
+            result.pairs.append(make_pair(it, Side(d.root, ra.rank), Side(d.root, rb.rank), gid, None, tb, "",
+                                          ra.graphs.get(gid), gb, True))
 
 
 def _pair(d: Dump, peers: LayoutPeers, ra: Rank, t: TensorRef, ref: int, it: int, result: CompareResult,

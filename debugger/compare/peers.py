@@ -53,6 +53,9 @@ class LayoutPeers:
         self._cache: dict[tuple[int, int], dict[str, Peers | None]] = {}
         self.matches: dict[tuple[int, int, int], NodeMatch] = {}     # (rank, reference, graph) -> node pairing
         self.misnamed: dict[tuple[int, int, int], dict] = {}         # ... -> {node: (tensor, reference's)}
+        self._replica_index: dict[tuple, Peers] | None = None
+        self._holder_index: dict[tuple[int | None, str], Peers] = {}
+        self._no_layout = all(lay is None for lay in self.layouts.values())
 
     def shard(self, rank: int, rec: NodeRecord, slot: int = 0) -> ShardRecord | None:
         """The ShardRecord the node's output is a local shard of on ``rank`` (None: not sharded)."""
@@ -73,16 +76,25 @@ class LayoutPeers:
         return lay.stage if lay is not None else None
 
     def _replicas(self, rank: int, param: str, s: ShardRecord) -> Peers:
-        key = s.key()
-        return frozenset(r for r, lay in self.layouts.items()
-                         if lay is not None and (o := lay.params.get(param)) is not None and o.key() == key)
+        """Ranks holding the same indices of ``param`` (an index built once: ranks x parameters)."""
+        if self._replica_index is None:
+            index: dict[tuple, set[int]] = {}
+            for r, lay in self.layouts.items():
+                for name, shard in (lay.params.items() if lay is not None else ()):
+                    index.setdefault((name, shard.key()), set()).add(r)
+            self._replica_index = {k: frozenset(v) for k, v in index.items()}
+        return self._replica_index.get((param, s.key()), frozenset({rank}))
 
     def _holders(self, rank: int, param: str) -> Peers:
         """Ranks of the same pipeline stage that hold the parameter (every rank without a layout)."""
-        if all(lay is None for lay in self.layouts.values()):
+        if self._no_layout:
             return self.all
-        st = self._stage(rank)
-        return frozenset(r for r in self.all if self._stage(r) == st and param in self.params.get(r, ()))
+        k = (self._stage(rank), param)
+        got = self._holder_index.get(k)
+        if got is None:
+            got = self._holder_index[k] = frozenset(r for r in self.all if self._stage(r) == k[0]
+                                                    and param in self.params.get(r, ()))
+        return got
 
     def of_parameter(self, rank: int, rec: NodeRecord) -> Peers:
         """The ranks a weight or optimizer-state node must agree with."""

@@ -15,7 +15,7 @@ from debugger.compare.precision import thresholds_for
 from debugger.compare.grades import GradeThresholds
 from debugger.compare.runs import compare_runs
 from debugger.formats.parallel import FLAT, REPLICATE, RankLayout, ShardRecord
-from layout_dumps import mesh, rows, shard_run, truth
+from layout_dumps import mesh, rows, shard_run, truth, write_rank
 
 TP_SHAPES = {"up.weight": (12, 8), "up.bias": (12,)}
 DPxTP = mesh(("dp", "tp"), (2, 2))
@@ -227,3 +227,23 @@ def test_logical_flags_are_for_two_dumps(tmp_path):
     root = _single(str(tmp_path / "b"), truth(5, FC))
     cli = run_cli("compare", root, "--ranks", "--logical")
     assert cli.code == 2 and "--logical" in cli.err
+
+
+def test_a_tensor_a_replica_did_not_dump_is_missing(tmp_path):
+    """Rank 2 (the dp replica of rank 0's TP shard) without its exp_avg.up.weight: missing on a, against rank 0."""
+    logical = truth(1, TP_SHAPES)
+    per_rank = _per_group(logical, range(4), lambda r: r // 2)
+    lays = {r: _dp_tp(r) for r in range(4)}
+    root = shard_run(str(tmp_path / "d"), logical, {r: lays[r] for r in (0, 1, 3)}, per_rank=per_rank,
+                     groups={r: DPxTP.group(r, "tp") for r in range(4)})
+    its = []
+    for i, full in enumerate(logical):
+        local = {n: (v[0:6] if n.endswith("up.weight") or n == "up.weight.grad" else v) for n, v in full.items()}
+        local.update(per_rank[2][i])
+        del local["exp_avg.up.weight"]
+        its.append(local)
+    write_rank(root, 2, its, layout=lays[2], group=DPxTP.group(2, "tp"))
+    res = compare_ranks(root)
+    missing = {(p.iteration, p.a.rank, p.b.rank, p.node, p.reason) for p in res.pairs if p.missing}
+    assert missing == {(i, 2, 0, "exp_avg.up.weight", "missing on a") for i in range(2)}
+    assert res.exit_code == 1

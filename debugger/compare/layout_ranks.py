@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..model import Dump, Rank, TensorRef
 from ..selection import ranges_text
 from .match import match_graphs
+from .localmap import local_map
 from .pairs import CompareResult, Pair, Side, make_pair
 from .peers import LayoutPeers, input_peers, reference, shard_text
 
@@ -53,7 +54,7 @@ def _rank_pairs(d: Dump, peers: LayoutPeers, ra: Rank, gid: int, it: int, base: 
     refs: set[int] = set()
     known = peers.nodes(ra.rank, gid, graph)
     lacking: set[int] = set()
-    for t in ra.tensor_map(gid, it).values():
+    for t in local_map(ra, gid, it).values():
         group = known.get(t.node) if t.io == "output" else input_peers(graph, t.node, t.slot, known, peers.all)
         if group is None or len(group) < 2:
             if all_tensors and group is None and base != ra.rank:
@@ -77,9 +78,9 @@ def _missing_on_a(d: Dump, peers: LayoutPeers, ra: Rank, rb: Rank, gid: int, it:
     if gb is None or nm is None:
         return
     known = peers.nodes(rb.rank, gid, gb)
-    mine = ra.tensor_map(gid, it)
+    mine = local_map(ra, gid, it)
     renamed = nm.taken | {b for b, _ in nm.pairs.values()}
-    for tb in rb.tensor_map(gid, it).values():
+    for tb in local_map(rb, gid, it).values():
         if tb.key in mine or tb.node in renamed:
             continue
         group = known.get(tb.node) if tb.io == "output" else input_peers(gb, tb.node, tb.slot, known, peers.all)
@@ -100,7 +101,7 @@ def _pair(d: Dump, peers: LayoutPeers, ra: Rank, t: TensorRef, ref: int, it: int
     if nm is None:
         nm = peers.matches[(ra.rank, ref, gid)] = match_graphs(ga, gb, None, result.warnings)
     node_b, method = nm.partner(t.node)
-    tb = rb.tensor_map(gid, it).get((node_b, t.io, t.slot)) if node_b is not None and it in rb.iterations(gid) else None
+    tb = local_map(rb, gid, it).get((node_b, t.io, t.slot)) if node_b is not None and it in rb.iterations(gid) else None
     if tb is not None and (tb.kind, tb.param) != (t.kind, t.param):
         # the same name for another tensor (a counter that runs differently on each rank): not a replica
         peers.misnamed.setdefault((ra.rank, ref, gid), {}).setdefault(t.node, (t, tb))

@@ -28,6 +28,7 @@ from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
 from .localize import localize
 from .meansource import MeanSource
+from .localmap import local_map
 from .pairs import CompareResult, Pair, Progress, Side, iteration_set, open_any
 from .precision import coarser, thresholds_for, weight_precision
 
@@ -107,7 +108,7 @@ def _collect(d: Dump, it: int, warnings: list[str]) -> _Side:
             if g is None or it not in r.iterations(gid):
                 continue
             grads = _gradient_nodes(g)
-            for t in r.tensor_map(gid, it).values():
+            for t in local_map(r, gid, it).values():
                 key = _key_of(g, t, grads)
                 if key is None:
                     continue

@@ -15,6 +15,7 @@ from .grades import GradeThresholds, as_grade_thresholds
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
 from .peers import shard_of, shard_text
 from .precision import coarser, weight_precision
+from .localmap import local_map
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
 
 
@@ -91,7 +92,7 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
                                        "this side only; not compared")
         for it in sorted(its_a & its_b):
             all_its.add(it)
-            for ta, tb, method in match_tensors(ra.tensor_map(gid, it), rb.tensor_map(gid, it), nm):
+            for ta, tb, method in match_tensors(local_map(ra, gid, it), local_map(rb, gid, it), nm):
                 p = make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb)
                 if layout is not None and ga is not None and ta is not None and ta.io == "output" and ta.node in ga:
                     s = shard_of(layout, ga.record_of(ta.node), ta.slot)

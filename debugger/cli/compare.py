@@ -28,11 +28,12 @@ Two dumps (DUMP DUMP_B): the same rank and iteration in both, DUMP_B the baselin
 by full name, then by aligned execution orders (renumbered ops), then by --mapping.
 Under a parallel layout (ranks that record one: FSDP, tensor or pipeline parallel), --ranks compares
 a shard only with its replicas (never with another shard) and a collective's result within its
-process group. Two runs laid out differently (other rank counts, or any rank's layout differs: TP=2
-against one process, FSDP against DDP), or any two runs with --logical, are compared as logical
-tensors: each parameter, gradient and optimizer state assembled from every rank's shard, and the
-loss (the mean of the ranks' losses), matched by name and kind per iteration; activations are left
-out (their shapes and data split differ between layouts). --no-logical forces rank-by-rank.
+process group. Two runs laid out differently (either records a layout, and their rank counts or any
+rank's layout differ: TP=2 against one process, FSDP against DDP), or any two runs with --logical,
+are compared as logical tensors: each parameter, gradient and optimizer state assembled from every
+rank's shard, and the loss (the mean of the ranks' losses), matched by name and kind per iteration;
+activations are left out (their shapes and data split differ between layouts). --no-logical
+compares rank by rank.
 
 Grades (msprobe's metrics): error when (cosine < cos_error=0.99 and max_abs_err > abs_error=1e-3) or
 cosine < cos_fail=0.9 or max_abs_err > abs_fail=1, or dtype/shape differ, NaN/Inf on one side only,
@@ -40,8 +41,9 @@ a tensor missing on one side; warning when cosine < cos_warn=0.999, max_abs_err 
 one_thousandth < ratio_warn=0.999. A tensor with statistics but no values (a statistics-only dump)
 is graded by the largest relative difference of a statistic both sides stored: error above
 stat_error=1e-3, warning above stat_warn=1e-5. Where either side is bfloat16 or float16 (as the graph
-records it), the pair is graded at that dtype's precision e (2^-8, 2^-11): abs_warn and stat_warn at
-least e, abs_error and stat_error at least 16 e, and the float dtype difference is no error. Exit 0 when pairs were compared and nothing counted is
+records it; comparing runs, also either run's weights), the pair is graded at that dtype's precision
+e (2^-8, 2^-11): abs_warn and stat_warn at least e, abs_error and stat_error at least 16 e, and the
+float dtype difference is no error. Exit 0 when pairs were compared and nothing counted is
 an error, 1 when a counted pair is an error, 2 on bad usage, on --rank/--iterations that a dump lacks
 entirely (those it lacks in part are warnings) and when nothing was compared (no pair: "Nothing compared"
 says why; no pair is no evidence of agreement).

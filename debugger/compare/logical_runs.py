@@ -13,7 +13,7 @@ after the step), parameters in the order the run uses them.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import QueryError
@@ -38,7 +38,7 @@ LOSS_NAME = "loss"
 Key = tuple[str, str]            # (kind, name)
 
 
-def compare_logical(dump_a: "Dump | str", dump_b: "Dump | str", iterations: "Any" = None,
+def compare_logical(dump_a: "Dump | str", dump_b: "Dump | str", iterations: "Iterable[int] | str | None" = None,
                     thresholds: "GradeThresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
                     cache: StatsCache | None = None, *, fast: bool = True, progress: Progress | None = None,
                     workers: Workers | None = None) -> CompareResult:

@@ -143,7 +143,7 @@ class CompareResult:
         if self.empty_reason:
             return self.empty_reason
         its = ranges_text(self.iterations)
-        if self.mode == "runs":
+        if self.mode in ("runs", "logical"):
             return (f"iterations {its} hold no tensor on either side" if self.iterations
                     else "no rank and graph of the two dumps has an iteration dumped on both sides")
         ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {ranges_text(self.ranks)}"

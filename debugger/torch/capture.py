@@ -250,16 +250,45 @@ def _op_hints(func: Any) -> tuple[str, bool, bool, bool]:
     return name, routing, collective, per_rank
 
 
-def wait_collective(out: Any) -> None:
-    """Collectives return a Work handle: wait, so the recorded output is the reduced value."""
+def wait_collective(out: Any, func: Any) -> None:
+    """Wait for a collective, so the recorded output is the reduced value: c10d's ops return a Work
+    handle; a functional collective's tensor holds its result only after ``wait_tensor`` (which the
+    training's own later wait then finds done; only overlap of communication with compute is lost)."""
     items = out if isinstance(out, (list, tuple)) else [out]
+    functional = func.namespace == "_c10d_functional"
     for v in items:
+        if functional and isinstance(v, torch.Tensor):
+            torch.ops._c10d_functional.wait_tensor(v)
+            continue
         w = getattr(v, "wait", None)
         if w is not None and not isinstance(v, torch.Tensor):
             try:
                 w()
             except (RuntimeError, TypeError):
                 pass
+
+
+_GROUPS: dict[Any, tuple[int, ...]] = {}
+
+
+def collective_group(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, ...]:
+    """The global ranks of a collective's process group, from its group argument (a ProcessGroup or a
+    functional collective's group name); () for the whole world, or when it names none."""
+    import torch.distributed as dist
+    for v in (*args, *kwargs.values()):
+        key = v if isinstance(v, str) else id(v) if type(v).__name__ == "ProcessGroup" else None
+        if key is None:
+            continue
+        got = _GROUPS.get(key)
+        if got is None:
+            try:
+                pg = dist.distributed_c10d._resolve_process_group(v) if isinstance(v, str) else v
+                ranks = tuple(dist.get_process_group_ranks(pg))
+            except (RuntimeError, ValueError, KeyError, AttributeError):
+                continue
+            got = _GROUPS[key] = () if len(ranks) == dist.get_world_size() else ranks
+        return got
+    return ()
 
 
 def tag_pending(g: IterationGraph) -> None:

@@ -3,6 +3,8 @@ gradients, found by storage address, and the Gradient nodes made for them as eac
 begins (a part of the Recorder: :class:`LeafCapture` is a mixin, the state is the Recorder's)."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..formats.records import LEVEL_OPS, LEVEL_PARAMETERS, Kind, NodeRecord, OutputType
@@ -27,13 +29,18 @@ class LeafCapture:
             ptr = C.storage_ptr(b)
             if ptr:
                 by[ptr], tensors[ptr] = C.Leaf(C.clean_name(n), Kind.OTHER, None), b
-        for n, p in params:
-            local = C.local(p)      # a DTensor parameter (FSDP2, tensor parallel): this rank's shard
-            ptr = C.storage_ptr(local)
-            if ptr:
+        # FSDP1's parameters are views of one flat parameter: a storage several of them share keys its
+        # leaves by (address, offset) (:meth:`_key_of`)
+        locals_ = [(n, p, C.local(p)) for n, p in params]     # a DTensor parameter: this rank's shard
+        seen: set[int] = set()
+        self._shared_ptrs = {ptr for ptr in (C.storage_ptr(t) for _, _, t in locals_)
+                             if ptr and (ptr in seen or seen.add(ptr))}
+        for n, p, local in locals_:
+            key = self._key_of(local)
+            if key:
                 n = C.clean_name(n)
-                by[ptr] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
-                tensors[ptr] = local
+                by[key] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
+                tensors[key] = local
         self._param_ptrs = {C.storage_ptr(C.local(p)) for opt in self.optimizers for grp in opt.param_groups
                             for p in grp["params"]}
         states: set[int] = set()
@@ -61,8 +68,13 @@ class LeafCapture:
                 for p, t in ((C.storage_ptr(t), t) for t in self._leaf_tensors.values())}
         self._reuse = {k: v for k, v in self._reuse.items() if k in live}
 
+    def _key_of(self, t: torch.Tensor) -> Any:
+        """The key of a leaf's memory: its storage address, or (address, offset) in a shared storage."""
+        ptr = C.storage_ptr(t)
+        return (ptr, t.storage_offset()) if ptr in self._shared_ptrs else ptr
+
     def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
-        return self._leaf_by_ptr.get(C.storage_ptr(t))
+        return self._leaf_by_ptr.get(self._key_of(t))
 
     def _leaf_module(self, leaf: C.Leaf) -> str:
         name = leaf.param or leaf.name
@@ -75,11 +87,11 @@ class LeafCapture:
         for grp in opt.param_groups:
             for p in grp["params"]:
                 p = C.local(p)
-                ptr = C.storage_ptr(p)
-                if ptr and ptr not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
-                    self._before_step[ptr] = self._copy_of(ptr, p)
+                key = self._key_of(p)
+                if key and key not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
+                    self._before_step[key] = self._copy_of(key, p)
 
-    def _copy_of(self, ptr: int, p: torch.Tensor) -> torch.Tensor:
+    def _copy_of(self, ptr: Any, p: torch.Tensor) -> torch.Tensor:
         """``p``'s values now, in a buffer kept for it on the CPU (a fresh one each step comes from mmap,
         page faults and all: as much again as the copy); elsewhere a fresh clone (the allocator caches)."""
         if p.device.type != "cpu":

@@ -166,13 +166,15 @@ class OpsCapture:
         op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want = pre
         g = self._graph
         assert g is not None
+        group: tuple[int, ...] = ()
         if collective:
-            C.wait_collective(out)
+            C.wait_collective(out, func)
+            group = C.collective_group(args, kwargs)
         returned = [t for t in C.flat_tensors(out)]
         for _, _, writes, _, _ in nodes:
             for w in writes:
                 p = C.storage_ptr(w)
-                if p in self._leaf_by_ptr or p in self._grad_ptrs:
+                if p in self._leaf_by_ptr or p in self._shared_ptrs or p in self._grad_ptrs:
                     self._writes[p] = self._writes.get(p, 0) + 1
         for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
             if lists:
@@ -199,7 +201,7 @@ class OpsCapture:
                                                       for s, t in zip(srcs, ins)],
                              outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
                              stack=source, module=path or "", kind=kind, is_backward=backward,
-                             is_routing=is_routing, is_collective=collective,
+                             is_routing=is_routing, is_collective=collective, group=group,
                              per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
                              activation=activation)
             g.nodes.append(rec)

@@ -120,7 +120,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._wrappers = {id(m) for m in (model, *root.modules()) if _is_wrapper(m)}
         self._param_name = {id(p): C.clean_name(n) for n, p in root.named_parameters()}
         self._buffer_name = {id(b): C.clean_name(n) for n, b in root.named_buffers()}
-        self._leaf_by_ptr: dict[int, C.Leaf] = {}
+        self._leaf_by_ptr: dict[Any, C.Leaf] = {}       # by LeafCapture._key_of
+        self._shared_ptrs: set[int] = set()
         self._grad_ptrs: set[int] = set()
         self._state_ptrs: set[int] = set()
         self._param_ptrs: set[int] = set()
@@ -128,7 +129,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         # in-place writes seen per leaf storage: some kernels (foreach ops under a dispatch mode) do
         # not bump the version counter, so the reuse key counts the writes it saw as well
         self._writes: dict[int, int] = {}
-        self._leaf_tensors: dict[int, torch.Tensor] = {}
+        self._leaf_tensors: dict[Any, torch.Tensor] = {}
         self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
         self._composites = A.Composites()
         self._module_level = ModuleLevel(self)     # level "modules": one node per module call
@@ -224,7 +225,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input, self._note_made)
         self._refresh_leaves(walk=True)
         if self._snapshots:     # only the weights trained now keep a buffer
-            self._snapshots = {p: b for p, b in self._snapshots.items() if p in self._param_ptrs}
+            self._snapshots = {k: b for k, b in self._snapshots.items()
+                               if (k[0] if isinstance(k, tuple) else k) in self._param_ptrs}
         self._replaying = self._trace = None
         if self._level != LEVEL_OPS:
             self._stop_mode()     # the coarser levels see no operator: no dispatch mode, no cost per operator

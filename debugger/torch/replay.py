@@ -230,7 +230,8 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
         _take(rec, call.before, tensors)
     out = func(*args, **kwargs)
     if C.op_hints(func)[2]:
-        C.wait_collective(out)      # as a full recording does: the reduced value is what is captured
+        with rec._own_work():       # as a full recording does: the reduced value is what is captured
+            C.wait_collective(out, func)
     if (call.after or call.made) and rec._replaying is replaying:
         # the arguments' tensors are listed once per call: the outputs are added to them
         tensors = call_tensors(args, kwargs, out) if tensors is None else tensors + call_tensors((), {}, out)

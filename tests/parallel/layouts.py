@@ -1,13 +1,14 @@
 """One small training run under each PyTorch parallel layout, with or without the recorder (script).
 
-    python layouts.py LAYOUT OUT_JSON [--dump DIR] [--save statistics|tensors] [--level ops|modules|parameters]
-                      [--steps N] [--port P] [--plant NAME@RANK:STEP] [--dtype float32|bfloat16]
+    python layouts.py LAYOUT OUT_JSON [--dump DIR] [--save statistics|tensors|both] [--level ops|modules|parameters]
+                      [--steps N] [--port P] [--plant NAME@RANK:STEP] [--dtype float32|bfloat16] [--both]
 
 LAYOUT: single (one process, the whole batch), ddp, fsdp2, fsdp1, tp, pp (GPipe, 2 stages x 2
 micro-batches) on 2 ranks; 2d (FSDP2 over "dp" x TP over "tp") on 4 ranks. Every layout trains the
 same network from the same seed on the same global batch, so their losses and logical parameters
-agree up to rounding. OUT_JSON gets, per rank, the loss of every step and the logical (full)
-parameters after the last one, computed with plain torch. ``--plant fc@1:2`` adds 1.0 to rank 1's
+agree up to rounding. OUT_JSON.RANK gets the loss of every step, the logical (full) parameters
+after the last one and their gradients in it, gathered by plain torch; with --both, the facts of a run
+without the recorder and of one with it, made by the same processes one after the other. ``--plant fc@1:2`` adds 1.0 to rank 1's
 local shard of parameter ``fc`` after step 2's optimizer step (a divergence tdbg must name).
 """
 from __future__ import annotations
@@ -157,34 +158,41 @@ def _plant(net: nn.Module, spec: str | None, rank: int, step: int) -> None:
             local.add_(1.0)
 
 
-def _full_params(layout: str, model: nn.Module, net: nn.Module) -> dict[str, list]:
-    """Every logical parameter after training, gathered by torch itself (plain lists of floats)."""
+def _full(layout: str, model: nn.Module, net: nn.Module, grads: bool = False) -> dict[str, list]:
+    """Every logical parameter (or its gradient), gathered by torch itself (plain lists of floats)."""
     if layout == "fsdp1":
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        with FSDP.summon_full_params(model):
-            return {n: p.detach().double().tolist() for n, p in net.named_parameters()}
+        with FSDP.summon_full_params(model, with_grads=grads):
+            return {n: (p.grad if grads else p).detach().double().tolist() for n, p in net.named_parameters()
+                    if not grads or p.grad is not None}
     out = {}
     for n, p in net.named_parameters():
-        full = p.full_tensor() if hasattr(p, "full_tensor") else p
+        t = p.grad if grads else p
+        if t is None:
+            continue
+        full = t.full_tensor() if hasattr(t, "full_tensor") else t
         out[n] = full.detach().double().tolist()
     return out
 
 
-def run(a: argparse.Namespace, rank: int) -> dict:
-    """Train ``a.steps`` steps in ``a.layout`` on this rank; the facts plain torch gives."""
+def run(a: argparse.Namespace, rank: int, dump: str | None) -> dict:
+    """Train ``a.steps`` steps in ``a.layout`` on this rank, recorded into ``dump`` (None: not); the
+    facts plain torch gives (the gradients are those of the last step)."""
     dtype = getattr(torch, a.dtype)
     model, net, schedule = _build(a.layout, rank, dtype)
     opt = torch.optim.Adam(net.parameters(), lr=0.01)
     losses = []
     rec = None
-    if a.dump:
+    if dump:
         from debugger.torch import Recorder
-        rec = Recorder(a.dump, model, opt, save=a.save, level=a.level, pipeline=schedule)
+        rec = Recorder(dump, model, opt, save=a.save, level=a.level, pipeline=schedule)
         rec.start()
     try:
         for step in range(a.steps):
             opt.zero_grad()
             losses.append(_step(a.layout, model, schedule, step, rank, dtype))
+            if step == a.steps - 1:
+                grads = _full(a.layout, model, net, grads=True)
             opt.step()
             _plant(net, a.plant, rank, step)
             if rec is not None:
@@ -192,16 +200,21 @@ def run(a: argparse.Namespace, rank: int) -> dict:
     finally:
         if rec is not None:
             rec.close()
-    return {"rank": rank, "losses": losses, "params": _full_params(a.layout, model, net)}
+    return {"rank": rank, "losses": losses, "params": _full(a.layout, model, net), "grads": grads}
+
+
+def _write(a: argparse.Namespace, rank: int) -> None:
+    """OUT_JSON.RANK: the facts of the run (with --both, {"plain": ..., "recorded": ...})."""
+    facts = {"plain": run(a, rank, None), "recorded": run(a, rank, a.dump)} if a.both else run(a, rank, a.dump)
+    with open(f"{a.out}.{rank}", "w") as f:
+        json.dump(facts, f)
 
 
 def _worker(rank: int, a: argparse.Namespace) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD[a.layout])
     try:
-        facts = run(a, rank)
-        with open(f"{a.out}.{rank}", "w") as f:
-            json.dump(facts, f)
+        _write(a, rank)
     finally:
         dist.destroy_process_group()
 
@@ -218,11 +231,11 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=29650)
     ap.add_argument("--plant")
     ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--both", action="store_true", help="train without the recorder, then with it")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if WORLD[a.layout] == 1:
-        with open(f"{a.out}.0", "w") as f:
-            json.dump(run(a, 0), f)
+        _write(a, 0)
     else:
         torch.multiprocessing.spawn(_worker, args=(a,), nprocs=WORLD[a.layout])
 

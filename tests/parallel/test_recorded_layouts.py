@@ -1,0 +1,116 @@
+"""The recorder under every PyTorch parallel layout (spawned gloo ranks): training is bit-for-bit what
+it is without the recorder, the dump holds the layout, and the logical parameters and gradients
+assembled from the ranks' shards equal what torch itself gathers (values, and statistics combined
+from the shards' statistics)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from debugger.formats.parallel import ShardRecord
+from debugger.model.dump import open_dump
+from debugger.model.logical import LogicalSource, Piece
+from debugger.stats import tensor_stats
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORLD = {"ddp": 2, "fsdp2": 2, "fsdp1": 2, "tp": 2, "pp": 2, "2d": 4}
+STEPS = 3
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(layout: str, tmp: str, *extra: str) -> tuple[str, list[dict]]:
+    dump, out = os.path.join(tmp, "dump"), os.path.join(tmp, "facts.json")
+    res = subprocess.run([sys.executable, os.path.join(HERE, "layouts.py"), layout, out, "--dump", dump,
+                          "--save", "both", "--both", "--steps", str(STEPS), "--port", str(_port()), *extra],
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "tdbg recorder" not in res.stderr, res.stderr[-3000:]     # no iteration dropped, layout read
+    facts = []
+    for r in range(WORLD[layout]):
+        with open(f"{out}.{r}") as f:
+            facts.append(json.load(f))
+    return dump, facts
+
+
+def _graph_of(rank: object, iteration: int) -> int:
+    return next(g for g in rank.graph_ids if iteration in rank.iterations(g))
+
+
+def _logical(dump: object, node: str, param: str, iteration: int) -> LogicalSource | None:
+    """``node`` (a weight or its gradient) of every rank that holds a part of ``param``, as one tensor."""
+    pieces = []
+    for rank in dump.ranks:
+        layout = rank.info.layout
+        gid = _graph_of(rank, iteration)
+        try:
+            ref = rank.tensor(gid, iteration, node)
+        except Exception:           # this rank does not hold it (another pipeline stage, an empty FSDP1 part)
+            continue
+        shard = layout.params.get(param) if layout is not None else None
+        if shard is None:
+            shard = ShardRecord("", (), ref.shape)       # the whole tensor on this rank
+        pieces.append(Piece(rank.rank, ref.source, shard))
+    return LogicalSource(param, pieces) if pieces else None
+
+
+@pytest.mark.parametrize("layout", sorted(WORLD))
+def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str) -> None:
+    """Losses and parameters bit-for-bit equal with and without the recorder; every logical weight and
+    gradient of the last iteration, assembled from the shards, equals torch's gathered tensor exactly,
+    and its statistics combined from the shards' equal numpy's on it."""
+    dump_path, facts = _run(layout, str(tmp_path))
+    for f in facts:
+        assert f["recorded"]["losses"] == f["plain"]["losses"]
+        assert f["recorded"]["params"] == f["plain"]["params"]
+    dump = open_dump(dump_path)
+    assert len(dump.ranks) == WORLD[layout]
+    layouts = [r.info.layout for r in dump.ranks]
+    assert all(lay is not None for lay in layouts), "every rank records its layout"
+    if layout == "pp":
+        assert sorted(lay.stage for lay in layouts) == [0, 1] and {lay.stages for lay in layouts} == {2}
+        assert {lay.micro_batches for lay in layouts} == {2}
+    else:       # tensor parallelism alone leaves inp and head plain parameters of each rank: no shard
+        expect = {n for n in facts[0]["recorded"]["params"] if layout != "tp" or n.startswith("layers.")}
+        assert set(layouts[0].params) == expect
+    truth_params = {k: v for f in facts for k, v in f["recorded"]["params"].items()}
+    truth_grads = {k: v for f in facts for k, v in f["recorded"]["grads"].items()}
+    last = STEPS - 1
+    for param, full in truth_params.items():
+        for node, truth in ((param, full), (f"{param}.grad", truth_grads.get(param))):
+            if truth is None:
+                continue
+            src = _logical(dump, node, param, last)
+            assert src is not None, f"{node}: on no rank"
+            expect = np.asarray(truth, dtype=np.float32)
+            got = src.array()
+            assert got.shape == expect.shape and np.array_equal(got, expect), f"{layout} {node}"
+            combined, direct = src.stored_stats(), tensor_stats(expect)
+            assert combined is not None
+            for k in ("count", "zeros", "positives", "negatives", "min", "max"):
+                assert combined[k] == getattr(direct, k), (node, k)
+            for k in ("mean", "abs_mean", "std", "l2norm"):
+                assert combined[k] == pytest.approx(getattr(direct, k), rel=1e-5, abs=1e-7), (node, k)
+
+
+def test_fsdp2_weights_are_weights_on_every_rank(tmp_path: object) -> None:
+    """FSDP2's DTensor parameters are weights with their gradients and Adam state on every rank (the
+    recorder used to find none), and `tdbg info` counts the trainable weights."""
+    dump_path, _ = _run("fsdp2", str(tmp_path))
+    dump = open_dump(dump_path)
+    for rank in dump.ranks:
+        kinds = rank.kind_counts()
+        assert kinds.get("weight", 0) >= 12 and kinds.get("gradient", 0) >= 12
+        shard = rank.info.layout.params["head.weight"]
+        assert shard.placements == ("Shard(0)",) and shard.shape == (3, 8)
+        assert shard.local_shape == ((2, 8) if rank.rank == 0 else (1, 8))      # torch.chunk: 2 + 1 rows

@@ -28,7 +28,8 @@ def local_of(full: np.ndarray, shard: ShardRecord | None) -> np.ndarray:
 
 def _graph(shapes: Mapping[str, tuple[int, ...]], group: tuple[int, ...], dtype: str) -> GraphRecord:
     """Per parameter P: a weight P, its gradient P.grad and Adam state exp_avg.P; an input x, a MatMul
-    reading the first weight, an all-reduce over ``group`` and the loss computed from it."""
+    reading the first weight, an all-reduce over ``group`` and the loss computed from it, and a
+    reduce-scatter over ``group`` (each rank its own part: per_rank)."""
     nodes = [NodeRecord("x", "Input", "", outputs=[OutputType("float32", (4, 8))], is_parameter=True,
                         kind=Kind.INPUT)]
     first = next(iter(shapes))
@@ -45,8 +46,10 @@ def _graph(shapes: Mapping[str, tuple[int, ...]], group: tuple[int, ...], dtype:
         NodeRecord("allreduce", "AllReduce", "", inputs=[("mm", "data")], outputs=[OutputType("float32", (4, 4))],
                    is_collective=True, group=group, value_inputs=("mm",)),
         NodeRecord("loss", "Loss", "", inputs=[("allreduce", "data")], outputs=[OutputType("float32", ())],
-                   kind=Kind.LOSS, value_inputs=("allreduce",))]
-    order = ["mm", "allreduce", "loss"] + [f"{p}.grad" for p in shapes]
+                   kind=Kind.LOSS, value_inputs=("allreduce",)),
+        NodeRecord("reducescatter", "ReduceScatter", "", inputs=[("mm", "data")], outputs=[OutputType("float32", (2, 4))],
+                   is_collective=True, per_rank=True, group=group, value_inputs=("mm",))]
+    order = ["mm", "allreduce", "loss", "reducescatter"] + [f"{p}.grad" for p in shapes]
     return GraphRecord(0, "train_step", nodes, ["loss"], "", execution_order=order)
 
 
@@ -63,7 +66,8 @@ def write_rank(root: str, rank: int, iterations: Sequence[Mapping[str, np.ndarra
         for it, tensors in enumerate(iterations):
             with w.iteration(it) as iw:
                 for node, value in tensors.items():
-                    op = {"x": "Input", "mm": "MatMul", "allreduce": "AllReduce", "loss": "Loss"}.get(node)
+                    op = {"x": "Input", "mm": "MatMul", "allreduce": "AllReduce", "loss": "Loss",
+                          "reducescatter": "ReduceScatter"}.get(node)
                     op = op or ("Gradient" if node.endswith(".grad") else "Parameter")
                     iw.add(0, node, op, "output", 0, np.asarray(value, np.float32))
 
@@ -82,6 +86,7 @@ def truth(seed: int, shapes: Mapping[str, tuple[int, ...]], iterations: int = 2)
         it["mm"] = rng.standard_normal((4, 4)).astype(np.float32)
         it["allreduce"] = rng.standard_normal((4, 4)).astype(np.float32)
         it["loss"] = np.float32(abs(rng.standard_normal()) + 1.0)
+        it["reducescatter"] = rng.standard_normal((2, 4)).astype(np.float32)
         out.append(it)
     return out
 

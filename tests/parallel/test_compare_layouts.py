@@ -40,7 +40,8 @@ def _per_group(logical: list[dict[str, np.ndarray]], ranks: range, group_of: Any
         for i in range(len(logical)):
             g = by_group.setdefault((group_of(r), i), {"allreduce": rng.standard_normal((4, 4)).astype(np.float32),
                                                         "loss": np.float32(1 + rng.random())})
-            out[r][i] = {**g, "mm": rng.standard_normal((4, 4)).astype(np.float32)}
+            out[r][i] = {**g, "mm": rng.standard_normal((4, 4)).astype(np.float32),
+                         "reducescatter": rng.standard_normal((2, 4)).astype(np.float32)}
     return out
 
 
@@ -171,7 +172,7 @@ def test_fsdp1_flat_shards_against_one_process(tmp_path, saved):
     logical = truth(3, FC)
     planted = [dict(it) for it in logical]
     planted[1] = {**planted[1], "fc.weight": planted[1]["fc.weight"].copy()}
-    planted[1]["fc.weight"][7, 5] += 1.0           # element 47: rank 1's part
+    planted[1]["fc.weight"][7, 5] += 2.0           # element 47: rank 1's part (msprobe: max_abs_err > 1)
     b = _single(str(tmp_path / "b"), logical, saved)
     for name, run, want in (("same", logical, 0), ("planted", planted, 1)):
         a = shard_run(str(tmp_path / name), run, {0: _fsdp1(0), 1: _fsdp1(1)}, saved=saved)
@@ -247,3 +248,18 @@ def test_a_tensor_a_replica_did_not_dump_is_missing(tmp_path):
     missing = {(p.iteration, p.a.rank, p.b.rank, p.node, p.reason) for p in res.pairs if p.missing}
     assert missing == {(i, 2, 0, "exp_avg.up.weight", "missing on a") for i in range(2)}
     assert res.exit_code == 1
+
+
+def test_per_rank_collectives_are_stored_and_never_compared(tmp_path):
+    """A reduce-scatter's per_rank flag survives tdbg-h5 (its outputs differ by design); a graph file written
+    before the column existed reads it as False."""
+    import h5py
+    from debugger import open_dump
+    logical = truth(2, HEAD)
+    root = _fsdp2_run(str(tmp_path / "d"), logical)
+    assert open_dump(root).rank(0).graphs[0].record_of("reducescatter").per_rank
+    assert not [p for p in compare_ranks(root).pairs if p.node == "reducescatter"]
+    for r in (0, 1):
+        with h5py.File(str(tmp_path / "d" / f"rank_{r}" / "graph_0.h5"), "r+") as f:
+            del f["nodes/per_rank"]
+    assert not open_dump(root).rank(0).graphs[0].record_of("reducescatter").per_rank

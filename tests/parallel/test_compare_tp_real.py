@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from clirun import run_cli
+from debugger.compare import compare_ranks
 from debugger.compare.logical_runs import compare_logical
 from realruns import record
 
@@ -51,3 +52,13 @@ def test_cli_names_the_first_divergence_and_agrees_before_it(runs):
     assert f"First divergence: iteration 1: layers.0.up.weight (weight, logical)\n  shard: {SHARD}" in cli.out
     ok = run_cli("compare", tp, single, "--no-cache", "--iterations", "0", "--json")
     assert ok.code == 0 and ok.json["mode"] == "logical" and ok.json["summary"]["error"] == 0
+
+
+def test_tp_ranks_agree_on_their_replicated_parameters_and_collectives(runs):
+    """The replicated biases and the all-reduces agree across the two TP ranks; the Shard(0) weights are never
+    compared with each other (the planted shard has no replica)."""
+    _, tp = runs
+    res = compare_ranks(tp)
+    assert res.exit_code == 0, [(p.node, p.reason) for p in res.errors][:3]
+    compared = {p.node for p in res.pairs if p.counted and p.node == p.param}
+    assert "layers.0.down.bias" in compared and "layers.0.up.weight" not in compared

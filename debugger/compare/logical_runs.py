@@ -25,7 +25,7 @@ from ..model.graph import Graph
 from ..model.logical import LogicalSource, Piece, distinct_pieces
 from ..selection import ranges_text
 from .evaluate import finish
-from .grades import GradeThresholds, as_grade_thresholds
+from .grades import ERROR, GradeThresholds, as_grade_thresholds
 from .localize import localize
 from .meansource import MeanSource
 from .localmap import local_map
@@ -62,9 +62,19 @@ def compare_logical(dump_a: "Dump | str", dump_b: "Dump | str", iterations: "Ite
         result.empty_reason = (f"no iteration was dumped on both sides (a has {ranges_text(its_a)}, "
                                f"b has {ranges_text(its_b)})")
     finish(result, common, jobs, cache, fast, progress, workers)
+    result.pairs.sort(key=lambda p: (p.iteration, p.position))
+    result.first_divergence = _first_error(result.pairs)
     if result.first_divergence is not None:
         localize(result.first_divergence, thresholds_for(th, precision), {r.rank: r.info.layout for r in da.ranks})
     return result
+
+
+def _first_error(pairs: list[Pair]) -> Pair | None:
+    """The earliest iteration's first error in the order an iteration makes its tensors (whatever ranks hold
+    them: a pipeline's loss lives on its last stage); a tensor missing on one side only when nothing else is."""
+    errors = [p for p in pairs if p.grade == ERROR]
+    real = [p for p in errors if not p.missing] or errors
+    return min(real, key=lambda p: (p.iteration, p.position), default=None)
 
 
 def _iterations(d: Dump) -> set[int]:

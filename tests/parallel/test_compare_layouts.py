@@ -263,3 +263,31 @@ def test_per_rank_collectives_are_stored_and_never_compared(tmp_path):
         with h5py.File(str(tmp_path / "d" / f"rank_{r}" / "graph_0.h5"), "r+") as f:
             del f["nodes/per_rank"]
     assert not open_dump(root).rank(0).graphs[0].record_of("reducescatter").per_rank
+
+
+def test_the_first_logical_divergence_follows_the_iteration_not_the_ranks(tmp_path):
+    """Pipeline stages: rank 0 holds inp.weight, rank 1 head.weight and the loss. A loss that differs comes
+    before every gradient, state and weight of its iteration, whichever rank holds them."""
+    shapes = {"inp.weight": (4, 8), "head.weight": (3, 4)}
+    logical = truth(6, shapes)
+    stage = {r: RankLayout({}, {}, stage=r, stages=2) for r in (0, 1)}
+
+    def run(name: str, loss_shift: float, grad_shift: float) -> str:
+        root = str(tmp_path / name)
+        for r, mine in ((0, "inp.weight"), (1, "head.weight")):
+            its = []
+            for it in logical:
+                local = {n: v for n, v in it.items() if n.endswith(mine) or n.startswith(mine) or
+                         n in ("x", "mm", "allreduce", "reducescatter")}
+                local[f"{mine}.grad"] = it[f"{mine}.grad"] + (grad_shift if r == 0 else 0)
+                if r == 1:
+                    local["loss"] = it["loss"] + loss_shift
+                its.append(local)
+            write_rank(root, r, its, layout=stage[r])
+        return root
+
+    base = run("b", 0.0, 0.0)
+    res = compare_logical(run("a", 5.0, 5.0), base)
+    f = res.first_divergence
+    assert (f.iteration, f.node, f.kind, f.a.rank) == (0, "loss", "loss", 1)
+    assert {p.node for p in res.errors} == {"loss", "inp.weight.grad"}

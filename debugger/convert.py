@@ -64,7 +64,7 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
     result.statistics_only = statistics
     result.iterations = sorted({it for r in rank_objs for it in r.iterations()
                                 if iterations is None or it in iterations})
-    total = sum(len(r.tensors(iteration=it)) for r in rank_objs for it in r.iterations()
+    total = sum(len(r.tensors(iteration=it, local=True)) for r in rank_objs for it in r.iterations()
                 if iterations is None or it in iterations)
     if workers is not None and workers.cluster:
         _on_cluster(dump.root, [r.rank for r in rank_objs], target, statistics, iterations, result, total,
@@ -118,7 +118,7 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
     try:
         for rank, it in plan:
             with writers[rank.rank].iteration(it, replace=replace) as w:
-                for ref in rank.tensors(iteration=it):
+                for ref in rank.tensors(iteration=it, local=True):     # a shard stays its rank's shard
                     done += 1
                     try:
                         extra = _extras(rank, ref, activations[rank.rank], iterations) if statistics else None
@@ -157,7 +157,9 @@ def _extras(rank: Rank, ref: TensorRef, activations: dict[int, dict[str, str]],
     converted = iterations is None or p.iteration in iterations
     if not (prev.how == history.BEFORE_UPDATE or (p.iteration == ref.iteration - 1 and converted)):
         return None
-    return update_stats(ref.value(), p.value()) or None
+    # a shard's previous value is its own part, not the logical tensor the model reads
+    before = p.shard.source.array() if p.shard is not None else p.value()
+    return update_stats(ref.value(), before) or None
 
 
 def _add(w: Any, ref: TensorRef, extra: dict[str, float] | None = None) -> None:
@@ -183,7 +185,7 @@ def _writer(rank: Rank, target: str, statistics: bool, result: ConvertResult) ->
     w = DumpWriter(target, rank.rank, saved=STATISTICS if statistics else BOTH, framework=info.framework,
                    framework_version=info.framework_version, device_target=info.device_target,
                    net=info.net if isinstance(info.net, str) else None,
-                   metadata={"converted_from": rank.path, "nets": info.net, **info.raw})
+                   metadata={"converted_from": rank.path, "nets": info.net, **info.raw}, layout=info.layout)
     for gid, graph in sorted(rank.graphs.items()):
         try:
             w.write_graph(graph.record, run_history=rank.run_history(gid))

@@ -5,7 +5,8 @@ from typing import Any
 
 from .model.graph import Graph, Node
 from .model import Dump, Rank, TensorRef
-from .formats.records import StackFrame
+from .formats.parallel import RankLayout
+from .formats.records import Kind, StackFrame
 
 
 def frame_dict(f: StackFrame) -> dict[str, Any]:
@@ -19,7 +20,19 @@ def tensor_dict(t: TensorRef) -> dict[str, Any]:
     return {"rank": t.rank, "graph": t.graph_id, "iteration": t.iteration, "node": t.node, "op_type": t.op_type,
             "io": t.io, "slot": t.slot, "kind": t.kind, "param": t.param, "bytes": t.stored_bytes,
             "file_dtype": t.file_dtype, "matched": t.matched, "location": t.location,
-            "has_values": t.source.has_values}
+            "has_values": t.source.has_values, "shards": shards_dict(t)}
+
+
+def shards_dict(t: TensorRef) -> dict[str, Any] | None:
+    """How a logical tensor was made: its logical shape, and the part of each rank holding one (its local
+    shape, placements, index runs or flat range); None for a rank's own tensor."""
+    if not t.is_logical:
+        return None
+    return {"shape": list(t.shape), "own_rank": t.rank,
+            "pieces": [{"rank": p.rank, "local_shape": list(p.shard.local_shape), "mesh": p.shard.mesh,
+                        "placements": list(p.shard.placements),
+                        "index": [[list(r) for r in runs] for runs in p.shard.index] if p.shard.index else None,
+                        "flat": list(p.shard.flat) if p.shard.flat is not None else None} for p in t.pieces]}
 
 
 def node_dict(n: Node, rank: Rank | None = None) -> dict[str, Any]:
@@ -71,4 +84,55 @@ def rank_info(r: Rank) -> dict[str, Any]:
 def dump_info(d: Dump) -> dict[str, Any]:
     """The `tdbg info --json` object of one dump."""
     ranks = [rank_info(r) for r in d.ranks]
-    return {"dump": d.root, "format": d.format, "ranks": ranks, "warnings": d.all_warnings()}
+    return {"dump": d.root, "format": d.format, "ranks": ranks, "layout": dump_layout(d),
+            "trainable_weights": trainable_weights(d), "warnings": d.all_warnings()}
+
+
+def trainable_weights(d: Dump) -> list[str]:
+    """Every weight of the job by its logical (parameter) name: of every rank (a pipeline stage holds some),
+    and every parameter a parallel layout shards or replicates (FSDP: a rank may record none of one)."""
+    names = {p for r in d.ranks for p, k in r.parameters() if k == Kind.WEIGHT}
+    names |= {p for r in d.ranks if r.layout is not None for p in r.layout.params}
+    return sorted(names)
+
+
+def dump_layout(d: Dump) -> dict[str, Any] | None:
+    """The parallel layout of the job (None when no rank records one): device meshes with their process
+    groups along each dimension, pipeline stages, and every parameter's logical shape and placements."""
+    layouts = {r.rank: r.layout for r in d.ranks if r.layout is not None}
+    if not layouts:
+        return None
+    meshes: dict[str, Any] = {}
+    params: dict[str, dict[str, Any]] = {}
+    for rank, lay in sorted(layouts.items()):
+        for name, m in lay.meshes.items():
+            # a rank's mesh may be its slice of a bigger one (FSDP's "dp" of a 2-D job): the slices merge
+            got = meshes.setdefault(name, {"dims": list(m.dims), "shape": list(m.shape), "ranks": set(),
+                                           "groups": {dim: set() for dim in m.dims}})
+            got["ranks"].update(m.ranks)
+            for dim in m.dims:
+                got["groups"].setdefault(dim, set()).update(m.group(r, dim) for r in m.ranks)
+        for name, s in lay.params.items():
+            p = params.setdefault(name, {"name": name, "shape": list(s.shape), "mesh": s.mesh,
+                                         "placements": list(s.placements), "ranks": [], "sharded": False})
+            p["ranks"].append(rank)
+            p["sharded"] = p["sharded"] or not s.covers_whole() or s.local_shape != s.shape
+    for m in meshes.values():
+        m["ranks"] = sorted(m["ranks"])
+        m["groups"] = {dim: [list(g) for g in sorted(groups)] for dim, groups in m["groups"].items()}
+    return {"ranks": sorted(layouts), "meshes": meshes, "pipeline": _pipeline(d, layouts),
+            "parameters": sorted(params.values(), key=lambda p: p["name"])}
+
+
+def _pipeline(d: Dump, layouts: dict[int, RankLayout]) -> dict[str, Any] | None:
+    """Pipeline stages: how many, micro-batches, and per stage its ranks and the weights they hold."""
+    stages = {rank: lay.stage for rank, lay in layouts.items() if lay.stage is not None}
+    if not stages:
+        return None
+    first = layouts[min(layouts)]
+    by_stage: dict[str, Any] = {}
+    for s in sorted(set(stages.values())):
+        ranks = sorted(r for r, st in stages.items() if st == s)
+        weights = {p for r in ranks for p, k in d.rank(r).parameters() if k == Kind.WEIGHT}
+        by_stage[str(s)] = {"ranks": ranks, "weights": sorted(weights)}
+    return {"stages": first.stages, "micro_batches": first.micro_batches, "by_stage": by_stage}

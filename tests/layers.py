@@ -38,7 +38,7 @@ LAYERS: tuple[Layer, ...] = (
                    "debugger.proto")),
     # The seam every format reads through: records, the reader protocol, safe file access, .npy headers.
     Layer("seam", ("debugger.formats.records", "debugger.formats.base", "debugger.formats.files",
-                   "debugger.formats.frames", "debugger.formats.npy"), _BASE),
+                   "debugger.formats.frames", "debugger.formats.npy", "debugger.formats.parallel"), _BASE),
     # One folder per format; a format imports no other format.
     Layer("formats", ("debugger.formats.*",), _READ),
     # The table of formats (debugger/formats/__init__.py): the one place that names them all.
@@ -67,4 +67,5 @@ LAYERS: tuple[Layer, ...] = (
 # The model package's own layers, bottom first: a module of debugger/model/ may import only the ones before it
 # (its __init__ re-exports them all and is not ranked). Source stacks know no graph; a graph knows no rank;
 # history, the top, reads tensors of ranks across iterations.
-MODEL_ORDER: tuple[str, ...] = ("source", "graph", "locate", "layers", "tensors", "rank", "dump", "history")
+MODEL_ORDER: tuple[str, ...] = ("source", "graph", "locate", "layers", "logical", "tensors", "shards", "rank", "dump",
+                                "history")

@@ -50,9 +50,11 @@ def _print_info(info: dict, out: TextIO) -> None:
         _print_levels(first, out)
         kinds = ", ".join(f"{k} {v}" for k, v in first["nodes_by_kind"].items())
         out.write(f"  rank {first['rank']} nodes by kind: {kinds}\n")
-        weights = [p["name"] for p in first["parameters"] if p["kind"] == Kind.WEIGHT]
+        weights = info["trainable_weights"]
         out.write(f"  trainable weights ({len(weights)}): {', '.join(weights[:12])}"
                   f"{' ...' if len(weights) > 12 else ''}\n")
+    if info["layout"]:
+        _print_layout(info["layout"], out)
     if info["warnings"]:
         out.write(f"  warnings ({len(info['warnings'])}):\n")
         for w in info["warnings"][:20]:
@@ -60,6 +62,35 @@ def _print_info(info: dict, out: TextIO) -> None:
         if len(info["warnings"]) > 20:
             out.write(f"    ... {len(info['warnings']) - 20} more (see --json)\n")
     out.write("\n")
+
+
+def _print_layout(layout: dict, out: TextIO) -> None:
+    """Meshes and their groups, pipeline stages, and the parameters with their placements."""
+    out.write(f"  parallel layout (ranks {ranges_text(layout['ranks'])}):\n")
+    for name, m in layout["meshes"].items():
+        dims = " x ".join(f"{d} {s}" for d, s in zip(m["dims"], m["shape"]))
+        groups = "; ".join(f"{d}: " + " ".join("[" + ",".join(map(str, g)) + "]" for g in m["groups"][d][:8])
+                           + (" ..." if len(m["groups"][d]) > 8 else "") for d in m["dims"])
+        out.write(f"    mesh {name}: {dims} (ranks {ranges_text(m['ranks'])}); groups {groups}\n")
+    pp = layout["pipeline"]
+    if pp:
+        stages = "; ".join(f"stage {s}: ranks {ranges_text(v['ranks'])} ({len(v['weights'])} weights)"
+                           for s, v in pp["by_stage"].items())
+        out.write(f"    pipeline: {pp['stages'] or '?'} stage(s), {pp['micro_batches'] or '?'} micro-batch(es); "
+                  f"{stages}\n")
+    params = layout["parameters"]
+    if not params:
+        return
+    sharded = [p for p in params if p["sharded"]]
+    out.write(f"    parameters: {len(params)}, {len(sharded)} sharded (read whole, assembled from their shards)\n")
+    rows = [[p["name"], "x".join(map(str, p["shape"])) or "scalar", f"{p['mesh']}: {', '.join(p['placements'])}",
+             ranges_text(p["ranks"])] for p in params[:_SHOWN_PARAMS]]
+    out.write(table(rows, ["parameter", "logical shape", "placements", "ranks"], indent="      ") + "\n")
+    if len(params) > _SHOWN_PARAMS:
+        out.write(f"      ... {len(params) - _SHOWN_PARAMS} more (see --json)\n")
+
+
+_SHOWN_PARAMS = 20
 
 
 def _print_levels(rank: dict, out: TextIO) -> None:

@@ -71,9 +71,10 @@ def _print_errors(result: ScanResult, out: TextIO) -> None:
 
 
 def _tensor_label(h: Any) -> str:
+    whole = f" [logical: shards on ranks {ranges_text(h.shards)}]" if h.shards else ""
     if h.param and h.kind == Kind.WEIGHT:
-        return h.param
+        return h.param + whole
     if h.param:
-        return f"{h.param} ({h.kind}, {h.op_type})"
+        return f"{h.param} ({h.kind}, {h.op_type}){whole}"
     # The whole name: a name cut from the left loses the scope that tells MatMul-op0s apart.
     return h.node

@@ -3,15 +3,18 @@
 - ``source``  framework-free code about source stacks (SourceIndex, user_first, statements, layer lines)
 - ``graph``   Graph (a rank's node records and their topology, one cache of derived facts) and Node
 - ``locate``, ``layers``  facts derived from one graph (execution position, user line, a layer's nodes)
+- ``logical``  LogicalSource: a tensor whole from its shards on several ranks
 - ``tensors`` TensorRef
+- ``shards``  ShardIndex: which ranks' tensors are parts of one logical tensor (dumps with a parallel layout)
 - ``rank``    Rank and GraphCache; ``dump``: Dump and opening dumps
 - ``history`` the one notion of a tensor's previous value
 """
 from __future__ import annotations
 
-from .dump import Dump, find_dump_roots, open_dump, open_dumps
+from .dump import Dump, find_dump_roots, open_dump, open_dumps, shard_pieces
 from .graph import Graph, Node
 from .rank import GraphCache, Rank
 from .tensors import TensorRef
 
-__all__ = ["Dump", "Graph", "GraphCache", "Node", "Rank", "TensorRef", "find_dump_roots", "open_dump", "open_dumps"]
+__all__ = ["Dump", "Graph", "GraphCache", "Node", "Rank", "TensorRef", "find_dump_roots", "open_dump", "open_dumps",
+           "shard_pieces"]

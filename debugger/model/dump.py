@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 from ..errors import QueryError
 from ..formats import find_dump_roots as _find_roots
@@ -12,6 +12,10 @@ from ..formats import open_source
 from ..formats.base import DumpSource
 from .rank import GraphCache, Rank
 from .source import SourceIndex
+
+if TYPE_CHECKING:
+    from .logical import Piece
+    from .shards import ShardIndex
 
 
 class Dump:
@@ -21,8 +25,9 @@ class Dump:
         self.root = source.root
         self.format = source.format
         cache = GraphCache()
-        self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache) for r in source.ranks}
+        self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache, self.shard_index) for r in source.ranks}
         self.warnings: list[str] = list(source.warnings)
+        self._shards: "ShardIndex | None" = None
         self._source: SourceIndex | None = None
         self._lock = threading.Lock()
 
@@ -46,6 +51,25 @@ class Dump:
         except KeyError:
             raise QueryError(self.root, f"no rank {rank} (ranks: {self.rank_ids})") from None
 
+    def shard_index(self) -> "ShardIndex":
+        """The logical tensors behind the shards of every rank with a parallel layout (built on first use,
+        by a rank's index: a dump without layouts never builds it)."""
+        with self._lock:
+            if self._shards is None:
+                from .shards import ShardIndex     # numpy: only for a dump with a parallel layout
+                self._shards = ShardIndex(self.ranks, self.warnings)
+            return self._shards
+
+    def shard_pieces(self, graph_id: int, iteration: int, key: tuple[str, str, int],
+                     rank: int | None = None) -> "list[Piece]":
+        """Every rank's part of the tensor that ``rank`` (default: the lowest rank holding one) calls ``key`` =
+        (node, io, slot), by rank, with its own (local) source and ShardRecord: the parts of a sharded
+        parameter's weight, gradient or optimizer state, and the replicas of a replicated one. [] when no
+        rank holds it under a parallel layout."""
+        if not any(r.layout is not None for r in self.ranks):
+            return []
+        return self.shard_index().parts(graph_id, iteration, key, rank)
+
     def holds(self, path: str) -> bool:
         """Whether ``path`` lies inside the dump (its root or a rank's folder), links resolved."""
         real = os.path.realpath(path)
@@ -65,9 +89,10 @@ class Dump:
 
     def all_warnings(self) -> list[str]:
         """Warnings of the dump and of every rank (loads graphs and indexes)."""
+        for r in self.ranks:
+            r.index  # noqa: B018 - building the index is what produces its warnings (and the shards')
         out = list(self.warnings)
         for r in self.ranks:
-            r.index  # noqa: B018 - building the index is what produces its warnings
             out.extend(r.warnings)
         return out
 
@@ -145,3 +170,9 @@ def open_dumps(path: str) -> list[Dump]:
     if len(roots) == 1:   # the path may be one rank of the dump: open only that rank
         return [Dump(roots[0][1].open(roots[0][0], os.path.abspath(path)))]
     return [Dump(fmt.open(root, root)) for root, fmt in roots]
+
+
+def shard_pieces(dump: Dump, graph_id: int, iteration: int, key: tuple[str, str, int],
+                 rank: int | None = None) -> "list[Piece]":
+    """Every rank's part of one tensor of a parallel job (:meth:`Dump.shard_pieces`)."""
+    return dump.shard_pieces(graph_id, iteration, key, rank)

@@ -77,6 +77,13 @@ class LogicalSource(TensorSource):
             h.update(f"{p.rank}\0{p.source.identity}\0{p.shard.key()}\n".encode())
         return "logical:" + h.hexdigest()
 
+    def current_identity(self) -> str:
+        """:attr:`identity` from the shards' data as it is now."""
+        h = hashlib.blake2b(digest_size=16)
+        for p in self.pieces:
+            h.update(f"{p.rank}\0{p.source.current_identity()}\0{p.shard.key()}\n".encode())
+        return "logical:" + h.hexdigest()
+
     @property
     def location(self) -> str:
         """The shards' locations, for messages."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 from operator import itemgetter
-from typing import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import QueryError
 from ..formats.base import RankInfo, RankReader
@@ -14,11 +15,16 @@ from .graph import Graph
 from .layers import layer_nodes
 from .tensors import TensorRef
 
+if TYPE_CHECKING:
+    from ..formats.parallel import RankLayout
+    from .shards import ShardIndex
+
 
 class Rank:
     """One rank of a dump: metadata, graphs, iterations and the tensor index, from its reader."""
 
-    def __init__(self, reader: RankReader, graph_cache: "GraphCache | None" = None) -> None:
+    def __init__(self, reader: RankReader, graph_cache: "GraphCache | None" = None,
+                 shards: "Callable[[], ShardIndex] | None" = None) -> None:
         self.reader = reader
         self.rank = reader.rank
         self.path = reader.path
@@ -27,6 +33,8 @@ class Rank:
         self._lock = threading.Lock()
         self._graphs: dict[int, Graph] | None = None
         self._index: dict[tuple[int, int], list[TensorRef]] | None = None
+        self._local: dict[tuple[int, int], list[TensorRef]] | None = None
+        self._shards = shards     # the dump's index of shards (None: the rank is read alone)
         self._maps: dict[tuple[int, int], dict[tuple[str, str, int], TensorRef]] = {}
         self._node_its: dict[int, dict[str, list[int]]] = {}
         self._info: RankInfo | None = None
@@ -101,19 +109,60 @@ class Rank:
 
     # -- tensors ------------------------------------------------------------------------------
     @property
+    def layout(self) -> "RankLayout | None":
+        """The rank's place in a parallel job (meshes, its shard of each parameter), None when unknown."""
+        return self.info.layout
+
+    @property
     def index(self) -> dict[tuple[int, int], list[TensorRef]]:
-        """(graph_id, iteration) -> tensors, one per (node, io, slot), in execution order."""
+        """(graph_id, iteration) -> tensors, one per (node, io, slot), in execution order. A part of a
+        sharded parameter (its weight, gradient, optimizer state) is the logical tensor, assembled from
+        every rank's part (TensorRef.is_logical; the rank's own part is TensorRef.shard)."""
         if self._index is None:
-            graphs = self.graphs
+            local = self.local_index
+            layout = self.layout if self._shards is not None else None
+            index = local if layout is None else self._logical_index(local, layout)
             with self._lock:
                 if self._index is None:
-                    self._index = self._build_index(graphs)
+                    self._index = index
         return self._index
 
-    def tensors(self, graph_id: int | None = None, iteration: int | None = None) -> list[TensorRef]:
-        """Tensors of one graph and/or iteration (all when None)."""
+    @property
+    def local_index(self) -> dict[tuple[int, int], list[TensorRef]]:
+        """:attr:`index` as the rank stored it: each tensor the rank's own, shards as shards."""
+        if self._local is None:
+            graphs = self.graphs
+            with self._lock:
+                if self._local is None:
+                    self._local = self._build_index(graphs)
+        return self._local
+
+    def _logical_index(self, local: dict[tuple[int, int], list[TensorRef]],
+                       layout: "RankLayout") -> dict[tuple[int, int], list[TensorRef]]:
+        """The local index with every shard of a logical tensor replaced by the whole (its part kept)."""
+        from .logical import Piece     # numpy: only for a dump with a parallel layout
+        from .shards import shard_of
+        assert self._shards is not None
+        shards = self._shards()
+        out: dict[tuple[int, int], list[TensorRef]] = {}
+        for (gid, it), refs in local.items():
+            new = []
+            for ref in refs:
+                shard = shard_of(ref, layout)
+                if shard is not None:
+                    whole = shards.source(gid, it, self.rank, ref.key)
+                    ref = replace(ref, source=whole if whole is not None else ref.source,
+                                  shard=Piece(self.rank, ref.source, shard))
+                new.append(ref)
+            out[(gid, it)] = new
+        return out
+
+    def tensors(self, graph_id: int | None = None, iteration: int | None = None,
+                local: bool = False) -> list[TensorRef]:
+        """Tensors of one graph and/or iteration (all when None); ``local``: as the rank stored them (a
+        shard as the shard, not as its logical tensor)."""
         out: list[TensorRef] = []
-        for (g, it), refs in sorted(self.index.items()):
+        for (g, it), refs in sorted((self.local_index if local else self.index).items()):
             if (graph_id is None or g == graph_id) and (iteration is None or it == iteration):
                 out.extend(refs)
         return out

@@ -10,6 +10,8 @@ from ..formats.records import Kind
 if TYPE_CHECKING:   # numpy loads with the first tensor's values, not with the dump
     import numpy as np
 
+    from .logical import Piece
+
 
 @dataclass(slots=True)
 class TensorRef:
@@ -27,6 +29,21 @@ class TensorRef:
     param: str | None = None
     file_dtype: str | None = None   # dtype name the listing gives without reading the data
     matched: bool = True
+    # a part of a logical tensor (a sharded parameter, its gradient or optimizer state): this rank's own
+    # shard (its local source and ShardRecord); ``source`` is then the whole tensor, assembled from the
+    # parts on every rank (a LogicalSource), or the shard itself when the parts do not make up the whole
+    shard: "Piece | None" = None
+
+    @property
+    def is_logical(self) -> bool:
+        """Whether the tensor is a logical tensor assembled from shards on several ranks (the rank's own
+        part is :attr:`shard`)."""
+        return self.shard is not None and self.source is not self.shard.source
+
+    @property
+    def pieces(self) -> "tuple[Piece, ...]":
+        """The parts of a logical tensor on every rank that holds one, by rank (() when not logical)."""
+        return tuple(getattr(self.source, "pieces", ())) if self.is_logical else ()
 
     @property
     def key(self) -> tuple[str, str, int]:

@@ -80,6 +80,7 @@ class IterationGraph:
     seq: int = 0
     leaves: dict[str, NodeRecord] = field(default_factory=dict)
     inputs_seen: dict[int, str] = field(default_factory=dict)
+    input_count: int = 0
     captured: list[Captured] = field(default_factory=list)
     invariant: set[str] = field(default_factory=set)   # nodes made only from weights, state, collectives
     losses: list[str] = field(default_factory=list)
@@ -341,7 +342,12 @@ class Tracker:
         best = None
         ptr = storage_ptr(t)
         for e in (g.by_view.get(view_key(t, ptr)), g.by_storage.get(ptr)):
-            if e is not None and e[2]() is not None and (best is None or e[0] > best[0]):
+            if e is None or (best is not None and e[0] <= best[0]):
+                continue
+            kept = e[2]()
+            # alive, and (a base kept for a view) still owning this memory: FSDP frees and re-allocates
+            # its unsharded parameters' storage, and a freed address may come back for another tensor
+            if kept is not None and (kept is t or storage_ptr(kept) == ptr):
                 best = e
         return best
 
@@ -367,9 +373,13 @@ class Tracker:
         g = self.g
         ptr = storage_ptr(t)
         name = g.inputs_seen.get(ptr)
-        if name is not None:
+        # An address seen before is a new tensor (source() finds a tensor seen before as long as it or its
+        # base lives: this memory was freed and holds another now, as FSDP's unsharded parameters come
+        # and go); empty tensors, which have no memory, are one input
+        if name is not None and ptr == 0:
             return name
-        name = f"input-{len(g.inputs_seen)}"
+        name = f"input-{g.input_count}"
+        g.input_count += 1
         g.inputs_seen[ptr] = name
         rec = NodeRecord(name, "Input", "", outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
                          is_parameter=True, kind=Kind.INPUT if data else Kind.OTHER)
@@ -385,8 +395,11 @@ class Tracker:
         t = local(t)
         g = self.g
         g.seq += 1
+        # A write through a view (FSDP's copy-out into views of its all-gather buffer) is remembered as
+        # long as the memory lives: the view's base is kept, not the view, which dies at once
+        base = t._base
         try:
-            ref = weakref.ref(t)
+            ref = weakref.ref(t if base is None else base)
         except TypeError:
             return
         e = (g.seq, node, ref, slot)

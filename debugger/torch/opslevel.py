@@ -113,7 +113,8 @@ class OpsCapture:
                 # a backward kernel's frames are those of the forward operator it derives from
                 return (f"{C.BACKWARD_SCOPE}/{scope}", path,
                         tuple(replace(f, forward_candidate=True) for f in src), True)
-            return C.BACKWARD_SCOPE, "", self._backward_source, True
+            micro = self._micro.scope()      # a pipeline stage's backward of one micro-batch
+            return (f"{C.BACKWARD_SCOPE}/{micro}" if micro else C.BACKWARD_SCOPE), "", self._backward_source, True
         if self._in_step is not None:
             return f"optimizer-{type(self._in_step).__name__}", "", user_stack(4), False
         if self._scopes:
@@ -172,10 +173,7 @@ class OpsCapture:
             group = C.collective_group(args, kwargs)
         returned = [t for t in C.flat_tensors(out)]
         for _, _, writes, _, _ in nodes:
-            for w in writes:
-                p = C.storage_ptr(w)
-                if p in self._leaf_by_ptr or p in self._shared_ptrs or p in self._grad_ptrs:
-                    self._writes[p] = self._writes.get(p, 0) + 1
+            self._count_writes((w, True, False) for w in writes)
         for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
             if lists:
                 outs = [returned[e]] if len(returned) == len(nodes) else writes
@@ -240,6 +238,19 @@ class OpsCapture:
                             c.extra = saturated_row(t, activation)
                             if self._call is not None and self._call.after:
                                 self._call.after[-1].activation = activation
+
+    def _count_writes(self, groups: Any) -> None:
+        """Count the in-place writes to leaves (and gradients) of (tensor or list, written, out=) groups:
+        some kernels under a dispatch mode do not bump the version counter, and reuse keys count these."""
+        for v, written, _ in groups:
+            if not written:
+                continue
+            for w in (v if isinstance(v, list) else (v,)):
+                if w is None:
+                    continue
+                p = C.storage_ptr(w)
+                if p in self._leaf_by_ptr or p in self._shared_ptrs or p in self._grad_ptrs:
+                    self._writes[p] = self._writes.get(p, 0) + 1
 
     @staticmethod
     def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,

@@ -36,6 +36,7 @@ from .opslevel import OpsCapture, OpsMode
 from .replay import ReplayCapture
 from .levels import LevelPlan, Selection
 from .modulelevel import ModuleLevel
+from .pipeline import MicroBatches
 from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
@@ -81,6 +82,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._plan = LevelPlan(level, iterations)
         self.replay = replay
         self.pipeline = pipeline
+        self._micro = MicroBatches()        # pipeline parallelism: the micro-batch running now
         self._trace: R.Trace | None = None          # the calls of the full "ops" iteration being recorded
         self._call: R.Call | None = None            # ... and of its operator call running now
         self._call_args: tuple[Any, Any] = ((), {})
@@ -168,6 +170,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
             self._handles.append(opt.register_step_post_hook(self._step_post))
+        self._micro.install(self.pipeline)
         self._orig_backward = torch.autograd.backward
         torch.autograd.backward = self._backward   # type: ignore[assignment]
         self._begin()
@@ -198,6 +201,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._orig_backward is not None:
             torch.autograd.backward = self._orig_backward   # type: ignore[assignment]
             self._orig_backward = None
+        self._micro.remove()
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -458,7 +462,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._graph is None or id(module) in self._wrappers:
             return
         path = self._module_path.get(id(module))
-        parent_scope, parent_path = (self._scopes[-1][1], self._scopes[-1][2]) if self._scopes else ("", None)
+        parent_scope, parent_path = (self._scopes[-1][1], self._scopes[-1][2]) if self._scopes \
+            else (self._micro.scope(), None)
         cls = C.class_name(module)
         if path is None:
             part = cls

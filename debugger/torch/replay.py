@@ -159,15 +159,17 @@ class Replaying:
 def rebuild(g: C.IterationGraph, tracker: C.Tracker, replaying: Replaying) -> None:
     """Fill ``g`` and ``tracker`` as a full recording of the calls replayed so far would have left them."""
     trace, k = replaying.trace, replaying.done_calls()
+    replayed = {key: v for key, v in g.counters.items() if key[0] == ""}     # gradients taken so far
     fresh = C.IterationGraph()
-    for name in ("counters", "by_view", "by_storage", "seq", "leaves", "inputs_seen", "value_of", "info",
-                 "constants", "made"):
+    for name in ("counters", "by_view", "by_storage", "seq", "leaves", "inputs_seen", "input_count", "value_of",
+                 "info", "constants", "made"):
         setattr(g, name, getattr(fresh, name))
     first_node = trace.calls[k].first_node if k < len(trace.calls) else len(trace.nodes)
     first_order = trace.calls[k].first_order if k < len(trace.calls) else len(trace.order)
     g.nodes = [replace(n) for n in trace.nodes[:first_node]]    # copies: the suffix may change kinds
-    g.order = list(trace.order[:first_order])
+    _drop_untaken_gradients(g.nodes, replayed)
     names = {n.name for n in g.nodes}
+    g.order = [o for o in trace.order[:first_order] if o in names]
     for n in g.nodes:
         _restore_node(g, n)
     g.invariant = {n for n in trace.invariant if n in names}
@@ -182,10 +184,22 @@ def rebuild(g: C.IterationGraph, tracker: C.Tracker, replaying: Replaying) -> No
             tracker.register(t, node, view=view, slot=slot)
             if node.startswith("input-"):
                 g.inputs_seen[C.storage_ptr(t)] = node
-    # data inputs are numbered by how many were seen: a freed one still counts (a key no storage has)
-    seen = sum(1 for n in g.nodes if n.op_type == "Input")
-    while len(g.inputs_seen) < seen:
-        g.inputs_seen[-len(g.inputs_seen) - 1] = ""
+    g.input_count = sum(1 for n in g.nodes if n.op_type == "Input")    # data inputs are numbered by count
+
+
+def _drop_untaken_gradients(nodes: list[NodeRecord], replayed: dict[tuple[str, str], int]) -> None:
+    """The Gradient nodes the trace made as an optimizer step began, at the end of the replayed part,
+    belong to a step this iteration has not begun (unless their gradients were replayed already)."""
+    counts: dict[str, int] = {}
+    for n in nodes:
+        if n.op_type == "Gradient":
+            counts[f"{n.param}.grad"] = counts.get(f"{n.param}.grad", 0) + 1
+    while nodes and nodes[-1].op_type == "Gradient":
+        base = f"{nodes[-1].param}.grad"
+        if counts[base] <= replayed.get(("", base), 0):
+            break
+        counts[base] -= 1
+        nodes.pop()
 
 
 def _restore_node(g: C.IterationGraph, n: NodeRecord) -> None:
@@ -232,6 +246,8 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
     if C.op_hints(func)[2]:
         with rec._own_work():       # as a full recording does: the reduced value is what is captured
             C.wait_collective(out, func)
+    if rec._in_step is not None:
+        rec._count_writes(C.arg_groups(func, args, kwargs))     # as a full recording does (reuse keys)
     if (call.after or call.made) and rec._replaying is replaying:
         # the arguments' tensors are listed once per call: the outputs are added to them
         tensors = call_tensors(args, kwargs, out) if tensors is None else tensors + call_tensors((), {}, out)

@@ -98,7 +98,7 @@ def add_hit(out: ScanResult, wp: Watchpoint, order: int, step: Step, ref: Tensor
         wp.name, step.rank.rank, step.gid, step.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
         actual, threshold, user_location(g, ref.node) if g is not None else None,
         position(g, ref.node) if g is not None and ref.node in g else 0, ref.op_type, order,
-        g is not None and ref.node in g and g.node(ref.node).is_collective))
+        g is not None and ref.node in g and g.node(ref.node).is_collective, tuple(p.rank for p in ref.pieces)))
 
 
 class NotApplicable(str):

@@ -20,24 +20,28 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
-_RESULT_FORMAT = 9   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 10   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
          iterations: set[int] | str | None = None, where: str | None = None, jobs: int | None = None,
          cache: StatsCache | None = None, progress: Callable[[int, int], None] | None = None,
-         workers: Workers | None = None) -> ScanResult:
+         workers: Workers | None = None, scope: Iterable[int] | None = None) -> ScanResult:
     """Check ``watchpoints`` on every selected tensor of ``dump``; hits sorted first-occurrence first.
 
     ``workers`` (a Dask cluster, say) runs the tensor work; default: a local pool of ``jobs`` processes.
+    A logical tensor (a sharded parameter's weight, gradient or state) is judged whole and reported once,
+    by the lowest rank of ``scope`` (default: ``ranks``) holding a part of it.
     """
     with paused_gc():
-        return _scan(dump, watchpoints, ranks, iterations, where, jobs, cache, progress, workers)
+        return _scan(dump, watchpoints, ranks, iterations, where, jobs, cache, progress, workers,
+                     sorted(scope) if scope is not None else None)
 
 
 def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None, iterations: set[int] | str | None,
           where: str | None, jobs: int | None, cache: StatsCache | None,
-          progress: Callable[[int, int], None] | None, workers: Workers | None) -> ScanResult:
+          progress: Callable[[int, int], None] | None, workers: Workers | None,
+          scope: list[int] | None = None) -> ScanResult:
     if isinstance(iterations, str):
         iterations = parse_iterations(iterations)
     rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
@@ -46,7 +50,7 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
     key = None
     if cache.enabled:
         # An unchanged dump (same names, sizes, mtimes) and the same request: reuse the result.
-        key = _result_key(dump, watchpoints, rank_ids, iterations, where)
+        key = _result_key(dump, watchpoints, rank_ids, iterations, where, scope)
         stored = cache.get_result(key)
         if stored is not None:
             return ScanResult.from_dict(stored, list(watchpoints))
@@ -54,7 +58,7 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
     # of it (tests/test_lazy_imports.py): the one local import of the engine.
     from .run import run_steps
 
-    result = run_steps(dump, watchpoints, rank_objs, iterations, where, jobs, cache, progress, workers)
+    result = run_steps(dump, watchpoints, rank_objs, iterations, where, jobs, cache, progress, workers, scope)
     result.sort()
     result.levels = coarse_iterations(dump, rank_ids, result.iterations)
     if ranks is None:
@@ -74,9 +78,17 @@ def scan_warnings(dump: Dump, result: ScanResult) -> list[str]:
     return [*dump.warnings, *result.rank_warnings]
 
 
+def _has_layout(dump: Dump) -> bool:
+    """Whether any rank of the dump is a part of a parallel job with a recorded layout (its metadata only)."""
+    return any(r.layout is not None for r in dump.ranks)
+
+
 def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations: set[int] | None,
-                where: str | None) -> str:
+                where: str | None, scope: list[int] | None = None) -> str:
+    # a logical tensor reads every rank's part: when some ranks are left out of a parallel job's scan,
+    # the fingerprint still covers every rank
+    fp_ranks = None if len(ranks) < len(dump.rank_ids) and _has_layout(dump) else ranks
     spec = json.dumps([_RESULT_FORMAT, __version__, [w.to_dict() for w in wps], ranks,
                        sorted(iterations) if iterations is not None else None, where,
-                       dump.fingerprint(ranks)], sort_keys=True)
+                       dump.fingerprint(fp_ranks), scope], sort_keys=True)
     return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()

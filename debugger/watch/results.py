@@ -31,6 +31,7 @@ class Hit:
     op_type: str = ""
     order: int = 0          # the watchpoint's place in the scan's list
     collective: bool = False   # the node exchanges values between ranks (the reader's hint)
+    shards: tuple[int, ...] = ()   # a logical tensor judged whole: the ranks holding its parts (() : a rank's own)
 
     def sort_key(self) -> tuple:
         """(iteration, relayed, rank, execution order, watchpoint, io, slot, node): the hit order.
@@ -57,13 +58,13 @@ class Hit:
                 "iteration": self.iteration, "node": self.node, "kind": self.kind, "param": self.param,
                 "io": self.io, "slot": self.slot, "actual": self.actual, "threshold": self.threshold,
                 "source": self.source, "op_type": self.op_type, "position": self.position,
-                "watchpoint_index": self.order, "collective": self.collective}
+                "watchpoint_index": self.order, "collective": self.collective, "shards": list(self.shards)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Hit":
         """Inverse of :meth:`to_dict` (other keys, such as the web's ``watchpoint_id``, are ignored)."""
         return cls(**{k: d[k] for k in _HIT_FIELDS}, order=d.get("watchpoint_index", 0),
-                   collective=bool(d.get("collective", False)))
+                   collective=bool(d.get("collective", False)), shards=tuple(d.get("shards", ())))
 
 
 def max_cause() -> int:

@@ -3,7 +3,7 @@ them. Imported by :func:`debugger.watch.engine.scan` once no stored result answe
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ..cache import StatsCache
 from ..executors import Workers, local_workers
@@ -25,9 +25,13 @@ _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a fe
 
 def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], iterations: set[int] | None,
               where: str | None, jobs: int | None, cache: StatsCache,
-              progress: Callable[[int, int], None] | None, workers: Workers | None) -> ScanResult:
-    """Check ``watchpoints`` on the selected tensors of ``rank_objs``; the hits are not sorted yet."""
+              progress: Callable[[int, int], None] | None, workers: Workers | None,
+              scope: Iterable[int] | None = None) -> ScanResult:
+    """Check ``watchpoints`` on the selected tensors of ``rank_objs``; the hits are not sorted yet. A logical
+    tensor (a sharded parameter's) is judged whole, once: by the lowest rank of ``scope`` (default: the
+    ranks scanned) that holds a part of it."""
     rank_ids = [r.rank for r in rank_objs]
+    reporters = frozenset(scope if scope is not None else rank_ids)
     selected = where_nodes(dump, where)
     units = [(r, gid) for r in rank_objs for gid in sorted(set(r.graph_ids))]
     all_its = sorted({it for r, gid in units for it in r.iterations(gid)
@@ -41,7 +45,7 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
         running: deque[tuple[list[Step], Batch, Parts]] = deque()
         # Pipelined: while the workers compute the batches started, this process plans the next ones;
         # batches finish in order, so hits and progress come as from a run without workers.
-        for batch_steps, batch in _batches(steps, watchpoints, selected, cache, _batch_tasks(pool)):
+        for batch_steps, batch in _batches(steps, watchpoints, selected, cache, _batch_tasks(pool), reporters):
             running.append((batch_steps, batch, batch.start(pool)))
             if len(running) > _AHEAD:
                 done += _finish(running.popleft(), result)
@@ -77,11 +81,11 @@ def _batch_tasks(workers: Workers) -> int:
 
 
 def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected: dict[int, set[str]] | None,
-             cache: StatsCache, size: int) -> Iterator[tuple[list[Step], Batch]]:
+             cache: StatsCache, size: int, reporters: frozenset[int]) -> Iterator[tuple[list[Step], Batch]]:
     batch = Batch(cache)
     pending: list[Step] = []
     for rank, gid, it in steps:
-        pending.append(_plan_step(rank, gid, it, wps, selected, batch))
+        pending.append(_plan_step(rank, gid, it, wps, selected, batch, reporters))
         if batch.size() >= size:
             yield pending, batch
             batch, pending = Batch(cache), []
@@ -90,12 +94,12 @@ def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected
 
 
 def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: dict[int, set[str]] | None,
-               batch: Batch) -> Step:
+               batch: Batch, reporters: frozenset[int]) -> Step:
     graph = rank.graphs.get(gid)
     tmap = rank.tensor_map(gid, it)
     where = None if selected is None else selected.get(gid, set())
     floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)
-              and not is_undefined(r, graph)]
+              and not is_undefined(r, graph) and _reports(r, rank.rank, reporters)]
     step = Step(rank, gid, graph, it, tmap, floats)
     in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph
                 and graph.node(n).input_roles}
@@ -108,6 +112,15 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
         rule_of(wp.condition).plan(wp, order, step, batch)
     plan_upstream(step, batch)
     return step
+
+
+def _reports(ref: TensorRef, rank: int, reporters: frozenset[int]) -> bool:
+    """Whether ``rank`` judges ``ref``: its own tensors always; a logical tensor only when it is the lowest
+    rank among ``reporters`` holding a part (the others' parts are in the whole it judges)."""
+    if not ref.is_logical:
+        return True
+    holders = [p.rank for p in ref.pieces if p.rank in reporters]
+    return not holders or min(holders) == rank
 
 
 def _target_kind(ref: TensorRef, graph: Graph | None) -> str:

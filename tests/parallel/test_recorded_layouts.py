@@ -60,7 +60,8 @@ def _logical(dump: object, node: str, param: str, iteration: int) -> LogicalSour
         shard = layout.params.get(param) if layout is not None else None
         if shard is None:
             shard = ShardRecord("", (), ref.shape)       # the whole tensor on this rank
-        pieces.append(Piece(rank.rank, ref.source, shard))
+        # the rank's own part as it stored it (the model reads a sharded tensor whole: ref.source)
+        pieces.append(Piece(rank.rank, ref.shard.source if ref.shard is not None else ref.source, shard))
     return LogicalSource(param, pieces) if pieces else None
 
 

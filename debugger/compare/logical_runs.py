@@ -23,6 +23,7 @@ from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef
 from ..model.graph import Graph
 from ..model.logical import LogicalSource, Piece, distinct_pieces
+from ..model.shards import shard_of
 from ..selection import ranges_text
 from .evaluate import finish
 from .grades import ERROR, GradeThresholds, as_grade_thresholds
@@ -191,13 +192,8 @@ def _logical_ref(d: Dump, key: Key, held: list[tuple[Rank, TensorRef]], warnings
 
 def _shard(rank: Rank, t: TensorRef) -> ShardRecord:
     """The tensor's ShardRecord (by its parameter), or a whole replica when the rank does not shard it."""
-    lay = rank.info.layout
-    s = lay.params.get(t.param) if lay is not None and t.param else None
-    shape = tuple(t.shape)
-    # a shard has the local shard's elements, as its shape or flattened (a scalar, Adam's step, is no shard)
-    if s is not None and math.prod(shape) == s.local_size and (shape == s.local_shape or len(shape) == 1):
-        return s
-    return ShardRecord("", (REPLICATE,), shape)
+    s = shard_of(t, rank.info.layout)
+    return s if s is not None else ShardRecord("", (REPLICATE,), tuple(t.shape))
 
 
 def _loss_ref(d: Dump, it: int, losses: dict[int, list[TensorRef]], warnings: list[str]) -> TensorRef | None:

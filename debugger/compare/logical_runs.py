@@ -202,8 +202,8 @@ def _loss_ref(d: Dump, it: int, losses: dict[int, list[TensorRef]], warnings: li
         return None
     several = {r: len(ts) for r, ts in losses.items() if len(ts) != 1}
     if several:
-        warnings.append(f"{d.root}: iteration {it}: rank(s) {ranges_text(several)} record {max(several.values())} "
-                        "losses (one per backward: micro-batches or accumulation); the loss is not compared")
+        warnings.append(f"{d.root}: rank(s) {ranges_text(several)} record {max(several.values())} losses an iteration "
+                        "(one per backward: micro-batches or accumulation); the loss is not compared")
         return None
     refs = [losses[r][0] for r in sorted(losses)]
     first = refs[0]

@@ -291,3 +291,15 @@ def test_the_first_logical_divergence_follows_the_iteration_not_the_ranks(tmp_pa
     f = res.first_divergence
     assert (f.iteration, f.node, f.kind, f.a.rank) == (0, "loss", "loss", 1)
     assert {p.node for p in res.errors} == {"loss", "inp.weight.grad"}
+
+
+def test_statistics_name_the_shard_against_the_same_sharding(tmp_path):
+    """Statistics only on both sides, sharded alike (--logical on two FSDP2 runs): the shard whose statistics
+    differ is named; against one process (whole-tensor statistics only) it cannot be, and says so."""
+    logical = truth(2, HEAD)
+    a = _fsdp2_run(str(tmp_path / "a"), logical, plant=1.0, saved="statistics")
+    b = _fsdp2_run(str(tmp_path / "b"), logical, saved="statistics")
+    f = compare_logical(a, b).first_divergence
+    assert (f.iteration, f.node, f.a.rank, f.shard) == (1, "head.weight", 1, "shard [2:3, 0:8] of [3, 8], dp=Shard(0) on rank 1")
+    f = compare_logical(a, _single(str(tmp_path / "c"), logical, "statistics")).first_divergence
+    assert (f.iteration, f.node) == (1, "head.weight") and "needs values on both sides" in f.shard

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -21,12 +22,18 @@ def record(folder: str, layout: str, *, save: str = "statistics", plant: str | N
            dtype: str = "float32", steps: int = 2) -> str:
     """Train ``steps`` steps of layouts.py's net under ``layout`` with the Recorder; the dump's root."""
     root = os.path.join(folder, f"{layout}-{save}-{dtype}-{plant or 'clean'}".replace("@", "_").replace(":", "_"))
-    cmd = [sys.executable, os.path.join(HERE, "layouts.py"), layout, root + ".json", "--dump", root, "--save", save,
-           "--steps", str(steps), "--port", str(free_port()), "--dtype", dtype]
-    if plant:
-        cmd += ["--plant", plant]
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"layouts.py {layout} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    return root
+    for attempt in range(2):
+        cmd = [sys.executable, os.path.join(HERE, "layouts.py"), layout, root + ".json", "--dump", root, "--save",
+               save, "--steps", str(steps), "--port", str(free_port()), "--dtype", dtype]
+        if plant:
+            cmd += ["--plant", plant]
+        shutil.rmtree(root, ignore_errors=True)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+        if done.returncode == 0:
+            return root
+        # the rendezvous port taken by another process between free_port() and the ranks' bind: once more
+        if attempt == 0 and "address already in use" in done.stderr.lower():
+            continue
+        break
+    raise RuntimeError(f"layouts.py {layout} failed ({done.returncode}):\n{done.stderr[-4000:]}")

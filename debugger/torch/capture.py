@@ -50,6 +50,7 @@ class Leaf:
     name: str
     kind: str                     # weight | optimizer_state | other | input | gradient
     param: str | None
+    shape: tuple[int, ...] | None = None   # the leaf's own shape (it may first be read through a view)
 
 
 @dataclass
@@ -126,9 +127,29 @@ def storage_ptr(t: torch.Tensor) -> int:
         return 0
 
 
+class _Exported:
+    """A CPU tensor as numpy's from_dlpack asks for it, without Tensor.__dlpack__'s checks (3x its cost)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return _TO_DLPACK(self.t)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)       # kDLCPU
+
+
+_TO_DLPACK = getattr(torch._C, "_to_dlpack_versioned", None)
+
+
 def host_view(t: torch.Tensor) -> np.ndarray:
     """A numpy view of a CPU tensor's memory that leaves its storage as it was: ``Tensor.numpy()`` marks
     the storage unresizable for good, and FSDP's free_storage (or an ``out=`` resize) would then fail."""
+    if _TO_DLPACK is not None:
+        return np.from_dlpack(_Exported(t))
     return np.from_dlpack(t.detach() if t.requires_grad else t)
 
 
@@ -171,6 +192,16 @@ def class_name(module: Any) -> str:
             if name == "FSDP" + base.__name__:
                 return base.__name__
     return name
+
+
+def reuse_key(t: torch.Tensor, writes: dict[int, int]) -> tuple[Any, ...]:
+    """Equal while a leaf holds the same bits: its memory, view and version counter, and the in-place
+    writes seen to it (``writes``, by storage). A DTensor's own counter is taken: an update made through
+    the DTensor does not bump its shard's."""
+    inner = local(t)
+    ptr = storage_ptr(inner)
+    return (ptr, inner.storage_offset(), tuple(inner.shape), inner.stride(), inner.dtype, t._version,
+            writes.get(ptr, 0))
 
 
 def is_plain(t: Any) -> bool:
@@ -361,8 +392,9 @@ class Tracker:
         t = local(t)
         g = self.g
         if leaf.name not in g.leaves:
+            shape = leaf.shape if leaf.shape is not None else tuple(t.shape)
             rec = NodeRecord(leaf.name, "Parameter" if leaf.kind != Kind.INPUT else "Input", "",
-                             outputs=[OutputType(dtype_name(t.dtype), tuple(t.shape))],
+                             outputs=[OutputType(dtype_name(t.dtype), shape)],
                              is_parameter=True, has_default=leaf.kind != Kind.INPUT, kind=leaf.kind, param=leaf.param)
             g.leaves[leaf.name] = rec
             g.nodes.append(rec)

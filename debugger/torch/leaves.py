@@ -28,7 +28,7 @@ class LeafCapture:
             b = C.local(b)
             ptr = C.storage_ptr(b)
             if ptr:
-                by[ptr], tensors[ptr] = C.Leaf(C.clean_name(n), Kind.OTHER, None), b
+                by[ptr], tensors[ptr] = C.Leaf(C.clean_name(n), Kind.OTHER, None, tuple(b.shape)), b
         # FSDP1's parameters are views of one flat parameter: a storage several of them share keys its
         # leaves by (address, offset) (:meth:`_key_of`)
         locals_ = [(n, p, C.local(p)) for n, p in params]     # a DTensor parameter: this rank's shard
@@ -39,22 +39,22 @@ class LeafCapture:
             key = self._key_of(local)
             if key:
                 n = C.clean_name(n)
-                by[key] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n)
-                tensors[key] = local
+                by[key] = C.Leaf(n, Kind.WEIGHT if id(p) in trained else Kind.OTHER, n, tuple(local.shape))
+                tensors[key] = p        # a DTensor itself: its version counts the updates made through it
         self._param_ptrs = {C.storage_ptr(C.local(p)) for opt in self.optimizers for grp in opt.param_groups
                             for p in grp["params"]}
         states: set[int] = set()
         for k, opt in enumerate(self.optimizers):
             for p, st in opt.state.items():
                 pname = self._param_name.get(id(p), f"param{len(by)}")
-                for key, v in st.items():
-                    v = C.local(v)
+                for key, outer in st.items():
+                    v = C.local(outer)
                     if isinstance(v, torch.Tensor) and C.is_plain(v):
                         ptr = C.storage_ptr(v)
                         if ptr and ptr not in by:
                             prefix = f"optimizer{k}." if len(self.optimizers) > 1 else ""
-                            by[ptr] = C.Leaf(f"{prefix}{key}.{pname}", Kind.OPTIMIZER_STATE, pname)
-                            tensors[ptr] = v
+                            by[ptr] = C.Leaf(f"{prefix}{key}.{pname}", Kind.OPTIMIZER_STATE, pname, tuple(v.shape))
+                            tensors[ptr] = outer
                             states.add(ptr)
         self._state_ptrs = states
         self._leaf_by_ptr = by
@@ -64,8 +64,7 @@ class LeafCapture:
         """Keep reusable captures only for the leaves as they are now (bounded: one per leaf)."""
         if not self._reuse:
             return
-        live = {(p, t.storage_offset(), tuple(t.shape), t.stride(), t.dtype, t._version, self._writes.get(p, 0))
-                for p, t in ((C.storage_ptr(t), t) for t in self._leaf_tensors.values())}
+        live = {C.reuse_key(t, self._writes) for t in self._leaf_tensors.values()}
         self._reuse = {k: v for k, v in self._reuse.items() if k in live}
 
     def _key_of(self, t: torch.Tensor) -> Any:

@@ -313,7 +313,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                         c = self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
                         before = self._before_step.get(ptr)
                         if c is not None and before is not None and leaf.kind == Kind.WEIGHT:
-                            c.extra = update_row(t, before)
+                            c.extra = update_row(C.local(t), before)
                 job = self._job(g) if replaying is None else self._replayed_job(g, replaying)
         finally:
             self._graph = None
@@ -401,7 +401,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  reuse: bool = False, same: C.Captured | None = None) -> C.Captured | None:
         """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash).
         ``same``: a capture of this iteration known to hold the same bits (its values or row are shared)."""
-        t = C.local(t)
+        outer, t = t, C.local(t)
         if not C.is_plain(t) or t.dtype not in C.NUMPY_DTYPES and t.dtype != torch.bfloat16:
             return None
         assert self._graph is not None
@@ -411,9 +411,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         c = C.Captured(node, op_type, io, slot, shape=shape)
         # Leaves (parameters, state, gradients) are read several times and kept across iterations:
         # the same memory at the same version counter holds the same bits, so its capture is reused.
-        ptr = C.storage_ptr(t)
-        key = (ptr, t.storage_offset(), shape, t.stride(), t.dtype, t._version,
-               self._writes.get(ptr, 0)) if reuse else None
+        key = C.reuse_key(outer, self._writes) if reuse else None
         hit = self._reuse.get(key) if key is not None else None
         if hit is not None:
             c.values, c.stats, c.host, c.dtype = hit

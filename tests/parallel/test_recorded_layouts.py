@@ -65,12 +65,13 @@ def _logical(dump: object, node: str, param: str, iteration: int) -> LogicalSour
     return LogicalSource(param, pieces) if pieces else None
 
 
-@pytest.mark.parametrize("layout", sorted(WORLD))
-def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str) -> None:
+@pytest.mark.parametrize("layout,level", [(k, "ops") for k in sorted(WORLD)] +
+                         [("fsdp2", "modules"), ("2d", "parameters")])
+def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str, level: str) -> None:
     """Losses and parameters bit-for-bit equal with and without the recorder; every logical weight and
     gradient of the last iteration, assembled from the shards, equals torch's gathered tensor exactly,
     and its statistics combined from the shards' equal numpy's on it."""
-    dump_path, facts = _run(layout, str(tmp_path))
+    dump_path, facts = _run(layout, str(tmp_path), "--level", level)
     for f in facts:
         assert f["recorded"]["losses"] == f["plain"]["losses"]
         assert f["recorded"]["params"] == f["plain"]["params"]
@@ -115,3 +116,30 @@ def test_fsdp2_weights_are_weights_on_every_rank(tmp_path: object) -> None:
         shard = rank.info.layout.params["head.weight"]
         assert shard.placements == ("Shard(0)",) and shard.shape == (3, 8)
         assert shard.local_shape == ((2, 8) if rank.rank == 0 else (1, 8))      # torch.chunk: 2 + 1 rows
+
+
+@pytest.mark.parametrize("save", ["statistics", "tensors"])
+def test_recorded_storages_stay_resizable(tmp_path: object, save: str) -> None:
+    """The recorder reads tensors without marking their storage unresizable (Tensor.numpy() does, for
+    good): FSDP's free_storage resizes its parameters' storage to 0, and an out= argument of another size
+    is resized (``resize_``); both must work on tensors the recorder has read."""
+    import torch
+    from debugger.torch import Recorder
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    buf = torch.zeros(2)
+    with Recorder(str(tmp_path / "d"), net, opt, save=save) as rec:
+        for _ in range(2):
+            x = torch.randn(5, 4)
+            y = net(x)
+            torch.add(y.detach()[0, :2], 1.0, out=buf)      # buf is an output the recorder reads
+            y.sum().backward()
+            opt.step()
+            opt.zero_grad()
+            rec.step()
+    for t in (net.weight, net.bias, buf, x):
+        assert t.untyped_storage().resizable()
+    buf.resize_(7)                                # as an out= of another size is resized
+    assert buf.shape == (7,)
+    net.weight.untyped_storage().resize_(0)      # what FSDP's free_storage does

@@ -40,6 +40,10 @@ def _print_header(result: CompareResult, out: TextIO) -> None:
     if result.mode == "ranks":
         out.write(f"Compared ranks {ranges_text(result.ranks)} with base rank {result.base} of {result.a}\n"
                   f"  iterations {its}: {s['pairs']} pair(s), {s['counted']} of tensors that must agree\n")
+    elif result.mode == "logical":
+        out.write(f"Compared the logical tensors of {result.a} (a)\n    with {result.b} (b, baseline)\n"
+                  f"  parameters, gradients, optimizer state and the loss assembled from every rank's shard "
+                  f"(activations differ between layouts: not compared)\n  iterations {its}: {s['pairs']} pair(s)\n")
     else:
         out.write(f"Compared {result.a} (a)\n    with {result.b} (b, baseline)\n"
                   f"  ranks {ranges_text(result.ranks)}, iterations {its}: {s['pairs']} pair(s)\n")
@@ -51,8 +55,13 @@ def _print_header(result: CompareResult, out: TextIO) -> None:
         what = "every tensor that must agree does" if result.mode == "ranks" else "no pair is graded error"
         out.write(f"\nNo divergence: {what}.\n")
     else:
-        ranks = f"rank {f.a.rank} vs {f.b.rank}" if result.mode == "ranks" else f"rank {f.a.rank}"
         kind = f"{f.kind}{', ' + f.param if f.param and f.param != f.node else ''}"
+        if result.mode == "logical":
+            where = f"\n  shard: {f.shard}" if f.shard else ""
+            out.write(f"\nFirst divergence: iteration {f.iteration}: {f.node} ({kind}, logical){where}\n"
+                      f"  {f.grade}: {f.reason}\n")
+            return
+        ranks = f"rank {f.a.rank} vs {f.b.rank}" if result.mode == "ranks" else f"rank {f.a.rank}"
         out.write(f"\nFirst divergence: iteration {f.iteration}, {ranks}: {_tensor(f)} {f.io} {f.slot} "
                   f"({kind}, {f.op_type})\n  {f.grade}: {f.reason}\n  code: {f.source or 'no user code line'}\n")
 
@@ -78,6 +87,8 @@ def _print_pairs(result: CompareResult, shown: list[Pair], title: str, out: Text
 
 
 def _who(p: Pair, mode: str) -> str:
+    if mode == "logical":
+        return "all"
     return f"{p.a.rank} vs {p.b.rank}" if mode == "ranks" else str(p.a.rank)
 
 
@@ -85,6 +96,8 @@ def _tensor(p: Pair) -> str:
     name = p.node if p.op_type == "Parameter" else _short(p.node)
     if p.node_b:
         name += f" (b: {_short(p.node_b, 40)})"
+    if p.shard:
+        name += f" ({p.shard})"
     return name
 
 

@@ -12,6 +12,7 @@ from .cachecodec import cache_names, cached_outcome, outcome_to_extras
 from .divergence import first_divergence
 from .grades import ERROR, grade
 from .outcome import Outcome
+from .precision import thresholds_for
 from .pairs import MISSING_ON_A, MISSING_ON_B, CompareResult, Pair, Progress
 from .values import compare_sources
 
@@ -84,7 +85,9 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
             p.grade, p.reason = ERROR, (MISSING_ON_B if p.ref_b is None else MISSING_ON_A)
             continue
         assert p.outcome is not None
-        p.grade, p.reason = grade(p.outcome, th)
+        p.grade, p.reason = grade(p.outcome, thresholds_for(th, p.precision), p.precision is not None)
+        if p.precision is not None:
+            p.reason += f" (graded at {p.precision} precision)"
         p.metrics = p.outcome.metrics if p.outcome.metrics is not None and not p.outcome.shape_mismatch else None
     result.pairs.sort(key=Pair.sort_key)
     result.first_divergence = first_divergence(result.pairs)

@@ -9,6 +9,12 @@ from .outcome import Outcome
 
 PASS, WARNING, ERROR = "pass", "warning", "error"
 GRADES = (PASS, WARNING, ERROR)
+_FLOATS = frozenset({"bfloat16", "float16", "float32", "float64"})
+
+
+def is_float(dtype: str | None) -> bool:
+    """Whether a dtype name is a float."""
+    return dtype in _FLOATS
 
 
 @dataclass(frozen=True)
@@ -91,14 +97,16 @@ def _g(v: float) -> str:
     return f"{v:.6g}"
 
 
-def grade(outcome: Outcome, th: GradeThresholds) -> tuple[str, str]:
-    """(grade, reason) of a compared pair."""
+def grade(outcome: Outcome, th: GradeThresholds, floats_may_differ: bool = False) -> tuple[str, str]:
+    """(grade, reason) of a compared pair (``floats_may_differ``: two float dtypes are not an error, as when
+    a bfloat16 run is graded against a float32 one at bfloat16's precision)."""
     if outcome.error:
         return ERROR, outcome.error
     if outcome.shape_mismatch:
         return ERROR, f"shape {outcome.shape_a} vs {outcome.shape_b}"
     errors: list[str] = []
-    if outcome.dtype_a and outcome.dtype_b and outcome.dtype_a != outcome.dtype_b:
+    if outcome.dtype_a and outcome.dtype_b and outcome.dtype_a != outcome.dtype_b and not (
+            floats_may_differ and is_float(outcome.dtype_a) and is_float(outcome.dtype_b)):
         errors.append(f"dtype {outcome.dtype_a} vs {outcome.dtype_b}")
     if outcome.only_a:
         errors.append(f"NaN/Inf on a only ({outcome.only_a} element{'s' * (outcome.only_a != 1)})")

@@ -18,6 +18,7 @@ from ..model import Dump, TensorRef, open_dump
 from ..selection import parse_iterations, ranges_text
 from .grades import ERROR, PASS, WARNING, GradeThresholds
 from .outcome import Metrics, Outcome
+from .precision import coarser, declared_dtype
 
 MISSING_ON_A, MISSING_ON_B = "missing on a", "missing on b"
 
@@ -63,6 +64,8 @@ class Pair:
     ref_b: TensorRef | None = field(default=None, repr=False)
     outcome: Outcome | None = field(default=None, repr=False)
     graph_obj: Graph | None = field(default=None, repr=False)
+    precision: str | None = None          # the low-precision float it is graded against (precision.py)
+    shard: str | None = None              # the local shard's place in its logical tensor, for messages
 
     @property
     def missing(self) -> bool:
@@ -111,7 +114,7 @@ class Pair:
                 "metrics": self.metrics.to_dict() if self.metrics is not None else None,
                 "grade": self.grade, "reason": self.reason, "graph": self.graph, "op_type": self.op_type,
                 "node_b": self.node_b, "match": self.match or None, "counted": self.counted,
-                "source": self.source}
+                "source": self.source, "precision": self.precision, "shard": self.shard}
 
 
 @dataclass
@@ -140,7 +143,7 @@ class CompareResult:
         if self.empty_reason:
             return self.empty_reason
         its = ranges_text(self.iterations)
-        if self.mode == "runs":
+        if self.mode in ("runs", "logical"):
             return (f"iterations {its} hold no tensor on either side" if self.iterations
                     else "no rank and graph of the two dumps has an iteration dumped on both sides")
         ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {ranges_text(self.ranks)}"
@@ -236,8 +239,10 @@ def make_pair(it: int, side_a: Side, side_b: Side, gid: int, ra: TensorRef | Non
     if ref.io == "input" and param is None:
         # an input slot carries another node's value: a weight (its gradient, its state) is named as such
         kind, param = _arriving(graph, ref.node, ref.slot, kind)
+    precision = coarser(declared_dtype(ga, ra.node, ra.io, ra.slot) if ra is not None else None,
+                        declared_dtype(gb, rb.node, rb.io, rb.slot) if rb is not None else None)
     return Pair(it, side_a, side_b, ref.node, param, kind, ref.io, ref.slot, gid, ref.op_type, node_b, method,
-                counted, pos, group, ref_a=ra, ref_b=rb, graph_obj=graph)
+                counted, pos, group, ref_a=ra, ref_b=rb, graph_obj=graph, precision=precision)
 
 
 def _arriving(graph: Graph | None, node: str, slot: int, kind: str) -> tuple[str, str | None]:

@@ -12,8 +12,10 @@ In data parallel every rank holds the whole model and trains on its own shard of
   ``all_tensors`` and then listed with their grade, but never change the exit status nor the
   first divergence.
 
-Every compared rank is taken to be in one group with the base rank (one data-parallel group);
-model- or pipeline-parallel layouts, where ranks hold different shards, are not what this checks.
+Without a layout every compared rank is taken to be in one group with the base rank (one
+data-parallel group). A dump whose ranks record a parallel layout (``RankInfo.layout``) or
+collectives' process groups is compared group by group instead (:mod:`.peers`): shards only with
+their replicas, collective results within their group.
 """
 from __future__ import annotations
 
@@ -28,8 +30,10 @@ from ..model import Dump
 from ..selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
+from .layout_ranks import layout_pairs
 from .match import match_graphs, match_tensors
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
+from .peers import has_layout
 
 INVARIANT_KINDS = frozenset({Kind.WEIGHT, Kind.OPTIMIZER_STATE})
 
@@ -110,8 +114,20 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
     if not others:
         raise QueryError(d.root, f"no rank to compare with base rank {base}")
     sel = iteration_set(iterations)
-    rb = d.rank(base)
     result = CompareResult("ranks", d.root, d.root, others, [], th, base=base)
+    if has_layout(d):
+        all_its = layout_pairs(d, base, others, sel, all_tensors, result)
+    else:
+        all_its = _data_parallel_pairs(d, base, others, sel, all_tensors, result)
+    if sel is not None and not all_its:
+        raise QueryError(d.root, f"no selected iteration ({ranges_text(sel)}) was dumped")
+    return finish(result, all_its, jobs, cache, fast, progress, workers)
+
+
+def _data_parallel_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,
+                         result: CompareResult) -> set[int]:
+    """Every rank against the base on what data parallelism keeps equal; the iterations seen."""
+    rb = d.rank(base)
     all_its: set[int] = set()
     side_b = Side(d.root, base)
     for r in others:
@@ -138,6 +154,4 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
                         is_invariant(ga, ta.key)  # type: ignore[union-attr]
                     if counted or all_tensors:
                         result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb, counted))
-    if sel is not None and not all_its:
-        raise QueryError(d.root, f"no selected iteration ({ranges_text(sel)}) was dumped")
-    return finish(result, all_its, jobs, cache, fast, progress, workers)
+    return all_its

@@ -13,6 +13,9 @@ from ..selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
+from .peers import shard_of, shard_text
+from .precision import coarser, weight_precision
+from .localmap import local_map
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
 
 
@@ -56,6 +59,10 @@ def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int
         _runs_rank(result, ra, rb, sel, names, all_its)
     if sel is not None and not all_its:
         raise QueryError(da.root, f"no selected iteration ({ranges_text(sel)}) was dumped on both sides")
+    run_precision = coarser(weight_precision(da), weight_precision(db))
+    if run_precision is not None:
+        for p in result.pairs:
+            p.precision = coarser(p.precision, run_precision)
     if not all_its:
         its_a, its_b = ({it for r in common for it in d.rank(r).iterations()} for d in (da, db))
         result.empty_reason = (f"no iteration was dumped on both sides (a has {ranges_text(its_a)}, b has {ranges_text(its_b)}, "
@@ -68,6 +75,7 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
     side_a, side_b = Side(result.a, ra.rank), Side(result.b, rb.rank)
     ga_all, gb_all = ra.graphs, rb.graphs
     gids_a, gids_b = set(ra.graph_ids), set(rb.graph_ids)
+    layout = ra.info.layout
     for gid in sorted(gids_a ^ gids_b):
         where = result.a if gid in gids_a else result.b
         result.warnings.append(f"{where}: rank {ra.rank} graph {gid} exists on one side only; not compared")
@@ -84,5 +92,9 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
                                        "this side only; not compared")
         for it in sorted(its_a & its_b):
             all_its.add(it)
-            for ta, tb, method in match_tensors(ra.tensor_map(gid, it), rb.tensor_map(gid, it), nm):
-                result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb))
+            for ta, tb, method in match_tensors(local_map(ra, gid, it), local_map(rb, gid, it), nm):
+                p = make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb)
+                if layout is not None and ga is not None and ta is not None and ta.io == "output" and ta.node in ga:
+                    s = shard_of(layout, ga.record_of(ta.node), ta.slot)
+                    p.shard = shard_text(s, layout) if s is not None and not s.covers_whole() else None
+                result.pairs.append(p)

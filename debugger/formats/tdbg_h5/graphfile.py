@@ -18,7 +18,9 @@ from .legacy import module_of_scope, parse_source_text
 _STR_FIELDS = ("name", "op_type", "scope", "module", "instance_name", "kind", "param", "base_name", "activation")
 # Columns a file written before they existed lacks: read as a default (see _legacy_activation; no module).
 _OPTIONAL = frozenset({"activation", "module"})
-_BOOL_FIELDS = ("is_parameter", "is_constant", "has_default", "is_backward", "is_routing", "is_collective")
+_BOOL_FIELDS = ("is_parameter", "is_constant", "has_default", "is_backward", "is_routing", "is_collective", "per_rank")
+# Boolean columns a file written before they existed lacks: read as False.
+_OPTIONAL_BOOL = frozenset({"per_rank"})
 # /stack: every node's frames, innermost first (version 3; older files hold nodes/source text)
 _STACK_STR = ("file", "code")
 _STACK_INT = ("line", "end_line", "column", "is_framework", "forward_candidate")
@@ -94,7 +96,9 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
         cols["module"] = [module_of_scope(s) for s in cols["scope"]]
     cols["kind"] = [_kind(k, path) for k in cols["kind"]]
     for n in _STR_FIELDS + _BOOL_FIELDS:
-        if n not in cols:
+        if n in _OPTIONAL_BOOL and f"nodes/{n}" not in f:
+            cols[n] = [False] * n_nodes
+        elif n not in cols:
             cols[n] = [bool(x) for x in read_table_column(f, f"nodes/{n}", path, n_nodes)]
         elif len(cols[n]) != n_nodes:
             raise CorruptFileError(path, f"nodes/{n} has {len(cols[n])} rows, expected {n_nodes}")

@@ -120,7 +120,8 @@ def _pipeline(net: Net, rank: int) -> object:
         net.inp = None
         del net.layers["0"]
     stage = PipelineStage(net, rank, STAGES, torch.device("cpu"))
-    return ScheduleGPipe(stage, n_microbatches=MICRO, loss_fn=lambda out, y: F.cross_entropy(out, y) / MICRO)
+    # the schedule averages the micro-batches' gradients (scale_grads): each loss is its micro-batch's mean
+    return ScheduleGPipe(stage, n_microbatches=MICRO, loss_fn=F.cross_entropy)
 
 
 def _step(layout: str, model: nn.Module, schedule: object, step: int, rank: int, dtype: torch.dtype) -> float:
@@ -133,7 +134,7 @@ def _step(layout: str, model: nn.Module, schedule: object, step: int, rank: int,
             schedule.step(x)
             return float("nan")
         schedule.step(target=y, losses=losses)
-        return float(sum(float(v.detach()) for v in losses))
+        return float(sum(float(v.detach()) for v in losses)) / MICRO
     if layout in ("ddp", "fsdp2", "fsdp1", "2d"):
         dp_rank, dp_size = (rank // 2, 2) if layout == "2d" else (rank, 2)
         x, y = _dp_slice(x, dp_rank, dp_size), _dp_slice(y, dp_rank, dp_size)

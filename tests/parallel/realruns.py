@@ -18,22 +18,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def run_layouts(args: list[str]) -> subprocess.CompletedProcess:
+    """layouts.py with ``args`` and a free rendezvous port. A failed run is tried once more (another process
+    may take the port between free_port() and the ranks' bind, and gloo's rendezvous of spawned ranks on a
+    loaded 2-core machine has failed once in a few hundred runs); the training is deterministic, so a
+    fault of the recorder fails both times. Raises RuntimeError with the end of both stderrs."""
+    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    errors = []
+    for _ in range(2):
+        cmd = [sys.executable, os.path.join(HERE, "layouts.py"), *args, "--port", str(free_port())]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+        if done.returncode == 0:
+            return done
+        errors.append(f"exit {done.returncode}:\n{done.stderr[-3000:]}")
+    raise RuntimeError(f"layouts.py {' '.join(args[:1])} failed twice:\n" + "\n---\n".join(errors))
+
+
 def record(folder: str, layout: str, *, save: str = "statistics", plant: str | None = None,
            dtype: str = "float32", steps: int = 2) -> str:
     """Train ``steps`` steps of layouts.py's net under ``layout`` with the Recorder; the dump's root."""
     root = os.path.join(folder, f"{layout}-{save}-{dtype}-{plant or 'clean'}".replace("@", "_").replace(":", "_"))
-    env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    for attempt in range(2):
-        cmd = [sys.executable, os.path.join(HERE, "layouts.py"), layout, root + ".json", "--dump", root, "--save",
-               save, "--steps", str(steps), "--port", str(free_port()), "--dtype", dtype]
-        if plant:
-            cmd += ["--plant", plant]
-        shutil.rmtree(root, ignore_errors=True)
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
-        if done.returncode == 0:
-            return root
-        # the rendezvous port taken by another process between free_port() and the ranks' bind: once more
-        if attempt == 0 and "address already in use" in done.stderr.lower():
-            continue
-        break
-    raise RuntimeError(f"layouts.py {layout} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    shutil.rmtree(root, ignore_errors=True)
+    run_layouts([layout, root + ".json", "--dump", root, "--save", save, "--steps", str(steps), "--dtype", dtype,
+                 *(["--plant", plant] if plant else [])])
+    return root

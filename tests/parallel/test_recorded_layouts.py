@@ -6,35 +6,25 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
+import shutil
 
 import numpy as np
 import pytest
+from realruns import run_layouts
 
 from debugger.formats.parallel import ShardRecord
 from debugger.model.dump import open_dump
 from debugger.model.logical import LogicalSource, Piece
 from debugger.stats import tensor_stats
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 WORLD = {"ddp": 2, "fsdp2": 2, "fsdp1": 2, "tp": 2, "pp": 2, "2d": 4}
 STEPS = 3
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(layout: str, tmp: str, *extra: str) -> tuple[str, list[dict]]:
     dump, out = os.path.join(tmp, "dump"), os.path.join(tmp, "facts.json")
-    res = subprocess.run([sys.executable, os.path.join(HERE, "layouts.py"), layout, out, "--dump", dump,
-                          "--save", "both", "--both", "--steps", str(STEPS), "--port", str(_port()), *extra],
-                         capture_output=True, text=True, timeout=240)
-    assert res.returncode == 0, res.stderr[-3000:]
+    shutil.rmtree(dump, ignore_errors=True)
+    res = run_layouts([layout, out, "--dump", dump, "--save", "both", "--both", "--steps", str(STEPS), *extra])
     assert "tdbg recorder" not in res.stderr, res.stderr[-3000:]     # no iteration dropped, layout read
     facts = []
     for r in range(WORLD[layout]):

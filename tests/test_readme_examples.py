@@ -37,7 +37,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> str:
     dest = str(tmp_path_factory.mktemp("elsewhere") / "checkout")
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", ROOT, dest], check=True)
     subprocess.run(["git", "-C", dest, "checkout", "-q", "HEAD", "--", "README.md", "dumps_sample/single",
-                    "dumps_sample/dp2", "dumps_sample/make_sample.py"], check=True)
+                    "dumps_sample/dp2", "dumps_sample/torch_2d", "dumps_sample/make_sample.py"], check=True)
     return dest
 
 

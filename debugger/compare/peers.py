@@ -169,16 +169,24 @@ def _from_inputs(graph: Graph, a: NodeRecord, known: Mapping[str, Peers | None],
     return peers if real else None
 
 
-def input_peers(graph: Graph, node: str, slot: int, known: Mapping[str, Peers | None],
-                everyone: Peers) -> Peers | None:
-    """The group of the value arriving at an input slot (a constant agrees everywhere)."""
+def input_value(graph: Graph, node: str, slot: int) -> str | None:
+    """The node whose value arrives at an input slot, through routing nodes ("": the input has no source,
+    None: the node has no such slot)."""
     ins = graph.record_of(node).inputs
     if slot >= len(ins):
         return None
     src = ins[slot][0]
-    if not src:
+    return graph.value_source(src) if src else ""
+
+
+def input_peers(graph: Graph, node: str, slot: int, known: Mapping[str, Peers | None],
+                everyone: Peers) -> Peers | None:
+    """The group of the value arriving at an input slot (a constant agrees everywhere)."""
+    s = input_value(graph, node, slot)
+    if s is None:
+        return None
+    if s == "":
         return everyone
-    s = graph.value_source(src)
     if s in known:
         return known[s]
     return everyone if s in graph and graph.record_of(s).is_constant else None

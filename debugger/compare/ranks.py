@@ -33,7 +33,7 @@ from .grades import GradeThresholds, as_grade_thresholds
 from .layout_ranks import layout_pairs
 from .match import match_graphs, match_tensors
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
-from .peers import has_layout
+from .peers import has_layout, input_value
 
 INVARIANT_KINDS = frozenset({Kind.WEIGHT, Kind.OPTIMIZER_STATE})
 
@@ -83,14 +83,10 @@ def is_invariant(graph: Graph | None, key: tuple[str, str, int]) -> bool:
     inv = invariant_nodes(graph)
     if io == "output":
         return node in inv
-    ins = graph.record_of(node).inputs
-    if slot >= len(ins):
+    s = input_value(graph, node, slot)
+    if s is None:
         return False
-    src = ins[slot][0]
-    if not src:
-        return True
-    s = graph.value_source(src)
-    return s in inv or (s in graph and graph.record_of(s).is_constant)
+    return s == "" or s in inv or (s in graph and graph.record_of(s).is_constant)
 
 
 def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None = None,

@@ -460,3 +460,16 @@ def test_every_view_at_both_sizes(page: Any, live_sample: Any) -> None:
                   const over = !(m.left >= r.right || m.right <= r.left || m.top >= r.bottom || m.bottom <= r.top);
                   return { whole: b.scrollWidth <= b.clientWidth + 1 && r.right <= b.parentElement.getBoundingClientRect().right + 1, over }; })()""")
                 assert title == {"whole": True, "over": False}, (w, title)
+
+
+def test_a_sharded_weight_is_shown_whole(page: Any, live_sample: Any) -> None:
+    """dumps_sample/torch_2d (FSDP2 x TP, 4 ranks): rank 2's layers.0.up.weight is its 12x8 logical tensor,
+    and the statistics card says which shards make it and what rank 2 holds."""
+    open_view(page, live_sample, "#/tensor?dump=torch_2d&rank=2&it=2&node=layers.0.up.weight")
+    page.wait_for_selector(".stats-table")
+    note = page.locator(".shard-note").inner_text()
+    assert note == ("logical tensor 12x8, assembled from 4 shard(s) on ranks 0-3 "
+                    "(dp,tp: _StridedShard(dim=0, sf=2), Shard(0)); rank 2 holds 3x8")
+    assert page.locator(".card-head .muted", has_text="[12, 8] float32").count() == 1
+    assert page.locator("td[data-stat='count']").first.inner_text().replace(",", "") == "96"
+    shot(page, "tensor-logical")

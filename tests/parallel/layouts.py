@@ -45,11 +45,11 @@ class Net(nn.Module):
     """6 -> 8, two blocks, 8 -> 3 (3 rows: FSDP's chunks of ``head`` are uneven on 2 ranks).
     A pipeline stage keeps its own layers and sets the others to None (their names stay)."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = 8, hidden: int = 12, blocks: int = 2) -> None:
         super().__init__()
-        self.inp = nn.Linear(6, 8)
-        self.layers = nn.ModuleDict({"0": Block(8, 12), "1": Block(8, 12)})
-        self.head = nn.Linear(8, 3)
+        self.inp = nn.Linear(6, width)
+        self.layers = nn.ModuleDict({str(k): Block(width, hidden) for k in range(blocks)})
+        self.head = nn.Linear(width, 3)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.inp is not None:
@@ -70,10 +70,11 @@ def _dp_slice(t: torch.Tensor, rank: int, size: int) -> torch.Tensor:
     return t[rank * n:(rank + 1) * n]
 
 
-def _build(layout: str, rank: int, dtype: torch.dtype) -> tuple[nn.Module, nn.Module, object]:
-    """(the module the loop calls, the network, the pipeline schedule or None)."""
+def _build(layout: str, rank: int, dtype: torch.dtype, net: Net | None = None) -> tuple[nn.Module, nn.Module, object]:
+    """(the module the loop calls, the network, the pipeline schedule or None); ``net``: another than the
+    small default (benchmarks/bench_layouts.py)."""
     torch.manual_seed(0)
-    net = Net().to(dtype)
+    net = (net or Net()).to(dtype)
     if layout == "ddp":
         return nn.parallel.DistributedDataParallel(net), net, None
     if layout == "fsdp2":

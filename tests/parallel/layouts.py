@@ -3,7 +3,7 @@
     python layouts.py LAYOUT OUT_JSON [--dump DIR] [--save statistics|tensors|both] [--level ops|modules|parameters]
                       [--steps N] [--port P] [--plant NAME@RANK:STEP] [--dtype float32|bfloat16] [--both]
 
-LAYOUT: single (one process, the whole batch), ddp, fsdp2, fsdp1, tp, pp (GPipe, 2 stages x 2
+LAYOUT: single (one process, the whole batch), ddp, fsdp2, fsdp1, fsdp1-units (a unit per block), tp, pp (GPipe, 2 stages x 2
 micro-batches) on 2 ranks; 2d (FSDP2 over "dp" x TP over "tp") on 4 ranks. Every layout trains the
 same network from the same seed on the same global batch, so their losses and logical parameters
 agree up to rounding. OUT_JSON.RANK gets the loss of every step, the logical (full) parameters
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-WORLD = {"single": 1, "ddp": 2, "fsdp2": 2, "fsdp1": 2, "tp": 2, "pp": 2, "2d": 4}
+WORLD = {"single": 1, "ddp": 2, "fsdp2": 2, "fsdp1": 2, "fsdp1-units": 2, "tp": 2, "pp": 2, "2d": 4}
 BATCH, STAGES, MICRO = 8, 2, 2
 
 
@@ -83,9 +83,12 @@ def _build(layout: str, rank: int, dtype: torch.dtype, net: Net | None = None) -
             fully_shard(blk)
         fully_shard(net)
         return net, net, None
-    if layout == "fsdp1":
+    if layout in ("fsdp1", "fsdp1-units"):
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        model = FSDP(net, use_orig_params=True, device_id=torch.device("cpu"))
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+        # fsdp1-units: a unit per block inside the root's, as accelerate's and Lightning's auto-wrap make
+        policy = ModuleWrapPolicy({Block}) if layout == "fsdp1-units" else None
+        model = FSDP(net, use_orig_params=True, device_id=torch.device("cpu"), auto_wrap_policy=policy)
         return model, net, None
     if layout == "tp":
         _tensor_parallel(net, dist.init_device_mesh("cpu", (2,), mesh_dim_names=("tp",)))
@@ -136,13 +139,13 @@ def _step(layout: str, model: nn.Module, schedule: object, step: int, rank: int,
             return float("nan")
         schedule.step(target=y, losses=losses)
         return float(sum(float(v.detach()) for v in losses)) / MICRO
-    if layout in ("ddp", "fsdp2", "fsdp1", "2d"):
+    if layout in ("ddp", "fsdp2", "fsdp1", "fsdp1-units", "2d"):
         dp_rank, dp_size = (rank // 2, 2) if layout == "2d" else (rank, 2)
         x, y = _dp_slice(x, dp_rank, dp_size), _dp_slice(y, dp_rank, dp_size)
     loss = F.cross_entropy(model(x).float(), y)
     loss.backward()
     out = loss.detach().clone()
-    if layout in ("ddp", "fsdp2", "fsdp1", "2d"):       # the global batch's loss, for the facts only
+    if layout in ("ddp", "fsdp2", "fsdp1", "fsdp1-units", "2d"):       # the global batch's loss, for the facts only
         dist.all_reduce(out)
         out /= dist.get_world_size()      # 2-D: each data-parallel rank's loss counted once per TP rank
     return float(out)
@@ -162,11 +165,11 @@ def _plant(net: nn.Module, spec: str | None, rank: int, step: int) -> None:
 
 def _full(layout: str, model: nn.Module, net: nn.Module, grads: bool = False) -> dict[str, list]:
     """Every logical parameter (or its gradient), gathered by torch itself (plain lists of floats)."""
-    if layout == "fsdp1":
+    if layout.startswith("fsdp1"):
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-        with FSDP.summon_full_params(model, with_grads=grads):
-            return {n: (p.grad if grads else p).detach().double().tolist() for n, p in net.named_parameters()
-                    if not grads or p.grad is not None}
+        with FSDP.summon_full_params(model, with_grads=grads):      # (names as the user's model has them)
+            return {n.replace("_fsdp_wrapped_module.", ""): (p.grad if grads else p).detach().double().tolist()
+                    for n, p in net.named_parameters() if not grads or p.grad is not None}
     out = {}
     for n, p in net.named_parameters():
         t = p.grad if grads else p

@@ -17,7 +17,7 @@ from debugger.model.dump import open_dump
 from debugger.model.logical import LogicalSource, Piece
 from debugger.stats import tensor_stats
 
-WORLD = {"ddp": 2, "fsdp2": 2, "fsdp1": 2, "tp": 2, "pp": 2, "2d": 4}
+WORLD = {"ddp": 2, "fsdp2": 2, "fsdp1": 2, "fsdp1-units": 2, "tp": 2, "pp": 2, "2d": 4}
 STEPS = 3
 
 

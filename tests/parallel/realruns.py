@@ -20,9 +20,8 @@ def free_port() -> int:
 
 def run_layouts(args: list[str]) -> subprocess.CompletedProcess:
     """layouts.py with ``args`` and a free rendezvous port. A failed run is tried once more (another process
-    may take the port between free_port() and the ranks' bind, and a run of spawned ranks on a loaded
-    2-core machine failed twice during development without a cause found); the training is deterministic,
-    so a fault of the recorder fails both times. Raises RuntimeError with the end of both stderrs."""
+    may take the port between free_port() and the ranks' bind); the training is deterministic, so a fault
+    of the recorder fails both times. Raises RuntimeError with the end of both stderrs."""
     env = {**os.environ, "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     errors = []
     for _ in range(2):

@@ -3,37 +3,22 @@ every parameter read whole equals what torch gathers itself; info, node and scan
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from typing import Any
 
 import numpy as np
 import pytest
 
 from clirun import run_cli
+from realruns import run_layouts
 from debugger.model import open_dump
 from debugger.watch import Watchpoint, scan
 
-LAYOUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "layouts.py")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(LAYOUTS)))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _record(tmp: Any, layout: str) -> tuple[str, dict]:
     """One recorded run of 3 steps: the dump, and torch's own full parameters after the last step."""
     dump, facts = str(tmp / "dump"), str(tmp / "facts.json")
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, LAYOUTS, layout, facts, "--dump", dump, "--save", "statistics",
-                        "--level", "ops", "--steps", "3", "--port", str(_free_port())],
-                       capture_output=True, text=True, timeout=240, env=env)
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_layouts([layout, facts, "--dump", dump, "--save", "statistics", "--level", "ops", "--steps", "3"])
     with open(facts + ".0", encoding="utf-8") as f:
         return dump, json.load(f)["params"]
 

@@ -14,6 +14,7 @@ import torch
 
 from ..formats.parallel import FLAT, REPLICATE, MeshRecord, RankLayout, Run, ShardRecord
 from . import capture as C
+from .pipeline import stages_of
 
 
 def rank_layout(model: torch.nn.Module, root: torch.nn.Module, pipeline: Any = None) -> RankLayout | None:
@@ -123,10 +124,10 @@ def _fsdp1_shards(model: torch.nn.Module, meshes: dict[str, MeshRecord]) -> dict
 
 def _pipeline_facts(pipeline: Any) -> tuple[int | None, int | None, int | None]:
     """(stage, stages, micro-batches) of a ``torch.distributed.pipelining`` stage or schedule."""
-    if pipeline is None:
+    stages = stages_of(pipeline)
+    if not stages:
         return None, None, None
-    stage = getattr(pipeline, "_stage", None) or (getattr(pipeline, "_stages", None) or [None])[0] or pipeline
-    index, count = getattr(stage, "stage_index", None), getattr(stage, "num_stages", None)
+    index, count = getattr(stages[0], "stage_index", None), getattr(stages[0], "num_stages", None)
     micro = getattr(pipeline, "_n_microbatches", None)
     return (index if isinstance(index, int) else None, count if isinstance(count, int) else None,
             micro if isinstance(micro, int) else None)

@@ -72,9 +72,17 @@ def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str, 
     if layout == "pp":
         assert sorted(lay.stage for lay in layouts) == [0, 1] and {lay.stages for lay in layouts} == {2}
         assert {lay.micro_batches for lay in layouts} == {2}
+        for rank in dump.ranks:         # each micro-batch's forward and backward operators are one part
+            names = [n.name for n in rank.graph(0).record.nodes]
+            for k in (0, 1):
+                assert any(n.startswith(f"micro-{k}/") for n in names)
+                assert any(n.startswith(f"backward/micro-{k}/") for n in names)
     else:       # tensor parallelism alone leaves inp and head plain parameters of each rank: no shard
         expect = {n for n in facts[0]["recorded"]["params"] if layout != "tp" or n.startswith("layers.")}
         assert set(layouts[0].params) == expect
+    if layout == "2d" and level == "ops":   # tensor parallelism's all-reduces: within each TP pair
+        groups = {n.group for r in dump.ranks for n in r.graph(0).record.nodes if n.is_collective}
+        assert {(0, 1), (2, 3)} <= groups
     truth_params = {k: v for f in facts for k, v in f["recorded"]["params"].items()}
     truth_grads = {k: v for f in facts for k, v in f["recorded"]["grads"].items()}
     last = STEPS - 1
@@ -97,9 +105,12 @@ def test_layout_recorded_unchanged_and_assembled(tmp_path: object, layout: str, 
 
 def test_fsdp2_weights_are_weights_on_every_rank(tmp_path: object) -> None:
     """FSDP2's DTensor parameters are weights with their gradients and Adam state on every rank (the
-    recorder used to find none), and `tdbg info` counts the trainable weights."""
-    dump_path, _ = _run("fsdp2", str(tmp_path))
+    recorder used to find none), and its iterations repeat a graph."""
+    dump_path, _ = _run("fsdp2", str(tmp_path), "--steps", "5")
     dump = open_dump(dump_path)
+    # FSDP frees and re-allocates its unsharded parameters each step: the steady steps still repeat one
+    # graph (a new input per re-used address), so replay engages
+    assert max(len(r) for r in (dump.ranks[0].iterations(g) for g in dump.ranks[0].graph_ids)) >= 2
     for rank in dump.ranks:
         kinds = rank.kind_counts()
         assert kinds.get("weight", 0) >= 12 and kinds.get("gradient", 0) >= 12

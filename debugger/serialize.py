@@ -83,6 +83,7 @@ def rank_info(r: Rank) -> dict[str, Any]:
 
 def dump_info(d: Dump) -> dict[str, Any]:
     """The `tdbg info --json` object of one dump."""
+    d.list_ranks()
     ranks = [rank_info(r) for r in d.ranks]
     return {"dump": d.root, "format": d.format, "ranks": ranks, "layout": dump_layout(d),
             "trainable_weights": trainable_weights(d), "warnings": d.all_warnings()}

@@ -109,6 +109,7 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
         d.rank(r)  # QueryError when absent
     if not others:
         raise QueryError(d.root, f"no rank to compare with base rank {base}")
+    d.list_ranks([base, *others])
     sel = iteration_set(iterations)
     result = CompareResult("ranks", d.root, d.root, others, [], th, base=base)
     if has_layout(d):

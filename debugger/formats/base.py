@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 if TYPE_CHECKING:   # annotations only: opening a dump must not load numpy
     import numpy as np
@@ -211,6 +211,9 @@ class DumpSource:
     format: str
     ranks: list[RankReader]
     warnings: list[str] = field(default_factory=list)
+    # Lists these ranks' folders in one go where a format can share the work between ranks (listings
+    # spread over processes, names parsed once); None: each rank lists itself on first use.
+    list_together: Callable[[list[RankReader]], None] | None = None
 
 
 class Format(ABC):

@@ -27,6 +27,8 @@ class Dump:
         cache = GraphCache()
         self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache, self.shard_index) for r in source.ranks}
         self.warnings: list[str] = list(source.warnings)
+        self._readers = [self._ranks[r].reader for r in sorted(self._ranks)]
+        self._list_together = source.list_together
         self._shards: "ShardIndex | None" = None
         self._source: SourceIndex | None = None
         self._lock = threading.Lock()
@@ -87,8 +89,15 @@ class Dump:
             h.update(f"R{r}{rank.path}{rank.reader.fingerprint()}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()
 
+    def list_ranks(self, ranks: Iterable[int] | None = None) -> None:
+        """List these ranks (default: all) now, in one go where the format shares that work between ranks
+        (what a command about many ranks calls first: each rank would otherwise list itself on first use)."""
+        if self._list_together is not None:
+            self._list_together(self._readers if ranks is None else [self.rank(r).reader for r in ranks])
+
     def all_warnings(self) -> list[str]:
         """Warnings of the dump and of every rank (loads graphs and indexes)."""
+        self.list_ranks()
         for r in self.ranks:
             r.index  # noqa: B018 - building the index is what produces its warnings (and the shards')
         out = list(self.warnings)

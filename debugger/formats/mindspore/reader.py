@@ -15,7 +15,8 @@ from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
 from .semantics import annotate
 from .statistic import StatRow, StatTensor, read_statistic_csv
-from .tree import RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, rank_dirs, read_metadata
+from .tree import (RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, list_ranks, rank_dirs,
+                   read_metadata)
 
 _SAVED = {"tensor": VALUES, "statistic": STATISTICS, "full": BOTH}
 
@@ -38,10 +39,18 @@ class MindSporeRank(RankReader):
         try:
             lst = list_rank(self.rank, self.path)
         except DumpError as exc:
-            self.warnings.append(str(exc))
-            return RankListing(self.rank, self.path)
-        self.warnings.extend(lst.warnings)
-        return lst
+            return self._take(exc)
+        return self._take(lst)
+
+    def _take(self, got: RankListing | DumpError) -> RankListing:
+        """``got`` as this rank's listing, its warnings (or the error) among the rank's."""
+        if isinstance(got, DumpError):
+            self.warnings.append(str(got))
+            got = RankListing(self.rank, self.path)
+        else:
+            self.warnings.extend(got.warnings)
+        self.__dict__["listing"] = got     # what the cached property would have kept
+        return got
 
     def info(self) -> RankInfo:
         """MindSpore version, device and what was saved, from ``.dump_metadata``."""
@@ -199,6 +208,15 @@ class MindSporeRank(RankReader):
         return h.hexdigest()
 
 
+def list_readers(readers: list[RankReader]) -> None:
+    """Every rank not listed yet, listed in one go (tree.list_ranks: the work shared between ranks)."""
+    todo = [r for r in readers if isinstance(r, MindSporeRank) and "listing" not in r.__dict__]
+    if len(todo) < 2:
+        return
+    for reader, got in zip(todo, list_ranks([(r.rank, r.path) for r in todo])):
+        reader._take(got)
+
+
 class MindSporeFormat(Format):
     """MindSpore's dump tree: a root holding ``rank_N`` dirs."""
 
@@ -230,7 +248,7 @@ class MindSporeFormat(Format):
         for rk in ranks:
             if donor is not None and not rk.config:
                 rk.config, rk.dump_config = dict(donor.config), dict(donor.dump_config)
-        return DumpSource(root, self.name, list(ranks))
+        return DumpSource(root, self.name, list(ranks), list_together=list_readers)
 
 
 FORMAT = MindSporeFormat()

@@ -9,9 +9,9 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from stat import S_ISREG
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
-from ...errors import CorruptFileError
+from ...errors import CorruptFileError, DumpError
 from ..files import Folder, is_number, list_folders, read_text
 from .filenames import TensorFileName, parse_tensor_file_name, parse_tensor_file_names
 
@@ -215,7 +215,38 @@ def read_metadata(path: str, warnings: list[str]) -> tuple[dict, dict]:
 
 def list_rank(rank: int, path: str) -> RankListing:
     """List one rank dir: graphs, execution orders and tensor files (metadata: read_metadata)."""
-    lst = RankListing(rank, path)
+    got = list_ranks([(rank, path)])[0]
+    if isinstance(got, DumpError):
+        raise got
+    return got
+
+
+def list_ranks(ranks: list[tuple[int, str]]) -> list[RankListing | DumpError]:
+    """:func:`list_rank` of many rank dirs at once: every tensor folder of every rank is listed and
+    stated in one :func:`list_folders` call (spread over processes at a 1,000-rank job's hundreds of
+    thousands of files). A rank dir that cannot be listed is its DumpError, in its place."""
+    listings: list[RankListing | DumpError] = []
+    plans: list[list[tuple[int, int | None, str] | str]] = []
+    for rank, path in ranks:
+        lst = RankListing(rank, path)
+        try:
+            plans.append(_plan_rank(lst))
+            listings.append(lst)
+        except DumpError as exc:
+            plans.append([])
+            listings.append(exc)
+    wanted = [step[2] for plan in plans for step in plan if not isinstance(step, str)]
+    folders = iter(list_folders(wanted))
+    for lst, plan in zip(listings, plans):
+        if not isinstance(lst, DumpError):
+            _fill_rank(lst, plan, folders)
+    return listings
+
+
+def _plan_rank(lst: RankListing) -> list[tuple[int, int | None, str] | str]:
+    """A rank's graph files and execution orders, and its tensor folders: (graph, iteration or None for
+    constants, folder), or a warning in its place in the order."""
+    path = lst.path
     graphs_dir = os.path.join(path, "graphs")
     lst.graph_pb, lst.graph_ir = _scan_dir(graphs_dir, (GRAPH_PB_RE, GRAPH_IR_RE), lst.warnings)
     eo_dir = os.path.join(path, "execution_order")
@@ -224,7 +255,6 @@ def list_rank(rank: int, path: str) -> RankListing:
         children = sorted(os.scandir(path), key=lambda e: e.name)
     except OSError as exc:
         raise CorruptFileError(path, f"cannot list rank dir ({exc.strerror})") from exc
-    # (graph, iteration or None for constants, folder), or a warning in its place in the order
     plan: list[tuple[int, int | None, str] | str] = []
     for net in children:
         if not _is_dir(net) or net.name.startswith(".") or net.name in _NOT_NETS:
@@ -246,8 +276,11 @@ def list_rank(rank: int, path: str) -> RankListing:
                     plan.append((gid, int(idir.name), idir.path))
                 else:
                     plan.append(f"{idir.path}: not an iteration directory; skipped")
-    # Every tensor folder listed and stated in one call, which shares the stats between processes.
-    folders = iter(list_folders([step[2] for step in plan if not isinstance(step, str)]))
+    return plan
+
+
+def _fill_rank(lst: RankListing, plan: list[tuple[int, int | None, str] | str], folders: Iterator[Folder]) -> None:
+    """The rank's tensor files from its planned folders, listed (the next ones of ``folders``)."""
     for step in plan:
         if isinstance(step, str):
             lst.warnings.append(step)
@@ -262,7 +295,6 @@ def list_rank(rank: int, path: str) -> RankListing:
         lst.tensors.setdefault(key, []).extend(files)
         if _holds_file(folder, "statistic.csv"):
             lst.statistics[key] = os.path.join(where, "statistic.csv")
-    return lst
 
 
 def _holds_file(folder: Folder, name: str) -> bool:

@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any, Callable
 
-from . import __version__
+from . import __version__, rankviews
 from .cache import StatsCache
 from .compare import compare_ranks
 from .errors import DumpError
@@ -19,7 +19,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 4    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 5    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -58,6 +58,33 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
     return out
 
 
+def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
+    """The loss curves of many ranks as one band (rankviews.band) naming the loss node."""
+    b = rankviews.band({c["rank"]: c["points"] for c in curves})
+    b["node"] = curves[0]["node"] if curves else None
+    return b
+
+
+def divergent_cells(cmp: dict[str, Any]) -> list[tuple[int, int]]:
+    """(rank, iteration) of each counted error pair of a ranks comparison: the rank that is not the base."""
+    out = []
+    for p in cmp.get("pairs", []):
+        if p["grade"] == "error" and p.get("counted", True):
+            a, b = p["a"].get("rank"), p["b"].get("rank")
+            out.append((b if a == cmp["base"] else a, p["iteration"]))
+    return out
+
+
+def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[int, int]],
+                 checked: list[int]) -> dict[str, Any]:
+    """The rank x iteration matrix of hits and divergence, rows grouped by the parallel layout."""
+    layouts = {r.rank: r.info.layout for r in dump.ranks}
+    its = sorted(set(checked) | {it for _, it in hits} | {it for _, it in divergent})
+    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, rankviews.rank_groups(dump.rank_ids, layouts))
+    heat["problems"] = {str(r): p for r, p in rankviews.rank_problems(heat).items() if p["hits"] or p["divergent"]}
+    return heat
+
+
 def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Hits grouped by watchpoint, the headline's group first (cause rank, then first occurrence), each
     with its first occurrence."""
@@ -94,13 +121,17 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     wp_dicts = [w.to_dict() for w in wps]
     for w, d in zip(wps, wp_dicts):
         d["help"] = w.condition.help
-    agreement = None
+    agreement, divergent = None, []
     if len(dump.rank_ids) > 1:
         say("compare", 0, 1)
         cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers).to_dict()
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
-    out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": curves,
+        divergent = divergent_cells(cmp)
+    many = len(dump.rank_ids) >= rankviews.LINES_BELOW
+    out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
+           "loss_band": band_of(curves) if many else None,
+           "heatmap": rank_heatmap(dump, [(h["rank"], h["iteration"]) for h in hits], divergent, res.iterations),
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
            "level_notes": data.get("level_notes", []),
@@ -124,4 +155,4 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged}
 
 
-__all__ = ["PRESET", "cached", "findings", "health", "loss_curves", "triage"]
+__all__ = ["PRESET", "band_of", "cached", "divergent_cells", "findings", "health", "loss_curves", "rank_heatmap", "triage"]

@@ -62,6 +62,7 @@ def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
     """The loss curves of many ranks as one band (rankviews.band) naming the loss node."""
     b = rankviews.band({c["rank"]: c["points"] for c in curves})
     b["node"] = curves[0]["node"] if curves else None
+    b["graph"] = curves[0]["graph"] if curves else None
     return b
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate, watch
+from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, rankviews, serialize, sourceroots, validate, watch
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
@@ -138,8 +138,40 @@ def kinds() -> dict[str, Any]:
 
 @bp.get("/ranks")
 def ranks() -> dict[str, Any]:
-    """Ranks of the dump, `tdbg info` objects."""
-    return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
+    """Ranks of the dump, `tdbg info` objects; with any of ``q``, ``sort``, ``offset``, ``limit``: one
+    page of the ranks matching ``q`` (rank, host, group), sorted (rank | problems | hits | divergent |
+    warnings), each with its problem counts from the triage (the Ranks tab at 1,000 ranks)."""
+    if not any(k in request.args for k in ("q", "sort", "offset", "limit")):
+        return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
+    sort = request.args.get("sort", "rank")
+    if sort not in rankviews.SORTS:
+        raise InvalidQueryError(f"bad sort {sort!r}: expected one of {', '.join(rankviews.SORTS)}")
+    offset, limit = _int("offset", 0) or 0, _int("limit", 100)
+    if limit is None or not 0 <= limit <= 1000 or offset < 0:
+        raise InvalidQueryError("bad offset/limit: expected offset >= 0 and 0 <= limit <= 1000")
+    dump_id = _dump_id()
+    d, t = _ws().dump(dump_id), _ws().peek_triage(dump_id)
+    rows = _rank_rows(d, t)
+    total, page = rankviews.select_rows(rows, request.args.get("q", ""), sort, offset, limit)
+    items = [{**serialize.rank_info(d.rank(x["rank"])), **x} for x in page]
+    return {"items": items, "total": total, "count": len(rows), "offset": offset, "limit": limit,
+            "sort": sort, "triaged": t is not None}
+
+
+def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per rank: its group, host (when its metadata names one) and problem counts (from the triage)."""
+    heat = (t or {}).get("heatmap") or {}
+    group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {r.rank: r.info.layout for r in d.ranks})
+             for r in g["ranks"]} if not heat else {
+        heat["rows"][i]: g["name"] for g in heat["groups"] for i in range(g["start"], g["start"] + g["count"])}
+    problems = heat.get("problems", {})
+    rows = []
+    for r in d.ranks:
+        p = problems.get(str(r.rank), {})
+        raw = r.info.raw or {}
+        rows.append({"rank": r.rank, "group": group.get(r.rank), "host": raw.get("host") or raw.get("hostname"),
+                     "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings)})
+    return rows
 
 
 @bp.get("/ranks/<int:rank>/graphs")

@@ -92,6 +92,7 @@ export const api = {
   info: (dump) => get('/info', { dump }, { reuse: false }),
   triage: (dump) => get('/triage', { dump }, { reuse: false }),
   ranks: (dump) => get('/ranks', { dump }),
+  rankPage: ({ dump, q, sort, offset, limit }) => get('/ranks', { dump, q, sort, offset, limit }, { reuse: false }),
   graphs: (dump, rank) => get(`/ranks/${rank}/graphs`, { dump }),
   scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end }) =>
     get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end }),

@@ -6,6 +6,7 @@ import { put, h, fmt, basename, kindDot, toast } from '../../dom.js';
 import { lineChart } from '../../charts.js';
 import { hitText, tensorLabel } from '../../hits.js';
 import { stepCauses } from './state.js';
+import { bandChart, heatCanvas } from '../ranks/draw.js';
 
 const RANK_COLORS = ['#3b5bdb', '#e8590c', '#2f9e44', '#ae3ec9', '#1098ad', '#f08c00', '#c2255c', '#5c940d'];
 
@@ -74,6 +75,7 @@ function skippedNote(t) {
 }
 
 export function lossCard(t) {
+  if (t.loss_band) return lossBandCard(t);
   const series = t.loss.map((c, i) => ({ name: `rank ${c.rank}`, color: RANK_COLORS[i % RANK_COLORS.length],
     points: c.points.map(([x, y]) => ({ x, y })) }));
   const body = h('div', { class: 'card-body' });
@@ -84,6 +86,38 @@ export function lossCard(t) {
   }
   return h('div', { class: 'card loss-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Loss'),
     h('span', { class: 'muted' }, t.loss[0] ? `mean of ${basename(t.loss[0].node)} per iteration` : '')), body);
+}
+
+// Many ranks: the loss as a band (min-max, quartiles, median) with its outlier ranks named; a click on
+// one opens that rank at the iteration where it departs.
+function lossBandCard(t) {
+  const b = t.loss_band;
+  const open = (rank, iteration) => set({ view: 'graph', rank, graph: b.graph ?? 0, iteration, node: b.node, io: 'output', slot: 0, scope: '' });
+  const names = b.outliers.map((o) => h('a', { href: '#', class: 'chip hit band-rank', 'data-rank': o.rank,
+    onclick: (e) => { e.preventDefault(); open(o.rank, o.iterations[0]); } }, `rank ${o.rank}`));
+  const body = h('div', { class: 'card-body' },
+    bandChart(b, { width: 520, height: 240, marker: state.iteration, onRank: open, onPick: (x) => set({ iteration: x }) }),
+    h('div', { class: 'legend small' }, h('span', {}, h('i', { style: { background: '#4c6ef5', opacity: 0.3 } }), 'quartiles'),
+      h('span', {}, h('i', { style: { background: '#4c6ef5', opacity: 0.12 } }), 'min-max'),
+      h('span', {}, h('i', { style: { background: '#3b5bdb' } }), 'median')),
+    h('div', { class: 'band-outliers small' }, b.outlier_count
+      ? [h('b', {}, `${b.outlier_count} outlier rank${b.outlier_count === 1 ? '' : 's'}: `), ...names,
+        b.outlier_count > names.length ? h('span', { class: 'muted' }, ` and ${b.outlier_count - names.length} more`) : null]
+      : h('span', { class: 'muted' }, 'No outlier rank: every rank stays within the band.')));
+  return h('div', { class: 'card loss-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Loss'),
+    h('span', { class: 'muted' }, `${b.ranks} ranks · mean of ${basename(b.node || '')} per iteration`)), body);
+}
+
+/** Ranks x iterations: where the recommended watchpoints fired and where ranks diverge; a cell opens it. */
+export function heatmapCard(t) {
+  const heat = t.heatmap;
+  if (!heat || t.ranks.length < 2) return null;
+  const marked = heat.cells.length;
+  return h('div', { class: 'card heatmap-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks × iterations'),
+    h('span', { class: 'muted' }, `${heat.rows.length} ranks in ${heat.groups.length} group${heat.groups.length === 1 ? '' : 's'} · ${marked} cell${marked === 1 ? '' : 's'} with hits or divergence`)),
+  h('div', { class: 'card-body' }, heatCanvas(heat, { width: 440, onCell: (rank, iteration) => set({ view: 'graph', rank, iteration, scope: '' }) }),
+    h('div', { class: 'legend small' }, h('span', {}, h('i', { style: { background: '#e03131' } }), 'hits'),
+      h('span', {}, h('i', { style: { background: '#7048e8' } }), 'divergent from the base rank'))));
 }
 
 export function agreementCard(t) {

@@ -58,6 +58,30 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
     return out
 
 
+BAND_STATS = ("mean", "abs_mean", "min", "max", "std", "l2norm")
+
+
+def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str,
+                cache: StatsCache) -> dict[int, list[list[Any]]]:
+    """Per rank holding the tensor, ``[[iteration, value or None], ...]`` of one statistic (None: not
+    finite, or NaN/Inf in the tensor), for a band across ranks (a gradient norm: stat="l2norm")."""
+    if stat not in BAND_STATS:
+        raise ValueError(f"bad statistic {stat!r}: expected one of {', '.join(BAND_STATS)}")
+    out: dict[int, list[list[Any]]] = {}
+    for r in dump.ranks:
+        points = []
+        for it in r.node_iterations(graph, node):
+            try:
+                st = cache.stats(r.tensor(graph, it, node, io, slot))
+            except DumpError:
+                continue
+            v = None if st.has_nonfinite else getattr(st, stat)
+            points.append([it, v if v is not None and math.isfinite(v) else None])
+        if points:
+            out[r.rank] = points
+    return out
+
+
 def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
     """The loss curves of many ranks as one band (rankviews.band) naming the loss node."""
     b = rankviews.band({c["rank"]: c["points"] for c in curves})
@@ -156,4 +180,4 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged}
 
 
-__all__ = ["PRESET", "band_of", "cached", "divergent_cells", "findings", "health", "loss_curves", "rank_heatmap", "triage"]
+__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "health", "loss_curves", "rank_heatmap", "triage"]

@@ -12,6 +12,8 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request
 
 from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, rankviews, serialize, sourceroots, validate, watch
+from debugger import triage as _triage
+from debugger.cache import StatsCache
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
@@ -172,6 +174,23 @@ def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
         rows.append({"rank": r.rank, "group": group.get(r.rank), "host": raw.get("host") or raw.get("hostname"),
                      "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings)})
     return rows
+
+
+@bp.get("/band")
+def band() -> dict[str, Any]:
+    """One statistic of one tensor across the ranks, per iteration, as a band with its outlier ranks
+    named (debugger.rankviews.band): the server sends a summary, never one series per rank."""
+    graph, node = _int("graph", 0) or 0, _need("node")
+    io, slot, stat = request.args.get("io", "output"), _int("slot", 0) or 0, request.args.get("stat", "mean")
+    if stat not in _triage.BAND_STATS:
+        raise InvalidQueryError(f"bad stat {stat!r}: expected one of {', '.join(_triage.BAND_STATS)}")
+    d = _ws().dump(_dump_id())
+    series = _ws().stats_of(_dump_id(), lambda c: _triage.stat_series(d, graph, node, io, slot, stat, c or StatsCache(enabled=False)))
+    if not series:
+        raise QueryError(d.root, f"no rank holds {node} {io}:{slot} in graph {graph}")
+    out = rankviews.band(series)
+    out.update({"graph": graph, "node": node, "io": io, "slot": slot, "stat": stat})
+    return out
 
 
 @bp.get("/ranks/<int:rank>/graphs")

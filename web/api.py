@@ -161,17 +161,22 @@ def ranks() -> dict[str, Any]:
 
 
 def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Per rank: its group, host (when its metadata names one) and problem counts (from the triage)."""
-    heat = (t or {}).get("heatmap") or {}
-    group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {r.rank: r.info.layout for r in d.ranks})
-             for r in g["ranks"]} if not heat else {
-        heat["rows"][i]: g["name"] for g in heat["groups"] for i in range(g["start"], g["start"] + g["count"])}
-    problems = heat.get("problems", {})
+    """Per rank: its group, host and problem counts, from the triage when it is known (no rank is
+    listed again: at 1,000 ranks that takes seconds), else from the ranks' own metadata."""
+    heat = (t or {}).get("heatmap")
+    if heat:
+        group = {heat["rows"][i]: g["name"] for g in heat["groups"] for i in range(g["start"], g["start"] + g["count"])}
+        hosts, problems = heat.get("hosts", {}), heat.get("problems", {})
+    else:
+        infos = {r.rank: r.info for r in d.ranks}
+        group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {k: i.layout for k, i in infos.items()})
+                 for r in g["ranks"]}
+        hosts = {str(k): (i.raw or {}).get("host") or (i.raw or {}).get("hostname") for k, i in infos.items()}
+        problems = {}
     rows = []
     for r in d.ranks:
         p = problems.get(str(r.rank), {})
-        raw = r.info.raw or {}
-        rows.append({"rank": r.rank, "group": group.get(r.rank), "host": raw.get("host") or raw.get("hostname"),
+        rows.append({"rank": r.rank, "group": group.get(r.rank), "host": hosts.get(str(r.rank)),
                      "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings)})
     return rows
 

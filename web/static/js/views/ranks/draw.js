@@ -34,7 +34,8 @@ export function bandChart(band, { width = 520, height = 240, marker = null, onRa
   el.append(s('path', { class: 'band-range', d: areaPath(xs, band.min, band.max, X, Y), fill: '#4c6ef5', 'fill-opacity': 0.12 }));
   el.append(s('path', { class: 'band-iqr', d: areaPath(xs, band.q1, band.q3, X, Y), fill: '#4c6ef5', 'fill-opacity': 0.3 }));
   el.append(s('path', { class: 'band-median', d: linePath(xs.map((x, i) => [x, band.median[i]]), X, Y), fill: 'none', stroke: '#3b5bdb', 'stroke-width': 2 }));
-  band.outliers.forEach((o, k) => el.append(outlierMark(o, OUTLIER_COLORS[k % OUTLIER_COLORS.length], X, Y, PAD.t + H, onRank)));
+  const taken = [];   // label positions so far: ranks ending at one place get stacked names
+  band.outliers.forEach((o, k) => el.append(outlierMark(o, OUTLIER_COLORS[k % OUTLIER_COLORS.length], X, Y, PAD.t + H, onRank, taken)));
   if (onPick) {
     el.addEventListener('click', (ev) => {
       if (ev.target.closest('.band-outlier')) return;
@@ -57,7 +58,7 @@ function linePath(points, X, Y) {
 }
 
 // An outlier rank: its line, its points (a non-finite value drawn as a cross on the axis) and its name.
-function outlierMark(o, color, X, Y, floor, onRank) {
+function outlierMark(o, color, X, Y, floor, onRank, taken) {
   const g = s('g', { class: 'band-outlier', 'data-rank': o.rank });
   g.append(s('path', { d: linePath(o.points, X, Y), fill: 'none', stroke: color, 'stroke-width': 1.5, 'stroke-dasharray': '4 2' }));
   let last = null;
@@ -71,7 +72,12 @@ function outlierMark(o, color, X, Y, floor, onRank) {
     g.append(mark);
     last = [X(x), cy];
   }
-  if (last) g.append(s('text', { x: last[0] + 6, y: last[1] + 3, fill: color, class: 'band-label' }, `rank ${o.rank}`));
+  if (last) {
+    let y = last[1] + 3;
+    while (taken.some(([tx, ty]) => Math.abs(tx - last[0]) < 40 && Math.abs(ty - y) < 11)) y -= 12;
+    taken.push([last[0], y]);
+    g.append(s('text', { x: last[0] + 6, y, fill: color, class: 'band-label' }, `rank ${o.rank}`));
+  }
   g.addEventListener('click', () => onRank && onRank(o.rank, o.iterations[0] ?? o.points[0]?.[0]));
   return g;
 }

@@ -339,6 +339,12 @@ def tag_pending(g: IterationGraph) -> None:
     g.pending_tags.clear()
 
 
+def _still_at(ref: Any, ptr: int) -> bool:
+    """The tensor behind weak ``ref`` is alive and its memory is at ``ptr``."""
+    kept = ref()
+    return kept is not None and storage_ptr(kept) == ptr
+
+
 class Tracker:
     """Producers of tensors within one iteration: edges for the graph."""
 
@@ -381,6 +387,15 @@ class Tracker:
             if kept is not None and (kept is t or storage_ptr(kept) == ptr):
                 best = e
         return best
+
+    def forget_moved(self) -> None:
+        """Drop the producers whose memory died or moved. FSDP frees its unsharded parameters after the
+        forward pass and re-allocates the same storage for the backward's all-gather; the allocator often
+        hands back the same address, and a producer kept from the forward would then claim memory it no
+        longer made, in some iterations and not others (whose graphs would then differ)."""
+        for table, ptr_of in ((self.g.by_view, lambda k: k[0]), (self.g.by_storage, lambda k: k)):
+            for key in [k for k, e in table.items() if not _still_at(e[2], ptr_of(k))]:
+                del table[key]
 
     def slot_of(self, t: torch.Tensor) -> int | None:
         """The output slot of the node that made ``t`` (None: a leaf)."""

@@ -498,6 +498,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             # every root is a loss (micro-batches accumulating gradients call backward often)
             roots = [t for t in roots if isinstance(t, torch.Tensor)]
+            if self._level == LEVEL_OPS and self._replaying is None:
+                self._tracker.forget_moved()
             if self._replaying is not None:
                 pass        # the traced graph knows its losses
             elif self._level == LEVEL_OPS:

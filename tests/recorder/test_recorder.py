@@ -322,6 +322,55 @@ def test_out_argument_is_overwritten_not_read(tmp_path: pytest.TempPathFactory) 
     assert sorted(edges.values()) == ["control", "data"], edges
 
 
+def test_memory_that_left_and_came_back_is_not_credited_to_its_old_maker(tmp_path: pytest.TempPathFactory) -> None:
+    """FSDP frees its unsharded parameters after the forward pass and re-allocates them for the backward;
+    the allocator may hand back the same address. What the forward wrote there is gone: a read of it in
+    the backward is of an input, in every iteration (the graphs of steady steps used to differ by it)."""
+    import torch
+
+    from debugger.torch import Recorder
+
+    class Gathered(torch.nn.Module):
+        """A parameter gathered into ``full`` for the forward and again for the backward, as FSDP does;
+        the memory comes back at its old address, as it often does from a real allocator."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.shard = torch.nn.Parameter(torch.randn(64))
+            self.memory = torch.empty(64)
+            self.full = torch.empty(0)
+            self.register_full_backward_pre_hook(self._gather_again)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.full.data = self.memory                                # .data= is no operator (nor is
+            self.full.copy_(self.shard.detach())                        # FSDP's storage resize_)
+            y = x * self.full + self.shard
+            self.full.data = torch.empty(0)                             # freed
+            return y
+
+        def _gather_again(self, module: Any, grad_output: Any) -> None:
+            self.full.data = self.memory                                # back at the same address
+            self.full.view(8, 8).sum()
+            self.full.copy_(self.shard.detach())
+
+    torch.manual_seed(0)
+    model = Gathered()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = str(tmp_path / "d")
+    with Recorder(out, model, opt) as rec:
+        for _ in range(3):
+            opt.zero_grad()
+            model(torch.ones(64)).sum().backward()
+            opt.step()
+            rec.step()
+    rank = open_dump(out).ranks[0]
+    for gid in rank.graph_ids:
+        g = rank.graph(gid)
+        view = next(n for n in g.nodes() if n.op_type == "view" and n.is_backward)
+        (src, _, _), = g.in_edges(view.name)
+        assert g.node(src).op_type == "Input", (gid, src)
+
+
 def _recorded_and_plain(out: str, build: Any, loop: Any, **recorder: Any) -> tuple[Any, Any]:
     """What ``loop(model, opt, rec)`` returns on a freshly seeded ``build()``: recorded into ``out``,
     then plain (``rec`` None)."""

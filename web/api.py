@@ -195,6 +195,8 @@ def band() -> dict[str, Any]:
         raise QueryError(d.root, f"no rank holds {node} {io}:{slot} in graph {graph}")
     out = rankviews.band(series)
     out.update({"graph": graph, "node": node, "io": io, "slot": slot, "stat": stat})
+    if len(series) < rankviews.LINES_BELOW:      # a band of a few ranks says little: their lines too
+        out["series"] = [{"rank": r, "points": p} for r, p in sorted(series.items())]
     return out
 
 

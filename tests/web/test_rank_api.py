@@ -70,8 +70,11 @@ def test_a_band_of_any_tensor_statistic(ranks20: Any) -> None:
 
 
 def test_two_ranks_keep_their_lines(make_app: Any, sample_root: str) -> None:
-    t = _triage(make_app(sample_root).test_client(), "dp2")
+    c = make_app(sample_root).test_client()
+    t = _triage(c, "dp2")
     assert [c["rank"] for c in t["loss"]] == [0, 1] and t["loss_band"] is None
+    b = c.get("/api/band?dump=dp2&node=conv1.weight&stat=mean").get_json()
+    assert [x["rank"] for x in b["series"]] == [0, 1] and b["series"][0]["points"][0][1] == b["min"][0] == b["max"][0]
     assert t["heatmap"]["groups"] == [{"name": "ranks 0-1", "start": 0, "count": 2}]
 
 

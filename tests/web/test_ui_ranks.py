@@ -121,3 +121,13 @@ def test_the_ranks_tab_is_virtual_searchable_and_sortable(page: Any, live_ranks:
     assert "divergent" in row.inner_text()
     row.click()
     page.wait_for_function("location.hash.includes('rank=640')")
+
+
+def test_a_tensor_across_ranks_is_a_band_whose_outlier_opens(page: Any, live_ranks: LiveServer) -> None:
+    page.goto(live_ranks.url + "#/tensor?node=fc1.weight&it=2&graph=0")
+    # every other rank holds the same weight: the band is a line (its quartile area has no height)
+    page.wait_for_selector(".ranks-band-card .band-chart path.band-median", state="attached")
+    assert page.locator(".ranks-band-card .band-outlier[data-rank='640']").count() == 1    # its weight departs
+    page.locator(".ranks-band-card .band-outlier[data-rank='640'] .band-label").click()
+    page.wait_for_function("location.hash.includes('rank=640')")
+    assert "it=2" in _hash(page)

@@ -11,7 +11,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 LINES_BELOW = 16        # below this many ranks a band says little: draw every rank's line
-OUTLIER_IQRS = 3.0      # a value further than this many IQRs (or scaled MADs) from the median is an outlier
+OUTLIER_IQRS = 5.0      # a value further than this many IQRs (or scaled MADs) from the median is an outlier
+# (3 names a dozen healthy ranks of 1,000 whose losses differ by their batches: losses are skewed)
 MAX_OUTLIERS = 24       # outlier ranks sent with their whole series (the worst first); the rest counted
 BLOCK = 64              # ranks per row group when the dump records no layout
 

@@ -33,9 +33,9 @@ def test_band_quartiles_match_numpy_and_name_the_outliers() -> None:
                         ("max", np.nanmax(finite, 0))):
         np.testing.assert_allclose(b[name], truth, rtol=1e-12)
     assert b["ranks"] == 200 and b["iterations"] == [0, 1, 2, 3, 4]
-    # truth apart: every rank whose value leaves median +- 3 IQR at some iteration, or is not finite
+    # truth apart: every rank whose value leaves median +- k IQR at some iteration, or is not finite
     q1, med, q3 = (np.nanpercentile(finite, q, 0) for q in (25, 50, 75))
-    far = (np.abs(finite - med) > 3 * (q3 - q1)) | ~np.isfinite(vals)
+    far = (np.abs(finite - med) > rankviews.OUTLIER_IQRS * (q3 - q1)) | ~np.isfinite(vals)
     want = set(np.nonzero(far.any(1))[0].tolist())
     got = {o["rank"] for o in b["outliers"]}
     assert {17, 42, 99} <= got and got == want and b["outlier_count"] == len(want)

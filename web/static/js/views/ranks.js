@@ -98,7 +98,7 @@ function rankRow(x, i) {
     h('span', { class: 'small' }, itRange(x.iterations)),
     h('span', { class: 'num small' }, `${fmt(x.tensor_files)} files · ${fmtBytes(x.tensor_bytes)}`),
     h('span', { class: 'rank-problems' }, x.hits ? h('span', { class: 'chip hit' }, `${fmt(x.hits)} hits`) : null,
-      x.divergent ? h('span', { class: 'chip bad' }, `${fmt(x.divergent)} divergent`) : null,
+      x.divergent ? h('span', { class: 'chip divergent' }, `${fmt(x.divergent)} divergent`) : null,
       x.warnings ? h('span', { class: 'chip warn' }, `${fmt(x.warnings)} warnings`) : null),
     kindBar(x.nodes_by_kind),
     sel ? h('span', { class: 'chip' }, 'selected') : h('button', { class: 'btn btn-small' }, 'Select'));

@@ -86,21 +86,22 @@ function outlierMark(o, color, X, Y, floor, onRank, taken) {
 export function heatCanvas(heat, { width = 520, height = null, onCell = null } = {}) {
   const rows = heat.rows.length, cols = heat.iterations.length;
   const H = height || Math.min(600, Math.max(120, rows * 4));
-  const wrap = h('div', { class: 'heat-wrap', style: { position: 'relative', paddingLeft: '84px' } });
+  const wrap = h('div', { class: 'heat-wrap', style: { position: 'relative', paddingLeft: '104px' } });
   const canvas = h('canvas', { class: 'rank-heat', width, height: H, style: { width: `${width}px`, height: `${H}px`, cursor: 'crosshair' } });
   const c2d = canvas.getContext('2d');
   c2d.fillStyle = '#f1f3f5';
   c2d.fillRect(0, 0, width, H);
   const cw = width / Math.max(1, cols), rh = H / Math.max(1, rows);
   const maxHits = Math.max(1, ...heat.cells.map((c) => c[2]));
+  c2d.strokeStyle = '#ced4da';   // group borders first: a marked cell stays visible on one
+  for (const g of heat.groups.slice(1)) { c2d.beginPath(); c2d.moveTo(0, g.start * rh); c2d.lineTo(width, g.start * rh); c2d.stroke(); }
   for (const [i, j, hits, div] of heat.cells) {
     c2d.fillStyle = div ? '#7048e8' : `rgba(224, 49, 49, ${0.35 + (0.65 * hits) / maxHits})`;
-    c2d.fillRect(j * cw, i * rh, Math.max(1, cw - (cw > 3 ? 1 : 0)), Math.max(1, rh));
+    const tall = Math.max(3, rh);   // a row under a pixel high (1,000 ranks) still shows its mark
+    c2d.fillRect(j * cw, Math.max(0, (i + 0.5) * rh - tall / 2), Math.max(1, cw - (cw > 3 ? 1 : 0)), tall);
   }
-  c2d.strokeStyle = '#868e96';
-  for (const g of heat.groups.slice(1)) { c2d.beginPath(); c2d.moveTo(0, g.start * rh); c2d.lineTo(width, g.start * rh); c2d.stroke(); }
   for (const g of heat.groups) {
-    wrap.append(h('div', { class: 'heat-group small muted', style: { position: 'absolute', left: '0', width: '80px', top: `${g.start * rh}px`, overflow: 'hidden', whiteSpace: 'nowrap' } }, g.name));
+    wrap.append(h('div', { class: 'heat-group small muted', style: { position: 'absolute', left: '0', width: '100px', top: `${g.start * rh}px`, overflow: 'hidden', whiteSpace: 'nowrap' } }, g.name));
   }
   const tip = h('div', { class: 'heat-tip small mono' }, 'hover a cell');
   canvas.addEventListener('mousemove', (ev) => {

@@ -155,9 +155,17 @@ def ranks() -> dict[str, Any]:
     d, t = _ws().dump(dump_id), _ws().peek_triage(dump_id)
     rows = _rank_rows(d, t)
     total, page = rankviews.select_rows(rows, request.args.get("q", ""), sort, offset, limit)
-    items = [{**serialize.rank_info(d.rank(x["rank"])), **x} for x in page]
+    items = [{**_rank_summary(d.rank(x["rank"])), **x} for x in page]
     return {"items": items, "total": total, "count": len(rows), "offset": offset, "limit": limit,
             "sort": sort, "triaged": t is not None}
+
+
+def _rank_summary(r: Rank) -> dict[str, Any]:
+    """What a row of the Ranks tab shows of a rank (its `tdbg info` object less the parameters, the
+    metadata and the per-graph details: a page of 100 rows stays small)."""
+    return {"rank": r.rank, "path": r.path, "iterations": r.iterations(), "graphs": r.graph_ids,
+            "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
+            "nodes_by_kind": dict(sorted(r.kind_counts().items()))}
 
 
 def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 7    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 8    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -83,9 +83,9 @@ def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str
 
 
 def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
-    """The loss curves of many ranks as one band (rankviews.band) naming the loss node."""
+    """Per-rank curves (loss, gradient norm) of many ranks as one band (rankviews.band) naming their node."""
     b = rankviews.band({c["rank"]: c["points"] for c in curves})
-    b["node"] = curves[0]["node"] if curves else None
+    b["node"] = curves[0].get("node") if curves else None
     b["graph"] = curves[0]["graph"] if curves else None
     return b
 
@@ -111,6 +111,32 @@ def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[
     hosts = {str(k): h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
     heat["hosts"] = hosts      # what the Ranks tab searches, without listing every rank again
     return heat
+
+
+def grad_norm_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
+    """Per rank, in the graph that holds gradients, per iteration: sqrt of the sum of the squared L2
+    norms of every gradient node's first output (None where one holds NaN/Inf)."""
+    out = []
+    for r in dump.ranks:
+        for gid in r.graph_ids:
+            g = r.graphs.get(gid)
+            grads = [n.name for n in g.nodes(Kind.GRADIENT)] if g else []
+            if not grads:
+                continue
+            sums: dict[int, float | None] = {}
+            for name in grads:
+                for it in r.node_iterations(gid, name):
+                    try:
+                        st = cache.stats(r.tensor(gid, it, name, "output", 0))
+                    except DumpError:
+                        continue
+                    bad = st.has_nonfinite or st.l2norm is None or not math.isfinite(st.l2norm)
+                    prev = sums.get(it, 0.0)
+                    sums[it] = None if bad or prev is None else prev + st.l2norm ** 2
+            points = [[it, None if v is None else math.sqrt(v)] for it, v in sorted(sums.items())]
+            out.append({"rank": r.rank, "graph": gid, "nodes": len(grads), "points": points})
+            break
+    return out
 
 
 def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -157,8 +183,10 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
         divergent = divergent_cells(cmp)
     many = len(dump.rank_ids) >= rankviews.LINES_BELOW
+    grads = grad_norm_curves(dump, cache)
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
            "loss_band": band_of(curves) if many else None,
+           "grad_norm": [] if many else grads, "grad_norm_band": band_of(grads) if many and grads else None,
            "heatmap": rank_heatmap(dump, [(h["rank"], h["iteration"]) for h in hits], divergent, res.iterations),
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
@@ -183,4 +211,4 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged}
 
 
-__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "health", "loss_curves", "rank_heatmap", "triage"]
+__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

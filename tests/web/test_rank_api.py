@@ -85,3 +85,28 @@ def test_heatmap_rows_follow_the_recorded_mesh(make_app: Any, sample_root: str) 
     assert t["heatmap"]["groups"] == [{"name": "dp 0", "start": 0, "count": 2}, {"name": "dp 1", "start": 2, "count": 2}]
     rows = c.get("/api/ranks?dump=torch_2d&q=dp%201").get_json()
     assert [x["rank"] for x in rows["items"]] == [2, 3]
+
+
+def test_gradient_norm_per_rank_matches_numpy(sample_root: str) -> None:
+    from debugger.cache import StatsCache
+    from debugger.formats.records import Kind
+    from debugger.model import open_dump
+    from debugger.triage import grad_norm_curves
+
+    d = open_dump(os.path.join(sample_root, "dp2"))
+    curves = grad_norm_curves(d, StatsCache(enabled=False))
+    assert [c["rank"] for c in curves] == [0, 1]
+    for c in curves:
+        r = d.rank(c["rank"])
+        names = [n.name for n in r.graph(c["graph"]).nodes(Kind.GRADIENT)]
+        for it, value in c["points"]:     # truth apart: the files themselves, read by numpy
+            files = [r.tensor(c["graph"], it, n, "output", 0).source.path for n in names if it in r.node_iterations(c["graph"], n)]
+            truth = np.sqrt(sum(float(np.sum(np.load(f).astype(np.float64) ** 2)) for f in files))
+            assert value == pytest.approx(truth, rel=1e-6)
+
+
+def test_twenty_ranks_get_a_gradient_norm_band(ranks20: Any) -> None:
+    t = _triage(ranks20)
+    b = t["grad_norm_band"]
+    assert t["grad_norm"] == [] and b["ranks"] == 20 and b["iterations"] == [0, 1, 2]
+    assert all(lo <= m <= hi for lo, m, hi in zip(b["min"], b["median"], b["max"]))

@@ -86,6 +86,7 @@ def test_the_band_names_outliers_and_opens_one(page: Any, live_ranks: LiveServer
     assert page.locator(".loss-card .band-chart path.band-median").count() == 1
     assert page.locator(".loss-card .band-outlier").count() >= 4
     assert page.locator(".loss-card svg path").count() < 40            # not a line per rank
+    page.wait_for_selector(".grad-card .band-chart path.band-median", state="attached")   # the gradient norm too
     page.locator(".loss-card .band-outlier[data-rank='333'] .band-label").click()
     page.wait_for_function("location.hash.startsWith('#/graph') && location.hash.includes('rank=333')")
     assert "it=1" in _hash(page)

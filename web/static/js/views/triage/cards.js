@@ -88,11 +88,11 @@ export function lossCard(t) {
     h('span', { class: 'muted' }, t.loss[0] ? `mean of ${basename(t.loss[0].node)} per iteration` : '')), body);
 }
 
-// Many ranks: the loss as a band (min-max, quartiles, median) with its outlier ranks named; a click on
-// one opens that rank at the iteration where it departs.
-function lossBandCard(t) {
-  const b = t.loss_band;
-  const open = (rank, iteration) => set({ view: 'graph', rank, graph: b.graph ?? 0, iteration, node: b.node, io: 'output', slot: 0, scope: '' });
+// Many ranks: a per-rank series as a band (min-max, quartiles, median) with its outlier ranks named; a
+// click on one opens that rank at the iteration where it departs (the node when the series has one).
+function bandCard(cls, title, what, b) {
+  const open = (rank, iteration) => set(b.node ? { view: 'graph', rank, graph: b.graph ?? 0, iteration, node: b.node, io: 'output', slot: 0, scope: '' }
+    : { view: 'graph', rank, graph: b.graph ?? 0, iteration, scope: '' });
   const names = b.outliers.map((o) => h('a', { href: '#', class: 'chip hit band-rank', 'data-rank': o.rank,
     onclick: (e) => { e.preventDefault(); open(o.rank, o.iterations[0]); } }, `rank ${o.rank}`));
   const body = h('div', { class: 'card-body' },
@@ -104,8 +104,23 @@ function lossBandCard(t) {
       ? [h('b', {}, `${b.outlier_count} outlier rank${b.outlier_count === 1 ? '' : 's'}: `), ...names,
         b.outlier_count > names.length ? h('span', { class: 'muted' }, ` and ${b.outlier_count - names.length} more`) : null]
       : h('span', { class: 'muted' }, 'No outlier rank: every rank stays within the band.')));
-  return h('div', { class: 'card loss-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Loss'),
-    h('span', { class: 'muted' }, `${b.ranks} ranks · mean of ${basename(b.node || '')} per iteration`)), body);
+  return h('div', { class: `card ${cls}` }, h('div', { class: 'card-head' }, h('h2', {}, title),
+    h('span', { class: 'muted' }, `${b.ranks} ranks · ${what}`)), body);
+}
+
+function lossBandCard(t) {
+  return bandCard('loss-card', 'Loss', `mean of ${basename(t.loss_band.node || '')} per iteration`, t.loss_band);
+}
+
+/** The gradient norm per iteration: a band for many ranks, a line per rank for a few; null when no gradient is dumped. */
+export function gradNormCard(t) {
+  const what = 'sqrt of the summed squared L2 norms of the gradients';
+  if (t.grad_norm_band) return bandCard('grad-card', 'Gradient norm', what, t.grad_norm_band);
+  if (!t.grad_norm || !t.grad_norm.length) return null;
+  const series = t.grad_norm.map((c, i) => ({ name: `rank ${c.rank}`, color: RANK_COLORS[i % RANK_COLORS.length], points: c.points.map(([x, y]) => ({ x, y })) }));
+  return h('div', { class: 'card grad-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Gradient norm'), h('span', { class: 'muted' }, what)),
+    h('div', { class: 'card-body' }, lineChart(series, { width: 520, height: 200, marker: state.iteration, onPick: (x) => set({ iteration: x }) }),
+      h('div', { class: 'legend' }, series.map((x) => h('span', {}, h('i', { style: { background: x.color } }), x.name)))));
 }
 
 /** Ranks x iterations: where the recommended watchpoints fired and where ranks diverge; a cell opens it. */

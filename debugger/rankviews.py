@@ -75,18 +75,21 @@ def band(series: Mapping[int, Points], k: float = OUTLIER_IQRS, max_outliers: in
     return out
 
 
-def rank_groups(rank_ids: Sequence[int], layouts: Mapping[int, Any], block: int = BLOCK) -> list[dict[str, Any]]:
+def rank_groups(rank_ids: Sequence[int], layouts: Mapping[int, Any], hosts: Mapping[int, str] | None = None,
+                block: int = BLOCK) -> list[dict[str, Any]]:
     """Row groups of the ranks: by pipeline stage, else by the outermost mesh dimension (dp, pp ...) of
-    the recorded layout, else blocks of ``block`` ranks. Each ``{"name", "ranks"}``, in rank order."""
-    keyed: dict[str, list[int]] = {}
-    for r in rank_ids:
-        key = _layout_key(r, layouts.get(r))
-        if key is None:
-            keyed = {}
-            break
-        keyed.setdefault(key, []).append(r)
-    if keyed:
-        return [{"name": k, "ranks": v} for k, v in sorted(keyed.items(), key=lambda kv: kv[1][0])]
+    the recorded layout, else by host where every rank names one, else blocks of ``block`` ranks. Each
+    ``{"name", "ranks"}``, in rank order."""
+    for key_of in (lambda r: _layout_key(r, layouts.get(r)), lambda r: (hosts or {}).get(r)):
+        keyed: dict[str, list[int]] = {}
+        for r in rank_ids:
+            key = key_of(r)
+            if key is None:
+                keyed = {}
+                break
+            keyed.setdefault(str(key), []).append(r)
+        if keyed:
+            return [{"name": k, "ranks": v} for k, v in sorted(keyed.items(), key=lambda kv: kv[1][0])]
     ids = list(rank_ids)
     return [{"name": f"ranks {ids[i]}-{ids[min(i + block, len(ids)) - 1]}", "ranks": ids[i:i + block]}
             for i in range(0, len(ids), block)]

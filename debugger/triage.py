@@ -19,7 +19,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 8    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 9    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -106,10 +106,11 @@ def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[
     infos = {r.rank: r.info for r in dump.ranks}
     layouts = {k: i.layout for k, i in infos.items()}
     its = sorted(set(checked) | {it for _, it in hits} | {it for _, it in divergent})
-    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, rankviews.rank_groups(dump.rank_ids, layouts))
+    hosts = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
+    groups = rankviews.rank_groups(dump.rank_ids, layouts, hosts)
+    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, groups)
     heat["problems"] = {str(r): p for r, p in rankviews.rank_problems(heat).items() if p["hits"] or p["divergent"]}
-    hosts = {str(k): h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
-    heat["hosts"] = hosts      # what the Ranks tab searches, without listing every rank again
+    heat["hosts"] = {str(k): h for k, h in hosts.items()}   # what the Ranks tab searches, without listing every rank again
     return heat
 
 

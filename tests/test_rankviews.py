@@ -75,6 +75,12 @@ def test_groups_follow_the_layout_else_blocks() -> None:
                                                               {"name": "dp 1", "ranks": [3, 4, 5]}]
     staged = {r: RankLayout(stage=r // 2, stages=2) for r in range(4)}
     assert [g["name"] for g in rankviews.rank_groups(range(4), staged)] == ["stage 0", "stage 1"]
+    hosts = {r: f"node{r // 8}" for r in range(16)}
+    assert rankviews.rank_groups(range(16), {}, hosts) == [{"name": "node0", "ranks": list(range(8))},
+                                                           {"name": "node1", "ranks": list(range(8, 16))}]
+    assert rankviews.rank_groups(range(6), layouts, hosts)[0]["name"] == "dp 0"      # the layout first
+    blocks = rankviews.rank_groups(list(range(130)), {}, {0: "node0"})                # a host unknown for most
+    assert len(blocks) == 3
     blocks = rankviews.rank_groups(list(range(130)), {})
     assert [(g["name"], len(g["ranks"])) for g in blocks] == [("ranks 0-63", 64), ("ranks 64-127", 64), ("ranks 128-129", 2)]
 

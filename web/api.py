@@ -177,9 +177,10 @@ def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
         hosts, problems = heat.get("hosts", {}), heat.get("problems", {})
     else:
         infos = {r.rank: r.info for r in d.ranks}
-        group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {k: i.layout for k, i in infos.items()})
+        named = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
+        group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {k: i.layout for k, i in infos.items()}, named)
                  for r in g["ranks"]}
-        hosts = {str(k): (i.raw or {}).get("host") or (i.raw or {}).get("hostname") for k, i in infos.items()}
+        hosts = {str(k): h for k, h in named.items()}
         problems = {}
     rows = []
     for r in d.ranks:

@@ -12,20 +12,22 @@ import numpy as np
 
 import dumpmaker
 
-VERSION = 1                      # bump when what is written changes
+VERSION = 2                      # bump when what is written changes
+ITERATIONS = 2                   # 0: every rank healthy; 1: the planted problems
 LAYERS = (("fc1", 4, 2, None),)  # one Dense layer: few files per rank
 NAN_RANKS = (7, 333, 901)        # NaN loss from iteration 1 on
 HIGH_RANK = 512                  # loss 50x the others' from iteration 1 on
-DIVERGENT_RANK = 640             # its fc1.weight departs at iteration 2
+DIVERGENT_RANK = 640             # its fc1.weight departs at iteration 1
+DEPART = 1                       # where the planted problems start
 
 
 def _values(rank: int, it: int, node: str, io: str, slot: int, default: Any) -> Any:
-    if io == "output" and "SoftmaxCrossEntropy" in node and not node.startswith("Gradients") and it >= 1:
+    if io == "output" and "SoftmaxCrossEntropy" in node and not node.startswith("Gradients") and it >= DEPART:
         if rank in NAN_RANKS:
             return np.full_like(default, np.nan)
         if rank == HIGH_RANK:
             return default * 50 + 50
-    if rank == DIVERGENT_RANK and it == 2 and node == "fc1.weight":
+    if rank == DIVERGENT_RANK and it == DEPART and node == "fc1.weight":
         return default + 1.0
     return None
 
@@ -36,6 +38,6 @@ def ensure_ranks_dump(ranks: int, base: str = "/tmp") -> tuple[str, str]:
     done = os.path.join(root, ".complete")
     if not os.path.exists(done):
         shutil.rmtree(root, ignore_errors=True)
-        dumpmaker.make_dump(os.path.join(root, "dump"), ranks=ranks, iterations=3, layers=LAYERS, values=_values)
+        dumpmaker.make_dump(os.path.join(root, "dump"), ranks=ranks, iterations=ITERATIONS, layers=LAYERS, values=_values)
         open(done, "w").close()
     return os.path.join(root, "dump"), os.path.join(root, "cache")

@@ -1,7 +1,7 @@
 // The 1,000-rank views' pure logic (views/ranks/state.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { areaPath, bandExtent, cellAt, groupOf, pagesFor, visibleRange } from '../../../web/static/js/views/ranks/state.js';
+import { areaPath, bandExtent, cellAt, groupOf, pagesFor, rankRanges, visibleRange } from '../../../web/static/js/views/ranks/state.js';
 
 test('the band extent covers the envelope and the finite outlier values', () => {
   const band = { min: [1, 2], max: [3, 4], outliers: [{ rank: 7, points: [[0, null], [1, 50]] }] };
@@ -30,4 +30,12 @@ test('a virtual list draws the visible rows and a few more, from the pages that 
   assert.deepEqual(visibleRange(32000, 320, 32, 1000), [994, 1000]);
   assert.deepEqual(pagesFor(98, 112, 100), [0, 1]);
   assert.deepEqual(pagesFor(0, 0, 100), []);
+});
+
+test('ranks are written as runs, capped', () => {
+  assert.equal(rankRanges([5, 0, 1, 2, 7, 8]), '0–2, 5, 7–8');
+  assert.equal(rankRanges(Array.from({ length: 1000 }, (_, i) => i)), '0–999');
+  assert.equal(rankRanges([0, 2, 4, 6], 2), '0, 2, … (4 ranks)');
+  assert.equal(rankRanges([]), '');
+  assert.equal(rankRanges([1, 3, 5], 1, 'iterations'), '1, … (3 iterations)');
 });

@@ -53,3 +53,16 @@ export function pagesFor(first, last, size) {
   for (let p = Math.floor(first / size); p * size < last; p++) out.push(p);
   return out;
 }
+
+/** Ranks (or iterations) as runs ("0–2, 5, 7–999"), at most ``max`` runs then "… (N ranks)": 1,000
+ * ranks stay one short line. */
+export function rankRanges(ranks, max = 8, unit = 'ranks') {
+  const xs = [...new Set(ranks)].sort((a, b) => a - b);
+  const runs = [];
+  for (const x of xs) {
+    const last = runs[runs.length - 1];
+    if (last && x === last[1] + 1) last[1] = x; else runs.push([x, x]);
+  }
+  const text = runs.slice(0, max).map(([a, b]) => (a === b ? String(a) : `${a}–${b}`)).join(', ');
+  return runs.length > max ? `${text}, … (${xs.length} ${unit})` : text;
+}

@@ -7,6 +7,7 @@ import { lineChart } from '../../charts.js';
 import { hitText, tensorLabel } from '../../hits.js';
 import { stepCauses } from './state.js';
 import { bandChart, heatCanvas } from '../ranks/draw.js';
+import { rankRanges } from '../ranks/state.js';
 
 const RANK_COLORS = ['#3b5bdb', '#e8590c', '#2f9e44', '#ae3ec9', '#1098ad', '#f08c00', '#c2255c', '#5c940d'];
 
@@ -16,7 +17,7 @@ function findingRow(f, manyRanks) {
   const loc = x.source;
   return h('div', { class: 'finding', 'data-watchpoint': f.watchpoint.name },
     h('div', { class: 'f-head' }, h('span', { class: 'chip hit' }, fmt(f.hits)), h('b', { class: 'mono' }, f.watchpoint.name),
-      h('span', { class: 'muted small' }, `${f.iterations.length} iteration${f.iterations.length === 1 ? '' : 's'} · rank${f.ranks.length === 1 ? '' : 's'} ${f.ranks.join(', ')}`)),
+      h('span', { class: 'muted small' }, `${f.iterations.length} iteration${f.iterations.length === 1 ? '' : 's'} · rank${f.ranks.length === 1 ? '' : 's'} ${rankRanges(f.ranks)}`)),
     f.watchpoint.help ? h('div', { class: 'f-help muted small' }, f.watchpoint.help) : null,
     h('div', { class: 'f-first' },
       h('span', { class: 'faint small' }, 'first'),
@@ -148,7 +149,7 @@ export function agreementCard(t) {
       ? h('div', { class: 'muted' }, h('b', {}, 'Nothing compared: '), sm.nothing_compared)
       : h('div', { class: fd ? 'error-box' : 'ok-box' }, fd
       ? [h('b', {}, 'First divergence: '), `iteration ${fd.iteration}, rank ${fd.a.rank} vs ${fd.b.rank}: `, h('code', {}, tensorLabel(fd)), ` (${fd.reason || fd.grade})`]
-      : `Ranks ${[a.base, ...a.ranks].join(', ')} agree in iterations ${a.iterations.join(', ')}: parameters and all-reduced values are equal.`),
+      : `Ranks ${rankRanges([a.base, ...a.ranks])} agree in iterations ${rankRanges(a.iterations, 8, 'iterations')}: parameters and all-reduced values are equal.`),
     h('button', { class: 'btn btn-small', onclick: () => set({ view: 'ranks' }) }, 'Compare in detail'));
   }
   return h('div', { class: 'card agreement-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks agree?'),

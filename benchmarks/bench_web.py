@@ -12,7 +12,14 @@ through Flask's test client, i.e. the server side of each request:
   statistics, cold (first time each tensor is asked for);
 - the browser's layout of the largest scope page, with node.js when available (layout.js is pure JS).
 
+With ``--ranks N``: the 1,000-rank views instead, on a generated N-rank dump (tests/web/bigranks.py:
+few files per rank, NaN/high/divergent ranks planted): the triage computed once, then the requests
+behind the loss band, the heatmap, the Ranks tab (pages, sort, search) and a tensor statistic's band,
+each timed warm as `tdbg serve` answers them (dump opened before listening), with their JSON sizes
+against what one series per rank would weigh.
+
 Usage: python benchmarks/bench_web.py [--blocks 270] [--root /tmp/tdbg-bench-web] [--json out.json]
+       python benchmarks/bench_web.py --ranks 1000 [--root /work/bench_data/u]
 """
 from __future__ import annotations
 
@@ -529,6 +536,55 @@ def _print_latencies(report: dict[str, Any], repeat: int) -> None:
               f"{js['blocks_page']:.1f} ms, Adam group page ({js['adam_group_page_children']} nodes) {js['adam_group_page']:.1f} ms")
 
 
+RANK_VIEWS = {
+    "triage (band + heatmap)": "/api/triage",
+    "ranks: first page": "/api/ranks?offset=0&limit=100",
+    "ranks: page 9, by problems": "/api/ranks?sort=problems&offset=900&limit=100",
+    "ranks: search": "/api/ranks?q=rank%20640",
+    "band of a weight's l2norm": "/api/band?node=fc1.weight&stat=l2norm",
+}
+
+
+def bench_ranks(root: str, ranks: int, repeat: int) -> dict[str, Any]:
+    """The rank views' latencies and sizes on an N-rank dump (triage computed first, not timed per view)."""
+    sys.path[:0] = [os.path.join(ROOT, "tests", "web"), os.path.join(ROOT, "tests")]
+    import bigranks
+    from tdbg_web import create_app
+    from tdbg_web.server import warm
+
+    from debugger import triage as tri
+    from debugger.cache import StatsCache
+    from debugger.model import open_dump
+
+    t0 = time.perf_counter()
+    dump_root, cache_dir = bigranks.ensure_ranks_dump(ranks, base=root)
+    out: dict[str, Any] = {"ranks": ranks, "dump_s": time.perf_counter() - t0}
+    d, cache = open_dump(dump_root), StatsCache(cache_dir)
+    t0 = time.perf_counter()
+    tri.triage(d, cache)
+    out["triage_s"] = time.perf_counter() - t0        # cold on the first run; the cache's afterwards
+    per_rank = json.dumps(tri.loss_curves(d, cache))
+    app = create_app(dump_root, {"CACHE_DIR": cache_dir})
+    t0 = time.perf_counter()
+    warm(app)
+    out["open_s"] = time.perf_counter() - t0
+    c = app.test_client()
+    while c.get("/api/triage").get_json()["state"] != "done":
+        time.sleep(0.2)
+    out["views"] = {name: {**timed(c, url, repeat), "bytes": len(c.get(url).get_data())} for name, url in RANK_VIEWS.items()}
+    out["loss_series_bytes"] = len(per_rank)
+    out["loss_band_bytes"] = len(json.dumps(c.get("/api/triage").get_json()["result"]["loss_band"]))
+    return out
+
+
+def _print_ranks(r: dict[str, Any]) -> None:
+    print(f"{r['ranks']} ranks: dump ready in {r['dump_s']:.1f} s, triage {r['triage_s']:.1f} s, opened in {r['open_s']:.1f} s")
+    print(f"{'view':32} {'first ms':>9} {'median ms':>10} {'p95 ms':>8} {'bytes':>9}")
+    for name, v in r["views"].items():
+        print(f"{name:32} {v['first_ms']:9.1f} {v['median_ms']:10.1f} {v['p95_ms']:8.1f} {v['bytes']:9,}")
+    print(f"loss: band {r['loss_band_bytes']:,} bytes against {r['loss_series_bytes']:,} for one series per rank")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.join(tempfile.gettempdir(), "tdbg-bench-web"))
@@ -538,9 +594,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--browser", action="store_true",
                     help="only the Chromium measurement against `tdbg serve` (first graph view, scope/node p95)")
+    ap.add_argument("--ranks", type=int, help="only the 1,000-rank views, on a generated dump of this many ranks")
     a = ap.parse_args(argv)
     if a.browser:
         return _browser_only(a)
+    if a.ranks:
+        res = bench_ranks(a.root, a.ranks, a.repeat)
+        _print_ranks(res)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(res, f, indent=2)
+        return 0
 
     from tdbg_web import create_app
 

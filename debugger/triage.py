@@ -8,7 +8,7 @@ import json
 import math
 from typing import Any, Callable
 
-from . import __version__
+from . import __version__, rankviews
 from .cache import StatsCache
 from .compare import compare_ranks
 from .errors import DumpError
@@ -19,7 +19,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 4    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 9    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -54,6 +54,88 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
                 v = st.mean
                 points.append([it, v if v is not None and math.isfinite(v) else None])
             out.append({"rank": r.rank, "graph": gid, "node": name, "points": points})
+            break
+    return out
+
+
+BAND_STATS = ("mean", "abs_mean", "min", "max", "std", "l2norm")
+
+
+def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str,
+                cache: StatsCache) -> dict[int, list[list[Any]]]:
+    """Per rank holding the tensor, ``[[iteration, value or None], ...]`` of one statistic (None: not
+    finite, or NaN/Inf in the tensor), for a band across ranks (a gradient norm: stat="l2norm")."""
+    if stat not in BAND_STATS:
+        raise ValueError(f"bad statistic {stat!r}: expected one of {', '.join(BAND_STATS)}")
+    out: dict[int, list[list[Any]]] = {}
+    for r in dump.ranks:
+        points = []
+        for it in r.node_iterations(graph, node):
+            try:
+                st = cache.stats(r.tensor(graph, it, node, io, slot))
+            except DumpError:
+                continue
+            v = None if st.has_nonfinite else getattr(st, stat)
+            points.append([it, v if v is not None and math.isfinite(v) else None])
+        if points:
+            out[r.rank] = points
+    return out
+
+
+def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-rank curves (loss, gradient norm) of many ranks as one band (rankviews.band) naming their node."""
+    b = rankviews.band({c["rank"]: c["points"] for c in curves})
+    b["node"] = curves[0].get("node") if curves else None
+    b["graph"] = curves[0]["graph"] if curves else None
+    return b
+
+
+def divergent_cells(cmp: dict[str, Any]) -> list[tuple[int, int]]:
+    """(rank, iteration) of each counted error pair of a ranks comparison: the rank that is not the base."""
+    out = []
+    for p in cmp.get("pairs", []):
+        if p["grade"] == "error" and p.get("counted", True):
+            a, b = p["a"].get("rank"), p["b"].get("rank")
+            out.append((b if a == cmp["base"] else a, p["iteration"]))
+    return out
+
+
+def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[int, int]],
+                 checked: list[int]) -> dict[str, Any]:
+    """The rank x iteration matrix of hits and divergence, rows grouped by the parallel layout."""
+    infos = {r.rank: r.info for r in dump.ranks}
+    layouts = {k: i.layout for k, i in infos.items()}
+    its = sorted(set(checked) | {it for _, it in hits} | {it for _, it in divergent})
+    hosts = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
+    groups = rankviews.rank_groups(dump.rank_ids, layouts, hosts)
+    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, groups)
+    heat["problems"] = {str(r): p for r, p in rankviews.rank_problems(heat).items() if p["hits"] or p["divergent"]}
+    heat["hosts"] = {str(k): h for k, h in hosts.items()}   # what the Ranks tab searches, without listing every rank again
+    return heat
+
+
+def grad_norm_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
+    """Per rank, in the graph that holds gradients, per iteration: sqrt of the sum of the squared L2
+    norms of every gradient node's first output (None where one holds NaN/Inf)."""
+    out = []
+    for r in dump.ranks:
+        for gid in r.graph_ids:
+            g = r.graphs.get(gid)
+            grads = [n.name for n in g.nodes(Kind.GRADIENT)] if g else []
+            if not grads:
+                continue
+            sums: dict[int, float | None] = {}
+            for name in grads:
+                for it in r.node_iterations(gid, name):
+                    try:
+                        st = cache.stats(r.tensor(gid, it, name, "output", 0))
+                    except DumpError:
+                        continue
+                    bad = st.has_nonfinite or st.l2norm is None or not math.isfinite(st.l2norm)
+                    prev = sums.get(it, 0.0)
+                    sums[it] = None if bad or prev is None else prev + st.l2norm ** 2
+            points = [[it, None if v is None else math.sqrt(v)] for it, v in sorted(sums.items())]
+            out.append({"rank": r.rank, "graph": gid, "nodes": len(grads), "points": points})
             break
     return out
 
@@ -94,13 +176,19 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     wp_dicts = [w.to_dict() for w in wps]
     for w, d in zip(wps, wp_dicts):
         d["help"] = w.condition.help
-    agreement = None
+    agreement, divergent = None, []
     if len(dump.rank_ids) > 1:
         say("compare", 0, 1)
         cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers).to_dict()
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
-    out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": curves,
+        divergent = divergent_cells(cmp)
+    many = len(dump.rank_ids) >= rankviews.LINES_BELOW
+    grads = grad_norm_curves(dump, cache)
+    out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
+           "loss_band": band_of(curves) if many else None,
+           "grad_norm": [] if many else grads, "grad_norm_band": band_of(grads) if many and grads else None,
+           "heatmap": rank_heatmap(dump, [(h["rank"], h["iteration"]) for h in hits], divergent, res.iterations),
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
            "level_notes": data.get("level_notes", []),
@@ -124,4 +212,4 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged}
 
 
-__all__ = ["PRESET", "cached", "findings", "health", "loss_curves", "triage"]
+__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

@@ -31,10 +31,10 @@ _ENGINES = ("query", "watch", "compare")
 
 LAYERS: tuple[Layer, ...] = (
     # Leaf helpers that know no dump: errors and exit statuses, lazy loading, number ranges, statistics and
-    # their cache, executors, the generated protobuf module.
+    # their cache, executors, the generated protobuf module, the 1,000-rank summaries (rankviews: numpy only).
     Layer("base", ("debugger.errors", "debugger.exits", "debugger.lazy", "debugger.kinds", "debugger.gcpause",
                    "debugger.slices", "debugger.validate", "debugger.report", "debugger.executors",
-                   "debugger.selection", "debugger.stats", "debugger.stats_kernel", "debugger.cache",
+                   "debugger.selection", "debugger.stats", "debugger.stats_kernel", "debugger.cache", "debugger.rankviews",
                    "debugger.proto")),
     # The seam every format reads through: records, the reader protocol, safe file access, .npy headers.
     Layer("seam", ("debugger.formats.records", "debugger.formats.base", "debugger.formats.files",

@@ -11,7 +11,9 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 
-from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, serialize, sourceroots, validate, watch
+from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, rankviews, serialize, sourceroots, validate, watch
+from debugger import triage as _triage
+from debugger.cache import StatsCache
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
@@ -138,8 +140,73 @@ def kinds() -> dict[str, Any]:
 
 @bp.get("/ranks")
 def ranks() -> dict[str, Any]:
-    """Ranks of the dump, `tdbg info` objects."""
-    return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
+    """Ranks of the dump, `tdbg info` objects; with any of ``q``, ``sort``, ``offset``, ``limit``: one
+    page of the ranks matching ``q`` (rank, host, group), sorted (rank | problems | hits | divergent |
+    warnings), each with its problem counts from the triage (the Ranks tab at 1,000 ranks)."""
+    if not any(k in request.args for k in ("q", "sort", "offset", "limit")):
+        return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
+    sort = request.args.get("sort", "rank")
+    if sort not in rankviews.SORTS:
+        raise InvalidQueryError(f"bad sort {sort!r}: expected one of {', '.join(rankviews.SORTS)}")
+    offset, limit = _int("offset", 0) or 0, _int("limit", 100)
+    if limit is None or not 0 <= limit <= 1000 or offset < 0:
+        raise InvalidQueryError("bad offset/limit: expected offset >= 0 and 0 <= limit <= 1000")
+    dump_id = _dump_id()
+    d, t = _ws().dump(dump_id), _ws().peek_triage(dump_id)
+    rows = _rank_rows(d, t)
+    total, page = rankviews.select_rows(rows, request.args.get("q", ""), sort, offset, limit)
+    items = [{**_rank_summary(d.rank(x["rank"])), **x} for x in page]
+    return {"items": items, "total": total, "count": len(rows), "offset": offset, "limit": limit,
+            "sort": sort, "triaged": t is not None}
+
+
+def _rank_summary(r: Rank) -> dict[str, Any]:
+    """What a row of the Ranks tab shows of a rank (its `tdbg info` object less the parameters, the
+    metadata and the per-graph details: a page of 100 rows stays small)."""
+    return {"rank": r.rank, "path": r.path, "iterations": r.iterations(), "graphs": r.graph_ids,
+            "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
+            "nodes_by_kind": dict(sorted(r.kind_counts().items()))}
+
+
+def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Per rank: its group, host and problem counts, from the triage when it is known (no rank is
+    listed again: at 1,000 ranks that takes seconds), else from the ranks' own metadata."""
+    heat = (t or {}).get("heatmap")
+    if heat:
+        group = {heat["rows"][i]: g["name"] for g in heat["groups"] for i in range(g["start"], g["start"] + g["count"])}
+        hosts, problems = heat.get("hosts", {}), heat.get("problems", {})
+    else:
+        infos = {r.rank: r.info for r in d.ranks}
+        named = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
+        group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {k: i.layout for k, i in infos.items()}, named)
+                 for r in g["ranks"]}
+        hosts = {str(k): h for k, h in named.items()}
+        problems = {}
+    rows = []
+    for r in d.ranks:
+        p = problems.get(str(r.rank), {})
+        rows.append({"rank": r.rank, "group": group.get(r.rank), "host": hosts.get(str(r.rank)),
+                     "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings)})
+    return rows
+
+
+@bp.get("/band")
+def band() -> dict[str, Any]:
+    """One statistic of one tensor across the ranks, per iteration, as a band with its outlier ranks
+    named (debugger.rankviews.band): the server sends a summary, never one series per rank."""
+    graph, node = _int("graph", 0) or 0, _need("node")
+    io, slot, stat = request.args.get("io", "output"), _int("slot", 0) or 0, request.args.get("stat", "mean")
+    if stat not in _triage.BAND_STATS:
+        raise InvalidQueryError(f"bad stat {stat!r}: expected one of {', '.join(_triage.BAND_STATS)}")
+    d = _ws().dump(_dump_id())
+    series = _ws().stats_of(_dump_id(), lambda c: _triage.stat_series(d, graph, node, io, slot, stat, c or StatsCache(enabled=False)))
+    if not series:
+        raise QueryError(d.root, f"no rank holds {node} {io}:{slot} in graph {graph}")
+    out = rankviews.band(series)
+    out.update({"graph": graph, "node": node, "io": io, "slot": slot, "stat": stat})
+    if len(series) < rankviews.LINES_BELOW:      # a band of a few ranks says little: their lines too
+        out["series"] = [{"rank": r, "points": p} for r, p in sorted(series.items())]
+    return out
 
 
 @bp.get("/ranks/<int:rank>/graphs")

@@ -199,11 +199,11 @@ def test_watchpoint_from_the_registry_form_and_its_hits(page: Any, live_sample: 
 
 def test_switching_rank(page: Any, live_sample: Any) -> None:
     open_view(page, live_sample, "#/ranks?dump=dp2")
-    page.wait_for_selector(".tbl tbody tr")
-    assert page.locator(".tbl tbody tr").count() == 2
+    page.wait_for_selector(".ranks-card .rank-row[data-rank]")
+    assert page.locator(".ranks-card .rank-row[data-rank]").count() == 2
     page.select_option("#rank-select", "1")
     page.wait_for_function("location.hash.includes('rank=1')")
-    page.wait_for_function("[...document.querySelectorAll('.tbl tbody tr.sel')].some(r => r.textContent.includes('rank 1'))")
+    page.wait_for_function("[...document.querySelectorAll('.ranks-card .rank-row.sel')].some(r => r.textContent.includes('rank 1'))")
     page.locator(".compare-card button", has_text="Compare").click()
     page.wait_for_function("!document.querySelector('.compare-card .card-body').textContent.includes('Comparing')")
     body = page.locator(".compare-card .card-body").inner_text()

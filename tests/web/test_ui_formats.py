@@ -50,7 +50,7 @@ def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: 
     assert ("holds statistics only" in page.locator(".hist-body").inner_text()) is stats_only
     assert (page.locator("a", has_text="Download .npy").count() == 0) is stats_only
     open_view(page, live_sample, f"#/ranks?dump={dump}")
-    page.wait_for_selector("table.tbl")
+    page.wait_for_selector(".ranks-card .rank-row[data-rank]")
     open_view(page, live_sample, f"#/watch?dump={dump}")
     page.wait_for_selector("[data-preset='recommended']")
     page.goto("about:blank")   # the page polls: leave before the next test

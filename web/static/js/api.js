@@ -92,6 +92,8 @@ export const api = {
   info: (dump) => get('/info', { dump }, { reuse: false }),
   triage: (dump) => get('/triage', { dump }, { reuse: false }),
   ranks: (dump) => get('/ranks', { dump }),
+  band: ({ dump, graph, node, io, slot, stat }) => get('/band', { dump, graph, node, io, slot, stat }),
+  rankPage: ({ dump, q, sort, offset, limit }) => get('/ranks', { dump, q, sort, offset, limit }, { reuse: false }),
   graphs: (dump, rank) => get(`/ranks/${rank}/graphs`, { dump }),
   scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end }) =>
     get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end }),

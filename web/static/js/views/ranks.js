@@ -1,8 +1,9 @@
 // Ranks pane: every rank of the dump with its iterations and sizes, a selector, and Compare: the
 // results of debugger.compare.compare_ranks (via /api/compare) against a base rank.
 import { api } from '../api.js';
-import { state, set } from '../state.js';
-import { put, h, clear, fmt, fmtBytes, errorBox, kindDot } from '../dom.js';
+import { state, set, ctx } from '../state.js';
+import { pagesFor, visibleRange } from './ranks/state.js';
+import { put, h, clear, fmt, fmtBytes, errorBox, kindDot, debounce } from '../dom.js';
 import { kindsIn, kindColor, kindLabel } from '../kinds.js';
 import { tensorLabel } from '../hits.js';
 
@@ -14,31 +15,20 @@ export function mount(root) {
   async function render() {
     const my = ++seq;
     clear(page);
-    let r;
-    try { r = await api.ranks(state.dump); } catch (e) { put(page, errorBox(e)); return; }
+    const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
+    const ids = d ? d.ranks : [];
     if (my !== seq) return;
-    const table = h('table', { class: 'tbl' },
-      h('thead', {}, h('tr', {}, ['rank', 'iterations', 'graphs', 'tensor files', 'size', 'nodes by kind', ''].map((c, i) => h('th', { class: i >= 3 && i <= 4 ? 'num' : '' }, c)))),
-      h('tbody', {}, r.items.map((x) => h('tr', { class: `clickable${x.rank === state.rank ? ' sel' : ''}`, onclick: () => set({ rank: x.rank }) },
-        h('td', {}, h('b', {}, `rank ${x.rank}`), h('div', { class: 'mono faint small' }, x.path)),
-        h('td', {}, itRange(x.iterations)),
-        h('td', {}, x.graphs.length ? `graph${x.graphs.length === 1 ? '' : 's'} ${x.graphs.join(', ')}` : 'none'),
-        h('td', { class: 'num' }, fmt(x.tensor_files)),
-        h('td', { class: 'num' }, fmtBytes(x.tensor_bytes)),
-        h('td', {}, kindBar(x.nodes_by_kind)),
-        h('td', {}, x.rank === state.rank ? h('span', { class: 'chip' }, 'selected') : h('button', { class: 'btn btn-small' }, 'Select'))))));
     const compareBody = h('div', { class: 'card-body' });
     const allToggle = h('input', { type: 'checkbox' });
-    const baseSel = h('select', { class: 'input', 'aria-label': 'base rank' }, r.items.map((x) => h('option', { value: x.rank }, `rank ${x.rank}`)));
-    put(page, 
-      h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks'), h('span', { class: 'muted' }, `${r.total} in this dump`)), table),
+    const baseSel = h('select', { class: 'input', 'aria-label': 'base rank' }, ids.map((x) => h('option', { value: x }, `rank ${x}`)));
+    put(page, rankList(ids.length),
       h('div', { class: 'card compare-card' },
         h('div', { class: 'card-head' }, h('h2', {}, 'Compare ranks'), h('span', { class: 'muted' }, 'data-parallel invariants'), h('span', { class: 'spacer' }),
           h('label', { class: 'toggle' }, allToggle, 'every pair'),
           h('span', { class: 'muted' }, 'base'), baseSel,
-          h('button', { class: 'btn btn-accent', disabled: r.total < 2, onclick: () => runCompare(compareBody, parseInt(baseSel.value, 10), allToggle.checked) }, 'Compare')),
+          h('button', { class: 'btn btn-accent', disabled: ids.length < 2, onclick: () => runCompare(compareBody, parseInt(baseSel.value, 10), allToggle.checked) }, 'Compare')),
         compareBody));
-    put(compareBody, h('div', { class: 'note' }, r.total < 2
+    put(compareBody, h('div', { class: 'note' }, ids.length < 2
       ? 'This dump has one rank: there is nothing to compare.'
       : 'Compares every rank with the base rank under data-parallel invariants: parameters equal, all-reduce outputs equal.'));
   }
@@ -55,6 +45,63 @@ export function mount(root) {
 
   render();
   return { update(changed) { if (changed.has('dump') || changed.has('rank')) render(); } };
+}
+
+const ROW = 34, PAGE = 100, VIEW = 440;
+const SORTS = [['rank', 'rank'], ['problems', 'problems first'], ['hits', 'most hits'], ['divergent', 'most divergent'], ['warnings', 'most warnings']];
+
+// The ranks, virtualised: only the rows in sight (and a few more) are in the DOM; the server filters
+// (rank, host, group), sorts and pages them (/api/ranks?q=&sort=&offset=&limit=).
+function rankList(count) {
+  const pages = new Map();
+  let total = count, q = '', sort = 'rank', gen = 0;
+  const spacer = h('div', { class: 'rank-spacer', style: { position: 'relative', height: `${total * ROW}px` } });
+  const scroller = h('div', { class: 'rank-scroll', style: { height: `${VIEW}px`, overflowY: 'auto', position: 'relative' } }, spacer);
+  const counter = h('span', { class: 'muted rank-count' }, `${count} in this dump`);
+  const search = h('input', { class: 'input rank-search', type: 'search', placeholder: 'rank, host or group', 'aria-label': 'search ranks' });
+  const sortSel = h('select', { class: 'input rank-sort', 'aria-label': 'sort ranks' }, SORTS.map(([v, l]) => h('option', { value: v }, l)));
+  const reset = () => { gen++; pages.clear(); scroller.scrollTop = 0; draw(); };
+  search.addEventListener('input', debounce(() => { q = search.value; reset(); }, 200));
+  sortSel.addEventListener('change', () => { sort = sortSel.value; reset(); });
+  async function fetchPage(p, my) {
+    pages.set(p, null);
+    try {
+      const r = await api.rankPage({ dump: state.dump, q, sort, offset: p * PAGE, limit: PAGE });
+      if (my !== gen) return;
+      pages.set(p, r.items);
+      total = r.total;
+      spacer.style.height = `${total * ROW}px`;
+      counter.textContent = q ? `${fmt(r.total)} of ${fmt(r.count)} match` : `${fmt(r.count)} in this dump${r.triaged ? '' : ' (problems once the triage is done)'}`;
+      draw();
+    } catch (e) { if (my === gen) put(clear(spacer), errorBox(e)); }
+  }
+  function draw() {
+    const [first, last] = visibleRange(scroller.scrollTop, VIEW, ROW, total);
+    for (const p of pagesFor(first, last, PAGE)) if (!pages.has(p)) fetchPage(p, gen);
+    clear(spacer);
+    for (let i = first; i < last; i++) {
+      const x = (pages.get(Math.floor(i / PAGE)) || [])[i % PAGE];
+      put(spacer, x ? rankRow(x, i) : h('div', { class: 'rank-row faint', style: { top: `${i * ROW}px` } }, '…'));
+    }
+  }
+  scroller.addEventListener('scroll', () => requestAnimationFrame(draw));
+  draw();
+  return h('div', { class: 'card ranks-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks'), counter,
+    h('span', { class: 'spacer' }), search, h('span', { class: 'muted' }, 'sort'), sortSel), scroller);
+}
+
+function rankRow(x, i) {
+  const sel = x.rank === state.rank;
+  return h('div', { class: `rank-row clickable${sel ? ' sel' : ''}`, 'data-rank': x.rank, style: { top: `${i * ROW}px` }, onclick: () => set({ rank: x.rank }) },
+    h('b', { class: 'rank-name' }, `rank ${x.rank}`),
+    h('span', { class: 'faint small rank-group' }, [x.group, x.host].filter(Boolean).join(' · ')),
+    h('span', { class: 'small' }, itRange(x.iterations)),
+    h('span', { class: 'num small' }, `${fmt(x.tensor_files)} files · ${fmtBytes(x.tensor_bytes)}`),
+    h('span', { class: 'rank-problems' }, x.hits ? h('span', { class: 'chip hit' }, `${fmt(x.hits)} hits`) : null,
+      x.divergent ? h('span', { class: 'chip divergent' }, `${fmt(x.divergent)} divergent`) : null,
+      x.warnings ? h('span', { class: 'chip warn' }, `${fmt(x.warnings)} warnings`) : null),
+    kindBar(x.nodes_by_kind),
+    sel ? h('span', { class: 'chip' }, 'selected') : h('button', { class: 'btn btn-small' }, 'Select'));
 }
 
 function itRange(its) {

@@ -2,10 +2,11 @@
 // all iterations, and values as a table or heat map of a slice such as [0, :, :], capped.
 // Pure logic in tensor/state.js; each card here is drawn by its own function.
 import { api } from '../api.js';
-import { state, set } from '../state.js';
+import { state, set, ctx } from '../state.js';
 import { put, h, clear, fmt, fmtBytes, shape, kindChip, errorBox, empty } from '../dom.js';
 import { kindColor } from '../kinds.js';
 import { histogram, lineChart, heatmap } from '../charts.js';
+import { ranksCard } from './tensor/ranks-card.js';
 import { chooseTensor, defaultSlice, shardNote, statColumns, tableShape, valuesOf } from './tensor/state.js';
 
 const STATS = [['min', 'min'], ['max', 'max'], ['mean', 'mean'], ['abs_mean', 'abs mean'], ['std', 'std'], ['l2norm', 'L2 norm'],
@@ -49,7 +50,9 @@ async function render(v) {
   }
   const q = { dump: state.dump, rank: state.rank, graph: state.graph, node: node.node, io: cur.io, slot: cur.slot, iteration: state.iteration };
   const valuesCard = h('div', { class: 'card span-2' });
-  put(v.page, h('div', { class: 'tensor-grid' }, ...statsCards(q, cur, alive), historyCard(q, alive), valuesCard));
+  const manyRanks = (ctx.dumps.find((x) => x.id === state.dump) || { ranks: [] }).ranks.length > 1;
+  put(v.page, h('div', { class: 'tensor-grid' }, ...statsCards(q, cur, alive), historyCard(q, alive),
+    manyRanks ? ranksCard(q, alive) : null, valuesCard));
   drawValues(valuesCard, q, cur, alive);
 }
 

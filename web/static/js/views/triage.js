@@ -6,7 +6,7 @@
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
 import { put, h, clear, fmt, errorBox, dumpHead } from '../dom.js';
-import { agreementCard, findingsCard, lossCard, warningsCard } from './triage/cards.js';
+import { agreementCard, findingsCard, gradNormCard, heatmapCard, lossCard, warningsCard } from './triage/cards.js';
 import { progressPercent, progressText } from './triage/state.js';
 
 const POLL_MS = 400;
@@ -83,7 +83,7 @@ export function mount(root) {
     d.health = t.health;
     for (const chip of page.querySelectorAll(`.dump-item[data-dump="${CSS.escape(d.id)}"] .dump-health`)) put(clear(chip), healthChip(t.health));
     wait.remove();
-    put(page, h('div', { class: 'triage-grid' }, findingsCard(t), lossCard(t), agreementCard(t), warningsCard(t)));
+    put(page, h('div', { class: 'triage-grid' }, findingsCard(t), lossCard(t), gradNormCard(t), heatmapCard(t), agreementCard(t), warningsCard(t)));
     page.dataset.ready = '1';
   }
 

@@ -6,6 +6,8 @@ import { put, h, fmt, basename, kindDot, toast } from '../../dom.js';
 import { lineChart } from '../../charts.js';
 import { hitText, tensorLabel } from '../../hits.js';
 import { stepCauses } from './state.js';
+import { bandChart, heatCanvas } from '../ranks/draw.js';
+import { rankRanges } from '../ranks/state.js';
 
 const RANK_COLORS = ['#3b5bdb', '#e8590c', '#2f9e44', '#ae3ec9', '#1098ad', '#f08c00', '#c2255c', '#5c940d'];
 
@@ -15,7 +17,7 @@ function findingRow(f, manyRanks) {
   const loc = x.source;
   return h('div', { class: 'finding', 'data-watchpoint': f.watchpoint.name },
     h('div', { class: 'f-head' }, h('span', { class: 'chip hit' }, fmt(f.hits)), h('b', { class: 'mono' }, f.watchpoint.name),
-      h('span', { class: 'muted small' }, `${f.iterations.length} iteration${f.iterations.length === 1 ? '' : 's'} · rank${f.ranks.length === 1 ? '' : 's'} ${f.ranks.join(', ')}`)),
+      h('span', { class: 'muted small' }, `${f.iterations.length} iteration${f.iterations.length === 1 ? '' : 's'} · rank${f.ranks.length === 1 ? '' : 's'} ${rankRanges(f.ranks)}`)),
     f.watchpoint.help ? h('div', { class: 'f-help muted small' }, f.watchpoint.help) : null,
     h('div', { class: 'f-first' },
       h('span', { class: 'faint small' }, 'first'),
@@ -74,6 +76,7 @@ function skippedNote(t) {
 }
 
 export function lossCard(t) {
+  if (t.loss_band) return lossBandCard(t);
   const series = t.loss.map((c, i) => ({ name: `rank ${c.rank}`, color: RANK_COLORS[i % RANK_COLORS.length],
     points: c.points.map(([x, y]) => ({ x, y })) }));
   const body = h('div', { class: 'card-body' });
@@ -84,6 +87,53 @@ export function lossCard(t) {
   }
   return h('div', { class: 'card loss-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Loss'),
     h('span', { class: 'muted' }, t.loss[0] ? `mean of ${basename(t.loss[0].node)} per iteration` : '')), body);
+}
+
+// Many ranks: a per-rank series as a band (min-max, quartiles, median) with its outlier ranks named; a
+// click on one opens that rank at the iteration where it departs (the node when the series has one).
+function bandCard(cls, title, what, b) {
+  const open = (rank, iteration) => set(b.node ? { view: 'graph', rank, graph: b.graph ?? 0, iteration, node: b.node, io: 'output', slot: 0, scope: '' }
+    : { view: 'graph', rank, graph: b.graph ?? 0, iteration, scope: '' });
+  const names = b.outliers.map((o) => h('a', { href: '#', class: 'chip hit band-rank', 'data-rank': o.rank,
+    onclick: (e) => { e.preventDefault(); open(o.rank, o.iterations[0]); } }, `rank ${o.rank}`));
+  const body = h('div', { class: 'card-body' },
+    bandChart(b, { width: 520, height: 240, marker: state.iteration, onRank: open, onPick: (x) => set({ iteration: x }) }),
+    h('div', { class: 'legend small' }, h('span', {}, h('i', { style: { background: '#4c6ef5', opacity: 0.3 } }), 'quartiles'),
+      h('span', {}, h('i', { style: { background: '#4c6ef5', opacity: 0.12 } }), 'min-max'),
+      h('span', {}, h('i', { style: { background: '#3b5bdb' } }), 'median')),
+    h('div', { class: 'band-outliers small' }, b.outlier_count
+      ? [h('b', {}, `${b.outlier_count} outlier rank${b.outlier_count === 1 ? '' : 's'}: `), ...names,
+        b.outlier_count > names.length ? h('span', { class: 'muted' }, ` and ${b.outlier_count - names.length} more`) : null]
+      : h('span', { class: 'muted' }, 'No outlier rank: every rank stays within the band.')));
+  return h('div', { class: `card ${cls}` }, h('div', { class: 'card-head' }, h('h2', {}, title),
+    h('span', { class: 'muted' }, `${b.ranks} ranks · ${what}`)), body);
+}
+
+function lossBandCard(t) {
+  return bandCard('loss-card', 'Loss', `mean of ${basename(t.loss_band.node || '')} per iteration`, t.loss_band);
+}
+
+/** The gradient norm per iteration: a band for many ranks, a line per rank for a few; null when no gradient is dumped. */
+export function gradNormCard(t) {
+  const what = 'sqrt of the summed squared L2 norms of the gradients';
+  if (t.grad_norm_band) return bandCard('grad-card', 'Gradient norm', what, t.grad_norm_band);
+  if (!t.grad_norm || !t.grad_norm.length) return null;
+  const series = t.grad_norm.map((c, i) => ({ name: `rank ${c.rank}`, color: RANK_COLORS[i % RANK_COLORS.length], points: c.points.map(([x, y]) => ({ x, y })) }));
+  return h('div', { class: 'card grad-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Gradient norm'), h('span', { class: 'muted' }, what)),
+    h('div', { class: 'card-body' }, lineChart(series, { width: 520, height: 200, marker: state.iteration, onPick: (x) => set({ iteration: x }) }),
+      h('div', { class: 'legend' }, series.map((x) => h('span', {}, h('i', { style: { background: x.color } }), x.name)))));
+}
+
+/** Ranks x iterations: where the recommended watchpoints fired and where ranks diverge; a cell opens it. */
+export function heatmapCard(t) {
+  const heat = t.heatmap;
+  if (!heat || t.ranks.length < 2) return null;
+  const marked = heat.cells.length;
+  return h('div', { class: 'card heatmap-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks × iterations'),
+    h('span', { class: 'muted' }, `${heat.rows.length} ranks in ${heat.groups.length} group${heat.groups.length === 1 ? '' : 's'} · ${marked} cell${marked === 1 ? '' : 's'} with hits or divergence`)),
+  h('div', { class: 'card-body' }, heatCanvas(heat, { width: 440, onCell: (rank, iteration) => set({ view: 'graph', rank, iteration, scope: '' }) }),
+    h('div', { class: 'legend small' }, h('span', {}, h('i', { style: { background: '#e03131' } }), 'hits'),
+      h('span', {}, h('i', { style: { background: '#7048e8' } }), 'divergent from the base rank'))));
 }
 
 export function agreementCard(t) {
@@ -99,7 +149,7 @@ export function agreementCard(t) {
       ? h('div', { class: 'muted' }, h('b', {}, 'Nothing compared: '), sm.nothing_compared)
       : h('div', { class: fd ? 'error-box' : 'ok-box' }, fd
       ? [h('b', {}, 'First divergence: '), `iteration ${fd.iteration}, rank ${fd.a.rank} vs ${fd.b.rank}: `, h('code', {}, tensorLabel(fd)), ` (${fd.reason || fd.grade})`]
-      : `Ranks ${[a.base, ...a.ranks].join(', ')} agree in iterations ${a.iterations.join(', ')}: parameters and all-reduced values are equal.`),
+      : `Ranks ${rankRanges([a.base, ...a.ranks])} agree in iterations ${rankRanges(a.iterations, 8, 'iterations')}: parameters and all-reduced values are equal.`),
     h('button', { class: 'btn btn-small', onclick: () => set({ view: 'ranks' }) }, 'Compare in detail'));
   }
   return h('div', { class: 'card agreement-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks agree?'),

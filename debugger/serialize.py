@@ -83,8 +83,13 @@ def rank_info(r: Rank) -> dict[str, Any]:
 
 def dump_info(d: Dump) -> dict[str, Any]:
     """The `tdbg info --json` object of one dump."""
-    d.list_ranks()
-    ranks = [rank_info(r) for r in d.ranks]
+    ranks = []
+    for chunk in d.rank_chunks():
+        ranks.extend(rank_info(r) for r in chunk)
+        for r in chunk:
+            r.index  # noqa: B018 - building the index is what produces its warnings (all_warnings below)
+            if len(d.rank_ids) > 1:
+                r.release()
     return {"dump": d.root, "format": d.format, "ranks": ranks, "layout": dump_layout(d),
             "trainable_weights": trainable_weights(d), "warnings": d.all_warnings()}
 

@@ -179,7 +179,8 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     agreement, divergent = None, []
     if len(dump.rank_ids) > 1:
         say("compare", 0, 1)
-        cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers).to_dict()
+        cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers,
+                           keep_passes=False).to_dict()
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
         divergent = divergent_cells(cmp)

@@ -100,7 +100,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise DumpError(None, f"--thresholds: {exc}") from None
     its = iteration_set(args.iterations)
     dumps = [open_dump(args.dump)] + ([] if ranks_mode else [open_dump(args.dump_b)])
-    loaded = [w for d in dumps for w in d.all_warnings()]
     ranks, notes = _selected(dumps, args.rank, its, args.base if ranks_mode else None)
     cache = StatsCache.for_dump(dumps[0].root, args.cache_dir, enabled=not args.no_cache)
     progress = Progress("comparing")
@@ -114,13 +113,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         elif ranks_mode:
             result = compare_ranks(dumps[0], base=args.base, ranks=ranks, iterations=its,
                                    all_tensors=args.all_tensors, thresholds=thresholds, jobs=args.jobs, cache=cache,
-                                   progress=progress, workers=workers)
+                                   progress=progress, workers=workers, keep_passes=args.all)
         else:
             result = compare_runs(dumps[0], dumps[1], ranks=ranks, iterations=its,
                                   mapping=args.mapping, thresholds=thresholds, jobs=args.jobs, cache=cache,
                                   progress=progress, workers=workers)
     # what the selection lacks and the dumps' load problems (an unreadable graph, unparsed file names)
-    # belong with the answer
+    # belong with the answer (after the comparison: it met most of them, a few ranks at a time)
+    loaded = [w for d in dumps for w in d.all_warnings(release=True)]
     result.warnings[:0] = [w for w in notes + loaded if w not in result.warnings]
     if args.json:
         print_json(result.to_dict(all_pairs=args.all), out)

@@ -38,6 +38,14 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
     ``workers`` (a Dask cluster, say) compares the pairs; default: a local pool of ``jobs`` processes
     when there is enough to read.
     """
+    grade_pairs(result, jobs, cache, fast, progress, workers)
+    result.pairs.sort(key=Pair.sort_key)
+    result.first_divergence = first_divergence(result.pairs)
+
+
+def grade_pairs(result: CompareResult, jobs: int | None = None, cache: StatsCache | None = None, fast: bool = True,
+                progress: Progress | None = None, workers: Workers | None = None) -> None:
+    """Compute (or fetch from the cache) the outcome of every pair of ``result`` and grade it."""
     cache = cache or StatsCache(enabled=False)
     todo: list[Pair] = []
     for p in result.pairs:
@@ -89,8 +97,6 @@ def evaluate(result: CompareResult, jobs: int | None = None, cache: StatsCache |
         if p.precision is not None:
             p.reason += f" (graded at {p.precision} precision)"
         p.metrics = p.outcome.metrics if p.outcome.metrics is not None and not p.outcome.shape_mismatch else None
-    result.pairs.sort(key=Pair.sort_key)
-    result.first_divergence = first_divergence(result.pairs)
 
 
 def _in_pool(todo: list[Pair], total: int, workers: Workers, fast: bool, progress: Progress | None) -> int:
@@ -124,4 +130,13 @@ def finish(result: CompareResult, iterations: set[int], jobs: int | None, cache:
     result.iterations = sorted(iterations)
     result.warnings = list(dict.fromkeys(result.warnings))
     evaluate(result, jobs, cache, fast, progress, workers)
+    return result
+
+
+def conclude(result: CompareResult, iterations: set[int]) -> CompareResult:
+    """:func:`finish` of a result whose pairs are graded already (compared part by part)."""
+    result.iterations = sorted(iterations)
+    result.warnings = list(dict.fromkeys(result.warnings))
+    result.pairs.sort(key=Pair.sort_key)
+    result.first_divergence = first_divergence(result.pairs)
     return result

@@ -135,10 +135,24 @@ class CompareResult:
     cached: int = 0                         # pairs answered by the cache
     bytes_compared: int = 0                 # data bytes read
     empty_reason: str = ""                  # why no pair could be made, when the builder knows best
+    # Passing pairs counted, not kept (a comparison of many ranks keeps what diverged): per iteration,
+    # [pairs, counted, identical]
+    folded: dict[int, list[int]] = field(default_factory=dict)
+
+    def keep(self, pairs: Iterable[Pair], passes: bool) -> None:
+        """Add graded ``pairs``; passing ones only counted unless ``passes`` (they never make a divergence)."""
+        for p in pairs:
+            if passes or p.grade != PASS:
+                self.pairs.append(p)
+                continue
+            row = self.folded.setdefault(p.iteration, [0, 0, 0])
+            row[0] += 1
+            row[1] += p.counted
+            row[2] += bool(p.outcome and p.outcome.identical)
 
     def nothing_compared(self) -> str | None:
         """Why nothing was compared (no pair; in ranks mode, no tensor that must agree), else None."""
-        if any(p.counted for p in self.pairs):
+        if any(p.counted for p in self.pairs) or any(row[1] for row in self.folded.values()):
             return None
         if self.empty_reason:
             return self.empty_reason
@@ -149,7 +163,8 @@ class CompareResult:
         ranks = f"rank{'s' if len(self.ranks) > 1 else ''} {ranges_text(self.ranks)}"
         if not self.iterations:
             return f"{ranks} and base rank {self.base} dumped no iteration"
-        listed = f" ({len(self.pairs)} tensor(s) that may differ are listed)" if self.pairs else ""
+        n = len(self.pairs) + sum(row[0] for row in self.folded.values())
+        listed = f" ({n} tensor(s) that may differ are listed)" if n else ""
         return (f"iterations {its} hold no tensor that must agree across ranks (weights, optimizer state, "
                 f"collective outputs){listed}")
 
@@ -179,11 +194,17 @@ class CompareResult:
             total[p.grade] += 1
             if p.counted and p.grade == ERROR:
                 row["counted_errors"] += 1
-        return {"pairs": len(self.pairs), "nothing_compared": self.nothing_compared(), **total,
-                "counted": sum(p.counted for p in self.pairs),
+        for it, (n, _, _) in self.folded.items():
+            row = per.setdefault(it, {"iteration": it, "pairs": 0, PASS: 0, WARNING: 0, ERROR: 0, "counted_errors": 0})
+            row["pairs"] += n
+            row[PASS] += n
+            total[PASS] += n
+        folded = [sum(row[i] for row in self.folded.values()) for i in range(3)]
+        return {"pairs": len(self.pairs) + folded[0], "nothing_compared": self.nothing_compared(), **total,
+                "counted": sum(p.counted for p in self.pairs) + folded[1],
                 "counted_errors": sum(r["counted_errors"] for r in per.values()),
                 "missing": sum(p.missing for p in self.pairs),
-                "identical": sum(bool(p.outcome and p.outcome.identical) for p in self.pairs),
+                "identical": sum(bool(p.outcome and p.outcome.identical) for p in self.pairs) + folded[2],
                 "computed": self.computed, "cached": self.cached, "bytes_compared": self.bytes_compared,
                 "iterations": [per[i] for i in sorted(per)]}
 

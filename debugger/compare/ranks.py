@@ -23,12 +23,12 @@ from typing import Any, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
-from ..executors import Workers
+from ..executors import Workers, local_workers
 from ..formats.records import Kind
 from ..model.graph import Graph
 from ..model import Dump
 from ..selection import ranges_text
-from .evaluate import finish
+from .evaluate import conclude, finish, grade_pairs
 from .grades import GradeThresholds, as_grade_thresholds
 from .layout_ranks import layout_pairs
 from .match import match_graphs, match_tensors
@@ -93,9 +93,12 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
                   iterations: "Iterable[int] | str | None" = None, all_tensors: bool = False,
                   thresholds: "GradeThresholds | Mapping[str, Any] | str | None" = None, jobs: int | None = None,
                   cache: StatsCache | None = None, *, fast: bool = True,
-                  progress: Progress | None = None, workers: Workers | None = None) -> CompareResult:
+                  progress: Progress | None = None, workers: Workers | None = None,
+                  keep_passes: bool = True) -> CompareResult:
     """Compare every selected rank of ``dump`` (side a) with the ``base`` rank (side b), iteration by
-    iteration; ``all_tensors`` also lists the tensors that may differ (not counted)."""
+    iteration; ``all_tensors`` also lists the tensors that may differ (not counted). ``keep_passes``
+    False: passing pairs are only counted (CompareResult.folded), and the ranks are compared a few at a
+    time, each forgotten once compared: memory stays bounded whatever the rank count."""
     d = open_any(dump)
     th = as_grade_thresholds(thresholds)
     if len(d.rank_ids) < 2:
@@ -109,16 +112,64 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
         d.rank(r)  # QueryError when absent
     if not others:
         raise QueryError(d.root, f"no rank to compare with base rank {base}")
-    d.list_ranks([base, *others])
     sel = iteration_set(iterations)
     result = CompareResult("ranks", d.root, d.root, others, [], th, base=base)
-    if has_layout(d):
-        all_its = layout_pairs(d, base, others, sel, all_tensors, result)
+    if has_layout(d) or keep_passes:
+        d.list_ranks([base, *others])
+        if has_layout(d):
+            all_its = layout_pairs(d, base, others, sel, all_tensors, result)
+        else:
+            all_its = _data_parallel_pairs(d, base, others, sel, all_tensors, result)
     else:
-        all_its = _data_parallel_pairs(d, base, others, sel, all_tensors, result)
+        all_its = _folded(d, base, others, sel, all_tensors, result, jobs, cache, fast, progress, workers)
     if sel is not None and not all_its:
         raise QueryError(d.root, f"no selected iteration ({ranges_text(sel)}) was dumped")
-    return finish(result, all_its, jobs, cache, fast, progress, workers)
+    if keep_passes or has_layout(d):
+        return finish(result, all_its, jobs, cache, fast, progress, workers)
+    return conclude(result, all_its)
+
+
+def _folded(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool, result: CompareResult,
+            jobs: int | None, cache: StatsCache | None, fast: bool, progress: Progress | None,
+            workers: Workers | None) -> set[int]:
+    """:func:`_in_chunks` graded on ``workers`` (default: one local pool for every chunk)."""
+    done = [0]
+
+    def grade(part: CompareResult, _its: set[int]) -> None:
+        told = None if progress is None else (lambda n, total: progress(done[0] + n, done[0] + total))
+        grade_pairs(part, jobs, cache, fast, told, pool)
+        done[0] += len(part.pairs)
+
+    if workers is not None:
+        pool = workers
+        return _in_chunks(d, base, others, sel, all_tensors, result, grade)
+    with local_workers(jobs) as pool:
+        return _in_chunks(d, base, others, sel, all_tensors, result, grade)
+
+
+RANKS_AT_ONCE = 32    # ranks listed, paired and compared together when passes are folded
+
+
+def _in_chunks(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,
+               result: CompareResult, grade: Any) -> set[int]:
+    """The data-parallel comparison a few ranks at a time: each chunk listed together, paired, graded
+    (``grade(part, iterations)``), its passes folded into ``result`` and its ranks forgotten."""
+    all_its: set[int] = set()
+    for at in range(0, len(others), RANKS_AT_ONCE):
+        chunk = others[at:at + RANKS_AT_ONCE]
+        d.list_ranks([base, *chunk])
+        part = CompareResult("ranks", d.root, d.root, chunk, [], result.thresholds, base=base)
+        its = _data_parallel_pairs(d, base, chunk, sel, all_tensors, part)
+        grade(part, its)
+        all_its |= its
+        result.keep(part.pairs, passes=False)
+        result.warnings.extend(part.warnings)
+        result.computed += part.computed
+        result.cached += part.cached
+        result.bytes_compared += part.bytes_compared
+        for r in chunk:
+            d.rank(r).release()
+    return all_its
 
 
 def _data_parallel_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,

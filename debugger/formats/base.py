@@ -198,6 +198,10 @@ class RankReader(ABC):
     def tensor_bytes(self) -> int:
         """Bytes of tensor data the rank holds (from listings)."""
 
+    def release(self) -> None:
+        """Forget what was listed or read so far (read again on next use): a command going through many
+        ranks holds a few at a time."""
+
     @abstractmethod
     def fingerprint(self) -> str:
         """A digest of every file's name, size and mtime (stat only): changes when the rank does."""

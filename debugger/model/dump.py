@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import QueryError
 from ..formats import find_dump_roots as _find_roots
@@ -95,11 +95,25 @@ class Dump:
         if self._list_together is not None:
             self._list_together(self._readers if ranks is None else [self.rank(r).reader for r in ranks])
 
-    def all_warnings(self) -> list[str]:
-        """Warnings of the dump and of every rank (loads graphs and indexes)."""
-        self.list_ranks()
-        for r in self.ranks:
+    def rank_chunks(self, size: int = 64) -> "Iterator[list[Rank]]":
+        """The ranks a chunk at a time, each chunk listed together (:meth:`list_ranks`) as it comes: a
+        command going through every rank holds one chunk (it may ``release`` each rank when done)."""
+        ranks = self.ranks
+        for at in range(0, len(ranks), size):
+            chunk = ranks[at:at + size]
+            self.list_ranks([r.rank for r in chunk])
+            yield chunk
+
+    def all_warnings(self, release: bool = False) -> list[str]:
+        """Warnings of the dump and of every rank (loads graphs and indexes; ``release``: each rank's index
+        forgotten once built, for a command that holds a few ranks at a time)."""
+        todo = [r for r in self.ranks if not r.indexed]
+        if not release:
+            self.list_ranks([r.rank for r in todo])
+        for r in todo:
             r.index  # noqa: B018 - building the index is what produces its warnings (and the shards')
+            if release:
+                r.release()
         out = list(self.warnings)
         for r in self.ranks:
             out.extend(r.warnings)

@@ -38,6 +38,7 @@ class Rank:
         self._maps: dict[tuple[int, int], dict[tuple[str, str, int], TensorRef]] = {}
         self._node_its: dict[int, dict[str, list[int]]] = {}
         self._info: RankInfo | None = None
+        self.indexed = False      # the index was built once: its warnings are known (it may be released since)
 
     def __repr__(self) -> str:
         return f"Rank({self.rank}, {self.path!r})"
@@ -135,7 +136,17 @@ class Rank:
             with self._lock:
                 if self._local is None:
                     self._local = self._build_index(graphs)
+                    self.indexed = True
         return self._local
+
+    def release(self) -> None:
+        """Forget the tensor index and the reader's listing (built again on next use; graphs stay, shared
+        in the dump's graph cache): a command going through many ranks holds a few at a time."""
+        with self._lock:
+            self._index = self._local = None
+            self._maps = {}
+            self._node_its = {}
+        self.reader.release()
 
     def _logical_index(self, local: dict[tuple[int, int], list[TensorRef]],
                        layout: "RankLayout") -> dict[tuple[int, int], list[TensorRef]]:

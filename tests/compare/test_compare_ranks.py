@@ -183,3 +183,29 @@ def test_an_iteration_missing_on_one_rank(sample_copy):
     assert {p.iteration for p in res.errors} == {2} and all(p.reason == "missing on a" for p in res.errors)
     assert len(res.errors) == len([p for p in compare_ranks(DP2, iterations=[2]).pairs])
     assert any("rank 1 has no dump of graph 0 iteration(s) 2" in w for w in res.warnings)
+
+
+def test_many_ranks_folded_a_few_at_a_time_equal_the_whole(tmp_path):
+    """With passes folded (the CLI without --all, the triage) the ranks are compared a chunk at a time and
+    forgotten: the summary, the divergent pairs and the first divergence are those of the comparison that
+    keeps every pair, and no compared rank still holds its index or listing afterwards."""
+    import dumpmaker
+    from debugger.compare import ranks as ranks_mod
+
+    planted = {(45, 1): "fc2.weight"}      # rank 45 (in the second chunk) departs at iteration 1
+
+    def values(rank, it, node, io, slot, default):
+        return default + 0.5 if planted.get((rank, it)) == node else None
+
+    root = dumpmaker.make_dump(str(tmp_path / "d"), ranks=70, iterations=3, values=values)
+    assert len(range(1, 70)) > 2 * ranks_mod.RANKS_AT_ONCE
+    whole = compare_ranks(root, jobs=1)
+    d = open_dump(root)
+    folded = compare_ranks(d, jobs=1, keep_passes=False)
+    assert folded.summary() == whole.summary() and folded.exit_code == whole.exit_code == 1
+    assert [p.to_dict() for p in folded.divergent()] == [p.to_dict() for p in whole.divergent()]
+    assert folded.first_divergence.to_dict() == whole.first_divergence.to_dict()
+    assert (folded.first_divergence.a.rank, folded.first_divergence.iteration) == (45, 1)
+    assert len(folded.pairs) < len(whole.pairs) // 10
+    held = [r.rank for r in d.ranks if r._local is not None or "listing" in r.reader.__dict__]
+    assert held == [0]      # only the base rank

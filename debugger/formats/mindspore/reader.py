@@ -45,12 +45,16 @@ class MindSporeRank(RankReader):
     def _take(self, got: RankListing | DumpError) -> RankListing:
         """``got`` as this rank's listing, its warnings (or the error) among the rank's."""
         if isinstance(got, DumpError):
-            self.warnings.append(str(got))
-            got = RankListing(self.rank, self.path)
-        else:
-            self.warnings.extend(got.warnings)
+            got = RankListing(self.rank, self.path, warnings=[str(got)])
+        known = set(self.warnings)     # listed again after release(): its warnings once
+        self.warnings.extend(w for w in got.warnings if w not in known)
         self.__dict__["listing"] = got     # what the cached property would have kept
         return got
+
+    def release(self) -> None:
+        """Forget the listing and what was read from it (listed again on next use)."""
+        for name in ("listing", "_orders"):
+            self.__dict__.pop(name, None)
 
     def info(self) -> RankInfo:
         """MindSpore version, device and what was saved, from ``.dump_metadata``."""

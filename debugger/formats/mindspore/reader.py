@@ -15,8 +15,8 @@ from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
 from .semantics import annotate
 from .statistic import StatRow, StatTensor, read_statistic_csv
-from .tree import (RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, list_ranks, rank_dirs,
-                   read_metadata)
+from .tree import (RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, list_ranks,
+                   net_names, outline_rank, rank_dirs, read_metadata)
 
 _SAVED = {"tensor": VALUES, "statistic": STATISTICS, "full": BOTH}
 
@@ -51,6 +51,21 @@ class MindSporeRank(RankReader):
         self.__dict__["listing"] = got     # what the cached property would have kept
         return got
 
+    @property
+    def outline(self) -> RankListing:
+        """The listing when made, else the rank's outline (graphs, execution orders, the tensor folders' keys
+        without their files): enough for graphs and iterations, at a few folders' cost."""
+        got = self.__dict__.get("listing") or self.__dict__.get("_outline")
+        if got is None:
+            try:
+                got = outline_rank(self.rank, self.path)
+            except DumpError:
+                return self.listing        # says what is wrong, as a rank's warning
+            self.__dict__["_outline"] = got
+            known = set(self.warnings)      # the listing, made later, says them once
+            self.warnings.extend(w for w in got.warnings if w not in known)
+        return got
+
     def release(self) -> None:
         """Forget the listing and what was read from it (listed again on next use)."""
         for name in ("listing", "_orders"):
@@ -59,7 +74,8 @@ class MindSporeRank(RankReader):
     def info(self) -> RankInfo:
         """MindSpore version, device and what was saved, from ``.dump_metadata``."""
         settings = self.dump_config.get("common_dump_settings", {})
-        nets = self.listing.nets
+        # the net folders' names only: a rank's info does not list its tensor folders
+        nets = self.listing.nets if "listing" in self.__dict__ else net_names(self.path)
         return RankInfo(
             framework="MindSpore", framework_version=self.config.get("ms_version"),
             device_target=self.config.get("device_target"),
@@ -69,13 +85,13 @@ class MindSporeRank(RankReader):
 
     def graph_ids(self) -> list[int]:
         """Graphs with a graph file or a tensor dir."""
-        lst = self.listing
+        lst = self.outline
         return sorted(set(lst.graph_pb) | set(lst.graph_ir) | {g for g, _ in lst.tensors})
 
     @cached_property
     def _orders(self) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        for gid, path in self.listing.exec_order.items():
+        for gid, path in self.outline.exec_order.items():
             try:
                 out[gid] = eo.read_execution_order(path)
             except DumpError as exc:
@@ -85,7 +101,7 @@ class MindSporeRank(RankReader):
     def graph_key(self, graph_id: int) -> str | None:
         """Digest of the graph file (.pb, else .ir) and the execution order."""
         order = "\n".join(self._orders.get(graph_id, []))
-        for path in (self.listing.graph_pb.get(graph_id), self.listing.graph_ir.get(graph_id)):
+        for path in (self.outline.graph_pb.get(graph_id), self.outline.graph_ir.get(graph_id)):
             if not path:
                 continue
             try:
@@ -97,7 +113,7 @@ class MindSporeRank(RankReader):
 
     def read_graph(self, graph_id: int) -> GraphRecord | None:
         """The .pb, falling back to the .ir; hints from MindSpore's conventions."""
-        pb, ir = self.listing.graph_pb.get(graph_id), self.listing.graph_ir.get(graph_id)
+        pb, ir = self.outline.graph_pb.get(graph_id), self.outline.graph_ir.get(graph_id)
         if ir and not pb:
             # MindSpore writes both; the text form can hold fewer nodes (93 of 122 in one real dump)
             self.warnings.append(f"{os.path.join(os.path.dirname(ir), graph_pb_name(graph_id))}: missing; graph {graph_id} "
@@ -115,22 +131,22 @@ class MindSporeRank(RankReader):
             order = self._orders.get(graph_id, [])
             record.execution_order = [k for k in order if k in names]
             if len(record.execution_order) < len(order):
-                self.warnings.append(f"{self.listing.exec_order.get(graph_id)}: {len(order) - len(record.execution_order)} "
+                self.warnings.append(f"{self.outline.exec_order.get(graph_id)}: {len(order) - len(record.execution_order)} "
                                      f"name(s) match no node of graph {graph_id}; ignored")
             return annotate(record, self.config.get("device_target"))
-        if any(g == graph_id for g, _ in self.listing.tensors):
+        if any(g == graph_id for g, _ in self.outline.tensors):
             self.warnings.append(f"{self.path}/graphs: no readable graph for graph {graph_id}; its tensors are "
                                  "listed without kinds or source")
         return None
 
     def iterations(self, graph_id: int) -> list[int]:
         """Iterations with a tensor dir."""
-        return sorted(it for g, it in self.listing.tensors if g == graph_id)
+        return sorted(it for g, it in self.outline.tensors if g == graph_id)
 
     @cached_property
     def _run_histories(self) -> dict[int, list[int]]:
         out: dict[int, list[int]] = {}
-        for gid, path in self.listing.run_history.items():
+        for gid, path in self.outline.run_history.items():
             try:   # data-parallel runs list each iteration once per device: keep each once
                 out[gid] = sorted(set(eo.read_run_history(path)))
             except DumpError as exc:

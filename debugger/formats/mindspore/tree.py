@@ -93,6 +93,20 @@ def _read_json(path: str, warnings: list[str]) -> dict:
         return {}
 
 
+def net_names(path: str) -> list[str]:
+    """The net folders of a rank dir, sorted (what :func:`list_rank` puts in ``nets``, without listing
+    them); [] when the rank dir cannot be listed."""
+    try:
+        with os.scandir(path) as it:
+            return sorted(e.name for e in it if _is_net(e))
+    except OSError:
+        return []
+
+
+def _is_net(e: os.DirEntry) -> bool:
+    return _is_dir(e) and not e.name.startswith(".") and e.name not in _NOT_NETS
+
+
 def _is_dir(e: os.DirEntry) -> bool:
     try:
         return e.is_dir()
@@ -243,6 +257,16 @@ def list_ranks(ranks: list[tuple[int, str]]) -> list[RankListing | DumpError]:
     return listings
 
 
+def outline_rank(rank: int, path: str) -> RankListing:
+    """A rank dir's graphs, execution orders, nets and tensor folders' (graph, iteration) keys, each with
+    no file: what :func:`list_rank` gives without listing a tensor folder (graph ids, iterations)."""
+    lst = RankListing(rank, path)
+    for step in _plan_rank(lst):
+        if not isinstance(step, str) and step[1] is not None:
+            lst.tensors.setdefault((step[0], step[1]), [])
+    return lst
+
+
 def _plan_rank(lst: RankListing) -> list[tuple[int, int | None, str] | str]:
     """A rank's graph files and execution orders, and its tensor folders: (graph, iteration or None for
     constants, folder), or a warning in its place in the order."""
@@ -257,7 +281,7 @@ def _plan_rank(lst: RankListing) -> list[tuple[int, int | None, str] | str]:
         raise CorruptFileError(path, f"cannot list rank dir ({exc.strerror})") from exc
     plan: list[tuple[int, int | None, str] | str] = []
     for net in children:
-        if not _is_dir(net) or net.name.startswith(".") or net.name in _NOT_NETS:
+        if not _is_net(net):
             continue
         lst.nets.append(net.name)
         for gdir in _listed(net.path, lst.warnings):

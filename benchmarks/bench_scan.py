@@ -2,7 +2,11 @@
 `tdbg scan --no-cache`, a cached re-scan and `tdbg info`, cold (page cache dropped) and warm.
 
     python benchmarks/bench_scan.py [--root /work/bench_data/scan] [--jobs 2] [--rounds 3]
-                                    [--baseline OTHER_CHECKOUT] [--as-found]
+                                    [--baseline OTHER_CHECKOUT] [--as-found] [--dump DIR | --resnet DIR]
+
+``--resnet DIR``: the same figures on a real MindSpore dump of a ResNet (make_resnet_dump.py: 30
+iterations, ~62,000 files of mixed sizes, 3.7 GiB; made when DIR is missing); ``--dump DIR``: on an
+existing dump, such as the 1,000-rank one of bigdump.py.
 
 The cached re-scan's floor is measured in the same run: a bare ``os.scandir`` + ``DirEntry.stat`` loop
 over the dump in a fresh interpreter (``stat_floor``: the loop alone, and the whole process; forked as
@@ -104,6 +108,9 @@ def _own_options() -> argparse.Namespace:
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--baseline")
     p.add_argument("--as-found", action="store_true")
+    p.add_argument("--dump", help="an existing dump instead of the generated one (the 1,000-rank one, say)")
+    p.add_argument("--resnet", metavar="DIR", help="the real MindSpore ResNet dump at DIR (made there first "
+                   "by make_resnet_dump.py, with /work/venv-ms's MindSpore, when DIR does not exist)")
     own, rest = p.parse_known_args()
     sys.argv[1:] = rest
     return own
@@ -204,7 +211,13 @@ def _goals(rep: dict, warm: dict[str, list]) -> None:
 
 def main() -> None:
     own = _own_options()
-    a, dump = bench_dump_from_args(__doc__)
+    a, dump = bench_dump_from_args(__doc__, generate=not (own.dump or own.resnet))
+    if own.resnet:
+        if not os.path.isdir(own.resnet):
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "make_resnet_dump.py"),
+                            "--out", own.resnet], check=True)
+        dump = own.resnet
+    dump = own.dump or dump
     n, size = tree_size(dump)
     if not own.as_found:
         for checkout in [ROOT] + ([own.baseline] if own.baseline else []):

@@ -39,7 +39,7 @@ def ensure_big_dump(root: str, **kw: int) -> str:
     return os.path.join(root, "dump")
 
 
-def bench_dump_from_args(doc: str) -> tuple[argparse.Namespace, str]:
+def bench_dump_from_args(doc: str, generate: bool = True) -> tuple[argparse.Namespace, str]:
     """The options every scan benchmark takes (--root, --jobs, --files) and its benchmark dump."""
     p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", default="/work/bench_data/scan")
@@ -47,6 +47,8 @@ def bench_dump_from_args(doc: str) -> tuple[argparse.Namespace, str]:
     p.add_argument("--files", type=int, default=50_000)
     p.add_argument("--rounds", type=int, default=3, help="warm runs of each measurement (the best is kept)")
     a = p.parse_args()
+    if not generate:   # the caller benchmarks a dump of its own
+        return a, ""
     return a, ensure_big_dump(a.root, files=a.files, layers=120, width=208, ranks=1)
 
 

@@ -154,3 +154,37 @@ def test_tensors_missing_file_raises_corrupt_file_error(tmp_path) -> None:
     with pytest.raises(CorruptFileError, match="cannot read") as e:
         read_npy_header(path)
     assert e.value.path == path
+
+
+def _chunks_of(path: str) -> np.ndarray:
+    from debugger.formats.npy import NpyTensor
+    parts = list(NpyTensor(path, os.path.getsize(path)).chunks(1 << 20))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def test_tensors_small_files_sharing_a_header_read_like_np_load(tmp_path) -> None:
+    # headers are parsed once per distinct text: files of one header (as a dump's iterations) and of
+    # headers that differ only in shape or dtype must each still read as numpy reads them
+    rng = np.random.default_rng(3)
+    arrays = [rng.normal(size=(3, 4)).astype(np.float32) for _ in range(3)] + [
+        rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=(3, 4)), np.arange(12, dtype=np.int64),
+        np.asfortranarray(rng.normal(size=(3, 4)).astype(np.float32))]
+    for i, arr in enumerate(arrays):
+        path = _save(str(tmp_path / f"a{i}.npy"), arr)
+        np.testing.assert_array_equal(_chunks_of(path), np.load(path).reshape(-1))
+
+
+def test_tensors_a_known_header_over_short_data_is_still_truncated(tmp_path) -> None:
+    good = _save(str(tmp_path / "g.npy"), np.arange(100, dtype=np.float32))
+    _chunks_of(good)                    # its header is now known
+    bad = _save(str(tmp_path / "b.npy"), np.arange(100, dtype=np.float32))
+    with open(bad, "r+b") as f:
+        f.truncate(300)
+    with pytest.raises(CorruptFileError, match="truncated") as e:
+        _chunks_of(bad)
+    assert e.value.path == bad
+    with open(bad, "r+b") as f:          # a header cut short, its first bytes those of the known one
+        f.truncate(40)
+    with pytest.raises(CorruptFileError, match="truncated .npy header") as e:
+        _chunks_of(bad)
+    assert e.value.path == bad

@@ -289,13 +289,32 @@ def _read_small(path: str) -> np.ndarray | None:
         raise CorruptFileError(path, f"cannot read: {exc.strerror or exc}") from exc
     finally:
         os.close(fd)
-    h = _header_from(io.BytesIO(buf), path)
+    h = _header_of_bytes(buf, path)
     _check_numeric(path, h)
     _check_size(path, h, len(buf))   # what was read: a file that shrank meanwhile is truncated
     a = np.frombuffer(buf, dtype=h.dtype, count=math.prod(h.shape), offset=h.data_offset)
     if h.fortran_order and len(h.shape) > 1:
         a = a.reshape(h.shape, order="F").reshape(-1, order="C")   # logical order
     return a
+
+
+# Parsed headers by their bytes: a dump repeats a few hundred headers (one per tensor) over every
+# iteration and rank, and parsing one costs more than reading a small file's data.
+_HEADERS_SEEN: dict[bytes, NpyHeader] = {}
+_HEADERS_SEEN_MAX = 1 << 14
+
+
+def _header_of_bytes(buf: bytes, path: str) -> NpyHeader:
+    """The header at the start of a whole file's bytes: parsed once per distinct header text."""
+    if len(buf) >= 10 and buf[:6] == _MAGIC[:6] and buf[6] == 1:
+        key = buf[:10 + int.from_bytes(buf[8:10], "little")]
+        h = _HEADERS_SEEN.get(key)
+        if h is None:
+            h = _header_from(io.BytesIO(buf), path)   # raises, naming the file, when it is corrupt
+            if len(_HEADERS_SEEN) < _HEADERS_SEEN_MAX:
+                _HEADERS_SEEN[key] = h
+        return h
+    return _header_from(io.BytesIO(buf), path)
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)

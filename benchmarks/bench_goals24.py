@@ -33,7 +33,9 @@ def _cat(dump: str) -> str:
 
 
 def _tdbg(checkout: str, *args: str) -> list[str]:
-    return ["env", f"PYTHONPATH={checkout}", sys.executable, "-m", "debugger.cli", *args]
+    # run from the checkout: `python -m` puts the working folder first on the path
+    line = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "debugger.cli", *args))
+    return ["sh", "-c", f"cd {shlex.quote(checkout)} && PYTHONPATH={shlex.quote(checkout)} exec {line}"]
 
 
 def _commands(dump: str, checkout: str, ranks: bool) -> dict[str, list[str]]:

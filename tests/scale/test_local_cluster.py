@@ -69,6 +69,9 @@ def test_compare_on_the_cluster_is_the_local_compare(local_cluster: Any, sample_
             want = compare_ranks(dump, jobs=1).to_dict(all_pairs=True)
             got = compare_ranks(dump, workers=workers).to_dict(all_pairs=True)
             assert got == want
+            # passes folded, a chunk of ranks at a time (the CLI without --all): the same report
+            folded = compare_ranks(dump, workers=workers, keep_passes=False).to_dict()
+            assert folded == compare_ranks(dump, jobs=1).to_dict()
         want = compare_runs(multi, other, jobs=1).to_dict(all_pairs=True)
         got = compare_runs(multi, other, workers=workers).to_dict(all_pairs=True)
     assert got == want and want["first_divergence"] is not None

@@ -39,23 +39,31 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
     """Per rank, the mean of the loss node's first output in every dumped iteration."""
     out = []
     for r in dump.ranks:
-        for gid in r.graph_ids:
-            g = r.graphs.get(gid)
-            losses = [n.name for n in g.nodes(Kind.LOSS)] if g else []
-            if not losses:
+        found = _first_graph_with(r, Kind.LOSS)
+        if found is None:
+            continue
+        gid, losses = found
+        name = losses[-1]     # the last loss node in the graph is the one training minimises
+        points = []
+        for it in r.node_iterations(gid, name):
+            try:
+                st = cache.stats(r.tensor(gid, it, name, "output", 0))
+            except DumpError:
                 continue
-            name = losses[-1]     # the last loss node in the graph is the one training minimises
-            points = []
-            for it in r.node_iterations(gid, name):
-                try:
-                    st = cache.stats(r.tensor(gid, it, name, "output", 0))
-                except DumpError:
-                    continue
-                v = st.mean
-                points.append([it, v if v is not None and math.isfinite(v) else None])
-            out.append({"rank": r.rank, "graph": gid, "node": name, "points": points})
-            break
+            v = st.mean
+            points.append([it, v if v is not None and math.isfinite(v) else None])
+        out.append({"rank": r.rank, "graph": gid, "node": name, "points": points})
     return out
+
+
+def _first_graph_with(r: Any, kind: str) -> tuple[int, list[str]] | None:
+    """(graph, its nodes of ``kind``) of the rank's first graph holding any; None when none does."""
+    for gid in r.graph_ids:
+        g = r.graphs.get(gid)
+        names = [n.name for n in g.nodes(kind)] if g else []
+        if names:
+            return gid, names
+    return None
 
 
 BAND_STATS = ("mean", "abs_mean", "min", "max", "std", "l2norm")
@@ -119,24 +127,22 @@ def grad_norm_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
     norms of every gradient node's first output (None where one holds NaN/Inf)."""
     out = []
     for r in dump.ranks:
-        for gid in r.graph_ids:
-            g = r.graphs.get(gid)
-            grads = [n.name for n in g.nodes(Kind.GRADIENT)] if g else []
-            if not grads:
-                continue
-            sums: dict[int, float | None] = {}
-            for name in grads:
-                for it in r.node_iterations(gid, name):
-                    try:
-                        st = cache.stats(r.tensor(gid, it, name, "output", 0))
-                    except DumpError:
-                        continue
-                    bad = st.has_nonfinite or st.l2norm is None or not math.isfinite(st.l2norm)
-                    prev = sums.get(it, 0.0)
-                    sums[it] = None if bad or prev is None else prev + st.l2norm ** 2
-            points = [[it, None if v is None else math.sqrt(v)] for it, v in sorted(sums.items())]
-            out.append({"rank": r.rank, "graph": gid, "nodes": len(grads), "points": points})
-            break
+        found = _first_graph_with(r, Kind.GRADIENT)
+        if found is None:
+            continue
+        gid, grads = found
+        sums: dict[int, float | None] = {}
+        for name in grads:
+            for it in r.node_iterations(gid, name):
+                try:
+                    st = cache.stats(r.tensor(gid, it, name, "output", 0))
+                except DumpError:
+                    continue
+                bad = st.has_nonfinite or st.l2norm is None or not math.isfinite(st.l2norm)
+                prev = sums.get(it, 0.0)
+                sums[it] = None if bad or prev is None else prev + st.l2norm ** 2
+        points = [[it, None if v is None else math.sqrt(v)] for it, v in sorted(sums.items())]
+        out.append({"rank": r.rank, "graph": gid, "nodes": len(grads), "points": points})
     return out
 
 

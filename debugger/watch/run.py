@@ -31,6 +31,7 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
     tensor (a sharded parameter's) is judged whole, once: by the lowest rank of ``scope`` (default: the
     ranks scanned) that holds a part of it."""
     rank_ids = [r.rank for r in rank_objs]
+    dump.list_ranks(rank_ids)      # every step reads its rank's listing: made in one shared call
     reporters = frozenset(scope if scope is not None else rank_ids)
     selected = where_nodes(dump, where)
     units = [(r, gid) for r in rank_objs for gid in sorted(set(r.graph_ids))]

@@ -16,8 +16,7 @@ from ..sourceroots import SourceRoots
 
 def print_json(obj: Any, out: TextIO) -> None:
     """``obj`` as indented JSON, newline-ended."""
-    json.dump(obj, out, indent=2, default=str)
-    out.write("\n")
+    out.write(json.dumps(obj, indent=2, default=str) + "\n")   # one write: json.dump writes each token
 
 
 def report_warnings(args: argparse.Namespace, warnings: Sequence[str], limit: int = 20) -> None:

@@ -177,3 +177,20 @@ def test_unlistable_and_absent_folders(tmp_path: Any) -> None:
     for f in list_folders([absent, a_file], workers=1):
         assert f.error and f.names == [] and f.folders == [] and len(f.stats) == 0
     assert _fp(absent, 1) == hashlib.blake2b(digest_size=16).hexdigest()
+
+
+def test_ranks_listed_together_are_the_ranks_listed_one_by_one(tmp_path: Any) -> None:
+    """tree.list_ranks (one list_folders call for every rank's tensor folders, forked past a few thousand
+    files) gives each rank the listing list_rank gives it alone, and a rank dir that cannot be listed is
+    its error, in its place, while the others are listed."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import dumpmaker
+    from debugger.errors import DumpError
+    from debugger.formats.mindspore.tree import list_rank, list_ranks
+
+    root = dumpmaker.make_dump(str(tmp_path / "d"), ranks=24, iterations=3)
+    ranks = [(r, os.path.join(root, f"rank_{r}")) for r in range(24)] + [(99, str(tmp_path / "rank_99"))]
+    together = list_ranks(ranks)
+    assert isinstance(together[-1], DumpError) and str(tmp_path / "rank_99") in str(together[-1])
+    alone = [list_rank(r, p) for r, p in ranks[:-1]]
+    assert together[:-1] == alone and sum(len(f) for lst in alone for f in lst.tensors.values()) > 4096

@@ -114,9 +114,10 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
         raise QueryError(d.root, f"no rank to compare with base rank {base}")
     sel = iteration_set(iterations)
     result = CompareResult("ranks", d.root, d.root, others, [], th, base=base)
-    if has_layout(d) or keep_passes:
+    layout = has_layout(d)
+    if layout or keep_passes:
         d.list_ranks([base, *others])
-        if has_layout(d):
+        if layout:
             all_its = layout_pairs(d, base, others, sel, all_tensors, result)
         else:
             all_its = _data_parallel_pairs(d, base, others, sel, all_tensors, result)
@@ -124,7 +125,7 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
         all_its = _folded(d, base, others, sel, all_tensors, result, jobs, cache, fast, progress, workers)
     if sel is not None and not all_its:
         raise QueryError(d.root, f"no selected iteration ({ranges_text(sel)}) was dumped")
-    if keep_passes or has_layout(d):
+    if layout or keep_passes:
         return finish(result, all_its, jobs, cache, fast, progress, workers)
     return conclude(result, all_its)
 
@@ -155,9 +156,8 @@ def _in_chunks(d: Dump, base: int, others: list[int], sel: set[int] | None, all_
     """The data-parallel comparison a few ranks at a time: each chunk listed together, paired, graded
     (``grade(part, iterations)``), its passes folded into ``result`` and its ranks forgotten."""
     all_its: set[int] = set()
-    for at in range(0, len(others), RANKS_AT_ONCE):
-        chunk = others[at:at + RANKS_AT_ONCE]
-        d.list_ranks([base, *chunk])
+    for ranks in d.rank_chunks(others, RANKS_AT_ONCE):
+        chunk = [r.rank for r in ranks]
         part = CompareResult("ranks", d.root, d.root, chunk, [], result.thresholds, base=base)
         its = _data_parallel_pairs(d, base, chunk, sel, all_tensors, part)
         grade(part, its)
@@ -167,8 +167,8 @@ def _in_chunks(d: Dump, base: int, others: list[int], sel: set[int] | None, all_
         result.computed += part.computed
         result.cached += part.cached
         result.bytes_compared += part.bytes_compared
-        for r in chunk:
-            d.rank(r).release()
+        for r in ranks:
+            r.release()
     return all_its
 
 

@@ -27,7 +27,6 @@ class Dump:
         cache = GraphCache()
         self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache, self.shard_index) for r in source.ranks}
         self.warnings: list[str] = list(source.warnings)
-        self._readers = [self._ranks[r].reader for r in sorted(self._ranks)]
         self._list_together = source.list_together
         self._shards: "ShardIndex | None" = None
         self._source: SourceIndex | None = None
@@ -93,12 +92,13 @@ class Dump:
         """List these ranks (default: all) now, in one go where the format shares that work between ranks
         (what a command about many ranks calls first: each rank would otherwise list itself on first use)."""
         if self._list_together is not None:
-            self._list_together(self._readers if ranks is None else [self.rank(r).reader for r in ranks])
+            chosen = self.ranks if ranks is None else [self.rank(r) for r in ranks]
+            self._list_together([r.reader for r in chosen])
 
-    def rank_chunks(self, size: int = 64) -> "Iterator[list[Rank]]":
-        """The ranks a chunk at a time, each chunk listed together (:meth:`list_ranks`) as it comes: a
-        command going through every rank holds one chunk (it may ``release`` each rank when done)."""
-        ranks = self.ranks
+    def rank_chunks(self, ranks: Iterable[int] | None = None, size: int = 64) -> "Iterator[list[Rank]]":
+        """These ranks (default: all) a chunk at a time, each chunk listed together (:meth:`list_ranks`) as it
+        comes: a command going through many ranks holds one chunk (it may ``release`` each rank when done)."""
+        ranks = self.ranks if ranks is None else [self.rank(r) for r in ranks]
         for at in range(0, len(ranks), size):
             chunk = ranks[at:at + size]
             self.list_ranks([r.rank for r in chunk])

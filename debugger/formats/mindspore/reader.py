@@ -46,8 +46,7 @@ class MindSporeRank(RankReader):
         """``got`` as this rank's listing, its warnings (or the error) among the rank's."""
         if isinstance(got, DumpError):
             got = RankListing(self.rank, self.path, warnings=[str(got)])
-        known = set(self.warnings)     # listed again after release(): its warnings once
-        self.warnings.extend(w for w in got.warnings if w not in known)
+        self._warn_once(got.warnings)     # listed again after release(), or after the outline
         self.__dict__["listing"] = got     # what the cached property would have kept
         return got
 
@@ -62,9 +61,13 @@ class MindSporeRank(RankReader):
             except DumpError:
                 return self.listing        # says what is wrong, as a rank's warning
             self.__dict__["_outline"] = got
-            known = set(self.warnings)      # the listing, made later, says them once
-            self.warnings.extend(w for w in got.warnings if w not in known)
+            self._warn_once(got.warnings)
         return got
+
+    def _warn_once(self, warnings: list[str]) -> None:
+        """Add the ``warnings`` the rank has not said yet."""
+        known = set(self.warnings)
+        self.warnings.extend(w for w in warnings if w not in known)
 
     def release(self) -> None:
         """Forget the listing and what was read from it (listed again on next use)."""

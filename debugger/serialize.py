@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from .model.graph import Graph, Node
-from .model import Dump, Rank, TensorRef
+from .executors import local_workers
+from .model import Dump, Rank, TensorRef, dump_at, shared_with_forks
 from .formats.parallel import RankLayout
 from .formats.records import Kind, StackFrame
 
@@ -81,23 +82,58 @@ def rank_info(r: Rank) -> dict[str, Any]:
     }
 
 
-def dump_info(d: Dump) -> dict[str, Any]:
-    """The `tdbg info --json` object of one dump."""
-    ranks = []
-    for chunk in d.rank_chunks():
-        ranks.extend(rank_info(r) for r in chunk)
-        for r in chunk:
-            r.index  # noqa: B018 - building the index is what produces its warnings (all_warnings below)
-            if len(d.rank_ids) > 1:
-                r.release()
+def dump_info(d: Dump, jobs: int = 1) -> dict[str, Any]:
+    """The `tdbg info --json` object of one dump (``jobs`` not 1: many ranks described on that many processes,
+    0 on every core)."""
+    ranks, warnings = _ranks_info(d, jobs)
     return {"dump": d.root, "format": d.format, "ranks": ranks, "layout": dump_layout(d),
-            "trainable_weights": trainable_weights(d), "warnings": d.all_warnings()}
+            "trainable_weights": trainable_weights(d, ranks), "warnings": warnings}
 
 
-def trainable_weights(d: Dump) -> list[str]:
-    """Every weight of the job by its logical (parameter) name: of every rank (a pipeline stage holds some),
-    and every parameter a parallel layout shards or replicates (FSDP: a rank may record none of one)."""
-    names = {p for r in d.ranks for p, k in r.parameters() if k == Kind.WEIGHT}
+RANKS_AT_ONCE = 64   # ranks listed, described and forgotten together
+
+
+def _ranks_info(d: Dump, jobs: int) -> tuple[list[dict[str, Any]], list[str]]:
+    """:func:`rank_info` of every rank and the warnings of the dump and its ranks, a chunk of ranks at a time
+    (on a fork pool when there are several chunks and ``jobs`` > 1)."""
+    chunks = [d.rank_ids[at:at + RANKS_AT_ONCE] for at in range(0, len(d.rank_ids), RANKS_AT_ONCE)]
+    if jobs == 1 or len(chunks) < 2:
+        parts = [_describe(d, ids) for ids in chunks]
+    else:
+        for r in d.ranks:   # each distinct graph parsed here, by its first rank, as one process would
+            r.graphs  # noqa: B018 - the workers then share them whichever chunks each one takes
+        with local_workers(jobs) as pool, shared_with_forks(d):
+            futures = [pool.submit(describe_ranks, d.root, ids) for ids in chunks]
+            parts = [f.result() for f in futures]
+    dump_warnings = list(dict.fromkeys([*d.warnings, *(w for part in parts for w in part[1])]))
+    return [i for part in parts for i in part[0]], dump_warnings + [w for part in parts for w in part[2]]
+
+
+def describe_ranks(root: str, ids: list[int]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Worker entry point: :func:`_describe` of some ranks of the dump at ``root``."""
+    return _describe(dump_at(root), ids)
+
+
+def _describe(d: Dump, ids: list[int]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """(rank_info of each rank, warnings the dump gained meanwhile, the ranks' warnings); each rank is listed
+    with the others, indexed (what finds its warnings) and forgotten when the dump has more ranks."""
+    seen = len(d.warnings)
+    d.list_ranks(ids)
+    infos, warnings = [], []
+    for r in (d.rank(i) for i in ids):
+        infos.append(rank_info(r))
+        r.index  # noqa: B018 - building the index is what produces its warnings
+        warnings.extend(r.warnings)
+        if len(d.rank_ids) > 1:
+            r.release()
+    return infos, d.warnings[seen:], warnings
+
+
+def trainable_weights(d: Dump, ranks: list[dict[str, Any]]) -> list[str]:
+    """Every weight of the job by its logical (parameter) name: of every rank (``ranks``: their rank_info;
+    a pipeline stage holds some), and every parameter a parallel layout shards or replicates (FSDP: a rank
+    may record none of one)."""
+    names = {p["name"] for info in ranks for p in info["parameters"] if p["kind"] == Kind.WEIGHT}
     names |= {p for r in d.ranks if r.layout is not None for p in r.layout.params}
     return sorted(names)
 

@@ -21,7 +21,7 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     """Ranks, graphs, iterations, node kinds, tensor counts and warnings."""
-    infos = [dump_info(d) for d in open_dumps(args.dump)]
+    infos = [dump_info(d, jobs=0) for d in open_dumps(args.dump)]   # 0: every core
     if args.json:
         print_json(infos[0] if len(infos) == 1 else {"dumps": infos}, out)
         return Exit.OK

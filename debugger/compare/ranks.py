@@ -19,16 +19,16 @@ their replicas, collective results within their group.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..executors import Workers, local_workers
 from ..formats.records import Kind
 from ..model.graph import Graph
-from ..model import Dump
+from ..model import Dump, Rank
 from ..selection import ranges_text
-from .evaluate import conclude, finish, grade_pairs
+from .evaluate import conclude, finish, start_grading
 from .grades import GradeThresholds, as_grade_thresholds
 from .layout_ranks import layout_pairs
 from .match import match_graphs, match_tensors
@@ -136,40 +136,54 @@ def _folded(d: Dump, base: int, others: list[int], sel: set[int] | None, all_ten
     """:func:`_in_chunks` graded on ``workers`` (default: one local pool for every chunk)."""
     done = [0]
 
-    def grade(part: CompareResult, _its: set[int]) -> None:
+    def start(part: CompareResult) -> Callable[[], None]:
         told = None if progress is None else (lambda n, total: progress(done[0] + n, done[0] + total))
-        grade_pairs(part, jobs, cache, fast, told, pool)
-        done[0] += len(part.pairs)
+        wait = start_grading(part, jobs, cache, fast, told, pool)
+
+        def finish() -> None:
+            wait()
+            done[0] += len(part.pairs)
+        return finish
 
     if workers is not None:
         pool = workers
-        return _in_chunks(d, base, others, sel, all_tensors, result, grade)
+        return _in_chunks(d, base, others, sel, all_tensors, result, start)
     with local_workers(jobs) as pool:
-        return _in_chunks(d, base, others, sel, all_tensors, result, grade)
+        return _in_chunks(d, base, others, sel, all_tensors, result, start)
 
 
 RANKS_AT_ONCE = 32    # ranks listed, paired and compared together when passes are folded
 
 
 def _in_chunks(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,
-               result: CompareResult, grade: Any) -> set[int]:
-    """The data-parallel comparison a few ranks at a time: each chunk listed together, paired, graded
-    (``grade(part, iterations)``), its passes folded into ``result`` and its ranks forgotten."""
+               result: CompareResult, start: Callable[[CompareResult], Callable[[], None]]) -> set[int]:
+    """The data-parallel comparison a few ranks at a time: each chunk listed together, paired, sent to be
+    graded (``start(part)`` returns what waits for its grades), its passes folded into ``result`` and its
+    ranks forgotten. The next chunk is listed and paired while the workers compare the last one."""
     all_its: set[int] = set()
+    pending: tuple[CompareResult, list[Rank], Callable[[], None]] | None = None
     for ranks in d.rank_chunks(others, RANKS_AT_ONCE):
-        chunk = [r.rank for r in ranks]
-        part = CompareResult("ranks", d.root, d.root, chunk, [], result.thresholds, base=base)
-        its = _data_parallel_pairs(d, base, chunk, sel, all_tensors, part)
-        grade(part, its)
-        all_its |= its
-        result.keep(part.pairs, passes=False)
-        result.warnings.extend(part.warnings)
-        result.computed += part.computed
-        result.cached += part.cached
-        result.bytes_compared += part.bytes_compared
-        for r in ranks:
-            r.release()
+        part = CompareResult("ranks", d.root, d.root, [r.rank for r in ranks], [], result.thresholds, base=base)
+        all_its |= _data_parallel_pairs(d, base, part.ranks, sel, all_tensors, part)
+        wait = start(part)
+        if pending is not None:
+            _fold(result, *pending)
+        pending = (part, ranks, wait)
+    if pending is not None:
+        _fold(result, *pending)
     return all_its
+
+
+def _fold(result: CompareResult, part: CompareResult, ranks: list[Rank], wait: Callable[[], None]) -> None:
+    """Wait for a chunk's grades, keep its failures and counts in ``result`` and forget its ranks."""
+    wait()
+    result.keep(part.pairs, passes=False)
+    result.warnings.extend(part.warnings)
+    result.computed += part.computed
+    result.cached += part.cached
+    result.bytes_compared += part.bytes_compared
+    for r in ranks:
+        r.release()
 
 
 def _data_parallel_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,
@@ -178,6 +192,7 @@ def _data_parallel_pairs(d: Dump, base: int, others: list[int], sel: set[int] | 
     rb = d.rank(base)
     all_its: set[int] = set()
     side_b = Side(d.root, base)
+    base_invariant: dict[tuple[int, tuple[str, str, int]], bool] = {}
     for r in others:
         ra = d.rank(r)
         side_a = Side(d.root, r)
@@ -198,8 +213,12 @@ def _data_parallel_pairs(d: Dump, base: int, others: list[int], sel: set[int] | 
                 all_its.add(it)
                 tb_map = rb.tensor_map(gid, it)
                 for ta, tb, method in match_tensors(ra.tensor_map(gid, it), tb_map, nm):
-                    counted = is_invariant(gb, tb.key) if tb is not None else \
-                        is_invariant(ga, ta.key)  # type: ignore[union-attr]
+                    if tb is not None:   # the base's graph and tensor: the same answer for every rank
+                        counted = base_invariant.get((gid, tb.key))
+                        if counted is None:
+                            counted = base_invariant[gid, tb.key] = is_invariant(gb, tb.key)
+                    else:
+                        counted = is_invariant(ga, ta.key)  # type: ignore[union-attr]
                     if counted or all_tensors:
                         result.pairs.append(make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb, counted))
     return all_its

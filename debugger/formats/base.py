@@ -95,6 +95,11 @@ class TensorSource(ABC):
         A yielded array may be a reused buffer: it is valid until the next one is asked for.
         """
 
+    def whole(self) -> tuple[TensorHeader, np.ndarray] | None:
+        """Header and every value (flat, C order) in one read when the tensor is small enough to hold
+        whole and the format can; None otherwise (read it in :meth:`chunks`)."""
+        return None
+
     def stored_stats(self) -> Mapping[str, float] | None:
         """Statistics the format stores for this tensor (names of :data:`debugger.stats.STAT_NAMES`)."""
         return None

@@ -255,8 +255,9 @@ class NpyTensor(TensorSource):
         """Elements in C order, ``n`` at a time, read through one reused buffer."""
         if 0 < self.size <= READ_LIMIT:
             # the common case, a small file: one open, one fstat, one read (what a scan pays per file)
-            a = _read_small(self.path)
-            if a is not None:
+            got = _read_small(self.path)
+            if got is not None:
+                a = got[1]
                 for i in range(0, a.size, n):
                     yield a[i:i + n]
                 return
@@ -271,11 +272,16 @@ class NpyTensor(TensorSource):
             return
         yield from _read_pieces(self.path, h, n)
 
+    def whole(self) -> tuple[TensorHeader, np.ndarray] | None:
+        """Header and values (flat, C order) of a small file from one read; None for a large one."""
+        got = _read_small(self.path) if 0 < self.size <= READ_LIMIT else None
+        return None if got is None else (TensorHeader(got[0].dtype, got[0].shape), got[1])
 
-def _read_small(path: str) -> np.ndarray | None:
-    """The values of a file small enough to read whole, flat in C order, from one open, one fstat and
-    one read (header, checks and data from the same bytes); None when the file is not a small regular
-    file (the general path reads it, or says why not)."""
+
+def _read_small(path: str) -> tuple[NpyHeader, np.ndarray] | None:
+    """The header and values of a file small enough to read whole, flat in C order, from one open, one
+    fstat and one read (header, checks and data from the same bytes); None when the file is not a small
+    regular file (the general path reads it, or says why not)."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except OSError as exc:
@@ -295,7 +301,7 @@ def _read_small(path: str) -> np.ndarray | None:
     a = np.frombuffer(buf, dtype=h.dtype, count=math.prod(h.shape), offset=h.data_offset)
     if h.fortran_order and len(h.shape) > 1:
         a = a.reshape(h.shape, order="F").reshape(-1, order="C")   # logical order
-    return a
+    return h, a
 
 
 # Parsed headers by their bytes: a dump repeats a few hundred headers (one per tensor) over every

@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import QueryError
@@ -185,6 +186,26 @@ def find_dump_roots(path: str) -> list[str]:
 def open_dump(path: str) -> Dump:
     """Open one dump: a dump root or one of its ranks, in any format tdbg reads."""
     return Dump(open_source(path))
+
+
+# Dumps a fork pool's workers find by root: they start with the parent's Dump, opened and listed already.
+_SHARED: dict[str, Dump] = {}
+
+
+@contextmanager
+def shared_with_forks(d: Dump) -> Iterator[None]:
+    """While inside, a process forked from this one finds ``d`` by its root (:func:`dump_at`)."""
+    _SHARED[d.root] = d
+    try:
+        yield
+    finally:
+        _SHARED.pop(d.root, None)
+
+
+def dump_at(root: str) -> Dump:
+    """A worker's dump at ``root``: the one its parent shares (:func:`shared_with_forks`), else opened here."""
+    d = _SHARED.get(root)
+    return d if d is not None else open_dump(root)
 
 
 def open_dumps(path: str) -> list[Dump]:

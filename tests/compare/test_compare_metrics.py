@@ -216,3 +216,51 @@ def test_cache_records_round_trip():
     assert back.metrics == o.metrics and back.only_a == 1 and back.identical == o.identical
     assert cached_outcome({}.get, "k") is None
     assert outcome_to_extras(Outcome(error="x")) is None
+
+
+def test_small_files_compared_whole_equal_the_chunked_pass(tmp_path, monkeypatch):
+    """Small files are compared from one read of each (TensorSource.whole); the outcome is the chunked pass's,
+    Fortran order, NaN on both sides and a shape mismatch included."""
+    import debugger.formats.npy as npy_mod
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 30)).astype(F32)
+    base[2, 3] = np.nan
+    cases = [(base + F32(1e-3), base, False), (base, base, True), (base[:, :20], base, False),
+             (base.astype(np.float64), base, True)]
+    whole, chunked = [], []
+    for i, (a, b, fortran) in enumerate(cases):
+        pa, pb = files(tmp_path, a, b, fortran_a=fortran)
+        whole.append(compare_files(pa, pb))
+        monkeypatch.setattr(npy_mod, "READ_LIMIT", 0)       # every file read in chunks
+        chunked.append(compare_files(pa, pb))
+        monkeypatch.undo()
+    assert whole == chunked
+    assert whole[1].identical and whole[1].nonfinite_both == 1 and whole[2].shape_mismatch
+
+
+def test_a_side_b_shared_by_consecutive_pairs_is_read_once(tmp_path):
+    """compare_many (what a worker runs): every rank against one base tensor reads the base once for the run
+    of pairs that share it; the outcomes are compare_sources' one by one, an unreadable base an error each."""
+    from debugger.compare.values import compare_many
+
+    reads: list[str] = []
+
+    class CountedNpy(NpyTensor):
+        def whole(self):
+            reads.append(self.path)
+            return super().whole()
+
+    def tensor(name, values, cls=NpyTensor):
+        p = str(tmp_path / f"{name}.npy")
+        np.save(p, values)
+        return cls(p, os.path.getsize(p), os.stat(p).st_mtime_ns)
+
+    b = tensor("b", np.arange(12, dtype=F32), CountedNpy)
+    sides_a = [tensor(f"a{i}", np.arange(12, dtype=F32) + F32(i * 0.5)) for i in range(5)]
+    got = compare_many([(a, b) for a in sides_a])
+    assert got == [compare_sources(a, b) for a in sides_a]
+    assert reads.count(b.path) == 1 + len(sides_a)       # once for the run, once per compare_sources above
+    gone = CountedNpy(str(tmp_path / "absent.npy"), 48, 0)
+    errors = compare_many([(a, gone) for a in sides_a[:2]])
+    assert all(o.error and "absent.npy" in o.error for o in errors) and reads.count(gone.path) == 1

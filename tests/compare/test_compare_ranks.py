@@ -185,10 +185,11 @@ def test_an_iteration_missing_on_one_rank(sample_copy):
     assert any("rank 1 has no dump of graph 0 iteration(s) 2" in w for w in res.warnings)
 
 
-def test_many_ranks_folded_a_few_at_a_time_equal_the_whole(tmp_path):
+def test_many_ranks_folded_a_few_at_a_time_equal_the_whole(tmp_path, monkeypatch):
     """With passes folded (the CLI without --all, the triage) the ranks are compared a chunk at a time and
     forgotten: the summary, the divergent pairs and the first divergence are those of the comparison that
-    keeps every pair, and no compared rank still holds its index or listing afterwards."""
+    keeps every pair, and no compared rank still holds its index or listing afterwards. On a pool (the next
+    chunk paired while the workers compare the last, each base tensor read once per run of pairs) too."""
     import dumpmaker
     from debugger.compare import ranks as ranks_mod
 
@@ -209,3 +210,7 @@ def test_many_ranks_folded_a_few_at_a_time_equal_the_whole(tmp_path):
     assert len(folded.pairs) < len(whole.pairs) // 10
     held = [r.rank for r in d.ranks if r._local is not None or "listing" in r.reader.__dict__]
     assert held == [0]      # only the base rank
+    monkeypatch.setattr(evaluate_mod, "POOL_MIN_BYTES", 0)
+    pooled = compare_ranks(root, jobs=2, keep_passes=False)
+    assert pooled.summary() == whole.summary()
+    assert [p.to_dict() for p in pooled.divergent()] == [p.to_dict() for p in whole.divergent()]

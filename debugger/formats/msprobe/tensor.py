@@ -79,6 +79,11 @@ class MsprobeTensor(TensorSource):
             raise CorruptFileError(self.where, "dtype not one tdbg reads")
         return TensorHeader(np.dtype(self.dtype_name), self.shape)
 
+    def whole(self) -> tuple[TensorHeader, np.ndarray] | None:
+        """A small .npy file's header and values from one read (a .pt file is read in chunks)."""
+        npy = self._npy if self.path else None
+        return None if npy is None else npy.whole()
+
     def stored_stats(self) -> Mapping[str, float] | None:
         """What msprobe recorded, in tdbg's names (see the module notes); None when the values are there
         (every statistic is then computed from them, msprobe's four add nothing)."""

@@ -63,7 +63,8 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
     result.levels = coarse_iterations(dump, rank_ids, result.iterations)
     if ranks is None:
         for r in dump.ranks:
-            r.index  # noqa: B018 - built already, unless a rank had nothing to scan: its warnings come from it
+            if not r.indexed:   # a rank with nothing to scan: its warnings come from its index
+                r.index  # noqa: B018 - (a scanned rank's were found, and it may be released since)
         result.rank_warnings = [w for r in dump.ranks for w in r.warnings]
     if key is not None:
         cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings})

@@ -31,31 +31,35 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
     tensor (a sharded parameter's) is judged whole, once: by the lowest rank of ``scope`` (default: the
     ranks scanned) that holds a part of it."""
     rank_ids = [r.rank for r in rank_objs]
-    dump.list_ranks(rank_ids)      # every step reads its rank's listing: made in one shared call
     reporters = frozenset(scope if scope is not None else rank_ids)
     selected = where_nodes(dump, where)
-    units = [(r, gid) for r in rank_objs for gid in sorted(set(r.graph_ids))]
-    all_its = sorted({it for r, gid in units for it in r.iterations(gid)
+    all_its = sorted({it for r in rank_objs for gid in set(r.graph_ids) for it in r.iterations(gid)
                       if iterations is None or it in iterations})
     result = ScanResult(dump.root, rank_ids, all_its, list(watchpoints))
-    steps = [(r, gid, it) for it in all_its for r, gid in units if it in set(r.iterations(gid))]
+    chunks = _rank_chunks(dump, rank_objs)
+    total = sum(len(_steps(chunk, all_its)) for chunk in chunks)
     own = workers is None
     pool = local_workers(jobs) if workers is None else workers
     try:
         done = 0
-        running: deque[tuple[list[Step], Batch, Parts]] = deque()
+        running: deque[tuple[list[Step], Batch, Parts, list[Rank]]] = deque()
         # Pipelined: while the workers compute the batches started, this process plans the next ones;
         # batches finish in order, so hits and progress come as from a run without workers.
-        for batch_steps, batch in _batches(steps, watchpoints, selected, cache, _batch_tasks(pool), reporters):
-            running.append((batch_steps, batch, batch.start(pool)))
-            if len(running) > _AHEAD:
-                done += _finish(running.popleft(), result)
-                if progress is not None:
-                    progress(done, len(steps))
+        for chunk in chunks:
+            dump.list_ranks([r.rank for r in chunk])   # every step reads its rank's listing: one shared call
+            for batch_steps, batch in _batches(_steps(chunk, all_its), watchpoints, selected, cache,
+                                               _batch_tasks(pool), reporters):
+                running.append((batch_steps, batch, batch.start(pool), []))
+                if len(running) > _AHEAD:
+                    done += _finish(running.popleft(), result)
+                    if progress is not None:
+                        progress(done, total)
+            if len(chunks) > 1 and running:
+                running[-1][3].extend(chunk)   # forgotten once its last batch is evaluated
         while running:
             done += _finish(running.popleft(), result)
             if progress is not None:
-                progress(done, len(steps))
+                progress(done, total)
     finally:
         if own:
             pool.close()
@@ -64,8 +68,26 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
     return result
 
 
-def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int:
-    steps, batch, parts = running
+RANKS_AT_ONCE = 64   # ranks listed, scanned and forgotten together (a dump without a parallel layout)
+
+
+def _rank_chunks(dump: Dump, ranks: list[Rank]) -> list[list[Rank]]:
+    """The ranks a chunk at a time, so that a scan holds a chunk's listings whatever the rank count; all at
+    once when a rank has a parallel layout (a sharded parameter is judged from every rank's part)."""
+    if len(ranks) <= RANKS_AT_ONCE or any(r.layout is not None for r in ranks):
+        return [ranks]
+    return [ranks[at:at + RANKS_AT_ONCE] for at in range(0, len(ranks), RANKS_AT_ONCE)]
+
+
+def _steps(ranks: list[Rank], all_its: list[int]) -> list[tuple[Rank, int, int]]:
+    """(rank, graph, iteration) of every dumped step of ``ranks``, iteration by iteration."""
+    units = [(r, gid) for r in ranks for gid in sorted(set(r.graph_ids))]
+    dumped = {(r.rank, gid): set(r.iterations(gid)) for r, gid in units}
+    return [(r, gid, it) for it in all_its for r, gid in units if it in dumped[r.rank, gid]]
+
+
+def _finish(running: tuple[list[Step], Batch, Parts, list[Rank]], result: ScanResult) -> int:
+    steps, batch, parts, done_ranks = running
     result.files_checked += batch.finish(parts)
     for step in steps:
         first_hit = len(result.hits)
@@ -73,6 +95,11 @@ def _finish(running: tuple[list[Step], Batch, Parts], result: ScanResult) -> int
             rule_of(item.wp.condition).evaluate(item, batch, result)
         apply_zero_origins(step, batch, result, first_hit)
         apply_whole_layer(step, result, first_hit)
+        # a check holds its step and the step its checks: a cycle the paused collector leaves, with the
+        # step's tensors in it (a GB at 1,000 ranks); broken, reference counting frees them here
+        step.planned.clear()
+    for r in done_ranks:
+        r.release()
     return len(steps)
 
 

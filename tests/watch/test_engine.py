@@ -389,3 +389,31 @@ def test_peak_memory_of_a_scan_over_a_large_tensor_is_a_few_chunks(tmp_path, lay
     assert all("differs from the previous" in e[3] for e in got["errors"] if e[2] == "fc1.weight")
     assert ["activation_saturation", 1, act, "input", {"threshold_layer": 100.0}] in got["hits"]
     assert got["growth"] < bound, f"peak RSS grew by {got['growth'] / 2**20:.1f} MiB (bound {bound / 2**20:.0f} MiB)"
+
+
+def test_many_ranks_are_scanned_a_chunk_at_a_time_and_forgotten(tmp_path, monkeypatch):
+    """A scan of more ranks than RANKS_AT_ONCE lists, scans and forgets them a chunk at a time: its hits are
+    those of the scan holding every rank, no rank holds its listing afterwards, and no step is left in a
+    reference cycle for the paused collector to miss (a scan's memory is then bounded whatever the rank count)."""
+    import gc
+
+    from debugger.watch import run as run_mod
+    from debugger.watch.conditions import Step
+
+    root = make(tmp_path, ranks=2 * run_mod.RANKS_AT_ONCE + 6, iterations=2)
+    dump = open_dump(root)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        chunked = run(dump, EVERY, "weight_change_too_small")
+        gc.collect()
+        cycles = [o for o in gc.garbage if isinstance(o, Step)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert cycles == []
+    assert [r.rank for r in dump.ranks if r._local is not None or "listing" in r.reader.__dict__] == []
+    monkeypatch.setattr(run_mod, "RANKS_AT_ONCE", 1 << 20)
+    whole = run(root, EVERY, "weight_change_too_small")
+    assert len(chunked.hits) > 1000 and [h.to_dict() for h in chunked.hits] == [h.to_dict() for h in whole.hits]
+    assert chunked.errors == whole.errors   # (files_checked counts reads: batched otherwise, a file may be read twice)

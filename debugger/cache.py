@@ -143,6 +143,20 @@ class StatsCache:
             with self._lock:
                 self._new_extra[_digest(key)] = float(value)
 
+    def take_new(self) -> tuple[dict[bytes, Stats], dict[bytes, float]]:
+        """The entries remembered since the last flush, forgotten here (a worker hands them to its parent)."""
+        with self._lock:
+            got = self._new_stats, self._new_extra
+            self._new_stats, self._new_extra = {}, {}
+        return got
+
+    def add_new(self, entries: tuple[dict[bytes, Stats], dict[bytes, float]]) -> None:
+        """Remember entries a worker's copy of this cache took (:meth:`take_new`), to be flushed from here."""
+        if self.enabled:
+            with self._lock:
+                self._new_stats.update(entries[0])
+                self._new_extra.update(entries[1])
+
     # -- whole results (a re-scan of an unchanged dump) ----------------------------------------
     def _result_path(self, key: str) -> str | None:
         if not self.enabled or not self.path:

@@ -9,10 +9,11 @@ result, stored once).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .errors import DumpError
 
@@ -91,6 +92,26 @@ class Workers:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Objects a fork pool's workers find by name: they start with the parent's, opened and loaded already.
+_SHARED: dict[str, Any] = {}
+
+
+@contextlib.contextmanager
+def shared_with_forks(**objects: Any) -> Iterator[None]:
+    """While inside, a process forked from this one finds each object by its name (:func:`forked`)."""
+    _SHARED.update(objects)
+    try:
+        yield
+    finally:
+        for name in objects:
+            _SHARED.pop(name, None)
+
+
+def forked(name: str) -> Any:
+    """In a worker: what its parent shared under ``name`` (:func:`shared_with_forks`), else None."""
+    return _SHARED.get(name)
 
 
 def local_workers(jobs: int | None = None) -> Workers:

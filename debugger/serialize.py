@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from .model.graph import Graph, Node
-from .executors import local_workers
-from .model import Dump, Rank, TensorRef, dump_at, shared_with_forks
+from .executors import local_workers, shared_with_forks
+from .model import Dump, Rank, TensorRef, dump_at
 from .formats.parallel import RankLayout
 from .formats.records import Kind, StackFrame
 
@@ -102,7 +102,7 @@ def _ranks_info(d: Dump, jobs: int) -> tuple[list[dict[str, Any]], list[str]]:
     else:
         for r in d.ranks:   # each distinct graph parsed here, by its first rank, as one process would
             r.graphs  # noqa: B018 - the workers then share them whichever chunks each one takes
-        with local_workers(jobs) as pool, shared_with_forks(d):
+        with local_workers(jobs) as pool, shared_with_forks(dump=d):
             futures = [pool.submit(describe_ranks, d.root, ids) for ids in chunks]
             parts = [f.result() for f in futures]
     dump_warnings = list(dict.fromkeys([*d.warnings, *(w for part in parts for w in part[1])]))

@@ -11,10 +11,10 @@
 """
 from __future__ import annotations
 
-from .dump import Dump, dump_at, find_dump_roots, open_dump, open_dumps, shard_pieces, shared_with_forks
+from .dump import Dump, dump_at, find_dump_roots, open_dump, open_dumps, shard_pieces
 from .graph import Graph, Node
 from .rank import GraphCache, Rank
 from .tensors import TensorRef
 
-__all__ = ["Dump", "dump_at", "shared_with_forks", "Graph", "GraphCache", "Node", "Rank", "TensorRef", "find_dump_roots", "open_dump", "open_dumps",
+__all__ = ["Dump", "dump_at", "Graph", "GraphCache", "Node", "Rank", "TensorRef", "find_dump_roots", "open_dump", "open_dumps",
            "shard_pieces"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import QueryError
+from ..executors import forked
 from ..formats import find_dump_roots as _find_roots
 from ..formats import open_source
 from ..formats.base import DumpSource
@@ -188,24 +188,10 @@ def open_dump(path: str) -> Dump:
     return Dump(open_source(path))
 
 
-# Dumps a fork pool's workers find by root: they start with the parent's Dump, opened and listed already.
-_SHARED: dict[str, Dump] = {}
-
-
-@contextmanager
-def shared_with_forks(d: Dump) -> Iterator[None]:
-    """While inside, a process forked from this one finds ``d`` by its root (:func:`dump_at`)."""
-    _SHARED[d.root] = d
-    try:
-        yield
-    finally:
-        _SHARED.pop(d.root, None)
-
-
 def dump_at(root: str) -> Dump:
-    """A worker's dump at ``root``: the one its parent shares (:func:`shared_with_forks`), else opened here."""
-    d = _SHARED.get(root)
-    return d if d is not None else open_dump(root)
+    """A worker's dump at ``root``: the one its parent shares (``shared_with_forks(dump=...)``), else opened here."""
+    d = forked("dump")
+    return d if d is not None and d.root == root else open_dump(root)
 
 
 def open_dumps(path: str) -> list[Dump]:

@@ -139,6 +139,11 @@ class Rank:
                     self.indexed = True
         return self._local
 
+    def adopt_warnings(self, found: list[str]) -> None:
+        """Take the warnings a worker's copy of this rank found building its index, as if built here."""
+        self.warnings.extend(found)
+        self.indexed = True
+
     def release(self) -> None:
         """Forget the tensor index and the reader's listing (built again on next use; graphs stay, shared
         in the dump's graph cache): a command going through many ranks holds a few at a time."""

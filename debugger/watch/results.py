@@ -171,6 +171,21 @@ class ScanResult:
                 return
         self.skipped.append(Skipped(watchpoint, reason, 1, rank, iteration, node, [(rank, iteration, node)]))
 
+    def absorb(self, part: "ScanResult") -> None:
+        """Add what a scan of some of the ranks found (a worker's part of this scan)."""
+        self.hits.extend(part.hits)
+        self.errors.extend(part.errors)
+        self.files_checked += part.files_checked
+        for s in part.skipped:
+            mine = next((m for m in self.skipped if (m.watchpoint, m.reason) == (s.watchpoint, s.reason)), None)
+            if mine is None:
+                self.skipped.append(s)
+                continue
+            mine.checks += s.checks
+            mine.where.extend(s.where)
+            if (s.iteration, s.rank, s.node) < (mine.iteration, mine.rank, mine.node):
+                mine.rank, mine.iteration, mine.node = s.rank, s.iteration, s.node
+
     def sort(self) -> None:
         """Hits in the hit order, error records by iteration, rank, watchpoint and node."""
         self.hits.sort(key=Hit.sort_key)

@@ -2,13 +2,16 @@
 them. Imported by :func:`debugger.watch.engine.scan` once no stored result answers (numpy and pools load here)."""
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import deque
-from typing import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
 
 from ..cache import StatsCache
-from ..executors import Workers, local_workers
+from ..executors import Workers, forked, local_workers, shared_with_forks
 from ..formats.records import Kind
-from ..model import Dump, Rank, TensorRef
+from ..model import Dump, Rank, TensorRef, dump_at
 from ..model.graph import Graph
 from .batch import Batch, Parts
 from .conditions import Step, rule_of
@@ -31,41 +34,105 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
     tensor (a sharded parameter's) is judged whole, once: by the lowest rank of ``scope`` (default: the
     ranks scanned) that holds a part of it."""
     rank_ids = [r.rank for r in rank_objs]
-    reporters = frozenset(scope if scope is not None else rank_ids)
-    selected = where_nodes(dump, where)
-    all_its = sorted({it for r in rank_objs for gid in set(r.graph_ids) for it in r.iterations(gid)
-                      if iterations is None or it in iterations})
-    result = ScanResult(dump.root, rank_ids, all_its, list(watchpoints))
+    plan = _Plan(watchpoints, where_nodes(dump, where), frozenset(scope if scope is not None else rank_ids), cache,
+                 sorted({it for r in rank_objs for gid in set(r.graph_ids) for it in r.iterations(gid)
+                         if iterations is None or it in iterations}))
+    result = ScanResult(dump.root, rank_ids, plan.iterations, list(watchpoints))
     chunks = _rank_chunks(dump, rank_objs)
-    total = sum(len(_steps(chunk, all_its)) for chunk in chunks)
-    own = workers is None
-    pool = local_workers(jobs) if workers is None else workers
+    told = _Told(progress, sum(len(_steps(chunk, plan.iterations)) for chunk in chunks))
     try:
-        done = 0
-        running: deque[tuple[list[Step], Batch, Parts, list[Rank]]] = deque()
-        # Pipelined: while the workers compute the batches started, this process plans the next ones;
-        # batches finish in order, so hits and progress come as from a run without workers.
-        for chunk in chunks:
-            dump.list_ranks([r.rank for r in chunk])   # every step reads its rank's listing: one shared call
-            for batch_steps, batch in _batches(_steps(chunk, all_its), watchpoints, selected, cache,
-                                               _batch_tasks(pool), reporters):
-                running.append((batch_steps, batch, batch.start(pool), []))
-                if len(running) > _AHEAD:
-                    done += _finish(running.popleft(), result)
-                    if progress is not None:
-                        progress(done, total)
-            if len(chunks) > 1 and running:
-                running[-1][3].extend(chunk)   # forgotten once its last batch is evaluated
-        while running:
-            done += _finish(running.popleft(), result)
-            if progress is not None:
-                progress(done, total)
+        if len(chunks) > 1 and workers is None and max(1, jobs or os.cpu_count() or 1) > 1:
+            _chunks_on_forks(dump, chunks, plan, jobs, result, told)
+        else:
+            with _workers(jobs, workers) as pool:
+                _pipelined(dump, chunks, plan, pool, result, told)
     finally:
-        if own:
-            pool.close()
         cache.flush()
     apply_step_facts(result, rank_objs)
     return result
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every step of one scan is checked for: the watchpoints, the nodes selected, the ranks that report
+    logical tensors, the statistics cache and the iterations scanned."""
+
+    watchpoints: list[Watchpoint]
+    selected: dict[int, set[str]] | None
+    reporters: frozenset[int]
+    cache: StatsCache
+    iterations: list[int]
+
+
+class _Told:
+    """Progress: steps done of the total, told as each batch (or chunk of ranks) is evaluated."""
+
+    def __init__(self, progress: Callable[[int, int], None] | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def add(self, steps: int) -> None:
+        """Count ``steps`` more as done and tell."""
+        self.done += steps
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+
+@contextlib.contextmanager
+def _workers(jobs: int | None, workers: Workers | None) -> Iterator[Workers]:
+    """The workers given, else a local pool of ``jobs`` processes closed after."""
+    if workers is not None:
+        yield workers
+        return
+    with local_workers(jobs) as pool:
+        yield pool
+
+
+def _pipelined(dump: Dump, chunks: list[list[Rank]], plan: _Plan, pool: Workers, result: ScanResult,
+               told: _Told) -> None:
+    """The scan planned and judged here, its tensors' statistics computed on ``pool``: while the workers
+    compute the batches started, this process plans the next ones; batches finish in order, so hits and
+    progress come as from a run without workers. Each chunk of ranks is forgotten once judged."""
+    running: deque[tuple[list[Step], Batch, Parts, list[Rank]]] = deque()
+    for chunk in chunks:
+        dump.list_ranks([r.rank for r in chunk])   # every step reads its rank's listing: one shared call
+        for batch_steps, batch in _batches(_steps(chunk, plan.iterations), plan, _batch_tasks(pool)):
+            running.append((batch_steps, batch, batch.start(pool), []))
+            if len(running) > _AHEAD:
+                told.add(_finish(running.popleft(), result))
+        if len(chunks) > 1 and running:
+            running[-1][3].extend(chunk)   # forgotten once its last batch is evaluated
+    while running:
+        told.add(_finish(running.popleft(), result))
+
+
+def _chunks_on_forks(dump: Dump, chunks: list[list[Rank]], plan: _Plan, jobs: int | None, result: ScanResult,
+                     told: _Told) -> None:
+    """Each chunk of ranks scanned whole (listed, planned, computed, judged) by a forked worker, the parts
+    added in rank order: the listing and the judging spread over the cores too, not only the statistics."""
+    for r in dump.ranks:   # each distinct graph parsed here, by its first rank, as one process would
+        r.graphs  # noqa: B018 - the workers then share them whichever chunks each one takes
+    with local_workers(jobs) as pool, shared_with_forks(dump=dump, scan_plan=plan):
+        futures = [pool.submit(scan_ranks, dump.root, [r.rank for r in chunk]) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            part, warnings, entries = future.result()
+            result.absorb(part)
+            plan.cache.add_new(entries)
+            for r in chunk:
+                r.adopt_warnings(warnings[r.rank])
+            told.add(len(_steps(chunk, plan.iterations)))
+
+
+def scan_ranks(root: str, rank_ids: list[int]) -> tuple[ScanResult, dict[int, list[str]], Any]:
+    """Worker entry point: scan some ranks in this process with the plan its parent shared; (what was found,
+    each rank's new warnings, the statistics computed for the cache)."""
+    dump, plan = dump_at(root), forked("scan_plan")
+    ranks = [dump.rank(r) for r in rank_ids]
+    seen = {r.rank: len(r.warnings) for r in ranks}
+    part = ScanResult(root, rank_ids, plan.iterations, list(plan.watchpoints))
+    _pipelined(dump, [ranks], plan, Workers(None, 1), part, _Told(None, 0))
+    for r in ranks:
+        r.release()
+    return part, {r.rank: r.warnings[seen[r.rank]:] for r in ranks}, plan.cache.take_new()
 
 
 RANKS_AT_ONCE = 64   # ranks listed, scanned and forgotten together (a dump without a parallel layout)
@@ -108,15 +175,14 @@ def _batch_tasks(workers: Workers) -> int:
     return _BATCH_TASKS if not workers.cluster else max(_BATCH_TASKS, min(1 << 16, 256 * workers.slots))
 
 
-def _batches(steps: list[tuple[Rank, int, int]], wps: list[Watchpoint], selected: dict[int, set[str]] | None,
-             cache: StatsCache, size: int, reporters: frozenset[int]) -> Iterator[tuple[list[Step], Batch]]:
-    batch = Batch(cache)
+def _batches(steps: list[tuple[Rank, int, int]], plan: _Plan, size: int) -> Iterator[tuple[list[Step], Batch]]:
+    batch = Batch(plan.cache)
     pending: list[Step] = []
     for rank, gid, it in steps:
-        pending.append(_plan_step(rank, gid, it, wps, selected, batch, reporters))
+        pending.append(_plan_step(rank, gid, it, plan.watchpoints, plan.selected, batch, plan.reporters))
         if batch.size() >= size:
             yield pending, batch
-            batch, pending = Batch(cache), []
+            batch, pending = Batch(plan.cache), []
     if pending:
         yield pending, batch
 

@@ -19,14 +19,16 @@ their replicas, collective results within their group.
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
-from ..executors import Workers, local_workers
+from ..executors import Workers, forked, local_workers, shared_with_forks
 from ..formats.records import Kind
 from ..model.graph import Graph
-from ..model import Dump, Rank
+from ..model import Dump, Rank, dump_at
 from ..selection import ranges_text
 from .evaluate import conclude, finish, start_grading
 from .grades import GradeThresholds, as_grade_thresholds
@@ -133,7 +135,11 @@ def compare_ranks(dump: "Dump | str", base: int = 0, ranks: Iterable[int] | None
 def _folded(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool, result: CompareResult,
             jobs: int | None, cache: StatsCache | None, fast: bool, progress: Progress | None,
             workers: Workers | None) -> set[int]:
-    """:func:`_in_chunks` graded on ``workers`` (default: one local pool for every chunk)."""
+    """:func:`_in_chunks` graded on ``workers`` (default: one local pool for every chunk; on a local pool of
+    several processes, each chunk compared whole by a forked worker)."""
+    if workers is None and max(1, jobs or os.cpu_count() or 1) > 1 and len(others) > RANKS_AT_ONCE:
+        return _on_forks(d, _ChunkJob(base, sel, all_tensors, result.thresholds, cache, fast), others, result,
+                         jobs, progress)
     done = [0]
 
     def start(part: CompareResult) -> Callable[[], None]:
@@ -177,13 +183,78 @@ def _in_chunks(d: Dump, base: int, others: list[int], sel: set[int] | None, all_
 def _fold(result: CompareResult, part: CompareResult, ranks: list[Rank], wait: Callable[[], None]) -> None:
     """Wait for a chunk's grades, keep its failures and counts in ``result`` and forget its ranks."""
     wait()
+    _absorb(result, part)
+    for r in ranks:
+        r.release()
+
+
+def _absorb(result: CompareResult, part: CompareResult) -> None:
+    """Keep the failures, warnings and counts of a graded chunk in ``result``."""
     result.keep(part.pairs, passes=False)
+    for it, row in part.folded.items():   # passes a worker folded already
+        mine = result.folded.setdefault(it, [0, 0, 0])
+        for i, n in enumerate(row):
+            mine[i] += n
     result.warnings.extend(part.warnings)
     result.computed += part.computed
     result.cached += part.cached
     result.bytes_compared += part.bytes_compared
+
+
+@dataclass(frozen=True)
+class _ChunkJob:
+    """What every chunk of a comparison of ranks on forked workers is compared with and graded by."""
+
+    base: int
+    sel: set[int] | None
+    all_tensors: bool
+    thresholds: GradeThresholds
+    cache: StatsCache | None
+    fast: bool
+
+
+def _on_forks(d: Dump, job: _ChunkJob, others: list[int], result: CompareResult, jobs: int | None,
+              progress: Progress | None) -> set[int]:
+    """Each chunk of ranks listed, paired, compared and graded whole by a forked worker, its failures and
+    counts kept in rank order: the listing and the pairing spread over the cores too. The iterations seen."""
+    for r in [d.rank(job.base), *(d.rank(r) for r in others)]:   # each distinct graph parsed here, as one
+        r.graphs  # noqa: B018 - process would: the workers share them whichever chunks each one takes
+    d.rank(job.base).index  # noqa: B018 - and the base's tensors listed once for them all
+    chunks = [others[at:at + RANKS_AT_ONCE] for at in range(0, len(others), RANKS_AT_ONCE)]
+    all_its: set[int] = set()
+    with local_workers(jobs) as pool, shared_with_forks(dump=d, compare_job=job):
+        futures = [pool.submit(compare_rank_chunk, d.root, chunk) for chunk in chunks]
+        for chunk, future in zip(chunks, futures):
+            part, its, warnings = future.result()
+            for p in part.pairs:   # the graph each pair was made on, from this process (it was not shipped)
+                p.graph_obj = d.rank(p.a.rank if p.ref_a is not None else p.b.rank).graphs.get(p.graph)
+            _absorb(result, part)
+            all_its |= its
+            for r in chunk:
+                d.rank(r).adopt_warnings(warnings[r])
+            if progress is not None:   # counted in ranks here: a chunk's pairs are known when it is done
+                progress(others.index(chunk[-1]) + 1, len(others))
+    return all_its
+
+
+def compare_rank_chunk(root: str, chunk: list[int]) -> tuple[CompareResult, set[int], dict[int, list[str]]]:
+    """Worker entry point: some ranks compared with the base and graded here, with the job its parent shared;
+    (their failures and counts, the iterations seen, each rank's new warnings)."""
+    d, job = dump_at(root), forked("compare_job")
+    ranks = [d.rank(r) for r in chunk]
+    seen = {r.rank: len(r.warnings) for r in ranks}
+    d.list_ranks(chunk)
+    part = CompareResult("ranks", d.root, d.root, chunk, [], job.thresholds, base=job.base)
+    its = _data_parallel_pairs(d, job.base, chunk, job.sel, job.all_tensors, part)
+    start_grading(part, 1, job.cache, job.fast, None, None)()   # the cache is written under its file lock
+    kept = CompareResult("ranks", d.root, d.root, chunk, [], job.thresholds, base=job.base)
+    _absorb(kept, part)
+    for p in kept.pairs:
+        p.graph_obj = None   # the parent has it
     for r in ranks:
+        r.index  # noqa: B018 - a rank without a pair has its warnings from its index too
         r.release()
+    return kept, its, {r.rank: r.warnings[seen[r.rank]:] for r in ranks}
 
 
 def _data_parallel_pairs(d: Dump, base: int, others: list[int], sel: set[int] | None, all_tensors: bool,

@@ -210,7 +210,16 @@ def test_many_ranks_folded_a_few_at_a_time_equal_the_whole(tmp_path, monkeypatch
     assert len(folded.pairs) < len(whole.pairs) // 10
     held = [r.rank for r in d.ranks if r._local is not None or "listing" in r.reader.__dict__]
     assert held == [0]      # only the base rank
-    monkeypatch.setattr(evaluate_mod, "POOL_MIN_BYTES", 0)
-    pooled = compare_ranks(root, jobs=2, keep_passes=False)
-    assert pooled.summary() == whole.summary()
-    assert [p.to_dict() for p in pooled.divergent()] == [p.to_dict() for p in whole.divergent()]
+    forked_dump = open_dump(root)      # on a pool: each chunk compared whole by a forked worker
+    forked = compare_ranks(forked_dump, jobs=2, keep_passes=False)
+    assert forked.summary() == whole.summary() and forked.warnings == folded.warnings
+    assert [p.to_dict() for p in forked.divergent()] == [p.to_dict() for p in whole.divergent()]
+    assert forked.first_divergence.source is not None and forked.first_divergence.graph_obj is not None
+    # the workers listed the ranks and told their warnings: this process listed only the base
+    assert [r.rank for r in forked_dump.ranks if r._local is not None or "listing" in r.reader.__dict__] == [0]
+    assert all(r.indexed for r in forked_dump.ranks)
+    from debugger.cache import StatsCache    # the workers write what they compared to the cache, under its lock
+    first = compare_ranks(root, jobs=2, keep_passes=False, cache=StatsCache(str(tmp_path / "cache")))
+    again = compare_ranks(root, jobs=2, keep_passes=False, cache=StatsCache(str(tmp_path / "cache")))
+    assert first.computed > 1000 and (again.computed, again.cached) == (0, first.computed)
+    assert again.summary()["counted_errors"] == whole.summary()["counted_errors"]

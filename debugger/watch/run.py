@@ -109,8 +109,8 @@ def _chunks_on_forks(dump: Dump, chunks: list[list[Rank]], plan: _Plan, jobs: in
                      told: _Told) -> None:
     """Each chunk of ranks scanned whole (listed, planned, computed, judged) by a forked worker, the parts
     added in rank order: the listing and the judging spread over the cores too, not only the statistics."""
-    for r in dump.ranks:   # each distinct graph parsed here, by its first rank, as one process would
-        r.graphs  # noqa: B018 - the workers then share them whichever chunks each one takes
+    for r in (r for chunk in chunks for r in chunk):   # each distinct graph parsed here, by its first rank,
+        r.graphs  # noqa: B018 - as one process would: the workers share them whichever chunks each one takes
     with local_workers(jobs) as pool, shared_with_forks(dump=dump, scan_plan=plan):
         futures = [pool.submit(scan_ranks, dump.root, [r.rank for r in chunk]) for chunk in chunks]
         for chunk, future in zip(chunks, futures):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
 from ..cache import StatsCache
@@ -40,9 +40,14 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
     result = ScanResult(dump.root, rank_ids, plan.iterations, list(watchpoints))
     chunks = _rank_chunks(dump, rank_objs)
     told = _Told(progress, sum(len(_steps(chunk, plan.iterations)) for chunk in chunks))
+    cores = max(1, jobs or os.cpu_count() or 1)
     try:
-        if len(chunks) > 1 and workers is None and max(1, jobs or os.cpu_count() or 1) > 1:
-            _chunks_on_forks(dump, chunks, plan, jobs, result, told)
+        if workers is None and cores > 1 and len(chunks) > 1:
+            _on_forks(dump, [(chunk, plan.iterations) for chunk in chunks], plan, jobs, result, told, True)
+        elif workers is None and cores > 1 and _worth_splitting(dump, chunks[0], plan, cores):
+            its, n = plan.iterations, cores * 2   # runs of iterations: a step's previous one is mostly in its run
+            units = [(chunks[0], its[k * len(its) // n:(k + 1) * len(its) // n]) for k in range(n)]
+            _on_forks(dump, [u for u in units if u[1]], plan, jobs, result, told, False)
         else:
             with _workers(jobs, workers) as pool:
                 _pipelined(dump, chunks, plan, pool, result, told)
@@ -105,34 +110,50 @@ def _pipelined(dump: Dump, chunks: list[list[Rank]], plan: _Plan, pool: Workers,
         told.add(_finish(running.popleft(), result))
 
 
-def _chunks_on_forks(dump: Dump, chunks: list[list[Rank]], plan: _Plan, jobs: int | None, result: ScanResult,
-                     told: _Told) -> None:
-    """Each chunk of ranks scanned whole (listed, planned, computed, judged) by a forked worker, the parts
-    added in rank order: the listing and the judging spread over the cores too, not only the statistics."""
-    for r in (r for chunk in chunks for r in chunk):   # each distinct graph parsed here, by its first rank,
-        r.graphs  # noqa: B018 - as one process would: the workers share them whichever chunks each one takes
+SPLIT_FILES = 20_000   # one chunk of ranks with this many tensor files is split by iteration over the cores
+
+
+def _worth_splitting(dump: Dump, ranks: list[Rank], plan: _Plan, cores: int) -> bool:
+    """Whether one chunk of ranks is scanned faster split by iteration over forked workers (then listed here,
+    first, for them all): enough files and iterations, no parallel layout (its logical tensors stay here)."""
+    if len(plan.iterations) < cores or any(r.layout is not None for r in ranks):
+        return False
+    dump.list_ranks([r.rank for r in ranks])
+    return sum(len(refs) for r in ranks for refs in r.index.values()) >= SPLIT_FILES
+
+
+def _on_forks(dump: Dump, units: list[tuple[list[Rank], list[int]]], plan: _Plan, jobs: int | None,
+              result: ScanResult, told: _Told, release: bool) -> None:
+    """Each unit of work (ranks, iterations) scanned whole (listed, planned, computed, judged) by a forked
+    worker, the parts added in order: the listing and the judging spread over the cores too, not only the
+    statistics. ``release``: a worker forgets a unit's ranks after it (chunks of ranks; not when split by
+    iteration, which the parent listed for every worker)."""
+    for r in dict.fromkeys(r for ranks, _ in units for r in ranks):   # each distinct graph parsed here, by its
+        r.graphs  # noqa: B018 - first rank, as one process would: the workers share them whichever units they take
     with local_workers(jobs) as pool, shared_with_forks(dump=dump, scan_plan=plan):
-        futures = [pool.submit(scan_ranks, dump.root, [r.rank for r in chunk]) for chunk in chunks]
-        for chunk, future in zip(chunks, futures):
+        futures = [pool.submit(scan_ranks, dump.root, [r.rank for r in ranks], its, release) for ranks, its in units]
+        for (ranks, its), future in zip(units, futures):
             part, warnings, entries = future.result()
             result.absorb(part)
             plan.cache.add_new(entries)
-            for r in chunk:
+            for r in ranks:
                 r.adopt_warnings(warnings[r.rank])
-            told.add(len(_steps(chunk, plan.iterations)))
+            told.add(len(_steps(ranks, its)))
 
 
-def scan_ranks(root: str, rank_ids: list[int]) -> tuple[ScanResult, dict[int, list[str]], Any]:
-    """Worker entry point: scan some ranks in this process with the plan its parent shared; (what was found,
-    each rank's new warnings, the statistics computed for the cache)."""
-    dump, plan = dump_at(root), forked("scan_plan")
+def scan_ranks(root: str, rank_ids: list[int], iterations: list[int], release: bool
+               ) -> tuple[ScanResult, dict[int, list[str]], Any]:
+    """Worker entry point: scan some ranks' iterations in this process with the plan its parent shared;
+    (what was found, each rank's new warnings, the statistics computed for the cache)."""
+    dump, plan = dump_at(root), replace(forked("scan_plan"), iterations=iterations)
     ranks = [dump.rank(r) for r in rank_ids]
     seen = {r.rank: len(r.warnings) for r in ranks}
-    part = ScanResult(root, rank_ids, plan.iterations, list(plan.watchpoints))
+    part = ScanResult(root, rank_ids, iterations, list(plan.watchpoints))
     _pipelined(dump, [ranks], plan, Workers(None, 1), part, _Told(None, 0))
-    for r in ranks:
+    new = {r.rank: r.warnings[seen[r.rank]:] for r in ranks}
+    for r in ranks if release else ():
         r.release()
-    return part, {r.rank: r.warnings[seen[r.rank]:] for r in ranks}, plan.cache.take_new()
+    return part, new, plan.cache.take_new()
 
 
 RANKS_AT_ONCE = 64   # ranks listed, scanned and forgotten together (a dump without a parallel layout)

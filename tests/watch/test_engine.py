@@ -453,3 +453,28 @@ def test_ranks_scanned_on_forked_workers_equal_one_process(tmp_path, layout):
     third = run(root, "tensor_too_large:max_gt=-1e29", jobs=1, cache=again)   # another request, the same statistics
     assert len(third.hits) == len([h for h in one.hits if h.watchpoint == "tensor_too_large"])
     assert again.misses == 1 and again.hits > 1000     # missed: the corrupt file, which has no statistics to keep
+
+
+def test_one_rank_split_by_iteration_on_forked_workers_equals_one_process(tmp_path, layout, monkeypatch):
+    """A rank with many files is listed here, then its iterations are scanned in runs by forked workers: the
+    checks against the previous value at the runs' edges (a weight that stops changing at iteration 4, of 8),
+    a NaN and a zero gradient give the hits and errors of one process."""
+    from debugger.watch import run as run_mod
+
+    lay = layout()
+    b = full(0.5)
+    seq = [b * (i + 2) for i in range(4)] + [b * 5] * 4
+    plant = (Plant().weight(lay, "fc1.weight", before=b, seq=seq)
+             .set(lay.gradient("fc2.weight"), lambda d: np.full_like(d, np.nan), it=6)
+             .set(lay.gradient("fc1.weight"), lambda d: np.zeros_like(d), it=3))
+    root = make(tmp_path, plant=plant, iterations=8)
+    watch = (EVERY, "weight_not_changed", "weight_update_ratio", "overflow", "tensor_all_zero", "gradient_vanishing")
+    one = run(root, *watch)
+    monkeypatch.setattr(run_mod, "SPLIT_FILES", 0)
+    split_dump = open_dump(root)
+    split = run(split_dump, *watch, jobs=2)
+    assert [h.to_dict() for h in split.hits] == [h.to_dict() for h in one.hits]
+    assert (4, "fc1.weight") in hit_keys(split, "weight_not_changed")
+    assert {"overflow", "tensor_all_zero"} <= {h.watchpoint for h in split.hits}
+    assert split.errors == one.errors and [s.to_dict() for s in split.skipped] == [s.to_dict() for s in one.skipped]
+    assert split_dump.rank(0).indexed

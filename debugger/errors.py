@@ -12,6 +12,16 @@ class DumpError(Exception):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
+    def __reduce__(self) -> tuple:
+        # made again from its fields: raised in a worker process, it reaches the parent intact
+        return _remake, (type(self), self.path, self.problem)
+
+
+def _remake(cls: type, path: str | None, problem: str) -> DumpError:
+    err = DumpError.__new__(cls)
+    DumpError.__init__(err, path, problem)
+    return err
+
 
 class NotADumpError(DumpError):
     """The path holds no MindSpore or tdbg dump."""

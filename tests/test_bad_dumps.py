@@ -131,3 +131,24 @@ def test_bad_dumps_table_covers_the_required_cases() -> None:
             "truncated_npy", "corrupt_npy_header", "file_name_matching_no_grammar", "tensor_of_a_node_not_in_the_graph",
             "iteration_still_being_written", "bad_data_dump_json"} <= ids
     assert len(ids) == len(ROWS)
+
+
+def _read_header(path: str) -> Any:
+    from debugger.formats.npy import NpyTensor
+    return NpyTensor(path, os.path.getsize(path)).header()
+
+
+def test_a_broken_file_met_in_a_worker_process_is_the_same_error_in_the_parent(tmp_path: Any) -> None:
+    """Commands past one chunk of ranks run in forked workers: an error raised there reaches the parent as
+    the same exception, with its path and problem (DumpError pickles by its fields)."""
+    from debugger.executors import local_workers
+
+    path = str(tmp_path / "t.npy")
+    with open(path, "wb") as f:
+        f.write(b"\x00garbage" * 8)
+    with pytest.raises(CorruptFileError) as here:
+        _read_header(path)
+    with local_workers(2) as pool, pytest.raises(CorruptFileError) as there:
+        pool.submit(_read_header, path).result()
+    assert (there.value.path, there.value.problem, str(there.value)) == \
+        (here.value.path, here.value.problem, str(here.value)) and path in str(there.value)

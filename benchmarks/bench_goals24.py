@@ -3,7 +3,7 @@ the first `tdbg scan` and `tdbg compare --ranks` (fresh processes, no cache), ea
 and the peak memory of its whole process tree.
 
     python benchmarks/bench_goals24.py [--ranks-dump DIR] [--real-dump DIR] [--rounds 2]
-                                       [--baseline OTHER_CHECKOUT]
+                                       [--baseline OTHER_CHECKOUT] [--real-only]
 
 ``--ranks-dump``: a 1,000-rank dump (default: benchmarks/bigdump.py's, made when missing: 648,000
 files, 4.6 GB, about 100 s). ``--real-dump``: a real MindSpore dump (benchmarks/make_resnet_dump.py
@@ -85,11 +85,14 @@ def main() -> None:
     p.add_argument("--real-dump")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--baseline", help="another checkout of tdbg, timed side by side")
+    p.add_argument("--real-only", action="store_true", help="time the real dump only (--real-dump)")
     a = p.parse_args()
     checkouts = {"tdbg": ROOT, **({"baseline": a.baseline} if a.baseline else {})}
-    ranks_dump = a.ranks_dump or ensure_big_dump("/work/bench_data/r1000/dump", files=500, layers=12, width=64,
+    ranks_dump = None if a.real_only else a.ranks_dump or ensure_big_dump("/work/bench_data/r1000/dump", files=500, layers=12, width=64,
                                                  ranks=1000)
-    rep: dict = {"checkouts": checkouts, "ranks": _measure(ranks_dump, checkouts, True, a.rounds)}
+    rep: dict = {"checkouts": checkouts}
+    if not a.real_only:
+        rep["ranks"] = _measure(ranks_dump, checkouts, True, a.rounds)
     if a.real_dump and os.path.isdir(a.real_dump):
         rep["real"] = _measure(a.real_dump, checkouts, False, a.rounds)
     rep["load_average"] = os.getloadavg()

@@ -95,7 +95,7 @@ RANKS_AT_ONCE = 64   # ranks listed, described and forgotten together
 
 def _ranks_info(d: Dump, jobs: int) -> tuple[list[dict[str, Any]], list[str]]:
     """:func:`rank_info` of every rank and the warnings of the dump and its ranks, a chunk of ranks at a time
-    (on a fork pool when there are several chunks and ``jobs`` > 1)."""
+    (on a fork pool when there are several chunks and ``jobs`` is not 1)."""
     chunks = [d.rank_ids[at:at + RANKS_AT_ONCE] for at in range(0, len(d.rank_ids), RANKS_AT_ONCE)]
     if jobs == 1 or len(chunks) < 2:
         parts = [_describe(d, ids) for ids in chunks]

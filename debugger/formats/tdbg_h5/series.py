@@ -1,0 +1,226 @@
+"""The per-step statistics series of a tdbg-h5 rank: every step's statistics of a set of tensors (weights,
+gradients, optimizer state) and a few scalars (loss, learning rate, loss scale), for runs of 100,000 steps.
+
+``rank_R/series/steps_FFFFFFFFFF-LLLLLLLLLL.h5`` holds the steps F to L in one immutable segment,
+written under a temporary name and renamed when complete (the format's rules 1 and 5): a crash loses
+the steps not yet flushed, a reader never sees half a segment, and a followed run shows new segments.
+Inside a segment, each statistic is one (tensors x steps) dataset chunked a tensor's row at a time:
+one tensor's curve over a run reads one chunk per segment. Readers of older tdbg ignore the folder.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ...errors import CorruptFileError, DumpError
+from ...stats import COUNT_NAMES, STAT_NAMES
+from . import layout as L
+from .columns import checked, read_table_column, strings, write_strings
+
+SERIES_DIR = "series"
+SEGMENT_RE = re.compile(r"^steps_(\d{10})-(\d{10})\.h5$", re.ASCII)
+SERIES_FORMAT = "tdbg-h5-series"
+SERIES_VERSION = 1
+SCALARS = ("loss", "lr", "loss_scale", "grad_norm")
+SEGMENT_STEPS = 4096      # steps per segment: 25 segments for 100,000 steps
+
+
+def segment_name(first: int, last: int) -> str:
+    """``steps_{first:010d}-{last:010d}.h5`` (zero-padded: a plain listing sorts by step)."""
+    return f"steps_{first:010d}-{last:010d}.h5"
+
+
+class SeriesWriter:
+    """Appends steps of statistics for a fixed list of tensor names; every ``segment_steps`` steps (and on
+    :meth:`flush` and :meth:`close`) the pending steps become one segment file."""
+
+    def __init__(self, rank_dir: str, tensors: Sequence[str], *, segment_steps: int = SEGMENT_STEPS,
+                 compression: str = "gzip") -> None:
+        if len(set(tensors)) != len(tensors):
+            raise ValueError("tensor names must be distinct")
+        self.folder = os.path.join(rank_dir, SERIES_DIR)
+        os.makedirs(self.folder, exist_ok=True)
+        self.tensors = list(tensors)
+        self.segment_steps = max(1, int(segment_steps))
+        self.compression = compression
+        self._steps: list[int] = []
+        self._rows: list[np.ndarray] = []           # per step: (tensors, 13) float64, NaN unknown
+        self._scalars: list[list[float]] = []
+
+    def add(self, step: int, stats: np.ndarray, scalars: Mapping[str, float] | None = None) -> None:
+        """One step: ``stats`` is (tensors, 13) in STAT_NAMES order (NaN: unknown); ``scalars`` by name."""
+        a = np.array(stats, dtype=np.float64)    # a copy: the caller may fill the same array every step
+        if a.shape != (len(self.tensors), len(STAT_NAMES)):
+            raise ValueError(f"stats of step {step} have shape {a.shape}, expected {(len(self.tensors), len(STAT_NAMES))}")
+        if self._steps and step <= self._steps[-1]:
+            raise ValueError(f"step {step} after step {self._steps[-1]}: steps only grow")
+        unknown = set(scalars or {}) - set(SCALARS)
+        if unknown:
+            raise ValueError(f"unknown scalars {sorted(unknown)}; known: {', '.join(SCALARS)}")
+        self._steps.append(int(step))
+        self._rows.append(a)
+        self._scalars.append([float((scalars or {}).get(n, math.nan)) for n in SCALARS])
+        if len(self._steps) >= self.segment_steps:
+            self.flush()
+
+    def flush(self) -> str | None:
+        """Write the pending steps as one segment (None when there are none); returns its path."""
+        if not self._steps:
+            return None
+        path = os.path.join(self.folder, segment_name(self._steps[0], self._steps[-1]))
+        tmp = L.temp_name(path)
+        try:
+            _write_segment(tmp, self.tensors, self._steps, np.stack(self._rows, axis=1),
+                           np.asarray(self._scalars, dtype=np.float64), self.compression)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        self._steps, self._rows, self._scalars = [], [], []
+        return path
+
+    def close(self) -> None:
+        """Flush what is pending."""
+        self.flush()
+
+    def __enter__(self) -> "SeriesWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _write_segment(path: str, tensors: list[str], steps: list[int], values: np.ndarray, scalars: np.ndarray,
+                   compression: str) -> None:
+    """``values``: (tensors, steps, 13); ``scalars``: (steps, len(SCALARS))."""
+    import h5py
+
+    opts: dict[str, Any] = {"compression": compression, "shuffle": True} if compression else {}
+    n = len(steps)
+    with h5py.File(path, "w", libver=L.LIBVER) as f:
+        f.attrs.update({"format": SERIES_FORMAT, "version": SERIES_VERSION, "first_step": steps[0],
+                        "last_step": steps[-1]})
+        write_strings(f, "tensors", tensors)
+        f.create_dataset("steps", data=np.asarray(steps, dtype="<i8"))
+        g = f.create_group("stats")
+        for i, name in enumerate(STAT_NAMES):
+            col = values[:, :, i]
+            if name in COUNT_NAMES:   # -1: unknown (counts are never negative)
+                data = np.where(np.isnan(col), -1, col).astype("<i8")
+            else:
+                data = col.astype("<f4")
+            g.create_dataset(name, data=data, chunks=(1, n) if len(tensors) else None, **opts)
+        s = f.create_group("scalars")
+        for i, name in enumerate(SCALARS):
+            s.create_dataset(name, data=scalars[:, i])
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment file as listed."""
+
+    path: str
+    first: int
+    last: int
+    size: int
+    mtime_ns: int
+
+
+class SeriesReader:
+    """The series of one rank: its segments listed once; curves read a chunk per segment."""
+
+    def __init__(self, rank_dir: str) -> None:
+        self.folder = os.path.join(rank_dir, SERIES_DIR)
+        self.warnings: list[str] = []
+        self.segments = self._list()
+        self._names: dict[str, list[str]] = {}
+
+    def _list(self) -> list[Segment]:
+        try:
+            entries = sorted(os.scandir(self.folder), key=lambda e: e.name)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            self.warnings.append(f"{self.folder}: cannot list: {exc.strerror or exc}")
+            return []
+        out = []
+        for e in entries:
+            m = SEGMENT_RE.match(e.name)
+            if L.TEMP_RE.match(e.name):
+                self.warnings.append(f"{e.path}: incomplete segment left by a writer (still running, or died); ignored")
+            elif m is None or not e.is_file(follow_symlinks=False):
+                self.warnings.append(f"{e.path}: not a series segment (steps_F-L.h5); skipped")
+            else:
+                st = e.stat(follow_symlinks=False)
+                out.append(Segment(e.path, int(m.group(1)), int(m.group(2)), st.st_size, st.st_mtime_ns))
+        return out
+
+    def tensors(self) -> list[str]:
+        """Every tensor name of the series, first seen first."""
+        seen: dict[str, None] = {}
+        for seg in self.segments:
+            seen.update(dict.fromkeys(self._tensor_names(seg)))
+        return list(seen)
+
+    def steps(self) -> np.ndarray:
+        """Every step of the series, in order."""
+        parts = [self._read(seg, lambda f: read_table_column(f, "steps", seg.path)) for seg in self.segments]
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def curve(self, tensor: str, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one statistic of one tensor over the run (float64; NaN where unknown or absent)."""
+        if stat not in STAT_NAMES:
+            raise DumpError(None, f"unknown statistic {stat!r}; known: {', '.join(STAT_NAMES)}")
+        steps, values = [], []
+        for seg in self.segments:
+            s, v = self._read(seg, lambda f: self._row(f, seg, tensor, stat))
+            steps.append(s)
+            values.append(v)
+        return (np.concatenate(steps), np.concatenate(values)) if steps else (np.zeros(0, np.int64), np.zeros(0))
+
+    def scalar(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one scalar (loss, lr, loss_scale, grad_norm) over the run."""
+        if name not in SCALARS:
+            raise DumpError(None, f"unknown scalar {name!r}; known: {', '.join(SCALARS)}")
+        steps, values = [], []
+        for seg in self.segments:
+            s, v = self._read(seg, lambda f: (read_table_column(f, "steps", seg.path),
+                                              read_table_column(f, f"scalars/{name}", seg.path)))
+            steps.append(s)
+            values.append(np.asarray(v, dtype=np.float64))
+        return (np.concatenate(steps), np.concatenate(values)) if steps else (np.zeros(0, np.int64), np.zeros(0))
+
+    def _tensor_names(self, seg: Segment) -> list[str]:
+        names = self._names.get(seg.path)
+        if names is None:
+            names = self._names[seg.path] = self._read(seg, lambda f: strings(read_table_column(f, "tensors", seg.path)))
+        return names
+
+    def _row(self, f: Any, seg: Segment, tensor: str, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        steps = read_table_column(f, "steps", seg.path)
+        names = self._tensor_names(seg)
+        if tensor not in names:
+            return steps, np.full(len(steps), np.nan)
+        ds = checked(f, f"stats/{stat}", seg.path)
+        if ds.shape != (len(names), len(steps)):
+            raise CorruptFileError(seg.path, f"stats/{stat} has shape {ds.shape}, expected {(len(names), len(steps))}")
+        row = ds[names.index(tensor)].astype(np.float64)
+        if stat in COUNT_NAMES:
+            row[row < 0] = np.nan
+        return steps, row
+
+    def _read(self, seg: Segment, fn: Any) -> Any:
+        from .handles import open_h5
+
+        f = open_h5(seg.path, seg.size, seg.mtime_ns)
+        if f.attrs.get("format") != SERIES_FORMAT or int(f.attrs.get("version", 0)) > SERIES_VERSION:
+            raise CorruptFileError(seg.path, f"not a {SERIES_FORMAT} segment of version <= {SERIES_VERSION}")
+        try:
+            return fn(f)
+        except (KeyError, OSError, ValueError) as exc:
+            raise CorruptFileError(seg.path, f"unreadable series segment ({exc})") from exc

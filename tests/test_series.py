@@ -1,0 +1,128 @@
+"""The per-step statistics series of a tdbg-h5 rank (formats/tdbg_h5/series.py): values back as written,
+immutable segments that a crash or a running writer never leaves half-written, bounded and checked reads."""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+from debugger import open_dump
+from debugger.errors import CorruptFileError
+from debugger.formats.records import GraphRecord, Kind, NodeRecord, OutputType
+from debugger.formats.tdbg_h5.series import SCALARS, SeriesReader, SeriesWriter
+from debugger.formats.tdbg_h5.writer import DumpWriter
+from debugger.stats import COUNT_NAMES, STAT_NAMES
+
+
+def _stats(step: int, tensors: int) -> np.ndarray:
+    rng = np.random.default_rng(step)
+    a = np.zeros((tensors, len(STAT_NAMES)))
+    a[:, :len(COUNT_NAMES)] = rng.integers(0, 1000, (tensors, len(COUNT_NAMES)))
+    a[:, len(COUNT_NAMES):] = rng.standard_normal((tensors, len(STAT_NAMES) - len(COUNT_NAMES)))
+    return a
+
+
+def test_steps_come_back_as_written_across_segments(tmp_path: Any) -> None:
+    names = ["fc1.weight", "fc1.weight.grad", "fc2.weight"]
+    written = {s: _stats(s, 3) for s in range(0, 25, 2)}        # steps 0, 2, ... 24: 13 steps
+    written[6][1, STAT_NAMES.index("nan")] = math.nan            # unknown
+    written[8][2, STAT_NAMES.index("max")] = math.nan
+    with SeriesWriter(str(tmp_path), names, segment_steps=5) as w:
+        for s, a in written.items():
+            w.add(s, a, {"loss": 10.0 - s / 10, "lr": 1e-3} if s != 4 else {"loss_scale": 1024.0})
+    r = SeriesReader(str(tmp_path))
+    assert [(g.first, g.last) for g in r.segments] == [(0, 8), (10, 18), (20, 24)] and r.warnings == []
+    assert r.tensors() == names and r.steps().tolist() == list(written)
+    for t, name in enumerate(names):
+        for k, stat in enumerate(STAT_NAMES):
+            steps, got = r.curve(name, stat)
+            want = np.array([written[s][t, k] for s in steps])
+            if stat in COUNT_NAMES:
+                assert np.array_equal(got, want, equal_nan=True), (name, stat)
+            else:      # stored as float32
+                assert np.array_equal(got, want.astype(np.float32).astype(np.float64), equal_nan=True), (name, stat)
+    steps, loss = r.scalar("loss")
+    assert loss[steps.tolist().index(4)] != loss[steps.tolist().index(4)]    # NaN: not given at step 4
+    assert loss[steps.tolist().index(20)] == pytest.approx(8.0)
+    assert r.scalar("loss_scale")[1][2] == 1024.0 and set(SCALARS) >= {"loss", "lr", "loss_scale"}
+
+
+def test_one_array_refilled_every_step_is_kept_step_by_step(tmp_path: Any) -> None:
+    row = np.zeros((1, len(STAT_NAMES)))
+    with SeriesWriter(str(tmp_path), ["w"], segment_steps=4) as w:
+        for s in range(6):
+            row[0, STAT_NAMES.index("mean")] = s      # a recorder fills one buffer in place
+            w.add(s, row)
+    assert SeriesReader(str(tmp_path)).curve("w", "mean")[1].tolist() == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_tensor_absent_from_a_segment_is_nan_there(tmp_path: Any) -> None:
+    with SeriesWriter(str(tmp_path), ["a"]) as w:
+        w.add(0, _stats(0, 1))
+    with SeriesWriter(str(tmp_path), ["a", "b"]) as w:        # the model grew a tensor (a new head)
+        w.add(1, _stats(1, 2))
+    r = SeriesReader(str(tmp_path))
+    steps, b = r.curve("b", "mean")
+    assert steps.tolist() == [0, 1] and math.isnan(b[0]) and not math.isnan(b[1]) and r.tensors() == ["a", "b"]
+
+
+def test_a_writer_that_dies_leaves_only_whole_segments(tmp_path: Any) -> None:
+    """A child process writes 12 steps in segments of 5 and is killed before closing: the two flushed
+    segments are read, the pending steps are lost, and a temporary file left behind is a warning."""
+    pid = os.fork()
+    if pid == 0:   # the training process
+        try:
+            w = SeriesWriter(str(tmp_path), ["w"], segment_steps=5)
+            for s in range(12):
+                w.add(s, _stats(s, 1))
+            with open(os.path.join(w.folder, ".steps_0000000010-0000000011.h5.999.abcd.tmp"), "wb") as f:
+                f.write(b"\x89HDF half")      # what a kill during a flush leaves
+        finally:
+            os._exit(0)                        # no close, no flush
+    os.waitpid(pid, 0)
+    r = SeriesReader(str(tmp_path))
+    assert r.steps().tolist() == list(range(10))
+    assert len(r.warnings) == 1 and "incomplete segment" in r.warnings[0]
+
+
+def test_bad_input_is_refused_by_the_writer(tmp_path: Any) -> None:
+    w = SeriesWriter(str(tmp_path), ["a", "b"])
+    with pytest.raises(ValueError, match="shape"):
+        w.add(0, np.zeros((3, len(STAT_NAMES))))
+    w.add(5, _stats(5, 2))
+    with pytest.raises(ValueError, match="steps only grow"):
+        w.add(5, _stats(5, 2))
+    with pytest.raises(ValueError, match="unknown scalars"):
+        w.add(6, _stats(6, 2), {"los": 1.0})
+    with pytest.raises(ValueError, match="distinct"):
+        SeriesWriter(str(tmp_path), ["a", "a"])
+
+
+def test_a_corrupt_segment_names_its_file(tmp_path: Any) -> None:
+    with SeriesWriter(str(tmp_path), ["a"]) as w:
+        w.add(0, _stats(0, 1))
+    seg = SeriesReader(str(tmp_path)).segments[0].path
+    with open(seg, "r+b") as f:
+        f.truncate(200)
+    with pytest.raises(CorruptFileError) as err:
+        SeriesReader(str(tmp_path)).curve("a", "mean")
+    assert seg in str(err.value)
+
+
+def test_a_dump_with_a_series_opens_as_before(tmp_path: Any) -> None:
+    """The series folder is additive: the dump's reader neither reads nor warns about it."""
+    root = str(tmp_path / "d")
+    graph = GraphRecord(0, "step", [NodeRecord("w", "Parameter", "", outputs=[OutputType("float32", (2,))],
+                                               is_parameter=True, has_default=True, kind=Kind.WEIGHT, param="w")],
+                        outputs=[], source_file="", execution_order=[])
+    with DumpWriter(root, rank=0, saved="values", framework="PyTorch", framework_version="2", device_target="CPU") as w:
+        w.write_graph(graph)
+        with w.iteration(0) as it:
+            it.add(0, "w", "Parameter", "output", 0, values=np.ones(2, np.float32))
+    with SeriesWriter(os.path.join(root, "rank_0"), ["w"]) as s:
+        s.add(0, _stats(0, 1))
+    d = open_dump(root)
+    assert d.all_warnings() == [] and d.rank(0).iterations() == [0]

@@ -126,3 +126,15 @@ def test_a_dump_with_a_series_opens_as_before(tmp_path: Any) -> None:
         s.add(0, _stats(0, 1))
     d = open_dump(root)
     assert d.all_warnings() == [] and d.rank(0).iterations() == [0]
+
+
+def test_overlapping_segments_are_said(tmp_path: Any) -> None:
+    """A run resumed from an earlier checkpoint writes steps again: both segments are read, with a warning."""
+    with SeriesWriter(str(tmp_path), ["w"]) as w:
+        for s in range(10):
+            w.add(s, _stats(s, 1))
+    with SeriesWriter(str(tmp_path), ["w"]) as w:
+        for s in range(8, 12):
+            w.add(s, _stats(s, 1))
+    r = SeriesReader(str(tmp_path))
+    assert len(r.steps()) == 14 and len(r.warnings) == 1 and "overlap" in r.warnings[0]

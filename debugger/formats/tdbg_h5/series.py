@@ -157,7 +157,11 @@ class SeriesReader:
                 self.warnings.append(f"{e.path}: not a series segment (steps_F-L.h5); skipped")
             else:
                 st = e.stat(follow_symlinks=False)
-                out.append(Segment(e.path, int(m.group(1)), int(m.group(2)), st.st_size, st.st_mtime_ns))
+                seg = Segment(e.path, int(m.group(1)), int(m.group(2)), st.st_size, st.st_mtime_ns)
+                if out and seg.first <= out[-1].last:   # a run resumed from an earlier checkpoint, say
+                    self.warnings.append(f"{seg.path}: its steps overlap {os.path.basename(out[-1].path)}'s; "
+                                         "both are read as written")
+                out.append(seg)
         return out
 
     def tensors(self) -> list[str]:

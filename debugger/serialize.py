@@ -100,8 +100,7 @@ def _ranks_info(d: Dump, jobs: int) -> tuple[list[dict[str, Any]], list[str]]:
     if jobs == 1 or len(chunks) < 2:
         parts = [_describe(d, ids) for ids in chunks]
     else:
-        for r in d.ranks:   # each distinct graph parsed here, by its first rank, as one process would
-            r.graphs  # noqa: B018 - the workers then share them whichever chunks each one takes
+        d.load_graphs()
         with local_workers(jobs) as pool, shared_with_forks(dump=d):
             futures = [pool.submit(describe_ranks, d.root, ids) for ids in chunks]
             parts = [f.result() for f in futures]

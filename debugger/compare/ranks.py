@@ -217,8 +217,7 @@ def _on_forks(d: Dump, job: _ChunkJob, others: list[int], result: CompareResult,
               progress: Progress | None) -> set[int]:
     """Each chunk of ranks listed, paired, compared and graded whole by a forked worker, its failures and
     counts kept in rank order: the listing and the pairing spread over the cores too. The iterations seen."""
-    for r in [d.rank(job.base), *(d.rank(r) for r in others)]:   # each distinct graph parsed here, as one
-        r.graphs  # noqa: B018 - process would: the workers share them whichever chunks each one takes
+    d.load_graphs([job.base, *others])
     d.rank(job.base).index  # noqa: B018 - and the base's tensors listed once for them all
     chunks = [others[at:at + RANKS_AT_ONCE] for at in range(0, len(others), RANKS_AT_ONCE)]
     all_its: set[int] = set()

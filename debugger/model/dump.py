@@ -96,6 +96,13 @@ class Dump:
             chosen = self.ranks if ranks is None else [self.rank(r) for r in ranks]
             self._list_together([r.reader for r in chosen])
 
+    def load_graphs(self, ranks: Iterable[int] | None = None) -> None:
+        """Parse each distinct graph of these ranks (default: all) now, in this order, by the first rank that
+        has it, as one process going through them would: workers forked afterwards share them, so what a
+        graph says (its source file, its warnings) does not depend on which worker took which ranks."""
+        for r in (self.ranks if ranks is None else [self.rank(r) for r in ranks]):
+            r.graphs  # noqa: B018 - loading is the point
+
     def rank_chunks(self, ranks: Iterable[int] | None = None, size: int = 64) -> "Iterator[list[Rank]]":
         """These ranks (default: all) a chunk at a time, each chunk listed together (:meth:`list_ranks`) as it
         comes: a command going through many ranks holds one chunk (it may ``release`` each rank when done)."""

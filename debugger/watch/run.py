@@ -128,8 +128,7 @@ def _on_forks(dump: Dump, units: list[tuple[list[Rank], list[int]]], plan: _Plan
     worker, the parts added in order: the listing and the judging spread over the cores too, not only the
     statistics. ``release``: a worker forgets a unit's ranks after it (chunks of ranks; not when split by
     iteration, which the parent listed for every worker)."""
-    for r in dict.fromkeys(r for ranks, _ in units for r in ranks):   # each distinct graph parsed here, by its
-        r.graphs  # noqa: B018 - first rank, as one process would: the workers share them whichever units they take
+    dump.load_graphs(dict.fromkeys(r.rank for ranks, _ in units for r in ranks))
     with local_workers(jobs) as pool, shared_with_forks(dump=dump, scan_plan=plan):
         futures = [pool.submit(scan_ranks, dump.root, [r.rank for r in ranks], its, release) for ranks, its in units]
         for (ranks, its), future in zip(units, futures):

@@ -180,24 +180,21 @@ class SeriesReader:
         """(steps, values) of one statistic of one tensor over the run (float64; NaN where unknown or absent)."""
         if stat not in STAT_NAMES:
             raise DumpError(None, f"unknown statistic {stat!r}; known: {', '.join(STAT_NAMES)}")
-        steps, values = [], []
-        for seg in self.segments:
-            s, v = self._read(seg, lambda f: self._row(f, seg, tensor, stat))
-            steps.append(s)
-            values.append(v)
-        return (np.concatenate(steps), np.concatenate(values)) if steps else (np.zeros(0, np.int64), np.zeros(0))
+        return self._joined(lambda f, seg: self._row(f, seg, tensor, stat))
 
     def scalar(self, name: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of one scalar (loss, lr, loss_scale, grad_norm) over the run."""
         if name not in SCALARS:
             raise DumpError(None, f"unknown scalar {name!r}; known: {', '.join(SCALARS)}")
-        steps, values = [], []
-        for seg in self.segments:
-            s, v = self._read(seg, lambda f: (read_table_column(f, "steps", seg.path),
-                                              read_table_column(f, f"scalars/{name}", seg.path)))
-            steps.append(s)
-            values.append(np.asarray(v, dtype=np.float64))
-        return (np.concatenate(steps), np.concatenate(values)) if steps else (np.zeros(0, np.int64), np.zeros(0))
+        return self._joined(lambda f, seg: (read_table_column(f, "steps", seg.path),
+                                            np.asarray(read_table_column(f, f"scalars/{name}", seg.path), np.float64)))
+
+    def _joined(self, part: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``part(file, segment)`` -> (steps, values) of every segment, joined in step order."""
+        got = [self._read(seg, lambda f, seg=seg: part(f, seg)) for seg in self.segments]
+        if not got:
+            return np.zeros(0, np.int64), np.zeros(0)
+        return np.concatenate([s for s, _ in got]), np.concatenate([v for _, v in got])
 
     def _tensor_names(self, seg: Segment) -> list[str]:
         names = self._names.get(seg.path)

@@ -138,3 +138,41 @@ def test_overlapping_segments_are_said(tmp_path: Any) -> None:
             w.add(s, _stats(s, 1))
     r = SeriesReader(str(tmp_path))
     assert len(r.steps()) == 14 and len(r.warnings) == 1 and "overlap" in r.warnings[0]
+
+
+def test_roles_params_and_the_whole_matrix_through_the_model(tmp_path: Any) -> None:
+    """A dump's rank hands its series out through the reader seam: catalog, and each statistic's matrix
+    read whole, tensors absent from a segment NaN there."""
+    root = str(tmp_path / "d")
+    w = DumpWriter(root, 0, "statistics", framework="PyTorch")
+    w.close()
+    rank_dir = os.path.join(root, "rank_0")
+    with SeriesWriter(rank_dir, ["w", "w.grad"], roles=["weight", "gradient"], params=["w", "w"],
+                      segment_steps=3) as sw:
+        for s in range(3):
+            sw.add(s, _stats(s, 2), {"loss": float(s)})
+    with SeriesWriter(rank_dir, ["w.grad", "exp_avg_sq.w"], roles=["gradient", "optimizer_state"],
+                      params=["w", "w"]) as sw:
+        sw.add(3, _stats(3, 2))
+    series = open_dump(root).rank(0).series
+    assert series is not None
+    assert [(t.name, t.role, t.param) for t in series.catalog()] == [
+        ("w", "weight", "w"), ("w.grad", "gradient", "w"), ("exp_avg_sq.w", "optimizer_state", "w")]
+    steps, m = series.matrix("max")
+    assert steps.tolist() == [0, 1, 2, 3] and m.shape == (3, 4)
+    k = STAT_NAMES.index("max")
+    assert m[0, :3].tolist() == [np.float32(_stats(s, 2)[0, k]) for s in range(3)] and math.isnan(m[0, 3])
+    assert m[1, 3] == np.float32(_stats(3, 2)[0, k]) and np.isnan(m[2, :3]).all()
+    for t, name in enumerate(series.tensors()):
+        assert np.array_equal(series.curve(name, "max")[1], m[t], equal_nan=True)
+
+
+def test_a_rank_without_series_says_none(tmp_path: Any) -> None:
+    root = str(tmp_path / "d")
+    DumpWriter(root, 0, "statistics", framework="PyTorch").close()
+    assert open_dump(root).rank(0).series is None
+
+
+def test_unknown_roles_are_refused(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="unknown roles"):
+        SeriesWriter(str(tmp_path), ["w"], roles=["weights"])

@@ -21,7 +21,7 @@ if TYPE_CHECKING:   # annotations only: opening a dump must not load numpy
 
 from ..errors import QueryError
 from .parallel import RankLayout
-from .records import LEVEL_OPS, GraphRecord, IterationFacts
+from .records import LEVEL_OPS, GraphRecord, IterationFacts, SeriesTensor
 
 # What a dump holds per tensor.
 VALUES, STATISTICS, BOTH = "values", "statistics", "values+statistics"
@@ -147,6 +147,41 @@ class RankInfo:
     layout: RankLayout | None = None
 
 
+class SeriesSource(ABC):
+    """A rank's per-step statistics series: every step's statistics (stats.STAT_NAMES) of a set of tensors
+    and a few scalars (``SCALARS``: loss, lr, loss_scale, grad_norm). Values are float64, NaN where unknown."""
+
+    warnings: list[str]
+
+    @abstractmethod
+    def catalog(self) -> list[SeriesTensor]:
+        """Every tensor of the series, first seen first."""
+
+    def tensors(self) -> list[str]:
+        """Every tensor name, in :meth:`catalog` order (the rows of :meth:`matrix`)."""
+        return [t.name for t in self.catalog()]
+
+    @abstractmethod
+    def steps(self) -> np.ndarray:
+        """Every step of the series, in order."""
+
+    @abstractmethod
+    def curve(self, tensor: str, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one statistic of one tensor."""
+
+    @abstractmethod
+    def matrix(self, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values (tensors x steps)) of one statistic of every tensor."""
+
+    @abstractmethod
+    def scalar(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one scalar."""
+
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """Changes when the series does (stat only)."""
+
+
 class RankReader(ABC):
     """One rank of an opened dump. Reads lazily; problems become :attr:`warnings`, not exceptions."""
 
@@ -193,6 +228,10 @@ class RankReader(ABC):
 
     def node_alias(self, graph: GraphRecord, name: str) -> str | None:
         """A node's full name from another spelling the format uses (e.g. in file names), if any."""
+        return None
+
+    def series(self) -> SeriesSource | None:
+        """The rank's per-step statistics series (None: the rank has none)."""
         return None
 
     @abstractmethod

@@ -32,6 +32,19 @@ class Kind(str, Enum):
 
 KINDS: tuple[str, ...] = tuple(k.value for k in Kind)
 
+# What a tensor of a per-step series is: a node kind, or the step's update of a weight (w_t - w_{t-1}).
+SERIES_ROLES: tuple[str, ...] = ("weight", "gradient", "optimizer_state", "update", "activation", "loss", "other")
+
+
+@dataclass(frozen=True)
+class SeriesTensor:
+    """One tensor of a per-step series: its name (the graph node's name where the run has a graph), what it
+    is, and the parameter it belongs to (None: none)."""
+
+    name: str
+    role: str = "other"
+    param: str | None = None
+
 
 @dataclass(frozen=True)
 class StackFrame:

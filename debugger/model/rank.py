@@ -16,6 +16,7 @@ from .layers import layer_nodes
 from .tensors import TensorRef
 
 if TYPE_CHECKING:
+    from ..formats.base import SeriesSource
     from ..formats.parallel import RankLayout
     from .shards import ShardIndex
 
@@ -109,6 +110,11 @@ class Rank:
         return max((i for i in self.run_history(graph_id) if i < iteration), default=None)
 
     # -- tensors ------------------------------------------------------------------------------
+    @property
+    def series(self) -> "SeriesSource | None":
+        """The rank's per-step statistics series (None: the rank records none)."""
+        return self.reader.series()
+
     @property
     def layout(self) -> "RankLayout | None":
         """The rank's place in a parallel job (meshes, its shard of each parameter), None when unknown."""

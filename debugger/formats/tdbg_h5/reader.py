@@ -6,10 +6,10 @@ import json
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
-from ..base import DumpSource, Format, RankInfo, RankReader, TensorRecord
+from ..base import DumpSource, Format, RankInfo, RankReader, SeriesSource, TensorRecord
 from ..files import hash_entries
 from ..parallel import RankLayout, layout_from_dict
 from ..records import LEVEL_OPS, GraphRecord, IterationFacts
@@ -17,6 +17,9 @@ from . import layout as L
 from .detect import read_json as _read_json
 from .detect import root_of, why_not
 from .handles import open_checked, open_h5
+
+if TYPE_CHECKING:
+    from .series import SeriesReader
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class H5RankReader(RankReader):
         self._iters: dict[int, _IterationInfo] | None = None
         self._graphs: dict[int, tuple[GraphRecord, list[int], str] | None] = {}
         self._info: RankInfo | None = None
+        self._series: "SeriesReader | None" = None
 
     def _warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -218,6 +222,15 @@ class H5RankReader(RankReader):
             out.append(TensorRecord(node, t.op_types[i], t.io[i], t.slots[i], src, t.dtype_names[i],
                                     node in names))
         return out
+
+    def series(self) -> "SeriesSource | None":
+        """The rank's ``series`` folder (None when it has no segment)."""
+        from .series import SeriesReader
+
+        if self._series is None:
+            self._series = SeriesReader(self.path)
+            self.warnings.extend(w for w in self._series.warnings if w not in self.warnings)
+        return self._series if self._series.segments else None
 
     def tensor_file_count(self) -> int:
         """Tensors listed in the readable iteration files."""

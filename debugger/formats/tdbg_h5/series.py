@@ -19,6 +19,8 @@ import numpy as np
 
 from ...errors import CorruptFileError, DumpError
 from ...stats import COUNT_NAMES, STAT_NAMES
+from ..base import SeriesSource
+from ..records import SERIES_ROLES, SeriesTensor
 from . import layout as L
 from .columns import checked, read_table_column, strings, write_strings
 
@@ -39,10 +41,18 @@ class SeriesWriter:
     """Appends steps of statistics for a fixed list of tensor names; every ``segment_steps`` steps (and on
     :meth:`flush` and :meth:`close`) the pending steps become one segment file."""
 
-    def __init__(self, rank_dir: str, tensors: Sequence[str], *, segment_steps: int = SEGMENT_STEPS,
+    def __init__(self, rank_dir: str, tensors: Sequence[str], *, roles: Sequence[str] | None = None,
+                 params: Sequence[str | None] | None = None, segment_steps: int = SEGMENT_STEPS,
                  compression: str = "gzip") -> None:
         if len(set(tensors)) != len(tensors):
             raise ValueError("tensor names must be distinct")
+        self.roles = list(roles) if roles is not None else ["other"] * len(tensors)
+        self.params = [p or "" for p in params] if params is not None else [""] * len(tensors)
+        if len(self.roles) != len(tensors) or len(self.params) != len(tensors):
+            raise ValueError("roles and params need one entry per tensor")
+        bad = sorted(set(self.roles) - set(SERIES_ROLES))
+        if bad:
+            raise ValueError(f"unknown roles {bad}; known: {', '.join(SERIES_ROLES)}")
         self.folder = os.path.join(rank_dir, SERIES_DIR)
         os.makedirs(self.folder, exist_ok=True)
         self.tensors = list(tensors)
@@ -75,7 +85,7 @@ class SeriesWriter:
         path = os.path.join(self.folder, segment_name(self._steps[0], self._steps[-1]))
         tmp = L.temp_name(path)
         try:
-            _write_segment(tmp, self.tensors, self._steps, np.stack(self._rows, axis=1),
+            _write_segment(tmp, self._catalog(), self._steps, np.stack(self._rows, axis=1),
                            np.asarray(self._scalars, dtype=np.float64), self.compression)
             os.replace(tmp, path)
         finally:
@@ -83,6 +93,9 @@ class SeriesWriter:
                 os.unlink(tmp)
         self._steps, self._rows, self._scalars = [], [], []
         return path
+
+    def _catalog(self) -> list[SeriesTensor]:
+        return [SeriesTensor(n, r, p or None) for n, r, p in zip(self.tensors, self.roles, self.params)]
 
     def close(self) -> None:
         """Flush what is pending."""
@@ -95,8 +108,8 @@ class SeriesWriter:
         self.close()
 
 
-def _write_segment(path: str, tensors: list[str], steps: list[int], values: np.ndarray, scalars: np.ndarray,
-                   compression: str) -> None:
+def _write_segment(path: str, tensors: list[SeriesTensor], steps: list[int], values: np.ndarray,
+                   scalars: np.ndarray, compression: str) -> None:
     """``values``: (tensors, steps, 13); ``scalars``: (steps, len(SCALARS))."""
     import h5py
 
@@ -105,7 +118,9 @@ def _write_segment(path: str, tensors: list[str], steps: list[int], values: np.n
     with h5py.File(path, "w", libver=L.LIBVER) as f:
         f.attrs.update({"format": SERIES_FORMAT, "version": SERIES_VERSION, "first_step": steps[0],
                         "last_step": steps[-1]})
-        write_strings(f, "tensors", tensors)
+        write_strings(f, "tensors", [t.name for t in tensors])
+        write_strings(f, "roles", [t.role for t in tensors])
+        write_strings(f, "params", [t.param or "" for t in tensors])
         f.create_dataset("steps", data=np.asarray(steps, dtype="<i8"))
         g = f.create_group("stats")
         for i, name in enumerate(STAT_NAMES):
@@ -131,14 +146,14 @@ class Segment:
     mtime_ns: int
 
 
-class SeriesReader:
+class SeriesReader(SeriesSource):
     """The series of one rank: its segments listed once; curves read a chunk per segment."""
 
     def __init__(self, rank_dir: str) -> None:
         self.folder = os.path.join(rank_dir, SERIES_DIR)
         self.warnings: list[str] = []
         self.segments = self._list()
-        self._names: dict[str, list[str]] = {}
+        self._names: dict[str, list[SeriesTensor]] = {}
 
     def _list(self) -> list[Segment]:
         try:
@@ -164,12 +179,17 @@ class SeriesReader:
                 out.append(seg)
         return out
 
-    def tensors(self) -> list[str]:
-        """Every tensor name of the series, first seen first."""
-        seen: dict[str, None] = {}
+    def catalog(self) -> list[SeriesTensor]:
+        """Every tensor of the series (name, role, parameter), first seen first."""
+        seen: dict[str, SeriesTensor] = {}
         for seg in self.segments:
-            seen.update(dict.fromkeys(self._tensor_names(seg)))
-        return list(seen)
+            for t in self._catalog(seg):
+                seen.setdefault(t.name, t)
+        return list(seen.values())
+
+    def fingerprint(self) -> str:
+        """Names, sizes and mtimes of the segments as listed."""
+        return ";".join(f"{os.path.basename(s.path)}:{s.size}:{s.mtime_ns}" for s in self.segments)
 
     def steps(self) -> np.ndarray:
         """Every step of the series, in order."""
@@ -189,6 +209,33 @@ class SeriesReader:
         return self._joined(lambda f, seg: (read_table_column(f, "steps", seg.path),
                                             np.asarray(read_table_column(f, f"scalars/{name}", seg.path), np.float64)))
 
+    def matrix(self, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values (tensors x steps)) of one statistic: every tensor of :meth:`tensors` in that order,
+        each segment's dataset read whole (the watch passes' path; NaN where unknown or absent)."""
+        if stat not in STAT_NAMES:
+            raise DumpError(None, f"unknown statistic {stat!r}; known: {', '.join(STAT_NAMES)}")
+        order = {name: i for i, name in enumerate(self.tensors())}
+        parts = [self._read(seg, lambda f, seg=seg: self._block(f, seg, stat, order)) for seg in self.segments]
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros((len(order), 0))
+        return np.concatenate([s for s, _ in parts]), np.concatenate([v for _, v in parts], axis=1)
+
+    def _block(self, f: Any, seg: Segment, stat: str, order: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        steps = read_table_column(f, "steps", seg.path)
+        names = [t.name for t in self._catalog(seg)]
+        data = self._dataset(f, seg, stat, len(names), len(steps))[...].astype(np.float64)
+        if stat in COUNT_NAMES:
+            data[data < 0] = np.nan
+        out = np.full((len(order), len(steps)), np.nan)
+        out[[order[n] for n in names]] = data
+        return steps, out
+
+    def _dataset(self, f: Any, seg: Segment, stat: str, n_tensors: int, n_steps: int) -> Any:
+        ds = checked(f, f"stats/{stat}", seg.path)
+        if ds.shape != (n_tensors, n_steps):
+            raise CorruptFileError(seg.path, f"stats/{stat} has shape {ds.shape}, expected {(n_tensors, n_steps)}")
+        return ds
+
     def _joined(self, part: Any) -> tuple[np.ndarray, np.ndarray]:
         """``part(file, segment)`` -> (steps, values) of every segment, joined in step order."""
         got = [self._read(seg, lambda f, seg=seg: part(f, seg)) for seg in self.segments]
@@ -196,21 +243,18 @@ class SeriesReader:
             return np.zeros(0, np.int64), np.zeros(0)
         return np.concatenate([s for s, _ in got]), np.concatenate([v for _, v in got])
 
-    def _tensor_names(self, seg: Segment) -> list[str]:
-        names = self._names.get(seg.path)
-        if names is None:
-            names = self._names[seg.path] = self._read(seg, lambda f: strings(read_table_column(f, "tensors", seg.path)))
-        return names
+    def _catalog(self, seg: Segment) -> list[SeriesTensor]:
+        got = self._names.get(seg.path)
+        if got is None:
+            got = self._names[seg.path] = self._read(seg, lambda f: _segment_catalog(f, seg.path))
+        return got
 
     def _row(self, f: Any, seg: Segment, tensor: str, stat: str) -> tuple[np.ndarray, np.ndarray]:
         steps = read_table_column(f, "steps", seg.path)
-        names = self._tensor_names(seg)
+        names = [t.name for t in self._catalog(seg)]
         if tensor not in names:
             return steps, np.full(len(steps), np.nan)
-        ds = checked(f, f"stats/{stat}", seg.path)
-        if ds.shape != (len(names), len(steps)):
-            raise CorruptFileError(seg.path, f"stats/{stat} has shape {ds.shape}, expected {(len(names), len(steps))}")
-        row = ds[names.index(tensor)].astype(np.float64)
+        row = self._dataset(f, seg, stat, len(names), len(steps))[names.index(tensor)].astype(np.float64)
         if stat in COUNT_NAMES:
             row[row < 0] = np.nan
         return steps, row
@@ -225,3 +269,13 @@ class SeriesReader:
             return fn(f)
         except (KeyError, OSError, ValueError) as exc:
             raise CorruptFileError(seg.path, f"unreadable series segment ({exc})") from exc
+
+
+def _segment_catalog(f: Any, path: str) -> list[SeriesTensor]:
+    """A segment's tensors; roles and parameters default to unknown (segments written before they were)."""
+    names = strings(read_table_column(f, "tensors", path))
+    roles = strings(read_table_column(f, "roles", path)) if "roles" in f else ["other"] * len(names)
+    params = strings(read_table_column(f, "params", path)) if "params" in f else [""] * len(names)
+    if len(roles) != len(names) or len(params) != len(names):
+        raise CorruptFileError(path, f"{len(names)} tensors but {len(roles)} roles and {len(params)} params")
+    return [SeriesTensor(n, r if r in SERIES_ROLES else "other", p or None) for n, r, p in zip(names, roles, params)]

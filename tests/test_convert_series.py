@@ -91,3 +91,13 @@ def test_the_text_line_says_what_the_series_holds(tmp_path: Any, capsys: Any) ->
     assert res.code == 0 and "per-step series: 3 step(s); no iteration files" in res.out
     res = run_cli("convert", MSPROBE, str(tmp_path / "o2"), "--series", "--series-only")
     assert res.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_info_tells_what_the_series_holds(tmp_path: Any) -> None:
+    out = str(tmp_path / "out")
+    assert run_cli("convert", SINGLE, out, "--series", "--iterations", "2-5").code == 0
+    info = run_cli("info", out, "--json").json["ranks"][0]["series"]
+    assert info["steps"] == 4 and (info["first_step"], info["last_step"]) == (2, 5)
+    assert info["deep_steps"] == [2, 3, 4, 5] and info["tensors_by_role"]["update"] == 7
+    assert "per-step series on 1 rank(s); rank 0: steps 2-5 (4 steps), 4 deep" in run_cli("info", out).out
+    assert run_cli("info", SINGLE, "--json").json["ranks"][0]["series"] is None

@@ -18,6 +18,7 @@ import contextlib
 import fnmatch
 import hashlib
 import os
+import time
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,6 +26,7 @@ import torch
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.parallel import RankLayout
+from ..formats.tdbg_h5.series import write_captures
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..stats import compiled_kernel
 from . import capture as C
@@ -39,6 +41,7 @@ from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
 from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
 from .series import FLUSH_SECONDS, SeriesCapture, warn_off
+from .triggers import CaptureLog, TouchFile, Trigger
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
@@ -66,6 +69,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     ``series``: also keep the per-step statistics series (every step, whatever ``level`` records deep:
     see :mod:`debugger.torch.series`), written every 4096 steps, every ``series_flush_seconds`` and on
     close; ``scaler``: the ``torch.amp.GradScaler`` in use (found by itself when ``scaler.step`` runs).
+    ``trigger``: a :class:`~debugger.torch.triggers.Trigger` (non-finite or spiking loss) and
+    ``touch_file``: a path (or a :class:`~debugger.torch.triggers.TouchFile`) whose creation or touch
+    records the next steps deep; both need ``series=True``, which keeps why each deep step was taken.
     """
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
@@ -74,7 +80,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  modules: Sequence[str] | None = None, ops: Sequence[str] | None = None,
                  rank: int | None = None, compression: str | None = None, durable: bool = False,
                  replay: bool = True, pipeline: Any = None, series: bool = False,
-                 series_flush_seconds: float = FLUSH_SECONDS, scaler: Any = None) -> None:
+                 series_flush_seconds: float = FLUSH_SECONDS, scaler: Any = None,
+                 trigger: Trigger | None = None, touch_file: "str | os.PathLike[str] | TouchFile | None" = None) -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -147,6 +154,12 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._series_wanted = series
         self._series_options = {"flush_seconds": series_flush_seconds, "scaler": scaler}
         self._series: SeriesCapture | None = None
+        if (trigger is not None or touch_file is not None) and not series:
+            raise ValueError("trigger= and touch_file= watch the per-step series: give series=True too")
+        self._trigger = trigger
+        self._touch = touch_file if isinstance(touch_file, TouchFile) or touch_file is None else TouchFile(touch_file)
+        self._captures: CaptureLog | None = None
+        self._captures_written = 0.0
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -184,6 +197,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._orig_backward = torch.autograd.backward
         torch.autograd.backward = self._backward   # type: ignore[assignment]
         self._begin()
+        if self._captures is not None:
+            self._captures.took(self.iteration, self._level)
 
     def step(self) -> None:
         """End the current iteration (hands it to the writer thread) and start the next."""
@@ -192,8 +207,12 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._end()
         if self._series is not None:
             self._series_call(self._series.end_step, self.iteration)
+            self._series_call(self._check_triggers)
         self.iteration += 1
         self._begin()
+        if self._captures is not None:
+            self._captures.took(self.iteration, self._level)
+            self._write_captures(force=False)
 
     def capture_next(self, n: int = 1, level: str = LEVEL_OPS) -> None:
         """Record the next ``n`` iterations (from the one after the current) at ``level`` or finer."""
@@ -221,6 +240,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             if self._series is not None:
                 self._series_call(self._series.close)
                 self._series = None
+            if self._captures is not None:
+                self._write_captures(force=True)
             if self._sink is not None:
                 self._sink.close()
             for gid, rec in self._graph_records.items():
@@ -240,6 +261,41 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             return
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._series_step_pre))
+        self._captures = CaptureLog(self._plan.describe())
+        self._series.host_scalars = self._trigger is not None
+
+    def _check_triggers(self) -> None:
+        """The cheap checks of the step just ended; one that fires asks for the next steps deep."""
+        assert self._series is not None and self._captures is not None
+        fired: list[tuple[dict[str, Any], int, str]] = []
+        if self._trigger is not None:
+            why = self._trigger.check(self.iteration, self._series.last_loss, self._series.last_grad_norm)
+            if why is not None:
+                fired.append((why, self._trigger.steps, self._trigger.level))
+        if self._touch is not None:
+            why = self._touch.check(self.iteration)
+            if why is not None:
+                fired.append((why, self._touch.steps, self._touch.level))
+        for why, steps, level in fired:
+            self._plan.capture_next(self.iteration + 1, steps, level)
+            self._captures.asked(self.iteration, steps, level, why)
+        if fired:
+            self._write_captures(force=True)
+
+    def _write_captures(self, force: bool) -> None:
+        """The captures file, when it changed (at most every flush period unless ``force``)."""
+        log = self._captures
+        now = time.monotonic()
+        if log is None or self._writer is None or not log.changed or \
+                not force and now - self._captures_written < self._series_options["flush_seconds"]:
+            return
+        try:
+            write_captures(self._writer.rank_dir, log.as_dict())
+            log.changed = False
+            self._captures_written = now
+        except Exception as exc:     # never break the training
+            self._captures = None
+            warn_off(exc)
 
     def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._series is not None:

@@ -61,8 +61,8 @@ class SeriesCapture:
         self._prev: dict[int, torch.Tensor] = {}   # id(param) -> its value at the previous rec.step()
         self._device_steps: list[tuple[int, Any, dict[str, Any]]] = []
         self._last_flush = time.monotonic()
-        self.last_loss = math.nan         # the host loss of the step just ended (for the triggers)
-        self.last_grad_norm = math.nan
+        self.last_loss: float | None = None     # the host loss of the step just ended (for the triggers)
+        self.last_grad_norm: float | None = None
         self.host_scalars = False        # the triggers read the loss on the host every step
         self._snapshot_all()
 
@@ -223,8 +223,8 @@ class SeriesCapture:
                 out["grad_norm"] = torch.stack([torch.as_tensor(v) for v in l2]).pow(2).sum().sqrt()
         host = {k: v for k, v in out.items()
                 if self.host_scalars or not isinstance(v, torch.Tensor) or v.device.type == "cpu"}
-        self.last_loss = float(host["loss"]) if "loss" in host else math.nan
-        self.last_grad_norm = float(host["grad_norm"]) if "grad_norm" in host else math.nan
+        self.last_loss = float(host["loss"]) if "loss" in host else None
+        self.last_grad_norm = float(host["grad_norm"]) if "grad_norm" in host else None
         return out
 
     def _scale_now(self) -> Any:

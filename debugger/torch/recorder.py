@@ -218,6 +218,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def capture_next(self, n: int = 1, level: str = LEVEL_OPS) -> None:
         """Record the next ``n`` iterations (from the one after the current) at ``level`` or finer."""
         self._plan.capture_next(self.iteration + 1, n, level)
+        if self._captures is not None:
+            self._captures.asked(self.iteration, n, level, {"check": "capture_next"})
 
     def flush(self) -> None:
         """Wait until every ended iteration is written (``step`` does not wait for its own)."""
@@ -242,6 +244,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                 self._series_call(self._series.close)
                 self._series = None
             if self._captures is not None:
+                self._captures.untake(self.iteration)      # the open iteration is dropped
                 self._write_captures(force=True)
             if self._sink is not None:
                 self._sink.close()

@@ -170,3 +170,21 @@ def test_a_failing_series_warns_once_and_never_touches_the_training(tmp_path):
     for a, b in zip(plain.parameters(), model.parameters()):
         assert torch.equal(a, b)
     assert debugger.open_dump(str(tmp_path / "f")).rank(0).iterations() == [1]    # the deep capture is intact
+
+
+def test_micro_batches_loss_is_their_sum(tmp_path):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    want = []
+    with Recorder(tmp_path / "m", model, opt, series=True, iterations=()) as rec:
+        for x, y in _batches(4):
+            opt.zero_grad()
+            total = 0.0
+            for xs, ys in zip(x.chunk(2), y.chunk(2)):     # gradient accumulation: backward per micro-batch
+                loss = torch.nn.functional.mse_loss(model(xs), ys) / 2
+                loss.backward()
+                total += float(loss.detach())
+            opt.step()
+            want.append(total)
+            rec.step()
+    _close(debugger.open_dump(str(tmp_path / "m")).rank(0).series.scalar("loss")[1], want)

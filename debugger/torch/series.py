@@ -272,7 +272,7 @@ class SeriesCapture:
 
     def _flush(self) -> None:
         if self._writer is not None:
-            self._writer.flush()
+            self._writer.checkpoint()     # readable now; merged into the 4096-step segment later
 
     def _close_writer(self) -> None:
         if self._writer is not None:

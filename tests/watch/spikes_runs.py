@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from debugger.formats.records import GraphRecord, Kind, NodeRecord, OutputType
+from debugger.formats.records import GraphRecord, NodeRecord, OutputType, StackFrame
 from debugger.formats.tdbg_h5.series import SeriesWriter
 from debugger.formats.tdbg_h5.writer import DumpWriter
 
@@ -96,7 +96,7 @@ def train_series(root: str, steps: int, plant: Plant | None = None, *, lr: float
             if isinstance(mod, torch.nn.Linear):
                 names.append(mod_name + ".output"), roles.append("activation"), owners.append(None)
                 mod.register_forward_hook(lambda m, i, o, key=mod_name: outputs.__setitem__(key, o.detach()))
-    _write_deep_capture(root)
+    _write_deep_capture(root, sorted({n.rsplit('.', 1)[0] for n, _ in params}))
     with SeriesWriter(os.path.join(root, "rank_0"), names, roles=roles, params=owners) as series:
         for step in range(steps):
             at = (step * BATCH) % len(pool)
@@ -119,13 +119,20 @@ def train_series(root: str, steps: int, plant: Plant | None = None, *, lr: float
     return root
 
 
-def _write_deep_capture(root: str) -> None:
-    """A minimal tdbg-h5 dump beside the series (the series lives in its rank folder)."""
-    graph = GraphRecord(0, "step", [NodeRecord("transformer.wte.weight", "Parameter", "",
-                                               outputs=[OutputType("float32", (VOCAB, 32))],
-                                               is_parameter=True, has_default=True, kind=Kind.WEIGHT,
-                                               param="transformer.wte.weight")],
-                        outputs=[], source_file="", execution_order=[])
+DEEP_STEP = 100            # the one deep capture of every run
+LAYER_FILE = "model.py"   # the capture's graph puts the i-th layer (sorted by name) at line 100 + i
+
+
+def _write_deep_capture(root: str, layers: list[str]) -> None:
+    """A tdbg-h5 dump beside the series: one iteration (DEEP_STEP) of a graph with one node per layer,
+    made at LAYER_FILE:100+i (the series lives in the same rank folder)."""
+    nodes = [NodeRecord(f"{layer}/out", "Linear", layer.replace(".", "/"), module=layer,
+                        stack=(StackFrame(LAYER_FILE, 100 + i, code="y = layer(x)"),),
+                        outputs=[OutputType("float32", (2,))]) for i, layer in enumerate(layers)]
+    graph = GraphRecord(0, "step", nodes, outputs=[], source_file="", execution_order=[n.name for n in nodes])
     with DumpWriter(root, rank=0, saved="values", framework="PyTorch", framework_version=torch.__version__,
                     device_target="CPU") as w:
         w.write_graph(graph)
+        with w.iteration(DEEP_STEP) as it:
+            for i, n in enumerate(nodes):
+                it.add(i, n.name, "Linear", "output", 0, values=np.ones(2, np.float32))

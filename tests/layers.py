@@ -57,7 +57,9 @@ LAYERS: tuple[Layer, ...] = (
     Layer("export", ("debugger.export",), _MODEL + ("query",)),
     Layer("triage", ("debugger.triage",), _MODEL + _ENGINES),
     # convert writes tdbg's own format, whatever it reads: through the one tdbg-h5 writer, as the recorder does.
-    Layer("convert", ("debugger.convert",), _MODEL + ("debugger.formats.tdbg_h5.writer",)),
+    # Its per-step series go through tdbg-h5's one series writer.
+    Layer("convert", ("debugger.convert", "debugger.convert_series"),
+          _MODEL + ("debugger.formats.tdbg_h5.writer", "debugger.formats.tdbg_h5.series")),
     # The web layer asks the library only: never a format or the seam (it reads no files itself).
     Layer("web", ("tdbg_web",), _BASE + ("model",) + _ENGINES + ("export", "triage")),
     # The command line: every command; `tdbg serve` starts the web layer.

@@ -99,17 +99,25 @@ def trailing_z(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]
         return z, base
     d = np.diff(v, axis=-1)                                                   # d[t-1] = v[t] - v[t-1]
     past = np.lib.stride_tricks.sliding_window_view(d, window - 1, axis=-1)[..., :-1, :]
-    level = np.lib.stride_tricks.sliding_window_view(np.abs(v), window, axis=-1)[..., :-1, :]
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)                   # all-NaN windows give NaN
-        m = np.nanmedian(past, axis=-1)
-        mad = np.nanmedian(np.abs(past - m[..., None]), axis=-1)
-        scale = np.maximum(MAD_TO_SIGMA * mad, REL_FLOOR * np.nanmedian(level, axis=-1))
+    with np.errstate(all="ignore"):
+        m = _median(past)
+        mad = _median(np.abs(past - m[..., None]))
+        # the floor: a share of the level the step starts from (a flat series has MAD 0)
+        scale = np.maximum(MAD_TO_SIGMA * mad, REL_FLOOR * np.abs(v[..., window - 1:-1]))
         scale = np.where(scale > 0, scale, np.finfo(np.float64).tiny)
         change = d[..., window - 1:]
         z[..., window:] = (change - m) / scale
         base[..., window:] = v[..., window - 1:-1] + m
     return z, base
+
+
+def _median(a: np.ndarray) -> np.ndarray:
+    """Median over the last axis, NaN ignored (np.median's faster path when there is no NaN)."""
+    if not np.isnan(a).any():
+        return np.median(a, axis=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)                   # all-NaN windows give NaN
+        return np.nanmedian(a, axis=-1)
 
 
 def find_spikes(rank: "Rank", *, window: int = 50, z: float = 6.0, top: int = 10) -> list[Spike]:

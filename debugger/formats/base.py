@@ -181,6 +181,10 @@ class SeriesSource(ABC):
     def fingerprint(self) -> str:
         """Changes when the series does (stat only)."""
 
+    def captures(self) -> "dict[str, Any] | None":
+        """Why each deep step was taken, where the writer said (None: not said)."""
+        return None
+
 
 class RankReader(ABC):
     """One rank of an opened dump. Reads lazily; problems become :attr:`warnings`, not exceptions."""

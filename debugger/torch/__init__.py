@@ -4,5 +4,6 @@ Needs torch (``pip install "tdbg[torch]"``); nothing else in tdbg imports it, an
 it wrote never needs it.
 """
 from .recorder import Recorder
+from .triggers import TouchFile, Trigger
 
-__all__ = ["Recorder"]
+__all__ = ["Recorder", "TouchFile", "Trigger"]

@@ -18,6 +18,7 @@ import contextlib
 import fnmatch
 import hashlib
 import os
+import time
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,6 +26,7 @@ import torch
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.parallel import RankLayout
+from ..formats.tdbg_h5.series import write_captures
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..stats import compiled_kernel
 from . import capture as C
@@ -38,6 +40,8 @@ from .levels import LevelPlan, Selection
 from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
 from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
+from .series import FLUSH_SECONDS, SeriesCapture, warn_off
+from .triggers import CaptureLog, TouchFile, Trigger
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
@@ -62,6 +66,12 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     against it (statistics only, no graph work: see :mod:`debugger.torch.replay`).
     ``pipeline``: under pipeline parallelism, this rank's ``PipelineStage`` or its schedule (the stage
     and micro-batches go into the layout). DDP, FSDP1/2 and DTensor layouts are read from the model.
+    ``series``: also keep the per-step statistics series (every step, whatever ``level`` records deep:
+    see :mod:`debugger.torch.series`), written every 4096 steps, every ``series_flush_seconds`` and on
+    close; ``scaler``: the ``torch.amp.GradScaler`` in use (found by itself when ``scaler.step`` runs).
+    ``trigger``: a :class:`~debugger.torch.triggers.Trigger` (non-finite or spiking loss) and
+    ``touch_file``: a path (or a :class:`~debugger.torch.triggers.TouchFile`) whose creation or touch
+    records the next steps deep; both need ``series=True``, which keeps why each deep step was taken.
     """
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
@@ -69,7 +79,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  save: str = "tensors", iterations: Selection = None, level: "str | Mapping[str, Selection]" = LEVEL_OPS,
                  modules: Sequence[str] | None = None, ops: Sequence[str] | None = None,
                  rank: int | None = None, compression: str | None = None, durable: bool = False,
-                 replay: bool = True, pipeline: Any = None) -> None:
+                 replay: bool = True, pipeline: Any = None, series: bool = False,
+                 series_flush_seconds: float = FLUSH_SECONDS, scaler: Any = None,
+                 trigger: Trigger | None = None, touch_file: "str | os.PathLike[str] | TouchFile | None" = None) -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -139,6 +151,15 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         # value at the end of the iteration before), for the update statistics stored at step()
         self._before_step: dict[int, torch.Tensor] = {}
         self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
+        self._series_wanted = series
+        self._series_options = {"flush_seconds": series_flush_seconds, "scaler": scaler}
+        self._series: SeriesCapture | None = None
+        if (trigger is not None or touch_file is not None) and not series:
+            raise ValueError("trigger= and touch_file= watch the per-step series: give series=True too")
+        self._trigger = trigger
+        self._touch = touch_file if isinstance(touch_file, TouchFile) or touch_file is None else TouchFile(touch_file)
+        self._captures: CaptureLog | None = None
+        self._captures_written = 0.0
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -171,17 +192,27 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
             self._handles.append(opt.register_step_post_hook(self._step_post))
         self._micro.install(self.pipeline)
+        if self._series_wanted:
+            self._start_series()
         self._orig_backward = torch.autograd.backward
         torch.autograd.backward = self._backward   # type: ignore[assignment]
         self._begin()
+        if self._captures is not None:
+            self._captures.took(self.iteration, self._level)
 
     def step(self) -> None:
         """End the current iteration (hands it to the writer thread) and start the next."""
         if self._writer is None:
             raise RuntimeError("Recorder.step() outside 'with Recorder(...)' (or before start())")
         self._end()
+        if self._series is not None:
+            self._series_call(self._series.end_step, self.iteration)
+            self._series_call(self._check_triggers)
         self.iteration += 1
         self._begin()
+        if self._captures is not None:
+            self._captures.took(self.iteration, self._level)
+            self._write_captures(force=False)
 
     def capture_next(self, n: int = 1, level: str = LEVEL_OPS) -> None:
         """Record the next ``n`` iterations (from the one after the current) at ``level`` or finer."""
@@ -206,6 +237,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             h.remove()
         self._handles.clear()
         try:
+            if self._series is not None:
+                self._series_call(self._series.close)
+                self._series = None
+            if self._captures is not None:
+                self._write_captures(force=True)
             if self._sink is not None:
                 self._sink.close()
             for gid, rec in self._graph_records.items():
@@ -213,6 +249,69 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         finally:
             self._writer.close()
             self._writer = None
+
+    # ---- the per-step series ----------------------------------------------------------------
+    def _start_series(self) -> None:
+        assert self._writer is not None
+        try:
+            self._series = SeriesCapture(self._writer.rank_dir, self._root, self.optimizers, self._param_name,
+                                         **self._series_options)
+        except Exception as exc:     # never break the training
+            warn_off(exc)
+            return
+        for opt in self.optimizers:
+            self._handles.append(opt.register_step_pre_hook(self._series_step_pre))
+        self._captures = CaptureLog(self._plan.describe())
+        self._series.host_scalars = self._trigger is not None
+
+    def _check_triggers(self) -> None:
+        """The cheap checks of the step just ended; one that fires asks for the next steps deep."""
+        assert self._series is not None and self._captures is not None
+        fired: list[tuple[dict[str, Any], int, str]] = []
+        if self._trigger is not None:
+            why = self._trigger.check(self.iteration, self._series.last_loss, self._series.last_grad_norm)
+            if why is not None:
+                fired.append((why, self._trigger.steps, self._trigger.level))
+        if self._touch is not None:
+            why = self._touch.check(self.iteration)
+            if why is not None:
+                fired.append((why, self._touch.steps, self._touch.level))
+        for why, steps, level in fired:
+            self._plan.capture_next(self.iteration + 1, steps, level)
+            self._captures.asked(self.iteration, steps, level, why)
+        if fired:
+            self._write_captures(force=True)
+
+    def _write_captures(self, force: bool) -> None:
+        """The captures file, when it changed (at most every flush period unless ``force``)."""
+        log = self._captures
+        now = time.monotonic()
+        if log is None or self._writer is None or not log.changed or \
+                not force and now - self._captures_written < self._series_options["flush_seconds"]:
+            return
+        try:
+            write_captures(self._writer.rank_dir, log.as_dict())
+            log.changed = False
+            self._captures_written = now
+        except Exception as exc:     # never break the training
+            self._captures = None
+            warn_off(exc)
+
+    def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self._series is not None:
+            self._series_call(self._series.on_optimizer_step, opt)
+
+    def _series_call(self, fn: Any, *args: Any) -> None:
+        """A call into the series; its first failure warns once and turns the series off."""
+        try:
+            with torch.no_grad():
+                fn(*args)
+        except Exception as exc:
+            series, self._series = self._series, None
+            warn_off(exc)
+            if series is not None and fn != series.close:
+                with contextlib.suppress(Exception):
+                    series.close()
 
     # ---- iteration lifecycle ----------------------------------------------------------------
     def _begin(self) -> None:
@@ -490,6 +589,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
     def _backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
         assert self._orig_backward is not None
+        if self._series is not None and not self._busy:
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            self._series_call(self._series.on_backward, [t for t in roots if isinstance(t, torch.Tensor)])
         g = self._graph
         if g is None or self._busy:
             return self._orig_backward(tensors, *args, **kwargs)

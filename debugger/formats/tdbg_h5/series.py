@@ -9,6 +9,7 @@ one tensor's curve over a run reads one chunk per segment. Readers of older tdbg
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -30,6 +31,7 @@ SERIES_FORMAT = "tdbg-h5-series"
 SERIES_VERSION = 1
 SCALARS = ("loss", "lr", "loss_scale", "grad_norm")
 SEGMENT_STEPS = 4096      # steps per segment: 25 segments for 100,000 steps
+CAPTURES_FILE = "captures.json"     # why each deep step was taken (the PyTorch recorder's triggers)
 
 
 def segment_name(first: int, last: int) -> str:
@@ -135,6 +137,21 @@ def _write_segment(path: str, tensors: list[SeriesTensor], steps: list[int], val
             s.create_dataset(name, data=scalars[:, i])
 
 
+def write_captures(rank_dir: str, captures: Mapping[str, Any]) -> None:
+    """Replace the rank's ``series/captures.json`` at once (temporary file, then rename)."""
+    folder = os.path.join(rank_dir, SERIES_DIR)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, CAPTURES_FILE)
+    tmp = L.temp_name(path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(captures, f, allow_nan=False)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 @dataclass(frozen=True)
 class Segment:
     """One segment file as listed."""
@@ -166,6 +183,8 @@ class SeriesReader(SeriesSource):
         out = []
         for e in entries:
             m = SEGMENT_RE.match(e.name)
+            if e.name == CAPTURES_FILE:
+                continue
             if L.TEMP_RE.match(e.name):
                 self.warnings.append(f"{e.path}: incomplete segment left by a writer (still running, or died); ignored")
             elif m is None or not e.is_file(follow_symlinks=False):
@@ -178,6 +197,23 @@ class SeriesReader(SeriesSource):
                                          "both are read as written")
                 out.append(seg)
         return out
+
+    def captures(self) -> dict[str, Any] | None:
+        """Why each deep step was taken (``captures.json``: schedule, runs of deep steps with their level
+        and reason, the triggers that fired); None when the writer kept none."""
+        path = os.path.join(self.folder, CAPTURES_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                got = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            self.warnings.append(f"{path}: unreadable ({exc}); the reasons of deep captures are unknown")
+            return None
+        if not isinstance(got, dict) or not isinstance(got.get("deep", []), list):
+            self.warnings.append(f"{path}: not a captures file (a JSON object with 'deep'); ignored")
+            return None
+        return got
 
     def catalog(self) -> list[SeriesTensor]:
         """Every tensor of the series (name, role, parameter), first seen first."""

@@ -18,6 +18,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from ..formats.base import SeriesSource
+    from ..formats.records import StackFrame
     from ..model.rank import Rank
 
 # The statistics scored for causes, by role: the norms users watch before a spike (update and gradient
@@ -253,7 +254,9 @@ def _nearest(steps: list[int], step: int) -> int | None:
 
 
 def _layer_sources(rank: "Rank") -> dict[str, str]:
-    """Layer module path -> "file.py:LINE" of the user's code that runs it, from a deep capture's graphs."""
+    """Layer module path -> "file.py:LINE" of the layer's code, from a deep capture's graphs: the innermost
+    frame of its forward nodes outside torch itself (a user's model: the line calling the layer in its
+    forward; a library's model: the library's line)."""
     out: dict[str, str] = {}
     try:
         graphs = rank.graphs
@@ -261,9 +264,18 @@ def _layer_sources(rank: "Rank") -> dict[str, str]:
         return out
     for g in graphs.values():
         for node in g.nodes():
-            if not node.module or node.module in out or node.is_parameter:
+            if not node.module or node.module in out or node.is_parameter or node.is_backward:
                 continue
-            frames = node.stack_user_first
-            if frames and not frames[0].is_framework:
-                out[node.module] = f"{frames[0].file}:{frames[0].line}"
+            frame = _layer_frame(node.stack)
+            if frame is not None:
+                out[node.module] = f"{frame.file}:{frame.line}"
     return out
+
+
+def _layer_frame(frames: "tuple[StackFrame, ...]") -> "StackFrame | None":
+    """The innermost frame (frames are innermost first) not in torch's own package."""
+    for f in frames:
+        parts = f.file.replace("\\", "/").split("/")
+        if "torch" not in parts[:-1]:
+            return f
+    return frames[0] if frames else None

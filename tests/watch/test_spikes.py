@@ -157,3 +157,32 @@ def test_trailing_z_matches_a_plain_loop() -> None:
             assert z[row, t] == pytest.approx((v[row, t] - v[row, t - 1] - m) / scale)
             assert base[row, t] == pytest.approx(v[row, t - 1] + m)
     assert np.isnan(z[:, :window]).all() and np.nanargmax(z[1]) == 60
+
+
+def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(tmp_path: Any) -> None:
+    """Recorder(series=True) on a real loop (an MLP defined in tests/watch/spikes_runs.py), one deep
+    capture at level "ops": fc2's weight scaled x-50 after step K's optimizer step."""
+    import inspect
+
+    from debugger.torch.recorder import Recorder
+    model, pool, loss_of = mlp_task()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    root = str(tmp_path / "rec")
+    with Recorder(root, model, opt, series=True, save="statistics", level={"ops": [K - 10]}) as rec:
+        for step in range(STEPS):
+            at = (step * BATCH) % len(pool)
+            loss = loss_of(model, pool[at:at + BATCH])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step == K:
+                with torch.no_grad():
+                    model.fc2.weight.mul_(-50)      # a sign flip too: the answers go wrong
+            rec.step()
+    spike, = find_spikes(open_dump(root).rank(0))
+    assert K <= spike.step <= K + 2 and spike.deep_step == K - 10
+    first = spike.causes[0]
+    assert first.layer == "fc2" and first.first_step == K and first.param == "fc2.weight"
+    lines, start = inspect.getsourcelines(MLP.forward)
+    line = start + next(i for i, text in enumerate(lines) if "self.fc2(" in text)
+    assert first.source == f"{inspect.getsourcefile(MLP)}:{line}"

@@ -35,6 +35,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--where", metavar="FILE:LINE", help="only nodes created by this code line")
     s.add_argument("--node", help="only nodes or parameters matching this glob")
     s.add_argument("--scope", help="only nodes under this scope prefix")
+    s.add_argument("--series", action="store_true",
+                   help="also run the watchpoints that compare iterations over every step of the per-step series "
+                        "where it answers them (update ratios, loss_not_decreasing)")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     add_scheduler(s)
     add_json(s)
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise DumpError(None, str(exc)) from None
     its, ranks = parse_selection(args)
     dump = open_dump(args.dump)
-    wps, over_series = split(wps)
+    wps, over_series = split(wps, args.series)
     series_hits, warnings = scan_series(dump, ranks, over_series, alone=not wps) if over_series else ([], [])
     result = None
     if wps:

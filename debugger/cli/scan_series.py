@@ -16,9 +16,15 @@ NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True
              "statistic.csv or msprobe statistics dump with `tdbg convert`")
 
 
-def split(wps: list[Watchpoint]) -> tuple[list[Watchpoint], list[Watchpoint]]:
-    """(watchpoints over the dumped iterations, watchpoints over the series)."""
-    return [w for w in wps if w.condition.needs != SERIES], [w for w in wps if w.condition.needs == SERIES]
+def split(wps: list[Watchpoint], over_series: bool = False) -> tuple[list[Watchpoint], list[Watchpoint]]:
+    """(watchpoints over the dumped iterations, watchpoints over the series); ``over_series``: those that
+    compare iterations and that the series answers (update ratios, the loss history) run over both."""
+    dumped = [w for w in wps if w.condition.needs != SERIES]
+    series = [w for w in wps if w.condition.needs == SERIES]
+    if over_series:
+        from ..watch.series_conditions import OVER_SERIES    # numpy: only for a scan that asks
+        series += [w for w in dumped if w.condition.rule in OVER_SERIES]
+    return dumped, series
 
 
 def scan_series(dump: "Dump", ranks: list[int] | None, wps: list[Watchpoint],

@@ -5,6 +5,10 @@ step of a rank's per-step series with whole-matrix numpy passes (one ``matrix(st
 - ``norm_growth``: a gradient's or update's l2 norm, median of a window over the median of the window before;
   medians of consecutive blocks of ``window`` steps (O(steps) per tensor, not a rolling median).
 - ``lr_change`` / ``loss_scale_change``: a step-to-step change of the learning rate or loss scale.
+
+The conditions that compare iterations run over the series too where its statistics answer them exactly
+(``OVER_SERIES``): the update ratio mean|cur - prev| / (mean|prev| + epsilon) is an update's abs_mean
+over the weight's abs_mean the step before, and ``loss_not_decreasing`` reads the loss.
 """
 from __future__ import annotations
 
@@ -42,11 +46,17 @@ class SeriesHit:
         return d
 
 
+def runs_over_series(wp: "Watchpoint") -> bool:
+    """Whether a watchpoint can run over a series (a series-native one, or one the series answers)."""
+    return wp.condition.rule in SERIES_RULES or wp.condition.rule in OVER_SERIES
+
+
 def run_series(rank: int, series: "SeriesSource", wps: list["Watchpoint"]) -> list[SeriesHit]:
     """Every hit of the series watchpoints ``wps`` on one rank's series, by step."""
     hits: list[SeriesHit] = []
     for wp in wps:
-        hits += SERIES_RULES[wp.condition.rule](rank, series, wp)
+        rule = SERIES_RULES.get(wp.condition.rule) or OVER_SERIES[wp.condition.rule]
+        hits += rule(rank, series, wp)
     return sorted(hits, key=lambda h: (h.step, h.condition, h.tensor))
 
 
@@ -111,4 +121,51 @@ SERIES_RULES: dict[str, Callable[[int, "SeriesSource", "Watchpoint"], list[Serie
     "series_norm_growth": _norm_growth,
     "series_lr_change": _scalar_change("lr"),
     "series_loss_scale_change": _scalar_change("loss_scale"),
+}
+
+
+def _update_ratio(rank: int, series: "SeriesSource", wp: "Watchpoint") -> list[SeriesHit]:
+    """weight_change_too_large/small, weight_update_ratio: each weight's update ratio at every step."""
+    catalog = series.catalog()
+    index = {t.name: i for i, t in enumerate(catalog)}
+    pairs = [(index[t.param], i, t.param) for i, t in enumerate(catalog)
+             if t.role == "update" and t.param and t.param in index and catalog[index[t.param]].role == "weight"]
+    if not pairs:
+        return []
+    steps, abs_mean = series.matrix("abs_mean")
+    eps = wp.setting("epsilon")
+    w, u = abs_mean[[p[0] for p in pairs], :-1], abs_mean[[p[1] for p in pairs], 1:]
+    with np.errstate(all="ignore"):
+        ratio = u / (w + eps)
+        if wp.name == "weight_update_ratio":
+            large, small = wp.setting("large_threshold"), wp.setting("small_threshold")
+            fire, why = (ratio > large) | (ratio < small), f"outside [{small:g}, {large:g}]"
+        else:
+            fire = np.zeros(ratio.shape, dtype=bool)
+            for p, limit in wp.comparisons():
+                fire |= OPS_NP[p.op](ratio, limit)
+            why = ", ".join(f"{p.name}={limit:g}" for p, limit in wp.comparisons())
+        fire &= np.isfinite(ratio) & (w > 0)    # a zero previous weight has no ratio (as over iterations)
+    return [SeriesHit(wp.name, rank, int(steps[t + 1]), pairs[r][2], "abs_mean_update_ratio",
+                      float(ratio[r, t]), why) for r, t in zip(*np.nonzero(fire))]
+
+
+def _loss_history(rank: int, series: "SeriesSource", wp: "Watchpoint") -> list[SeriesHit]:
+    """loss_not_decreasing: steps whose loss is not below the loss num_steps steps earlier by diff_percent %."""
+    back, pct = int(wp.setting("num_steps")), wp.setting("diff_percent")
+    steps, loss = series.scalar("loss")
+    if len(loss) <= back:
+        return []
+    earlier, now = loss[:-back], loss[back:]
+    with np.errstate(invalid="ignore"):
+        fire = np.isfinite(earlier) & np.isfinite(now) & (now > earlier - np.abs(earlier) * pct / 100)
+    return [SeriesHit(wp.name, rank, int(steps[i + back]), "loss", "value", float(now[i]),
+                      f"not below {earlier[i]:.6g} ({back} steps before) by {pct:g}%")
+            for i in np.flatnonzero(fire)]
+
+
+OPS_NP = {"gt": np.greater, "lt": np.less, "ge": np.greater_equal, "le": np.less_equal}
+OVER_SERIES: dict[str, Callable[[int, "SeriesSource", "Watchpoint"], list[SeriesHit]]] = {
+    "update_ratio": _update_ratio,
+    "loss_history": _loss_history,
 }

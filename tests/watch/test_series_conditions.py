@@ -108,3 +108,49 @@ def test_series_watchpoints_on_a_dump_without_a_series_are_exit_2(runs: dict[str
     shutil.rmtree(os.path.join(root, "rank_0", "series"))
     r = run_cli("scan", root, "--watch", "loss_spike")
     assert r.code == 2 and "no per-step series" in r.err
+
+
+def test_conditions_comparing_iterations_run_over_the_series_exactly(tmp_path: Any) -> None:
+    """--series: weight_change_too_large and loss_not_decreasing over every step, against the update
+    ratios and losses of a plain torch loop (an MLP whose learning rate steps up x10 every 10 steps)."""
+    from spikes_runs import MLP, torch_stats
+    torch.manual_seed(0)
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 16), torch.randint(0, 4, (32,))
+    named = list(model.named_parameters())
+    names = [n + s for n, _ in named for s in ("", ".update")]
+    truth_ratio, losses = set(), []
+    with SeriesWriter(str(tmp_path / "rank_0"), names, roles=["weight", "update"] * len(named),
+                      params=[n for n, _ in named for _ in (0, 1)]) as w:
+        for step in range(30):
+            for g in opt.param_groups:
+                g["lr"] = 1e-3 * 10 ** (step // 10)
+            before = [p.detach().clone() for _, p in named]
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+            rows = []
+            for (n, p), old in zip(named, before):
+                ratio = float((p.detach() - old).abs().mean() / (old.abs().mean() + 1e-9))
+                if step > 0 and ratio > 1e-3:
+                    truth_ratio.add((step, n))
+                rows += [torch_stats(p), torch_stats(p.detach() - old)]
+            w.add(step, np.array(rows), {"loss": losses[-1]})
+    _write_dump(str(tmp_path))
+    r = run_cli("scan", str(tmp_path), "--series", "--json", "--watch",
+                "weight_change_too_large:abs_mean_update_ratio_gt=1e-3", "--watch", "loss_not_decreasing:num_steps=3,diff_percent=1")
+    assert r.code == 1, r.err
+    hits = r.json["series_hits"]
+    got = {(h["step"], h["tensor"]) for h in hits if h["condition"] == "weight_change_too_large"}
+    assert got == truth_ratio and {s for s, _ in got} >= set(range(20, 30))
+    flat = {h["step"] for h in hits if h["condition"] == "loss_not_decreasing"}
+    assert flat == {s for s in range(3, 30) if losses[s] > losses[s - 3] * 0.99}
+    assert 0 < len(flat) < 27         # the slow start falls by less than 1% in 3 steps, the faster part not
+
+
+def _write_dump(root: str) -> None:
+    from spikes_runs import _write_deep_capture
+    _write_deep_capture(root, ["fc1"])

@@ -154,3 +154,14 @@ def test_conditions_comparing_iterations_run_over_the_series_exactly(tmp_path: A
 def _write_dump(root: str) -> None:
     from spikes_runs import _write_deep_capture
     _write_deep_capture(root, ["fc1"])
+
+
+def test_a_session_given_a_series_watchpoint_scans_the_iterations_without_it(runs: dict[str, str]) -> None:
+    """The web's sessions take any registry condition: one over time is not planned over iterations."""
+    from debugger.cache import StatsCache
+    from debugger.watch.session import ScanSession
+    dump = open_dump(runs["lr"])
+    session = ScanSession(dump, StatsCache(None), watchpoints=[Watchpoint.parse("loss_spike"),
+                                                                Watchpoint.parse("tensor_overflow")])
+    result = session.scan()
+    assert result.iterations and result.hits == [] and result.errors == []

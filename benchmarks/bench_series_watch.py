@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Watchpoints over time against their speed goal: a watchpoint over all steps of all tensors within 2x of
 reading the series. A 100,000-step x 200-tensor series (weights, gradients, Adam's exp_avg_sq; statistics
-drifting as bench_series.py writes them) is read, then watched, each in a fresh process (page cache warm; the best of --repeat alternated runs; imports included in both):
+drifting as bench_series.py writes them) is read, then watched, each in a fresh process (page cache
+warm; the best of --repeat alternated runs; imports included in both):
 
 - read: what the watchpoints read (the l2norm matrix of every tensor, the loss and learning rate);
 - watch: the same reads plus the conditions (loss_spike, norm_growth, lr_change, loss_scale_change);

@@ -141,7 +141,8 @@ def test_conditions_comparing_iterations_run_over_the_series_exactly(tmp_path: A
             w.add(step, np.array(rows), {"loss": losses[-1]})
     _write_dump(str(tmp_path))
     r = run_cli("scan", str(tmp_path), "--series", "--json", "--watch",
-                "weight_change_too_large:abs_mean_update_ratio_gt=1e-3", "--watch", "loss_not_decreasing:num_steps=3,diff_percent=1")
+                "weight_change_too_large:abs_mean_update_ratio_gt=1e-3",
+                "--watch", "loss_not_decreasing:num_steps=3,diff_percent=1")
     assert r.code == 1, r.err
     hits = r.json["series_hits"]
     got = {(h["step"], h["tensor"]) for h in hits if h["condition"] == "weight_change_too_large"}

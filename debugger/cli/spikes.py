@@ -38,17 +38,20 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if rank is None:
         raise DumpError(args.dump, NO_SERIES)
     series = rank.series
-    report_warnings(args, list(series.warnings) if series is not None else [])
     try:
         spikes = find_spikes(rank, window=args.window, z=args.z, top=args.top)
     except ValueError as exc:
         raise DumpError(args.dump, f"rank {rank.rank}: {exc}") from None
+    steps = int(len(series.steps())) if series is not None else 0
+    notes = list(series.warnings) if series is not None else []
+    notes += [f"rank {rank.rank}: the series holds {steps} steps: a step is scored against the {args.window} "
+             f"before it, so none can spike (--window)"] if steps <= args.window else []
     if args.json:
         print_json({"rank": rank.rank, "window": args.window, "z": args.z, "lookback": LOOKBACK,
-                    "steps": int(len(series.steps())) if series is not None else 0,
-                    "spikes": [s.as_dict() for s in spikes]}, out)
-    else:
-        _print_spikes(rank.rank, spikes, args, out)
+                    "steps": steps, "spikes": [s.as_dict() for s in spikes], "warnings": notes}, out)
+        return Exit.FOUND if spikes else Exit.OK
+    report_warnings(args, notes)
+    _print_spikes(rank.rank, spikes, args, out)
     return Exit.FOUND if spikes else Exit.OK
 
 

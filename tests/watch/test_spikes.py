@@ -186,3 +186,15 @@ def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(t
     lines, start = inspect.getsourcelines(MLP.forward)
     line = start + next(i for i, text in enumerate(lines) if "self.fc2(" in text)
     assert first.source == f"{inspect.getsourcefile(MLP)}:{line}"
+
+
+def test_a_series_shorter_than_the_window_says_so(tmp_path: Any) -> None:
+    root = str(tmp_path / "short")
+    with SeriesWriter(os.path.join(root, "rank_0"), ["w.grad"], roles=["gradient"], params=["w"]) as w:
+        for step in range(20):
+            w.add(step, np.ones((1, 13)), {"loss": 100.0 if step == 15 else 1.0})
+    _write_empty_dump(root)
+    r = run_cli("spikes", root)
+    assert r.code == 0 and "holds 20 steps" in r.err and "no loss spike" in r.out
+    r = run_cli("spikes", root, "--window", "10", "--json")
+    assert r.code == 1 and r.json["spikes"][0]["step"] == 15 and r.json["warnings"] == []

@@ -135,12 +135,42 @@ def find_spikes(rank: "Rank", *, window: int = 50, z: float = 6.0, top: int = 10
     starts = _episode_starts(above, window)
     found = sorted(starts, key=lambda i: -_rank_z(zs[i]))[:max(0, top)]
     deep = _deep_steps(rank)
+    reads, sources = _Reads(series), _layer_sources(rank) if found else {}   # shared by every spike
     spikes = []
     for i in sorted(found):
-        causes = rank_causes(rank, series, int(steps[i]), window=window, z=z)
+        causes = rank_causes(rank, reads, int(steps[i]), window=window, z=z, sources=sources)
         spikes.append(Spike(step=int(steps[i]), loss=float(loss[i]), baseline=float(med[i]), z=float(zs[i]),
                             deep_step=_nearest(deep, int(steps[i])), causes=causes))
     return spikes
+
+
+class _Reads:
+    """A series whose whole-matrix and scalar reads are kept: the spikes of a run share them."""
+
+    def __init__(self, series: "SeriesSource") -> None:
+        self.series = series
+        self._kept: dict[tuple[str, str], Any] = {}
+
+    def _keep(self, key: tuple[str, str], read: Any) -> Any:
+        if key not in self._kept:
+            self._kept[key] = read()
+        return self._kept[key]
+
+    def steps(self) -> np.ndarray:
+        """As SeriesSource.steps."""
+        return self._keep(("steps", ""), self.series.steps)
+
+    def catalog(self) -> list:
+        """As SeriesSource.catalog."""
+        return self._keep(("catalog", ""), self.series.catalog)
+
+    def matrix(self, stat: str) -> tuple[np.ndarray, np.ndarray]:
+        """As SeriesSource.matrix."""
+        return self._keep(("matrix", stat), lambda: self.series.matrix(stat))
+
+    def scalar(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """As SeriesSource.scalar."""
+        return self._keep(("scalar", name), lambda: self.series.scalar(name))
 
 
 def _rank_z(v: float) -> float:
@@ -170,8 +200,8 @@ def _loss(series: "SeriesSource") -> tuple[np.ndarray, np.ndarray]:
     return steps, loss
 
 
-def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int = 50,
-                z: float = 6.0, lookback: int | None = None) -> list[Cause]:
+def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int = 50, z: float = 6.0,
+                lookback: int | None = None, sources: dict[str, str] | None = None) -> list[Cause]:
     """Every tensor statistic of ``series`` that departed in [step - lookback, step], earliest first
     (then by :data:`STAGE` within the step, then the bigger |z|); one cause per tensor (its earliest,
     biggest statistic)."""
@@ -193,7 +223,7 @@ def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int 
         _, values = series.scalar(name)
         _departures(values[None, lo:end], window, z, steps[lo:end], step - look, [name], "value", best)
     by_name = {t.name: t for t in catalog}
-    sources = _layer_sources(rank)
+    sources = _layer_sources(rank) if sources is None else sources
     causes = []
     for name, (first, score, stat) in best.items():
         entry = by_name.get(name)

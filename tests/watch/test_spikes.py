@@ -198,3 +198,10 @@ def test_a_series_shorter_than_the_window_says_so(tmp_path: Any) -> None:
     assert r.code == 0 and "holds 20 steps" in r.err and "no loss spike" in r.out
     r = run_cli("spikes", root, "--window", "10", "--json")
     assert r.code == 1 and r.json["spikes"][0]["step"] == 15 and r.json["warnings"] == []
+
+
+def test_bad_usage_is_exit_2_naming_the_problem(runs: dict[str, str]) -> None:
+    r = run_cli("spikes", runs["healthy"], "--rank", "3")
+    assert r.code == 2 and "no rank 3" in r.err
+    r = run_cli("spikes", runs["healthy"], "--window", "2")
+    assert r.code == 2 and "--window" in r.err

@@ -215,10 +215,6 @@ def nearest_deep(rank: Rank, step: int) -> dict[str, Any] | None:
 def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top: int | None = None) -> dict[str, Any]:
     """The loss spikes of the rank's series, each with its ranked causes and the nearest deep capture."""
     series_of(rank)
-    try:
-        from .watch.spikes import find_spikes
-    except ImportError:      # the spike finder is another piece of the series work
-        return {"available": False, "spikes": [], "message": "this tdbg finds no loss spikes yet"}
     opts: dict[str, Any] = {}
     if window is not None:
         opts["window"] = _count("window", window, 50, 100_000)
@@ -228,6 +224,10 @@ def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top
         opts["z"] = z
     if top is not None:
         opts["top"] = _count("top", top, 10, 1000)
+    try:
+        from .watch.spikes import find_spikes
+    except ImportError:      # the spike finder is another piece of the series work
+        return {"available": False, "spikes": [], "message": "this tdbg finds no loss spikes yet"}
     out = []
     for sp in find_spikes(rank, **opts):
         d = sp.as_dict()

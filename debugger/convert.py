@@ -14,6 +14,9 @@ from .formats.records import Kind
 from .formats.tdbg_h5.writer import DumpWriter   # convert writes tdbg's own format, whatever it reads
 from .model import Dump, Rank, TensorRef, open_dump
 from .stats import ASYMPTOTES, saturated_count, update_stats
+from .convert_series import SeriesBuilder
+
+SERIES_MODES = (None, "with", "only")
 
 
 @dataclass
@@ -28,13 +31,16 @@ class ConvertResult:
     tensors: int = 0
     bytes_read: int = 0
     statistics_only: bool = False     # what was written (a statistics-only source is converted so)
+    series: str | None = None         # None, "with" (each rank's per-step series too) or "only"
+    series_steps: int = 0             # steps written to the series, all ranks together
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         """The `tdbg convert --json` object."""
         return {"source": self.source, "target": self.target, "ranks": self.ranks, "iterations": self.iterations,
                 "graphs": self.graphs, "tensors": self.tensors, "bytes_read": self.bytes_read,
-                "statistics_only": self.statistics_only, "warnings": self.warnings}
+                "statistics_only": self.statistics_only, "series": self.series, "series_steps": self.series_steps,
+                "warnings": self.warnings}
 
 
 def check_target(dump: Dump, target: str) -> str:
@@ -49,16 +55,20 @@ def check_target(dump: Dump, target: str) -> str:
 
 def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterable[int] | None = None,
             iterations: set[int] | None = None, progress: Callable[[int, int], None] | None = None,
-            workers: Workers | None = None) -> ConvertResult:
+            workers: Workers | None = None, series: str | None = None) -> ConvertResult:
     """Write ``dump`` (the selected ranks and iterations) into ``target`` in tdbg's HDF5 format.
 
     Values and their statistics are kept (a first scan then reads statistics, not values); with
     ``statistics`` only the statistics and an exact digest of each tensor. ``workers`` on a Dask
     cluster convert one rank per task and write it themselves (``target`` must be a folder they see).
+    ``series``: "with" also writes each rank's per-step series (one step per iteration: see
+    :mod:`debugger.convert_series`), "only" writes the series and graphs but no iteration files.
     """
+    if series not in SERIES_MODES:
+        raise ValueError(f"series must be one of {SERIES_MODES}, got {series!r}")
     target = check_target(dump, target)
     rank_objs = [dump.rank(r) for r in (sorted(ranks) if ranks is not None else dump.rank_ids)]
-    result = ConvertResult(dump.root, target, [r.rank for r in rank_objs])
+    result = ConvertResult(dump.root, target, [r.rank for r in rank_objs], series=series)
     # A dump that stores statistics only converts to statistics only, whatever was asked.
     statistics = statistics or any(r.info.saved == STATISTICS for r in rank_objs)
     result.statistics_only = statistics
@@ -77,9 +87,10 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
     return result
 
 
-def convert_rank(root: str, rank: int, target: str, statistics: bool, iterations: set[int] | None) -> ConvertResult:
+def convert_rank(root: str, rank: int, target: str, statistics: bool, iterations: set[int] | None,
+                 series: str | None = None) -> ConvertResult:
     """Worker entry point: convert one rank of the dump at ``root`` (opened here) into ``target``."""
-    result = ConvertResult(root, target, [rank])
+    result = ConvertResult(root, target, [rank], series=series)
     # replace: the client checked the target was new or empty, so an iteration file already there was
     # written by an earlier try of this very task (Dask runs a task again when its worker died)
     _convert_ranks([open_dump(root).rank(rank)], target, statistics, iterations, result, 0, None, replace=True)
@@ -91,7 +102,7 @@ def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iter
                 workers: Workers) -> None:
     """One task per rank; results merged in rank order, as a local conversion orders them. A rank Dask
     converts again after losing its worker writes the same files again (each is published by a rename)."""
-    futs = {workers.submit(convert_rank, root, r, target, statistics, iterations): r for r in ranks}
+    futs = {workers.submit(convert_rank, root, r, target, statistics, iterations, result.series): r for r in ranks}
     parts: dict[int, ConvertResult] = {}
     done = 0
     for fut in as_completed(futs):
@@ -104,6 +115,7 @@ def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iter
         result.graphs += part.graphs
         result.tensors += part.tensors
         result.bytes_read += part.bytes_read
+        result.series_steps += part.series_steps
         result.warnings += part.warnings
 
 
@@ -113,10 +125,18 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
     plan = [(r, it) for r in rank_objs for it in r.iterations() if iterations is None or it in iterations]
     done = 0
     writers = {r.rank: _writer(r, target, statistics, result) for r in rank_objs}
+    builders = {r.rank: SeriesBuilder(r, writers[r.rank].rank_dir,
+                                  [it for rr, it in plan if rr is r], result.warnings)
+                for r in rank_objs} if result.series else {}
     activations = {r.rank: {gid: {n.name: n.activation for n in g.record.nodes if n.activation in ASYMPTOTES}
                             for gid, g in r.graphs.items()} for r in rank_objs}
     try:
         for rank, it in plan:
+            if rank.rank in builders:
+                builders[rank.rank].add(it)
+                result.series_steps += 1
+            if result.series == "only":
+                continue
             with writers[rank.rank].iteration(it, replace=replace) as w:
                 for ref in rank.tensors(iteration=it, local=True):     # a shard stays its rank's shard
                     done += 1
@@ -134,6 +154,8 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
                     if progress is not None and (done % 256 == 0 or done == total):
                         progress(done, total)
     finally:
+        for b in builders.values():
+            b.close()
         for wr in writers.values():
             wr.close()
 

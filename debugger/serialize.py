@@ -79,7 +79,22 @@ def rank_info(r: Rank) -> dict[str, Any]:
         "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
         "nodes_by_kind": dict(sorted(r.kind_counts().items())),
         "parameters": [{"name": n, "kind": k} for n, k in r.parameters()],
+        "series": series_info(r),
     }
+
+
+def series_info(r: Rank) -> dict[str, Any] | None:
+    """What a rank's per-step series holds (None: it has none)."""
+    series = r.series
+    if series is None:
+        return None
+    steps = series.steps()
+    roles: dict[str, int] = {}
+    for t in series.catalog():
+        roles[t.role] = roles.get(t.role, 0) + 1
+    return {"steps": int(len(steps)), "first_step": int(steps[0]) if len(steps) else None,
+            "last_step": int(steps[-1]) if len(steps) else None, "tensors_by_role": roles,
+            "deep_steps": sorted(set(r.iterations()) & set(steps.tolist()))[:1000]}
 
 
 def dump_info(d: Dump, jobs: int = 1) -> dict[str, Any]:

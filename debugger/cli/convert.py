@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from ..convert import convert
+from ..convert import ConvertResult, convert
 from ..exits import Exit
 from ..model import open_dump
 from ..report import Progress, human_bytes
@@ -18,6 +18,12 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("out", help="a new (or empty) folder for the converted dump")
     s.add_argument("--statistics", action="store_true",
                    help="keep statistics and an exact digest per tensor instead of values (~100x smaller)")
+    series = s.add_mutually_exclusive_group()
+    series.add_argument("--series", action="store_const", const="with", dest="series",
+                        help="also write each rank's per-step statistics series (one step per iteration: weights, "
+                             "gradients, optimizer state, losses, activations), read by trends and `tdbg spikes`")
+    series.add_argument("--series-only", action="store_const", const="only", dest="series",
+                        help="write the series and the graphs but no iteration files (long runs)")
     s.add_argument("--ranks", help="ranks, e.g. 0-3,7 (default: all)")
     s.add_argument("--iterations", help="iterations, e.g. 0-5,8 (default: all)")
     add_json(s)
@@ -32,7 +38,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     notes += lacking_iterations(dump, ranks, its)   # before a file is written: none of them is exit 2
     with cluster_workers(args) as workers:
         result = convert(dump, args.out, statistics=args.statistics, ranks=ranks, iterations=its,
-                         progress=Progress("converting"), workers=workers)
+                         progress=Progress("converting"), workers=workers, series=args.series)
     report_warnings(args, notes)
     if args.json:
         result.warnings[:0] = notes
@@ -40,7 +46,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         return Exit.OK
     out.write(f"Converted {result.source} -> {result.target}: ranks {ranges_text(result.ranks)}, iterations "
               f"{ranges_text(result.iterations)}, {result.graphs} graph(s), {result.tensors} tensor(s), "
-              f"{human_bytes(result.bytes_read)} read; {'statistics only' if result.statistics_only else 'values and statistics'}\n")
+              f"{human_bytes(result.bytes_read)} read; {'statistics only' if result.statistics_only else 'values and statistics'}"
+              f"{_series_text(result)}\n")
     for w in result.warnings[:20]:
         out.write(f"  warning: {w}\n")
     return Exit.OK
+
+
+def _series_text(result: ConvertResult) -> str:
+    """What the line says of the series (nothing when none was asked for)."""
+    if result.series is None:
+        return ""
+    files = "; no iteration files" if result.series == "only" else ""
+    return f"; per-step series: {result.series_steps} step(s){files}"

@@ -53,6 +53,7 @@ def _print_info(info: dict, out: TextIO) -> None:
         weights = info["trainable_weights"]
         out.write(f"  trainable weights ({len(weights)}): {', '.join(weights[:12])}"
                   f"{' ...' if len(weights) > 12 else ''}\n")
+    _print_series(ranks, out)
     if info["layout"]:
         _print_layout(info["layout"], out)
     if info["warnings"]:
@@ -101,3 +102,15 @@ def _print_levels(rank: dict, out: TextIO) -> None:
     if set(levels) - {"ops"}:
         out.write(f"  rank {rank['rank']} recording levels: " +
                   "; ".join(f"{lv} at iterations {ranges_text(its)}" for lv, its in levels.items()) + "\n")
+
+
+def _print_series(ranks: list[dict], out: TextIO) -> None:
+    """One line on the per-step series, when ranks have one."""
+    have = [r for r in ranks if r.get("series")]
+    if not have:
+        return
+    s = have[0]["series"]
+    roles = ", ".join(f"{k} {v}" for k, v in s["tensors_by_role"].items())
+    span = f"steps {s['first_step']}-{s['last_step']}" if s["steps"] else "no step"
+    out.write(f"  per-step series on {len(have)} rank(s); rank {have[0]['rank']}: {span} ({s['steps']} steps), "
+              f"{len(s['deep_steps'])} deep; tensors: {roles}\n")

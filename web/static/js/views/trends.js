@@ -9,7 +9,6 @@ import { h, put, clear, fmt, errorBox } from '../dom.js';
 import { curveChart, heatCanvas } from './trends/draw.js';
 import { clampRange, deepTarget, isWhole, wheelZoom } from './trends/state.js';
 
-const ROLES = ['weight', 'gradient', 'update', 'optimizer_state', 'activation', 'all'];
 let mounted = null;
 
 /** Re-read the mounted trends view's series and redraw it (a no-op when the view is not shown). */
@@ -50,6 +49,7 @@ class TrendsView {
       this.cat = cat; this.spikes = spikes;
       if (!cat.available) { put(clear(this.page), h('div', { class: 'note trends-none' }, cat.message)); return; }
       if (!cat.tensors.some((x) => x.name === this.tensor)) this.tensor = firstOf(cat.tensors);
+      if (this.heat.role !== 'all' && !rolesOf(cat).includes(this.heat.role)) this.heat.role = rolesOf(cat)[0] || 'all';
       if (this.spike) this.spike = spikes.spikes.find((x) => x.step === this.spike.step) || null;
       if (!this.page.querySelector('.trends-head')) this.layout();
       this.tools();
@@ -167,7 +167,7 @@ class TrendsView {
     const cat = this.cat, ht = this.heat;
     put(clear(this.bars.loss), select('scalar', cat.scalars, this.scalar, (x) => { this.scalar = x; this.drawLoss(); }));
     put(clear(this.bars.heat), select('heatmap statistic', cat.stats, ht.stat, (x) => { ht.stat = x; this.drawHeat(); }),
-      select('heatmap role', ROLES, ht.role, (x) => { ht.role = x; this.drawHeat(); }),
+      select('heatmap role', [...rolesOf(cat), 'all'], ht.role, (x) => { ht.role = x; this.drawHeat(); }),
       select('heatmap aggregate', cat.aggregates, ht.agg, (x) => { ht.agg = x; this.drawHeat(); }),
       tick('log', ht.log, (x) => { ht.log = x; this.drawHeat(); }));
     put(clear(this.bars.curve), select('tensor', cat.tensors.map((t) => t.name), this.tensor, (x) => { this.tensor = x; this.drawCurve(); }),
@@ -197,6 +197,9 @@ function deepLink(sp) {
   const d = sp.deep.distance;
   return graphLink(sp, sp.causes[0], `Open the deep capture: iteration ${sp.deep.iteration}${d ? ` (${d} step${d === 1 ? '' : 's'} from the spike)` : ''} in the graph view`, 'deep-link');
 }
+
+// The roles the series has, in the library's order.
+function rolesOf(cat) { return cat.roles.filter((r) => cat.tensors.some((t) => t.role === r)); }
 
 // The curve shown first: the first gradient (what moves before a spike), else the first tensor.
 function firstOf(tensors) {

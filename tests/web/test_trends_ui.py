@@ -40,6 +40,15 @@ def _drag(page: Any, selector: str, a: float, b: float) -> None:
     page.mouse.up()
 
 
+def _drawn(page: Any) -> int:
+    """How many times the view has drawn its three charts (the page's data-drawn)."""
+    return int(page.evaluate("document.querySelector('.page.trends').dataset.drawn || 0"))
+
+
+def _wait_drawn(page: Any, n: int) -> None:
+    page.wait_for_function(f"Number(document.querySelector('.page.trends').dataset.drawn || 0) >= {n}")
+
+
 def _open(page: Any, live: LiveServer) -> list[str]:
     asked: list[str] = []
     page.on("request", lambda r: asked.append(r.url) if "/series" in r.url else None)
@@ -47,6 +56,7 @@ def _open(page: Any, live: LiveServer) -> list[str]:
     page.wait_for_selector(".trends-heatmap canvas.trends-heat-canvas")
     page.wait_for_selector(".trends-curve svg path.curve-band")
     page.wait_for_selector(".trends-loss svg path.curve-band")
+    _wait_drawn(page, 1)
     return asked
 
 
@@ -64,8 +74,9 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * 2.5 / 4)
     page.wait_for_function("document.querySelector('.trends-curve-label').textContent.startsWith('fc2.weight.grad')")
     # drag across the curve: every chart shows the range, asked again of the server
-    before = len(asked)
+    before, drawn = len(asked), _drawn(page)
     _drag(page, ".trends-curve svg", 0.55, 0.8)
+    _wait_drawn(page, drawn + 1)
     page.wait_for_function("!document.querySelector('.trends-range').textContent.includes('steps 0–119')")
     lo, hi = _range(page)
     assert 50 <= lo < hi <= 100, (lo, hi)
@@ -75,7 +86,9 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
     # the wheel zooms out around the pointer; "Whole run" goes back
     box = page.locator(".trends-loss svg").bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + box["height"] / 2)
+    drawn = _drawn(page)
     page.mouse.wheel(0, 300)
+    _wait_drawn(page, drawn + 1)
     page.wait_for_function(f"!document.querySelector('.trends-range').textContent.includes('steps {lo}–{hi}')")
     lo2, hi2 = _range(page)
     assert lo2 <= lo and hi2 >= hi and hi2 - lo2 > hi - lo

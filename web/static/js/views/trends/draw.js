@@ -129,5 +129,8 @@ export function heatCanvas(heat, { width = 900, onRow = null } = {}) {
     const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);
     if (cell && onRow) onRow(cell.tensor);
   });
-  return h('div', { class: 'trends-heat' }, h('div', { class: 'trends-heat-wrap' }, names, canvas), tip);
+  const legend = h('div', { class: 'trends-heat-legend small muted' }, `${heat.agg} ${heat.stat}${heat.log ? ' (log10 of the magnitude)' : ''}: `,
+    h('span', { class: 'swatch', style: { background: colorOf(heat.lo, heat.lo, heat.hi) } }), ` ${fmt(heat.lo)} to `,
+    h('span', { class: 'swatch', style: { background: colorOf(heat.hi, heat.lo, heat.hi) } }), ` ${fmt(heat.hi)}; grey: no value`);
+  return h('div', { class: 'trends-heat' }, h('div', { class: 'trends-heat-wrap' }, names, canvas), legend, tip);
 }

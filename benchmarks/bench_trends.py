@@ -53,10 +53,9 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     ensure(a.root, a.steps, a.tensors)
-    sys.path.insert(0, ROOT)
-    import importlib
-    web = importlib.import_module("tdbg_web")
-    client = web.create_app(a.root, {"TESTING": True, "STATS_CACHE": False}).test_client()
+    from tdbg_web import create_app
+
+    client = create_app(a.root, {"TESTING": True, "STATS_CACHE": False}).test_client()
     mid, z0 = "layers.30.weight.grad", a.steps // 2
     zoom = f"start={z0}&stop={z0 + 999}"
     urls = {"catalog": "/api/ranks/0/series",

@@ -142,3 +142,17 @@ def test_nan_is_null_not_a_string(live: LiveServer) -> None:
     """A bucket with no known value is JSON null (loss_scale above); every number sent is finite."""
     c = _ok(live, "api/ranks/0/series/curve?tensor=fc2.bias.update&stat=std")
     assert all(v is None or (isinstance(v, float) and math.isfinite(v)) for v in c["max"] + c["min"])
+
+
+def test_the_nearest_deep_capture(run: trendsrun.Run, tmp_path: Any) -> None:
+    """The recorded iteration nearest a step, from either side, with the graph that holds it."""
+    from debugger import open_dump
+    from debugger.formats.tdbg_h5.writer import DumpWriter
+    from debugger.seriesviews import nearest_deep
+
+    rank = open_dump(run.root).rank(0)
+    assert nearest_deep(rank, trendsrun.PLANT) == {"iteration": trendsrun.DEEP, "graph": 0, "distance": trendsrun.PLANT - trendsrun.DEEP}
+    assert nearest_deep(rank, 0) == {"iteration": trendsrun.DEEP, "graph": 0, "distance": trendsrun.DEEP}
+    assert nearest_deep(rank, trendsrun.DEEP)["distance"] == 0
+    DumpWriter(str(tmp_path / "empty"), 0, "statistics", framework="PyTorch").close()
+    assert nearest_deep(open_dump(str(tmp_path / "empty")).rank(0), 5) is None

@@ -122,3 +122,10 @@ def test_a_spike_lists_its_causes_and_opens_the_deep_capture(page: Any, live: Li
     link.click()
     page.wait_for_function("location.hash.startsWith('#/graph') && location.hash.includes('it=78') && location.hash.includes('node=fc1.weight')")
     page.wait_for_function("document.getElementById('it-value').textContent === '78'")
+
+
+def test_a_dump_without_a_series_says_so(page: Any, live_sample: LiveServer) -> None:
+    page.goto(live_sample.url + "#/trends?dump=single")
+    note = page.wait_for_selector(".trends-none")
+    assert "rank 0 records no per-step series" in note.inner_text()
+    assert page.locator("#tabs a.active").inner_text() == "Trends"

@@ -1,7 +1,7 @@
 // The trends view's drawings: a decimated curve (min/max band and mean line, spikes marked, drag or
 // wheel to zoom) and a tensors x steps heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
-import { bandPath, bandRuns, colorOf, dragRange, extent, heatCell, scale } from './state.js';
+import { bandPath, bandRuns, colorOf, dragRange, extent, heatCell, scale, spikeNear } from './state.js';
 
 const PAD = { l: 60, r: 14, t: 10, b: 24 };
 
@@ -39,7 +39,9 @@ export function curveChart(c, { width = 900, height = 200, log = false, spikes =
   el.append(s('path', { class: 'curve-band', d: bandPath(runs, X, Y, Math.max(1, W / (x1 - x0))) }));
   el.append(s('path', { class: 'curve-mean', d: meanPath(c.x, c.mean.map(tr), X, Y) }));
   for (const sp of spikes) el.append(spikeMark(sp, X(sp.step), PAD.t, H, sp === selected, onSpike));
-  if (onZoom) dragZoom(el, X, PAD.t, H, width, onZoom);
+  // a click (no drag) near a spike picks it: markers are thin
+  const near = (step) => { const sp = spikeNear(spikes, step, (x1 - x0) / 100); if (sp && onSpike) onSpike(sp); };
+  if (onZoom) dragZoom(el, X, PAD.t, H, width, onZoom, near);
   if (onWheel) {
     el.addEventListener('wheel', (ev) => {
       ev.preventDefault();
@@ -79,7 +81,7 @@ function svgX(el, ev, width) {
 }
 
 // Drag across the plot to zoom to the steps under the drag; the selection shows while dragging.
-function dragZoom(el, X, top, H, width, onZoom) {
+function dragZoom(el, X, top, H, width, onZoom, onClick) {
   let from = null;
   const sel = s('rect', { class: 'zoom-sel', x: 0, y: top, width: 0, height: H, visibility: 'hidden' });
   el.append(sel);
@@ -91,10 +93,11 @@ function dragZoom(el, X, top, H, width, onZoom) {
   });
   const end = (ev) => {
     if (from === null) return;
-    const r = dragRange(from, svgX(el, ev, width), X.invert);
+    const x = svgX(el, ev, width);
+    const r = dragRange(from, x, X.invert);
     from = null;
     sel.setAttribute('visibility', 'hidden');
-    if (r) onZoom(r);
+    if (r) onZoom(r); else onClick(X.invert(x));
   };
   el.addEventListener('mouseup', end);
   el.addEventListener('mouseleave', () => { from = null; sel.setAttribute('visibility', 'hidden'); });

@@ -40,8 +40,16 @@ def series_of(rank: Rank) -> SeriesSource:
 def layer_of(t: SeriesTensor) -> str:
     """The module a series tensor belongs to: its parameter's module path (``fc1`` for ``fc1.weight``,
     its gradient, update and optimizer state), else its own name less the last part."""
-    base = t.param or t.name
+    base = t.param or _param_guess(t)
     return base.rsplit(".", 1)[0] if "." in base else "(model)"
+
+
+def _param_guess(t: SeriesTensor) -> str:
+    """The parameter a series tensor's name says, when the series does not ("fc1.weight.grad": fc1.weight)."""
+    for suffix in (".grad", ".update"):
+        if t.name.endswith(suffix):
+            return t.name[:-len(suffix)]
+    return t.name
 
 
 def catalog(rank: Rank) -> dict[str, Any]:

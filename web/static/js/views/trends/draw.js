@@ -3,7 +3,7 @@
 import { h, s, fmt } from '../../dom.js';
 import { bandPath, bandRuns, colorOf, dragRange, extent, heatCell, scale, spikeNear } from './state.js';
 
-const PAD = { l: 60, r: 14, t: 10, b: 24 };
+const PAD = { l: 60, r: 30, t: 10, b: 24 };
 
 function axes(el, X, Y, x0, x1, y0, y1, W, H, log) {
   for (let k = 0; k <= 4; k++) {
@@ -121,8 +121,10 @@ export function heatCanvas(heat, { width = 900, onRow = null } = {}) {
   c2d.strokeStyle = '#ffffff';
   for (const g of heat.groups.slice(1)) { c2d.beginPath(); c2d.moveTo(0, g.start * rh); c2d.lineTo(width, g.start * rh); c2d.stroke(); }
   const names = h('div', { class: 'trends-heat-rows small mono', style: { height: `${H}px` } },
-    heat.rows.map((r, i) => h('div', { class: 'trends-heat-row', title: `${r.name} (${r.role}, layer ${r.layer})`,
-      style: { top: `${i * rh}px`, height: `${rh}px`, lineHeight: `${rh}px` } }, rh >= 9 ? r.name : '')));
+    rh >= 9 ? heat.rows.map((r, i) => h('div', { class: 'trends-heat-row', title: `${r.name} (${r.role}, layer ${r.layer})`,
+      style: { top: `${i * rh}px`, height: `${rh}px`, lineHeight: `${rh}px` } }, r.name))
+      : heat.groups.map((g) => h('div', { class: 'trends-heat-row trends-heat-group', title: `layer ${g.name}: ${g.count} tensors`,
+        style: { top: `${g.start * rh}px`, height: `${Math.max(10, g.count * rh)}px`, lineHeight: '10px' } }, g.count * rh >= 10 ? g.name : '')));
   const tip = h('div', { class: 'heat-tip small mono' }, 'hover a cell; click a row for its curve');
   canvas.addEventListener('mousemove', (ev) => {
     const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);

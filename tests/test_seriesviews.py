@@ -1,0 +1,56 @@
+"""debugger.seriesviews' arithmetic on plain arrays: buckets split the step range evenly by step (gaps stay
+gaps), each bucket's min, max and mean ignore unknown values, and a tensor's layer comes from its parameter."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from debugger.errors import InvalidQueryError
+from debugger.formats.records import SeriesTensor
+from debugger.seriesviews import bucket_edges, check_range, decimate, layer_of
+
+
+def test_buckets_split_steps_evenly_and_skip_gaps() -> None:
+    steps = np.array([0, 1, 2, 3, 10, 11, 12, 13, 14, 15])     # a run resumed at step 10
+    starts, first = bucket_edges(steps, 4)                      # width 4: [0,4) [4,8) [8,12) [12,16)
+    assert starts.tolist() == [0, 4, 6] and first.tolist() == [0, 10, 12]    # [4,8) holds no step
+    starts, first = bucket_edges(steps, 50)
+    assert first.tolist() == steps.tolist()
+
+
+def test_decimate_keeps_a_lone_spike_and_ignores_nan() -> None:
+    rng = np.random.default_rng(1)
+    steps = np.arange(1000)
+    values = rng.random(1000)
+    values[437] = 100.0
+    values[500:520] = np.nan
+    d = decimate(steps, values, None, None, 10)
+    assert d["x"] == list(range(0, 1000, 100)) and not d["exact"]
+    blocks = values.reshape(10, 100)
+    assert d["max"] == pytest.approx(np.nanmax(blocks, axis=1).tolist())
+    assert d["min"] == pytest.approx(np.nanmin(blocks, axis=1).tolist())
+    assert d["mean"] == pytest.approx(np.nanmean(blocks, axis=1).tolist())
+    assert d["max"][4] == 100.0
+    z = decimate(steps, values, 505, 510, 10)
+    assert z["exact"] and z["x"] == list(range(505, 511)) and z["max"] == [None] * 6
+    assert all(v is None or math.isfinite(v) for v in d["max"])
+
+
+def test_a_range_that_ends_before_it_starts_is_refused() -> None:
+    check_range(3, 3)
+    with pytest.raises(InvalidQueryError, match="start after stop"):
+        check_range(4, 3)
+
+
+@pytest.mark.parametrize("tensor, layer", [
+    (SeriesTensor("fc1.weight", "weight", "fc1.weight"), "fc1"),
+    (SeriesTensor("exp_avg_sq.layers.0.attn.weight", "optimizer_state", "layers.0.attn.weight"), "layers.0.attn"),
+    (SeriesTensor("fc1.weight.grad", "gradient", None), "fc1"),
+    (SeriesTensor("fc1.weight.update", "update", None), "fc1"),
+    (SeriesTensor("bias", "weight", "bias"), "(model)"),
+    (SeriesTensor("loss", "loss", None), "(model)"),
+])
+def test_the_layer_of_a_series_tensor(tensor: SeriesTensor, layer: str) -> None:
+    assert layer_of(tensor) == layer

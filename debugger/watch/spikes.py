@@ -1,0 +1,223 @@
+"""Loss spikes of a long run and the tensors that moved first: ``tdbg spikes``.
+
+A spike is a step whose loss lies far above its own recent past: a robust z-score of the loss against the
+median and MAD of the ``window`` steps before it. For each spike, every series tensor's statistics (and
+the learning rate, loss scale and gradient norm) are scored the same way against their own trailing
+window, over the ``window`` steps up to the spike. A cause is a tensor whose statistic departed
+(|z| above the threshold); causes are ranked by how early they departed, then by how much: a planted
+cause departs at the step it happened, its downstream effects one step or more later.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..formats.base import SeriesSource
+    from ..model.rank import Rank
+
+# Statistics scored for causes: norms and extremes move when a layer goes wrong; counts do not.
+CAUSE_STATS = ("l2norm", "max", "min", "abs_mean", "std")
+SCALAR_CAUSES = ("lr", "loss_scale", "grad_norm")
+MAD_TO_SIGMA = 1.4826
+# A flat series (a constant learning rate) has MAD 0: its scale floor is this share of its level, so a
+# change of the level by 1% scores 10.
+REL_FLOOR = 1e-3
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One tensor statistic that departed from its own recent behaviour before a spike."""
+
+    tensor: str
+    role: str
+    param: str | None
+    stat: str
+    first_step: int           # first step in the lookback whose |z| passed the threshold
+    lead: int                 # spike step - first_step
+    score: float              # |z| at first_step
+    layer: str | None         # the parameter's module path
+    source: str | None        # "file.py:LINE" of the layer's code, from a deep capture's graph
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (keys: the field names)."""
+        return {k: _json_number(v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Spike:
+    """One loss spike: its step, the loss, the loss expected from the window before, and ranked causes."""
+
+    step: int
+    loss: float
+    baseline: float
+    z: float
+    deep_step: int | None     # the deep capture (dump iteration) nearest the spike
+    causes: list[Cause] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (keys: the field names)."""
+        return {"step": self.step, "loss": _json_number(self.loss), "baseline": _json_number(self.baseline),
+                "z": _json_number(self.z), "deep_step": self.deep_step,
+                "causes": [c.as_dict() for c in self.causes]}
+
+
+def _json_number(v: Any) -> Any:
+    """Floats JSON can hold: non-finite ones as strings ("nan", "inf")."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+def trailing_z(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(z, median) of each column of ``values`` (... x steps) against the ``window`` columns before it
+    (NaN for the first ``window`` steps); robust: median and MAD, NaN values ignored."""
+    v = np.asarray(values, dtype=np.float64)
+    n = v.shape[-1]
+    z = np.full(v.shape, np.nan)
+    med = np.full(v.shape, np.nan)
+    if n <= window:
+        return z, med
+    windows = np.lib.stride_tricks.sliding_window_view(v, window, axis=-1)[..., :-1, :]  # before step t
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # all-NaN windows give NaN
+            m = np.nanmedian(windows, axis=-1)
+            mad = np.nanmedian(np.abs(windows - m[..., None]), axis=-1)
+        scale = np.maximum(MAD_TO_SIGMA * mad, REL_FLOOR * np.abs(m))
+        scale = np.where(scale > 0, scale, np.finfo(np.float64).tiny)
+        z[..., window:] = (v[..., window:] - m) / scale
+    med[..., window:] = m
+    return z, med
+
+
+def find_spikes(rank: "Rank", *, window: int = 50, z: float = 6.0, top: int = 10) -> list[Spike]:
+    """The loss spikes of a rank's series, the ``top`` biggest, each with its ranked causes (earliest
+    departure first, then the bigger z). Raises ValueError when the rank has no series or no loss."""
+    series = rank.series
+    if series is None:
+        raise ValueError("this rank has no per-step series")
+    steps, loss = _loss(series)
+    if not np.isfinite(loss).any():
+        raise ValueError("the series records no loss")
+    zs, med = trailing_z(loss, window)
+    above = (zs > z) | (~np.isfinite(loss) & (np.arange(len(loss)) >= 1))
+    starts = _episode_starts(above, window)
+    found = sorted(starts, key=lambda i: -_rank_z(zs[i]))[:max(0, top)]
+    deep = _deep_steps(rank)
+    spikes = []
+    for i in sorted(found):
+        causes = rank_causes(rank, series, int(steps[i]), window=window, z=z)
+        spikes.append(Spike(step=int(steps[i]), loss=float(loss[i]), baseline=float(med[i]), z=float(zs[i]),
+                            deep_step=_nearest(deep, int(steps[i])), causes=causes))
+    return spikes
+
+
+def _rank_z(v: float) -> float:
+    """A spike's size for ordering: a non-finite loss is the biggest."""
+    return math.inf if not math.isfinite(v) else v
+
+
+def _episode_starts(above: np.ndarray, gap: int) -> list[int]:
+    """Indices where a run of spike steps starts: one spike per episode (steps within ``gap`` of the
+    previous spike step belong to it, as the loss settles back)."""
+    starts, last = [], -10 ** 12
+    for i in np.flatnonzero(above):
+        if i - last > gap:
+            starts.append(int(i))
+        last = int(i)
+    return starts
+
+
+def _loss(series: "SeriesSource") -> tuple[np.ndarray, np.ndarray]:
+    """(steps, loss): the loss scalar, else the mean of a tensor with role "loss"."""
+    steps, loss = series.scalar("loss")
+    if np.isfinite(loss).any():
+        return steps, loss
+    for t in series.catalog():
+        if t.role == "loss":
+            return series.curve(t.name, "mean")
+    return steps, loss
+
+
+def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int = 50,
+                z: float = 6.0, lookback: int | None = None) -> list[Cause]:
+    """Every tensor statistic of ``series`` that departed in [step - lookback, step], earliest first
+    (then the bigger |z|); one cause per tensor (its earliest, biggest statistic)."""
+    steps = series.steps()
+    end = int(np.searchsorted(steps, step, side="right"))
+    look = window if lookback is None else lookback
+    lo = max(0, end - 1 - look - window)
+    best: dict[str, tuple[int, float, str]] = {}
+    names = series.tensors()
+    for stat in CAUSE_STATS:
+        _, values = series.matrix(stat)
+        _departures(values[:, lo:end], window, z, steps[lo:end], step - look, names, stat, best)
+    for name in SCALAR_CAUSES:
+        _, values = series.scalar(name)
+        _departures(values[None, lo:end], window, z, steps[lo:end], step - look, [name], "value", best)
+    catalog = {t.name: t for t in series.catalog()}
+    sources = _layer_sources(rank)
+    causes = []
+    for name, (first, score, stat) in best.items():
+        entry = catalog.get(name)
+        param = (entry.param or None) if entry is not None else None
+        layer = param.rsplit(".", 1)[0] if param and "." in param else param
+        causes.append(Cause(tensor=name, role=entry.role if entry is not None else "scalar", param=param,
+                            stat=stat, first_step=first, lead=step - first, score=score, layer=layer,
+                            source=sources.get(layer) if layer else None))
+    causes.sort(key=lambda c: (c.first_step, -c.score, c.tensor))
+    return causes
+
+
+def _departures(values: np.ndarray, window: int, threshold: float, steps: np.ndarray, since: int,
+                names: list[str], stat: str, best: dict[str, tuple[int, float, str]]) -> None:
+    """Record into ``best`` each row's first departure at or after step ``since`` if it beats the one
+    known (earlier, or as early and bigger)."""
+    if values.shape[-1] <= window:
+        return
+    zs, _ = trailing_z(values, window)
+    zs = np.abs(zs)
+    zs[:, steps < since] = np.nan
+    with np.errstate(invalid="ignore"):
+        hit = zs > threshold
+    for row in np.flatnonzero(hit.any(axis=1)):
+        j = int(np.argmax(hit[row]))
+        cand = (int(steps[j]), float(zs[row, j]), stat)
+        known = best.get(names[row])
+        if known is None or (cand[0], -cand[1]) < (known[0], -known[1]):
+            best[names[row]] = cand
+
+
+def _deep_steps(rank: "Rank") -> list[int]:
+    """The rank's deep captures (dump iterations); none when the rank holds only a series."""
+    try:
+        return rank.iterations()
+    except Exception:   # noqa: BLE001 - a series-only rank may have no graphs to ask
+        return []
+
+
+def _nearest(steps: list[int], step: int) -> int | None:
+    """The step of ``steps`` nearest ``step`` (the earlier on a tie); None when there is none."""
+    return min(steps, key=lambda s: (abs(s - step), s)) if steps else None
+
+
+def _layer_sources(rank: "Rank") -> dict[str, str]:
+    """Layer module path -> "file.py:LINE" of the user's code that runs it, from a deep capture's graphs."""
+    out: dict[str, str] = {}
+    try:
+        graphs = rank.graphs
+    except Exception:   # noqa: BLE001 - no graphs: no code lines
+        return out
+    for g in graphs.values():
+        for node in g.nodes():
+            if not node.module or node.module in out or node.is_parameter:
+                continue
+            frames = node.stack_user_first
+            if frames and not frames[0].is_framework:
+                out[node.module] = f"{frames[0].file}:{frames[0].line}"
+    return out

@@ -236,9 +236,13 @@ def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top
         from .watch.spikes import find_spikes
     except ImportError:      # the spike finder is another piece of the series work
         return {"available": False, "spikes": [], "message": "this tdbg finds no loss spikes yet"}
+    try:
+        found = find_spikes(rank, **opts)
+    except ValueError as exc:        # a series without a loss: nothing to find spikes in, said as such
+        return {"available": False, "spikes": [], "message": str(exc)}
     out = []
-    for sp in find_spikes(rank, **opts):
+    for sp in found:
         d = sp.as_dict()
-        d["deep"] = nearest_deep(rank, d["deep_step"] if d.get("deep_step") is not None else d["step"])
+        d["deep"] = nearest_deep(rank, d["step"])
         out.append(d)
     return {"available": True, "spikes": out}

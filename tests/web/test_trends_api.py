@@ -1,5 +1,5 @@
 """The trends view's API over real HTTP, on a series written by a real training loop (tests/web/trendsrun.py:
-an MLP whose fc1 weight is scaled 25x at step 80): curves decimated to min/max buckets keep the planted
+an MLP whose fc1 weight is scaled 25x at step 120): curves decimated to min/max buckets keep the planted
 spike's max at any zoom, the heatmap's cells are numpy's max/mean of the steps they cover, and bad
 arguments are 400s that say what is wrong."""
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_the_catalog_names_every_tensor_with_its_layer(live: LiveServer, run: tr
 
 def test_a_decimated_curve_keeps_the_planted_spike_at_every_zoom(live: LiveServer, run: trendsrun.Run) -> None:
     """fc2.weight's gradient norm peaks at the step fc1's weight was scaled (fc1's saturated tanh outputs
-    feed it): with 7 buckets over 120 steps the bucket holding that step shows the step's own value as its
+    feed it): with 7 buckets over the run the bucket holding that step shows the step's own value as its
     max, and a zoom is exact."""
     k = run.names.index("fc2.weight.grad")
     truth = run.truth[k, :, STAT["l2norm"]]
@@ -69,25 +69,28 @@ def test_a_decimated_curve_keeps_the_planted_spike_at_every_zoom(live: LiveServe
         assert c["mean"][b] == pytest.approx(part.mean(), rel=1e-5)
     assert max(c["max"]) == pytest.approx(truth.max(), rel=1e-6)
     assert int(np.argmax(truth)) == trendsrun.PLANT                 # the spike is the planted step's
-    zoom = _ok(live, "api/ranks/0/series/curve?tensor=fc2.weight.grad&stat=l2norm&start=70&stop=90&points=800")
-    assert zoom["exact"] and zoom["x"] == list(range(70, 91)) and zoom["max"] == pytest.approx(truth[70:91].tolist(), rel=1e-6)
+    a, b = trendsrun.PLANT - 10, trendsrun.PLANT + 10
+    zoom = _ok(live, f"api/ranks/0/series/curve?tensor=fc2.weight.grad&stat=l2norm&start={a}&stop={b}&points=800")
+    assert zoom["exact"] and zoom["x"] == list(range(a, b + 1)) and zoom["max"] == pytest.approx(truth[a:b + 1].tolist(), rel=1e-6)
 
 
 def test_the_heatmap_is_numpys_max_or_mean_per_bucket(live: LiveServer, run: trendsrun.Run) -> None:
-    hm = _ok(live, "api/ranks/0/series/heatmap?stat=l2norm&role=gradient&columns=6&agg=max")
+    cols = trendsrun.STEPS // 20
+    hm = _ok(live, f"api/ranks/0/series/heatmap?stat=l2norm&role=gradient&columns={cols}&agg=max")
     rows = [r["name"] for r in hm["rows"]]
     assert rows == ["fc1.weight.grad", "fc1.bias.grad", "fc2.weight.grad", "fc2.bias.grad"]
     assert hm["groups"] == [{"name": "fc1", "start": 0, "count": 2}, {"name": "fc2", "start": 2, "count": 2}]
-    assert hm["x"] == [0, 20, 40, 60, 80, 100] and np.asarray(hm["values"]).shape == (4, 6)
-    truth = np.stack([run.truth[run.names.index(n), :, STAT["l2norm"]] for n in rows]).reshape(4, 6, 20)
+    assert hm["x"] == list(range(0, trendsrun.STEPS, 20)) and np.asarray(hm["values"]).shape == (4, cols)
+    truth = np.stack([run.truth[run.names.index(n), :, STAT["l2norm"]] for n in rows]).reshape(4, cols, 20)
     assert np.allclose(hm["values"], truth.max(axis=2), rtol=1e-6)
     assert hm["lo"] == pytest.approx(truth.max(axis=2).min(), rel=1e-6)
-    mean = _ok(live, "api/ranks/0/series/heatmap?stat=l2norm&role=gradient&columns=6&agg=mean&log=1")
+    mean = _ok(live, f"api/ranks/0/series/heatmap?stat=l2norm&role=gradient&columns={cols}&agg=mean&log=1")
     assert np.allclose(mean["values"], np.log10(truth.mean(axis=2)), rtol=1e-5)
-    zoom = _ok(live, "api/ranks/0/series/heatmap?stat=max&role=weight&start=75&stop=84&columns=100")
-    assert zoom["x"] == list(range(75, 85)) and zoom["start"] == 75 and zoom["stop"] == 84
+    a, b = trendsrun.PLANT - 5, trendsrun.PLANT + 4
+    zoom = _ok(live, f"api/ranks/0/series/heatmap?stat=max&role=weight&start={a}&stop={b}&columns=100")
+    assert zoom["x"] == list(range(a, b + 1)) and zoom["start"] == a and zoom["stop"] == b
     k = run.names.index("fc1.weight")
-    assert zoom["values"][0] == pytest.approx(run.truth[k, 75:85, STAT["max"]].tolist(), rel=1e-6)
+    assert zoom["values"][0] == pytest.approx(run.truth[k, a:b + 1, STAT["max"]].tolist(), rel=1e-6)
 
 
 def test_the_loss_and_the_other_scalars(live: LiveServer, run: trendsrun.Run) -> None:
@@ -99,12 +102,12 @@ def test_the_loss_and_the_other_scalars(live: LiveServer, run: trendsrun.Run) ->
 
 def test_spikes_come_with_the_nearest_deep_capture(live: LiveServer) -> None:
     sp = _ok(live, "api/ranks/0/series/spikes")
-    if not sp["available"]:
-        pytest.skip(sp["message"])
+    assert sp["available"], sp
+    assert [s["step"] for s in sp["spikes"]] == [trendsrun.PLANT]
     first = sp["spikes"][0]
-    assert first["step"] == trendsrun.PLANT
     assert first["deep"] == {"iteration": trendsrun.DEEP, "graph": 0, "distance": trendsrun.PLANT - trendsrun.DEEP}
-    assert first["causes"] and first["causes"][0]["tensor"].startswith("fc1.weight")
+    # the ranking is debugger.watch.spikes' (tested there); the view lists it with the planted tensor in it
+    assert "fc1.weight" in [c["tensor"] for c in first["causes"]]
 
 
 @pytest.mark.parametrize("query, words", [
@@ -156,3 +159,16 @@ def test_the_nearest_deep_capture(run: trendsrun.Run, tmp_path: Any) -> None:
     assert nearest_deep(rank, trendsrun.DEEP)["distance"] == 0
     DumpWriter(str(tmp_path / "empty"), 0, "statistics", framework="PyTorch").close()
     assert nearest_deep(open_dump(str(tmp_path / "empty")).rank(0), 5) is None
+
+
+def test_a_series_without_a_loss_has_no_spikes_and_says_why(make_app: Any, tmp_path: Any) -> None:
+    from debugger.formats.tdbg_h5.series import SeriesWriter
+    from debugger.formats.tdbg_h5.writer import DumpWriter
+
+    root = str(tmp_path / "noloss")
+    DumpWriter(root, 0, "statistics", framework="PyTorch").close()
+    with SeriesWriter(f"{root}/rank_0", ["w"], roles=["weight"], params=["w"]) as sw:
+        for step in range(5):
+            sw.add(step, np.full((1, len(trendsrun.STAT_NAMES)), float(step)))
+    body = make_app(root).test_client().get("/api/ranks/0/series/spikes").get_json()
+    assert body == {"available": False, "spikes": [], "message": "the series records no loss"}

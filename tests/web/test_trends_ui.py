@@ -1,5 +1,5 @@
 """Chromium drives the trends view on a real training run (tests/web/trendsrun.py: fc1's weight scaled 25x at
-step 80, the one deep capture at iteration 78): the heatmap and a curve are drawn, a drag and the wheel
+step 120, the one deep capture at iteration 118): the heatmap and a curve are drawn, a drag and the wheel
 zoom one shared step range that every chart re-asks the server for, a heatmap row opens its curve, and a
 click on the loss spike lists its ranked causes with a link that opens the deep capture in the graph view."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ from liveserver import LiveServer
 from tdbg_web import create_app
 
 pytestmark = pytest.mark.browser
+LAST = trendsrun.STEPS - 1
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +78,9 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
     before, drawn = len(asked), _drawn(page)
     _drag(page, ".trends-curve svg", 0.55, 0.8)
     _wait_drawn(page, drawn + 1)
-    page.wait_for_function("!document.querySelector('.trends-range').textContent.includes('steps 0–119')")
+    page.wait_for_function(f"!document.querySelector('.trends-range').textContent.includes('steps 0–{LAST}')")
     lo, hi = _range(page)
-    assert 50 <= lo < hi <= 100, (lo, hi)
+    assert trendsrun.STEPS * 0.4 <= lo < hi <= trendsrun.STEPS * 0.9, (lo, hi)
     page.wait_for_function("document.querySelector('.trends-curve-label').textContent.includes('every step')")
     again = [u for u in asked[before:] if f"start={lo}" in u and f"stop={hi}" in u]
     assert {u.split("/series/")[1].split("?")[0] for u in again} == {"curve", "heatmap", "scalars"}
@@ -93,7 +94,7 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
     lo2, hi2 = _range(page)
     assert lo2 <= lo and hi2 >= hi and hi2 - lo2 > hi - lo
     page.click(".trends-reset")
-    page.wait_for_function("document.querySelector('.trends-range').textContent.includes('steps 0–119')")
+    page.wait_for_function(f"document.querySelector('.trends-range').textContent.includes('steps 0–{LAST}')")
 
 
 def test_refresh_asks_the_server_again(page: Any, live: LiveServer) -> None:
@@ -108,20 +109,23 @@ def test_refresh_asks_the_server_again(page: Any, live: LiveServer) -> None:
 
 def test_a_spike_lists_its_causes_and_opens_the_deep_capture(page: Any, live: LiveServer) -> None:
     _open(page, live)
-    note = page.locator(".trends-loss").inner_text()
-    if "finds no loss spikes yet" in note:
-        pytest.skip("debugger.watch.spikes (lane S) is not in this tree yet")
+    assert "1 loss spike found" in page.locator(".trends-loss").inner_text()
     marker = page.locator(f".trends-loss .spike-marker[data-step='{trendsrun.PLANT}']")
     marker.click()
     page.wait_for_selector(".spike-causes .cause-table .cause-row")
-    first = page.locator(".cause-table .cause-row").first
-    assert first.get_attribute("data-tensor").startswith("fc1.weight")
-    assert "fc1" in first.inner_text() and "steps" in first.inner_text()
+    shown = [r.get_attribute("data-tensor") for r in page.locator(".cause-table .cause-row").all()]
+    causes = page.evaluate("fetch('/api/ranks/0/series/spikes').then((r) => r.json())")["spikes"][0]["causes"]
+    assert shown == [c["tensor"] for c in causes] and "fc1.weight" in shown     # the server's ranking, in order
+    row = page.locator(".cause-table .cause-row[data-tensor='fc1.weight']")
+    assert f"{trendsrun.PLANT}" in row.inner_text() and "fc1" in row.inner_text() and "trendsrun.py:" in row.inner_text()
+    row.click()                                  # its curve below
+    page.wait_for_function("document.querySelector('.trends-curve-label').textContent.startsWith('fc1.weight (')")
     link = page.locator(".spike-causes .deep-link")
     assert f"iteration {trendsrun.DEEP}" in link.inner_text()
     link.click()
-    page.wait_for_function("location.hash.startsWith('#/graph') && location.hash.includes('it=78') && location.hash.includes('node=fc1.weight')")
-    page.wait_for_function("document.getElementById('it-value').textContent === '78'")
+    page.wait_for_function(f"location.hash.startsWith('#/graph') && location.hash.includes('it={trendsrun.DEEP}') && location.hash.includes('node=')")
+    page.wait_for_function(f"document.getElementById('it-value').textContent === '{trendsrun.DEEP}'")
+    page.wait_for_selector(".stat-tile")        # the graph view's inspector shows the cause's node
 
 
 def test_a_dump_without_a_series_says_so(page: Any, live_sample: LiveServer) -> None:

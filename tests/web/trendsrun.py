@@ -15,10 +15,10 @@ from debugger.formats.tdbg_h5.series import SeriesWriter
 from debugger.stats import STAT_NAMES
 from debugger.torch import Recorder
 
-STEPS = 120
-PLANT = 80          # fc1.weight *= SCALE before this step's forward
+STEPS = 160
+PLANT = 120         # fc1.weight *= SCALE before this step's forward
 SCALE = 25.0
-DEEP = 78           # the one iteration recorded in full (the nearest deep capture to the spike)
+DEEP = 118          # the one iteration recorded in full (the nearest deep capture to the spike)
 SEGMENT = 32        # steps per segment: four segments
 
 

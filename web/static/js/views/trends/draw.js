@@ -65,6 +65,7 @@ function meanPath(xs, ys, X, Y) {
 function spikeMark(sp, x, top, H, selected, onSpike) {
   const g = s('g', { class: `spike-marker${selected ? ' sel' : ''}`, 'data-step': sp.step, tabindex: 0, role: 'button',
     'aria-label': `loss spike at step ${sp.step}` });
+  g.append(s('rect', { x: x - 5, y: top, width: 10, height: H, class: 'spike-hit', fill: '#000', 'fill-opacity': 0 }));   // a thin line is hard to hit
   g.append(s('line', { x1: x, x2: x, y1: top, y2: top + H, class: 'spike-line' }));
   g.append(s('path', { d: `M${x - 6},${top}L${x + 6},${top}L${x},${top + 9}Z`, class: 'spike-head' }));
   g.append(s('title', {}, `loss spike at step ${sp.step}: ${fmt(sp.loss)} (baseline ${fmt(sp.baseline)}, z ${fmt(sp.z, 3)})\nclick: its causes`));

@@ -188,7 +188,7 @@ function tick(label, cur, on) {
 // A link into the graph view at the spike's nearest deep capture (the cause's tensor selected).
 function graphLink(sp, cause, text, cls) {
   const t = deepTarget(sp, cause, state.rank);
-  if (!t) return null;
+  if (!t || (cause && !cause.param)) return null;      // a scalar (lr, grad_norm) is no graph node
   return h('a', { class: cls, href: hashOf({ ...state, ...t }), onclick: (e) => { e.preventDefault(); e.stopPropagation(); set(t); } }, text);
 }
 

@@ -244,5 +244,19 @@ def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top
     for sp in found:
         d = sp.as_dict()
         d["deep"] = nearest_deep(rank, d["step"])
+        for c in d["causes"]:
+            c["node"] = _node_in(rank, d["deep"], c)
         out.append(d)
     return {"available": True, "spikes": out}
+
+
+def _node_in(rank: Rank, deep: dict[str, Any] | None, cause: dict[str, Any]) -> str | None:
+    """The node of the deep capture's graph a cause links to: its tensor, else its parameter (an update,
+    an optimizer state the graph names otherwise); None when the graph has neither."""
+    if deep is None:
+        return None
+    graph = rank.graph(deep["graph"])
+    for name in (cause.get("tensor"), cause.get("param")):
+        if name and name in graph:
+            return name
+    return None

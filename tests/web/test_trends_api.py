@@ -107,7 +107,10 @@ def test_spikes_come_with_the_nearest_deep_capture(live: LiveServer) -> None:
     first = sp["spikes"][0]
     assert first["deep"] == {"iteration": trendsrun.DEEP, "graph": 0, "distance": trendsrun.PLANT - trendsrun.DEEP}
     # the ranking is debugger.watch.spikes' (tested there); the view lists it with the planted tensor in it
-    assert "fc1.weight" in [c["tensor"] for c in first["causes"]]
+    nodes = {c["tensor"]: c["node"] for c in first["causes"]}
+    assert nodes["fc1.weight"] == "fc1.weight"            # each cause names the deep capture's node it opens
+    assert all(n in (t, t.removesuffix(".update"), None) for t, n in nodes.items())
+    assert all(n is None for t, n in nodes.items() if t in ("lr", "grad_norm", "loss_scale"))     # scalars: no node
 
 
 @pytest.mark.parametrize("query, words", [

@@ -66,7 +66,7 @@ test('the nearest spike within a tolerance, and the graph view state of its deep
   const spikes = [{ step: 10 }, { step: 50, deep: { iteration: 48, graph: 1, distance: 2 } }];
   assert.equal(spikeNear(spikes, 47, 5), spikes[1]);
   assert.equal(spikeNear(spikes, 30, 5), null);
-  assert.deepEqual(deepTarget(spikes[1], { tensor: 'fc1.weight.grad' }, 3),
+  assert.deepEqual(deepTarget(spikes[1], { tensor: 'fc1.weight.grad', node: 'fc1.weight.grad' }, 3),
     { view: 'graph', rank: 3, graph: 1, iteration: 48, node: 'fc1.weight.grad', io: 'output', slot: 0, scope: '' });
   assert.equal(deepTarget(spikes[0], null, 0), null);
 });

@@ -188,14 +188,14 @@ function tick(label, cur, on) {
 // A link into the graph view at the spike's nearest deep capture (the cause's tensor selected).
 function graphLink(sp, cause, text, cls) {
   const t = deepTarget(sp, cause, state.rank);
-  if (!t || (cause && !cause.param)) return null;      // a scalar (lr, grad_norm) is no graph node
+  if (!t || (cause && !cause.node)) return null;      // a scalar (lr, grad_norm) is no graph node
   return h('a', { class: cls, href: hashOf({ ...state, ...t }), onclick: (e) => { e.preventDefault(); e.stopPropagation(); set(t); } }, text);
 }
 
 function deepLink(sp) {
   if (!sp.deep) return h('span', { class: 'muted small' }, 'no deep capture in this rank');
   const d = sp.deep.distance;
-  return graphLink(sp, sp.causes[0], `Open the deep capture: iteration ${sp.deep.iteration}${d ? ` (${d} step${d === 1 ? '' : 's'} from the spike)` : ''} in the graph view`, 'deep-link');
+  return graphLink(sp, sp.causes.find((c) => c.node) || null, `Open the deep capture: iteration ${sp.deep.iteration}${d ? ` (${d} step${d === 1 ? '' : 's'} from the spike)` : ''} in the graph view`, 'deep-link');
 }
 
 // The roles the series has, in the library's order.

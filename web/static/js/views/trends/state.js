@@ -116,7 +116,7 @@ export function spikeNear(spikes, step, tolerance) {
 /** The graph view's state that opens a cause's tensor at the spike's nearest deep capture (null: none). */
 export function deepTarget(spike, cause, rank) {
   if (!spike || !spike.deep) return null;
-  return { view: 'graph', rank, graph: spike.deep.graph, iteration: spike.deep.iteration, node: cause ? cause.tensor : null,
+  return { view: 'graph', rank, graph: spike.deep.graph, iteration: spike.deep.iteration, node: cause ? cause.node ?? null : null,
     io: 'output', slot: 0, scope: '' };
 }
 

@@ -34,15 +34,15 @@ def ensure(root: str, steps: int, tensors: int) -> None:
 
 
 def timed(client, url: str, repeat: int) -> dict:
-    best, size = None, 0
+    """The first answer's time (nothing of it kept yet) and the best of ``repeat``, in ms, and its size."""
+    times, size = [], 0
     for _ in range(repeat):
         t = time.perf_counter()
         r = client.get(url)
-        dt = time.perf_counter() - t
+        times.append(time.perf_counter() - t)
         assert r.status_code == 200, r.get_json()
         size = len(r.data)
-        best = dt if best is None else min(best, dt)
-    return {"ms": round(best * 1e3, 1), "bytes": size}
+    return {"first_ms": round(times[0] * 1e3, 1), "ms": round(min(times) * 1e3, 1), "bytes": size}
 
 
 def main() -> None:
@@ -66,7 +66,7 @@ def main() -> None:
             "heatmap_zoom": f"/api/ranks/0/series/heatmap?stat=l2norm&role=all&columns=300&{zoom}"}
     out = {"steps": a.steps, "tensors": a.tensors, **{k: timed(client, u, a.repeat) for k, u in urls.items()}}
     print(json.dumps(out, indent=1))
-    print(f"one curve over {a.steps:,} steps: {out['curve_all']['ms']:.0f} ms (goal < 100 ms)")
+    print(f"one curve over {a.steps:,} steps: first {out['curve_all']['first_ms']:.0f} ms, best {out['curve_all']['ms']:.0f} ms (goal < 100 ms)")
 
 
 if __name__ == "__main__":

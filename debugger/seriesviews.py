@@ -13,6 +13,7 @@ steps when the series has gaps (a resumed run). JSON-ready: NaN becomes None.
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from .errors import InvalidQueryError, QueryError
 from .formats.base import SeriesSource
 from .formats.records import SERIES_ROLES, SeriesTensor
 from .model import Rank
-from .stats import STAT_NAMES
+from .stats import COUNT_NAMES, STAT_NAMES
 
 SCALAR_NAMES = ("loss", "lr", "grad_norm", "loss_scale")
 AGGREGATES = ("max", "mean", "min")
@@ -171,6 +172,26 @@ def _rows(s: SeriesSource, role: str) -> list[tuple[int, SeriesTensor, str]]:
     return sorted(picked, key=lambda x: (order[x[2]], x[0]))
 
 
+_last_matrix: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
+_matrix_lock = threading.Lock()
+
+
+def _matrix(s: SeriesSource, stat: str) -> tuple[np.ndarray, np.ndarray]:
+    """``s.matrix(stat)``, the last one kept (float32, as stored): a zoom or another aggregate of the same
+    statistic reads no segment again (0.5 s for 100,000 steps x 200 tensors). Keyed by the series'
+    fingerprint, so a series that grew is read again."""
+    key = (id(s), s.fingerprint(), stat)
+    with _matrix_lock:
+        got = _last_matrix.get(key)
+    if got is None:
+        steps, m = s.matrix(stat)
+        got = (steps, m if stat in COUNT_NAMES else m.astype(np.float32))   # values are stored as float32
+        with _matrix_lock:
+            _last_matrix.clear()
+            _last_matrix[key] = got
+    return got
+
+
 def heatmap(rank: Rank, stat: str, *, role: str = "weight", start: int | None = None, stop: int | None = None,
             columns: int | None = None, agg: str = "max", log: bool = False) -> dict[str, Any]:
     """A statistic of every tensor of ``role`` (rows, grouped by layer) x at most ``columns`` step buckets
@@ -183,10 +204,10 @@ def heatmap(rank: Rank, stat: str, *, role: str = "weight", start: int | None = 
         raise InvalidQueryError(f"bad agg {agg!r}: expected one of {', '.join(AGGREGATES)}")
     columns = _count("columns", columns, 200, MAX_COLUMNS)
     rows = _rows(s, role)
-    steps, m = s.matrix(stat)
+    steps, m = _matrix(s, stat)
     w = _window(steps, start, stop)
     starts, first = bucket_edges(steps[w], columns)
-    vals = _reduce(m[[i for i, _, _ in rows]][:, w], starts, agg) if rows else np.zeros((0, len(starts)))
+    vals = _reduce(m[[i for i, _, _ in rows]][:, w].astype(np.float64), starts, agg) if rows else np.zeros((0, len(starts)))
     if log:
         with np.errstate(divide="ignore", invalid="ignore"):
             vals = np.log10(np.abs(vals))

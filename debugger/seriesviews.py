@@ -172,24 +172,24 @@ def _rows(s: SeriesSource, role: str) -> list[tuple[int, SeriesTensor, str]]:
     return sorted(picked, key=lambda x: (order[x[2]], x[0]))
 
 
-_last_matrix: dict[tuple[int, str, str], tuple[np.ndarray, np.ndarray]] = {}
+_last_matrix: list[Any] = []          # [(series, its fingerprint, stat, steps, values)]: the last one read
 _matrix_lock = threading.Lock()
 
 
 def _matrix(s: SeriesSource, stat: str) -> tuple[np.ndarray, np.ndarray]:
-    """``s.matrix(stat)``, the last one kept (float32, as stored): a zoom or another aggregate of the same
-    statistic reads no segment again (0.5 s for 100,000 steps x 200 tensors). Keyed by the series'
-    fingerprint, so a series that grew is read again."""
-    key = (id(s), s.fingerprint(), stat)
+    """``s.matrix(stat)``, the last one kept (values as float32, as stored): a zoom or another aggregate of
+    the same statistic reads no segment again (0.5 s for 100,000 steps x 200 tensors). The series object
+    itself is kept with it (its id cannot be reused meanwhile) and its fingerprint, so a series that grew
+    is read again."""
+    fp = s.fingerprint()
     with _matrix_lock:
-        got = _last_matrix.get(key)
+        got = next((x for x in _last_matrix if x[0] is s and x[1] == fp and x[2] == stat), None)
     if got is None:
         steps, m = s.matrix(stat)
-        got = (steps, m if stat in COUNT_NAMES else m.astype(np.float32))   # values are stored as float32
+        got = (s, fp, stat, steps, m if stat in COUNT_NAMES else m.astype(np.float32))
         with _matrix_lock:
-            _last_matrix.clear()
-            _last_matrix[key] = got
-    return got
+            _last_matrix[:] = [got]
+    return got[3], got[4]
 
 
 def heatmap(rank: Rank, stat: str, *, role: str = "weight", start: int | None = None, stop: int | None = None,

@@ -3,6 +3,7 @@ gaps), each bucket's min, max and mean ignore unknown values, and a tensor's lay
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -54,3 +55,26 @@ def test_a_range_that_ends_before_it_starts_is_refused() -> None:
 ])
 def test_the_layer_of_a_series_tensor(tensor: SeriesTensor, layer: str) -> None:
     assert layer_of(tensor) == layer
+
+
+def test_the_heatmap_of_a_grown_series_has_its_new_steps(tmp_path: Any) -> None:
+    """The kept matrix belongs to one series as listed: a dump opened again after the writer added a
+    segment shows the new steps."""
+    from debugger import open_dump
+    from debugger.formats.tdbg_h5.series import SeriesWriter
+    from debugger.formats.tdbg_h5.writer import DumpWriter
+    from debugger.seriesviews import heatmap
+    from debugger.stats import STAT_NAMES
+
+    root = str(tmp_path / "d")
+    DumpWriter(root, 0, "statistics", framework="PyTorch").close()
+    rows = lambda step: np.full((2, len(STAT_NAMES)), float(step))   # noqa: E731
+    with SeriesWriter(f"{root}/rank_0", ["a", "b"], roles=["weight"] * 2) as w:
+        for step in range(4):
+            w.add(step, rows(step))
+    first = heatmap(open_dump(root).rank(0), "max", columns=100)
+    assert first["x"] == [0, 1, 2, 3] and first["values"][1] == [0.0, 1.0, 2.0, 3.0]
+    with SeriesWriter(f"{root}/rank_0", ["a", "b"], roles=["weight"] * 2) as w:
+        w.add(4, rows(4))
+    again = heatmap(open_dump(root).rank(0), "max", columns=100, start=2)
+    assert again["x"] == [2, 3, 4] and again["values"][0] == [2.0, 3.0, 4.0]

@@ -10,6 +10,7 @@ cause departs at the step it happened, its downstream effects one step or more l
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +20,26 @@ if TYPE_CHECKING:
     from ..formats.base import SeriesSource
     from ..model.rank import Rank
 
-# Statistics scored for causes: norms and extremes move when a layer goes wrong; counts do not.
-CAUSE_STATS = ("l2norm", "max", "min", "abs_mean", "std")
+# The statistics scored for causes, by role: the norms users watch before a spike (update and gradient
+# norms, Adam's second moment, a weight's or activation's max). Extremes of noisy tensors (the min of
+# exp_avg_sq) jump all the time and would bury the cause in early false departures.
+CAUSE_STATS = {"weight": ("l2norm", "max"), "gradient": ("l2norm",), "update": ("l2norm",),
+               "optimizer_state": ("l2norm",), "activation": ("max",), "other": ("l2norm",)}
+# Within one step, values are made in this order: the learning rate, the activations (forward order),
+# the loss, the gradients, then the optimizer state, the update and the weight after the step (a series
+# records weights after the optimizer step). Departures at the same step are ranked in this order, then
+# by |z| (activations: forward order, the first layer's departure causes the others'): the optimizer
+# state jumps whenever the gradient does (and by more: its own changes are smooth), but it is the
+# gradient's effect.
+STAGE = {"scalar": 0, "activation": 1, "loss": 2, "gradient": 3, "optimizer_state": 4, "update": 5,
+         "weight": 6, "other": 7}
+LOOKBACK = 10             # steps before a spike searched for departures
 SCALAR_CAUSES = ("lr", "loss_scale", "grad_norm")
 MAD_TO_SIGMA = 1.4826
 # A flat series (a constant learning rate) has MAD 0: its scale floor is this share of its level, so a
 # change of the level by 1% scores 10.
 REL_FLOOR = 1e-3
+UNPRECEDENTED = 2.0
 
 
 @dataclass(frozen=True)
@@ -73,26 +87,29 @@ def _json_number(v: Any) -> Any:
 
 
 def trailing_z(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """(z, median) of each column of ``values`` (... x steps) against the ``window`` columns before it
-    (NaN for the first ``window`` steps); robust: median and MAD, NaN values ignored."""
+    """(z, baseline) of each column of ``values`` (... x steps) against the ``window`` steps before it
+    (NaN for the first ``window`` steps). Robust and detrended: the step's change from the step before is
+    scored against the median and MAD of the changes of the window (a steady drift, such as a falling
+    loss or a growing weight, is no departure); the baseline is the value the drift predicts."""
     v = np.asarray(values, dtype=np.float64)
     n = v.shape[-1]
     z = np.full(v.shape, np.nan)
-    med = np.full(v.shape, np.nan)
+    base = np.full(v.shape, np.nan)
     if n <= window:
-        return z, med
-    windows = np.lib.stride_tricks.sliding_window_view(v, window, axis=-1)[..., :-1, :]  # before step t
-    with np.errstate(all="ignore"):
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)   # all-NaN windows give NaN
-            m = np.nanmedian(windows, axis=-1)
-            mad = np.nanmedian(np.abs(windows - m[..., None]), axis=-1)
-        scale = np.maximum(MAD_TO_SIGMA * mad, REL_FLOOR * np.abs(m))
+        return z, base
+    d = np.diff(v, axis=-1)                                                   # d[t-1] = v[t] - v[t-1]
+    past = np.lib.stride_tricks.sliding_window_view(d, window - 1, axis=-1)[..., :-1, :]
+    level = np.lib.stride_tricks.sliding_window_view(np.abs(v), window, axis=-1)[..., :-1, :]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)                   # all-NaN windows give NaN
+        m = np.nanmedian(past, axis=-1)
+        mad = np.nanmedian(np.abs(past - m[..., None]), axis=-1)
+        scale = np.maximum(MAD_TO_SIGMA * mad, REL_FLOOR * np.nanmedian(level, axis=-1))
         scale = np.where(scale > 0, scale, np.finfo(np.float64).tiny)
-        z[..., window:] = (v[..., window:] - m) / scale
-    med[..., window:] = m
-    return z, med
+        change = d[..., window - 1:]
+        z[..., window:] = (change - m) / scale
+        base[..., window:] = v[..., window - 1:-1] + m
+    return z, base
 
 
 def find_spikes(rank: "Rank", *, window: int = 50, z: float = 6.0, top: int = 10) -> list[Spike]:
@@ -147,31 +164,48 @@ def _loss(series: "SeriesSource") -> tuple[np.ndarray, np.ndarray]:
 def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int = 50,
                 z: float = 6.0, lookback: int | None = None) -> list[Cause]:
     """Every tensor statistic of ``series`` that departed in [step - lookback, step], earliest first
-    (then the bigger |z|); one cause per tensor (its earliest, biggest statistic)."""
+    (then by :data:`STAGE` within the step, then the bigger |z|); one cause per tensor (its earliest,
+    biggest statistic)."""
     steps = series.steps()
     end = int(np.searchsorted(steps, step, side="right"))
-    look = window if lookback is None else lookback
-    lo = max(0, end - 1 - look - window)
+    look = LOOKBACK if lookback is None else lookback
+    lo = max(0, end - 1 - look - 2 * window)   # a window of scored steps before the lookback: the reference
     best: dict[str, tuple[int, float, str]] = {}
-    names = series.tensors()
-    for stat in CAUSE_STATS:
+    catalog = series.catalog()
+    names = [t.name for t in catalog]
+    for stat in sorted({s for stats in CAUSE_STATS.values() for s in stats}):
+        rows = np.array([stat in CAUSE_STATS.get(t.role, ()) for t in catalog], dtype=bool)
+        if not rows.any():
+            continue
         _, values = series.matrix(stat)
-        _departures(values[:, lo:end], window, z, steps[lo:end], step - look, names, stat, best)
+        _departures(values[rows, lo:end], window, z, steps[lo:end], step - look,
+                    [n for n, keep in zip(names, rows) if keep], stat, best)
     for name in SCALAR_CAUSES:
         _, values = series.scalar(name)
         _departures(values[None, lo:end], window, z, steps[lo:end], step - look, [name], "value", best)
-    catalog = {t.name: t for t in series.catalog()}
+    by_name = {t.name: t for t in catalog}
     sources = _layer_sources(rank)
     causes = []
     for name, (first, score, stat) in best.items():
-        entry = catalog.get(name)
+        entry = by_name.get(name)
         param = (entry.param or None) if entry is not None else None
-        layer = param.rsplit(".", 1)[0] if param and "." in param else param
-        causes.append(Cause(tensor=name, role=entry.role if entry is not None else "scalar", param=param,
+        role = entry.role if entry is not None else ("gradient" if name == "grad_norm" else "scalar")
+        layer = _layer_of(param or (name if role == "activation" else None))
+        causes.append(Cause(tensor=name, role=role, param=param,
                             stat=stat, first_step=first, lead=step - first, score=score, layer=layer,
                             source=sources.get(layer) if layer else None))
-    causes.sort(key=lambda c: (c.first_step, -c.score, c.tensor))
+    order = {n: i for i, n in enumerate(names)}
+    causes.sort(key=lambda c: (c.first_step, STAGE.get(c.role, len(STAGE)),
+                               order.get(c.tensor, 0) if c.role == "activation" else -c.score, c.tensor))
     return causes
+
+
+def _layer_of(name: str | None) -> str | None:
+    """The module path of a parameter ("h.0.mlp.c_fc.weight" -> "h.0.mlp.c_fc") or of an activation
+    named after its module's output."""
+    if not name:
+        return None
+    return name.rsplit(".", 1)[0] if "." in name else name
 
 
 def _departures(values: np.ndarray, window: int, threshold: float, steps: np.ndarray, since: int,
@@ -182,9 +216,13 @@ def _departures(values: np.ndarray, window: int, threshold: float, steps: np.nda
         return
     zs, _ = trailing_z(values, window)
     zs = np.abs(zs)
-    zs[:, steps < since] = np.nan
-    with np.errstate(invalid="ignore"):
-        hit = zs > threshold
+    before = steps < since
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        # A statistic that often jumps (the min of Adam's second moment) is judged by its own jumps:
+        # a departure exceeds, UNPRECEDENTED times, the biggest |z| of the reference steps before.
+        reference = np.nan_to_num(np.nanmax(np.where(before, zs, np.nan), axis=1), nan=0.0)
+        hit = (zs > threshold) & (zs > UNPRECEDENTED * reference[:, None]) & ~before
     for row in np.flatnonzero(hit.any(axis=1)):
         j = int(np.argmax(hit[row]))
         cand = (int(steps[j]), float(zs[row, j]), stat)

@@ -175,3 +175,16 @@ def test_a_series_without_a_loss_has_no_spikes_and_says_why(make_app: Any, tmp_p
             sw.add(step, np.full((1, len(trendsrun.STAT_NAMES)), float(step)))
     body = make_app(root).test_client().get("/api/ranks/0/series/spikes").get_json()
     assert body == {"available": False, "spikes": [], "message": "the series records no loss"}
+
+
+def test_the_host_guard_covers_the_trends_routes(live: LiveServer) -> None:
+    """A page on another site that resolves its name to 127.0.0.1 (DNS rebinding) gets no series."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", live.port, timeout=30)
+    try:
+        conn.request("GET", "/api/ranks/0/series/curve?tensor=fc1.weight", headers={"Host": f"evil.example:{live.port}"})
+        r = conn.getresponse()
+        assert r.status == 400 and "curve" not in r.read().decode()
+    finally:
+        conn.close()

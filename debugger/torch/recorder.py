@@ -38,6 +38,7 @@ from .levels import LevelPlan, Selection
 from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
 from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
+from .series import FLUSH_SECONDS, SeriesCapture, warn_off
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
@@ -62,6 +63,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     against it (statistics only, no graph work: see :mod:`debugger.torch.replay`).
     ``pipeline``: under pipeline parallelism, this rank's ``PipelineStage`` or its schedule (the stage
     and micro-batches go into the layout). DDP, FSDP1/2 and DTensor layouts are read from the model.
+    ``series``: also keep the per-step statistics series (every step, whatever ``level`` records deep:
+    see :mod:`debugger.torch.series`), written every 4096 steps, every ``series_flush_seconds`` and on
+    close; ``scaler``: the ``torch.amp.GradScaler`` in use (found by itself when ``scaler.step`` runs).
     """
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
@@ -69,7 +73,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  save: str = "tensors", iterations: Selection = None, level: "str | Mapping[str, Selection]" = LEVEL_OPS,
                  modules: Sequence[str] | None = None, ops: Sequence[str] | None = None,
                  rank: int | None = None, compression: str | None = None, durable: bool = False,
-                 replay: bool = True, pipeline: Any = None) -> None:
+                 replay: bool = True, pipeline: Any = None, series: bool = False,
+                 series_flush_seconds: float = FLUSH_SECONDS, scaler: Any = None) -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -139,6 +144,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         # value at the end of the iteration before), for the update statistics stored at step()
         self._before_step: dict[int, torch.Tensor] = {}
         self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
+        self._series_wanted = series
+        self._series_options = {"flush_seconds": series_flush_seconds, "scaler": scaler}
+        self._series: SeriesCapture | None = None
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -171,6 +179,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
             self._handles.append(opt.register_step_post_hook(self._step_post))
         self._micro.install(self.pipeline)
+        if self._series_wanted:
+            self._start_series()
         self._orig_backward = torch.autograd.backward
         torch.autograd.backward = self._backward   # type: ignore[assignment]
         self._begin()
@@ -180,6 +190,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._writer is None:
             raise RuntimeError("Recorder.step() outside 'with Recorder(...)' (or before start())")
         self._end()
+        if self._series is not None:
+            self._series_call(self._series.end_step, self.iteration)
         self.iteration += 1
         self._begin()
 
@@ -206,6 +218,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             h.remove()
         self._handles.clear()
         try:
+            if self._series is not None:
+                self._series_call(self._series.close)
+                self._series = None
             if self._sink is not None:
                 self._sink.close()
             for gid, rec in self._graph_records.items():
@@ -213,6 +228,34 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         finally:
             self._writer.close()
             self._writer = None
+
+    # ---- the per-step series ----------------------------------------------------------------
+    def _start_series(self) -> None:
+        assert self._writer is not None
+        try:
+            self._series = SeriesCapture(self._writer.rank_dir, self._root, self.optimizers, self._param_name,
+                                         **self._series_options)
+        except Exception as exc:     # never break the training
+            warn_off(exc)
+            return
+        for opt in self.optimizers:
+            self._handles.append(opt.register_step_pre_hook(self._series_step_pre))
+
+    def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if self._series is not None:
+            self._series_call(self._series.on_optimizer_step, opt)
+
+    def _series_call(self, fn: Any, *args: Any) -> None:
+        """A call into the series; its first failure warns once and turns the series off."""
+        try:
+            with torch.no_grad():
+                fn(*args)
+        except Exception as exc:
+            series, self._series = self._series, None
+            warn_off(exc)
+            if series is not None and fn != series.close:
+                with contextlib.suppress(Exception):
+                    series.close()
 
     # ---- iteration lifecycle ----------------------------------------------------------------
     def _begin(self) -> None:
@@ -490,6 +533,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
     def _backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
         assert self._orig_backward is not None
+        if self._series is not None and not self._busy:
+            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+            self._series_call(self._series.on_backward, [t for t in roots if isinstance(t, torch.Tensor)])
         g = self._graph
         if g is None or self._busy:
             return self._orig_backward(tensors, *args, **kwargs)

@@ -1,0 +1,135 @@
+"""Recorder(series=True): every step's statistics of weights, gradients, optimizer state and updates, and
+the loss, lr, loss scale and gradient norm, checked against plain torch computed in the training loop."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import debugger
+from debugger.torch.recorder import Recorder
+
+STEPS = 12
+
+
+def _truth_loop(model, opt, batches, rec=None, sched=None, scaler=None):
+    """Train; return per step the plain-torch truth (computed in the loop, apart from tdbg)."""
+    truth = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+        else:
+            loss.backward()
+        named = dict(model.named_parameters())
+        with torch.no_grad():
+            before = {n: p.detach().clone() for n, p in named.items()}
+            grads = {n: p.grad.detach().clone() for n, p in named.items()}
+            lr = opt.param_groups[0]["lr"]
+            scale = float(scaler.get_scale()) if scaler is not None else None
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        if sched is not None:
+            sched.step()
+        with torch.no_grad():
+            truth.append({"loss": float(loss.detach()), "lr": lr, "scale": scale,
+                          "grad_norm": float(torch.sqrt(sum(g.pow(2).sum() for g in grads.values()))),
+                          "w": {n: p.detach().clone() for n, p in named.items()},
+                          "g": grads, "u": {n: p.detach() - before[n] for n, p in named.items()},
+                          "st": {n: {k: v.clone() for k, v in opt.state[p].items()} for n, p in named.items()}})
+        if rec is not None:
+            rec.step()
+    return truth
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+
+
+def _batches(n=STEPS):
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)) for _ in range(n)]
+
+
+def _close(a, b):
+    np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-7)
+
+
+def test_series_equals_plain_torch_truth(tmp_path):
+    model = _mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    with Recorder(tmp_path / "d", model, opt, series=True, level="parameters", iterations=[2]) as rec:
+        truth = _truth_loop(model, opt, _batches(), rec, sched)
+    rank = debugger.open_dump(str(tmp_path / "d")).rank(0)
+    s = rank.series
+    assert s is not None and list(s.steps()) == list(range(STEPS))
+    assert rank.iterations() == [2]         # the deep level's steps only
+    cat = {t.name: (t.role, t.param) for t in s.catalog()}
+    assert cat["0.weight"] == ("weight", "0.weight") and cat["0.weight.grad"] == ("gradient", "0.weight")
+    assert cat["0.weight.update"] == ("update", "0.weight")
+    assert cat["exp_avg_sq.2.bias"] == ("optimizer_state", "2.bias")
+    _close(s.scalar("loss")[1], [t["loss"] for t in truth])
+    _close(s.scalar("lr")[1], [t["lr"] for t in truth])
+    assert len(set(s.scalar("lr")[1])) == 4         # the scheduler's changes are there
+    _close(s.scalar("grad_norm")[1], [t["grad_norm"] for t in truth])
+    assert np.isnan(s.scalar("loss_scale")[1]).all()
+    for name in ("0.weight", "2.bias"):
+        _close(s.curve(name, "l2norm")[1], [float(t["w"][name].norm()) for t in truth])
+        _close(s.curve(name, "max")[1], [float(t["w"][name].max()) for t in truth])
+        _close(s.curve(name, "min")[1], [float(t["w"][name].min()) for t in truth])
+        _close(s.curve(name, "mean")[1], [float(t["w"][name].mean()) for t in truth])
+        _close(s.curve(name + ".grad", "l2norm")[1], [float(t["g"][name].norm()) for t in truth])
+        _close(s.curve(name + ".grad", "abs_mean")[1], [float(t["g"][name].abs().mean()) for t in truth])
+        _close(s.curve(name + ".update", "l2norm")[1], [float(t["u"][name].norm()) for t in truth])
+        _close(s.curve("exp_avg_sq." + name, "max")[1], [float(t["st"][name]["exp_avg_sq"].max()) for t in truth])
+        assert (s.curve(name, "nan")[1] == 0).all() and (s.curve(name, "count")[1] == truth[0]["w"][name].numel()).all()
+
+
+def test_gpt2_series_every_step_with_deep_captures_every_n(tmp_path):
+    """A tiny GPT-2 from a config: the series covers every step while level "ops" records every 4th."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(2))
+    losses, wte = [], []
+    with Recorder(tmp_path / "g", model, opt, series=True, save="statistics",
+                  level={"parameters": None, "ops": range(0, 10**9, 4)}) as rec:
+        for _ in range(9):
+            opt.zero_grad()
+            loss = model(ids, labels=ids).loss
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+            wte.append(float(model.transformer.wte.weight.detach().norm()))
+            rec.step()
+    rank = debugger.open_dump(str(tmp_path / "g")).rank(0)
+    s = rank.series
+    assert list(s.steps()) == list(range(9))
+    _close(s.scalar("loss")[1], losses)
+    _close(s.curve("transformer.wte.weight", "l2norm")[1], wte)
+    assert rank.iterations() == list(range(9))      # "parameters" every step, "ops" every 4th
+    ops = [i for g in rank.graph_ids if rank.graph_level(g) == "ops" for i in rank.iterations(g)]
+    assert ops == [0, 4, 8]
+
+
+def test_grad_scaler_loss_scale(tmp_path):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=2)
+    with Recorder(tmp_path / "a", model, opt, series=True, level="parameters", iterations=()) as rec:
+        truth = _truth_loop(model, opt, _batches(), rec, scaler=scaler)
+    s = debugger.open_dump(str(tmp_path / "a")).rank(0).series
+    got = s.scalar("loss_scale")[1]
+    _close(got, [t["scale"] for t in truth])
+    assert got[-1] > got[0]         # it grew: the scale moves over the run
+    _close(s.scalar("grad_norm")[1], [t["grad_norm"] for t in truth])     # unscaled gradients

@@ -1,17 +1,15 @@
 """A real training run for the trends view: a two-layer MLP trained by Adam for STEPS steps with a planted
-cause (fc1's weight scaled by SCALE at step PLANT, so the loss spikes there), recorded in full (every
-operator) at iteration DEEP by tdbg's Recorder, with the per-step series of every weight, gradient and
-update written by SeriesWriter from statistics computed with plain torch. The truth (the same
-statistics, kept as float32 like the segments) is returned beside the dump."""
+cause (fc1's weight scaled by SCALE at step PLANT, so the loss spikes there), recorded by tdbg's
+Recorder: the per-step series of every step (series=True) and every operator at iteration DEEP. The
+truth (each weight's, gradient's and update's statistics, the loss) is computed in the loop with plain
+torch, apart from tdbg, and kept as float32 like the segments."""
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from debugger.formats.tdbg_h5.series import SeriesWriter
 from debugger.stats import STAT_NAMES
 from debugger.torch import Recorder
 
@@ -19,16 +17,13 @@ STEPS = 160
 PLANT = 120         # fc1.weight *= SCALE before this step's forward
 SCALE = 25.0
 DEEP = 118          # the one iteration recorded in full (the nearest deep capture to the spike)
-SEGMENT = 32        # steps per segment: four segments
 
 
 @dataclass
 class Run:
     root: str
-    names: list[str]
-    roles: list[str]
-    truth: np.ndarray          # (tensors, steps, 13) float64 of float32 values
-    loss: np.ndarray           # (steps,)
+    truth: dict[str, np.ndarray]   # tensor name -> (steps, 13) float64 of float32 values
+    loss: np.ndarray               # (steps,)
 
 
 def torch_stats(t: torch.Tensor) -> list[float]:
@@ -41,18 +36,15 @@ def torch_stats(t: torch.Tensor) -> list[float]:
             float(fin.mean()), float(fin.abs().mean()), float(fin.std()) if n > 1 else 0.0, float(fin.norm())]
 
 
-def _tensors(model: torch.nn.Module) -> tuple[list[str], list[str], list[str]]:
-    names, roles, params = [], [], []
-    for p, _ in model.named_parameters():
-        for suffix, role in (("", "weight"), (".grad", "gradient"), (".update", "update")):
-            names.append(p + suffix)
-            roles.append(role)
-            params.append(p)
-    return names, roles, params
+def _stats_of(model: torch.nn.Module, before: dict[str, torch.Tensor]) -> dict[str, list[float]]:
+    out = {}
+    for p, w in model.named_parameters():
+        out[p], out[f"{p}.grad"], out[f"{p}.update"] = torch_stats(w), torch_stats(w.grad), torch_stats(w.detach() - before[p])
+    return out
 
 
 def train(root: str) -> Run:
-    """Train, record and write the series under ``root`` (a dump root)."""
+    """Train and record under ``root`` (a dump root)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential()
     model.add_module("fc1", torch.nn.Linear(16, 32))
@@ -60,10 +52,9 @@ def train(root: str) -> Run:
     model.add_module("fc2", torch.nn.Linear(32, 4))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     x, y = torch.randn(64, 16), torch.randn(64, 4)
-    names, roles, params = _tensors(model)
-    truth, losses = [], []
-    with Recorder(root, model, opt, save="statistics", level="ops", iterations=[DEEP]) as rec, \
-            SeriesWriter(os.path.join(root, "rank_0"), names, roles=roles, params=params, segment_steps=SEGMENT) as sw:
+    truth: dict[str, list[list[float]]] = {}
+    losses = []
+    with Recorder(root, model, opt, save="statistics", level="ops", iterations=[DEEP], series=True) as rec:
         for step in range(STEPS):
             if step == PLANT:
                 with torch.no_grad():
@@ -72,18 +63,13 @@ def train(root: str) -> Run:
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
             loss.backward()
-            gnorm = float(torch.sqrt(sum((w.grad.double() ** 2).sum() for w in model.parameters())))
             opt.step()
-            rows = []
-            for p, w in model.named_parameters():
-                rows += [torch_stats(w), torch_stats(w.grad), torch_stats(w.detach() - before[p])]
-            stats = np.asarray(rows, np.float64)
-            sw.add(step, stats, {"loss": float(loss.detach()), "lr": 1e-2, "grad_norm": gnorm})
-            truth.append(stats)
+            for name, row in _stats_of(model, before).items():
+                truth.setdefault(name, []).append(row)
             losses.append(float(loss.detach()))
             rec.step()
-    t = np.stack(truth, axis=1)
-    return Run(root, names, roles, t.astype(np.float32).astype(np.float64), np.asarray(losses, np.float32).astype(np.float64))
+    f32 = {k: np.asarray(v, np.float64).astype(np.float32).astype(np.float64) for k, v in truth.items()}
+    return Run(root, f32, np.asarray(losses, np.float32).astype(np.float64))
 
 
 __all__ = ["Run", "train", "torch_stats", "STEPS", "PLANT", "DEEP", "STAT_NAMES"]

@@ -95,6 +95,13 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
     assert lo2 <= lo and hi2 >= hi and hi2 - lo2 > hi - lo
     page.click(".trends-reset")
     page.wait_for_function(f"document.querySelector('.trends-range').textContent.includes('steps 0–{LAST}')")
+    # the wheel over the heatmap zooms in around the bucket under the pointer
+    box = page.locator("canvas.trends-heat-canvas").bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, -300)
+    page.wait_for_function(f"!document.querySelector('.trends-range').textContent.includes('steps 0–{LAST}')")
+    lo3, hi3 = _range(page)
+    assert 0 < lo3 < trendsrun.STEPS / 2 < hi3 < LAST and hi3 - lo3 < trendsrun.STEPS * 0.7
 
 
 def test_refresh_asks_the_server_again(page: Any, live: LiveServer) -> None:

@@ -145,7 +145,7 @@ class TrendsView {
       const heat = await api.seriesHeatmap({ dump: state.dump, rank: state.rank, ...this.heat, columns: Math.floor(this.width() / 3), ...this.params() });
       if (my !== this.seq) return;
       const onRow = (t) => { this.tensor = t; this.stat = heat.stat; this.tools(); this.drawCurve(); };
-      put(clear(this.cards.heat), heat.rows.length ? heatCanvas(heat, { width: this.width() - 170, onRow })
+      put(clear(this.cards.heat), heat.rows.length ? heatCanvas(heat, { width: this.width() - 170, onRow, onWheel: (at, f) => this.wheel(at, f) })
         : h('div', { class: 'note' }, `No ${this.heat.role} tensor in this series.`));
     } catch (e) { put(clear(this.cards.heat), errorBox(e)); }
   }

@@ -102,8 +102,9 @@ function dragZoom(el, X, top, H, width, onZoom, onClick) {
   el.addEventListener('mouseleave', () => { from = null; sel.setAttribute('visibility', 'hidden'); });
 }
 
-/** The tensors x step buckets heatmap (rows grouped by layer); ``onRow(tensor)`` on a click. */
-export function heatCanvas(heat, { width = 900, onRow = null } = {}) {
+/** The tensors x step buckets heatmap (rows grouped by layer); ``onRow(tensor)`` on a click,
+ * ``onWheel(step, factor)`` on the wheel (zoom around the bucket under the pointer). */
+export function heatCanvas(heat, { width = 900, onRow = null, onWheel = null } = {}) {
   const rows = heat.rows.length, cols = heat.x.length;
   const H = Math.min(480, Math.max(60, rows * 14));
   const canvas = h('canvas', { class: 'trends-heat-canvas', width, height: H, style: { width: `${width}px`, height: `${H}px`, cursor: 'pointer' } });
@@ -133,6 +134,12 @@ export function heatCanvas(heat, { width = 900, onRow = null } = {}) {
     const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);
     if (cell && onRow) onRow(cell.tensor);
   });
+  canvas.addEventListener('wheel', (ev) => {
+    const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);
+    if (!cell || !onWheel) return;
+    ev.preventDefault();
+    onWheel(cell.step, ev.deltaY > 0 ? 1.5 : 1 / 1.5);
+  }, { passive: false });
   const legend = h('div', { class: 'trends-heat-legend small muted' }, `${heat.agg} ${heat.stat}${heat.log ? ' (log10 of the magnitude)' : ''}: `,
     h('span', { class: 'swatch', style: { background: colorOf(heat.lo, heat.lo, heat.hi) } }), ` ${fmt(heat.lo)} to `,
     h('span', { class: 'swatch', style: { background: colorOf(heat.hi, heat.lo, heat.hi) } }), ` ${fmt(heat.hi)}; grey: no value`);

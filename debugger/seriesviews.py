@@ -242,8 +242,9 @@ def nearest_deep(rank: Rank, step: int) -> dict[str, Any] | None:
 
 
 def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top: int | None = None) -> dict[str, Any]:
-    """The loss spikes of the rank's series, each with its ranked causes and the nearest deep capture."""
-    series_of(rank)
+    """The loss spikes of the rank's series, each with its ranked causes and the nearest deep capture (the
+    last answer kept until the series or the deep captures change: a followed run's view refreshes often)."""
+    s = series_of(rank)
     opts: dict[str, Any] = {}
     if window is not None:
         opts["window"] = _count("window", window, 50, 100_000)
@@ -257,6 +258,22 @@ def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top
         from .watch.spikes import find_spikes
     except ImportError:      # the spike finder is another piece of the series work
         return {"available": False, "spikes": [], "message": "this tdbg finds no loss spikes yet"}
+    its = rank.iterations()
+    key = (s.fingerprint(), len(its), its[-1] if its else None, tuple(sorted(opts.items())))
+    with _matrix_lock:
+        kept = next((x[2] for x in _last_spikes if x[0] is s and x[1] == key), None)
+    if kept is None:
+        kept = _spikes(rank, find_spikes, opts)
+        with _matrix_lock:
+            _last_spikes[:] = [(s, key, kept)]
+    return kept
+
+
+_last_spikes: list[Any] = []           # [(series, (fingerprint, options), answer)]: a refresh of an unchanged run
+
+
+def _spikes(rank: Rank, find_spikes: Any, opts: dict[str, Any]) -> dict[str, Any]:
+    """find_spikes' answer as JSON, each spike with its nearest deep capture and each cause with its node."""
     try:
         found = find_spikes(rank, **opts)
     except ValueError as exc:        # a series without a loss: nothing to find spikes in, said as such

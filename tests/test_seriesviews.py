@@ -78,3 +78,26 @@ def test_the_heatmap_of_a_grown_series_has_its_new_steps(tmp_path: Any) -> None:
         w.add(4, rows(4))
     again = heatmap(open_dump(root).rank(0), "max", columns=100, start=2)
     assert again["x"] == [2, 3, 4] and again["values"][0] == [2.0, 3.0, 4.0]
+
+
+def test_spikes_of_a_grown_series_are_found_again(tmp_path: Any) -> None:
+    """The kept spikes answer belongs to the series as listed: a spike written later is found once the dump is
+    opened again (as a followed run's view refreshes)."""
+    from debugger import open_dump
+    from debugger.formats.tdbg_h5.series import SeriesWriter
+    from debugger.formats.tdbg_h5.writer import DumpWriter
+    from debugger.seriesviews import spikes
+    from debugger.stats import STAT_NAMES
+
+    root = str(tmp_path / "d")
+    DumpWriter(root, 0, "statistics", framework="PyTorch").close()
+    rng = np.random.default_rng(0)
+    row = np.ones((1, len(STAT_NAMES)))
+    with SeriesWriter(f"{root}/rank_0", ["w"], roles=["weight"]) as w:
+        for step in range(60):
+            w.add(step, row, {"loss": 1.0 + 0.01 * rng.standard_normal()})
+    assert spikes(open_dump(root).rank(0)) == {"available": True, "spikes": []}
+    with SeriesWriter(f"{root}/rank_0", ["w"], roles=["weight"]) as w:
+        w.add(60, row, {"loss": 50.0})
+    found = spikes(open_dump(root).rank(0))["spikes"]
+    assert [s["step"] for s in found] == [60] and found[0]["deep"] is None

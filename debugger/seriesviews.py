@@ -58,7 +58,8 @@ def catalog(rank: Rank) -> dict[str, Any]:
     s = rank.series
     if s is None:
         return {"available": False, "rank": rank.rank,
-                "message": f"rank {rank.rank} records no per-step series (record one with Recorder(..., series=True))"}
+                "message": f"rank {rank.rank} records no per-step series (Recorder(..., series=True) records one; "
+                           "tdbg convert --series makes one of a dump's iterations)"}
     steps = s.steps()
     return {"available": True, "rank": rank.rank,
             "tensors": [{"name": t.name, "role": t.role, "param": t.param, "layer": layer_of(t)} for t in s.catalog()],

@@ -43,11 +43,12 @@ class TrendsView {
   async load() {
     const my = ++this.seq;
     try {
-      const [cat, spikes] = await Promise.all([api.series(state.dump, state.rank),
-        api.seriesSpikes(state.dump, state.rank).catch((e) => ({ available: false, spikes: [], message: e.message }))]);
+      const cat = await api.series(state.dump, state.rank);
+      if (my !== this.seq) return;
+      if (!cat.available) { this.cat = cat; put(clear(this.page), h('div', { class: 'note trends-none' }, cat.message)); return; }
+      const spikes = await api.seriesSpikes(state.dump, state.rank).catch((e) => ({ available: false, spikes: [], message: e.message }));
       if (my !== this.seq) return;
       this.cat = cat; this.spikes = spikes;
-      if (!cat.available) { put(clear(this.page), h('div', { class: 'note trends-none' }, cat.message)); return; }
       if (!cat.tensors.some((x) => x.name === this.tensor)) this.tensor = firstOf(cat.tensors);
       if (this.heat.role !== 'all' && !rolesOf(cat).includes(this.heat.role)) this.heat.role = rolesOf(cat)[0] || 'all';
       if (this.spike) this.spike = spikes.spikes.find((x) => x.step === this.spike.step) || null;

@@ -70,6 +70,10 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
         for (let i = 0; i < d.length; i += 4) if (!(d[i] === 241 && d[i + 1] === 243 && d[i + 2] === 245)) n++; return n / (d.length / 4); }""")
     assert painted > 0.9                      # every cell has a value: coloured, not the empty background
     assert _range(page) == (0, trendsrun.STEPS - 1)
+    # the pointer reads the bucket under it
+    box = page.locator(".trends-loss svg").bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + box["height"] / 2)
+    assert re.match(r"steps? [\d,]+", page.locator(".trends-loss .hover-text").text_content())
     # a click on a heatmap row shows that tensor's curve
     box = page.locator("canvas.trends-heat-canvas").bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] * 2.5 / 4)

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  bandPath, bandRuns, clampRange, colorOf, deepTarget, dragRange, extent, heatCell, isWhole, niceTicks, scale, spikeNear, wheelZoom,
+  bandPath, bandRuns, bucketAt, clampRange, colorOf, deepTarget, dragRange, extent, heatCell, isWhole, niceTicks, scale, spikeNear, wheelZoom,
 } from '../../../web/static/js/views/trends/state.js';
 
 test('a range stays inside the run, ordered, and at least a few steps wide', () => {
@@ -76,4 +76,12 @@ test('ticks are round numbers inside the range', () => {
   assert.deepEqual(niceTicks(0, 159, 7), [0, 50, 100, 150]);
   assert.deepEqual(niceTicks(-0.07, 1.55, 4), [0, 0.5, 1, 1.5]);
   assert.deepEqual(niceTicks(2, 2), [2]);
+});
+
+test('the bucket under a step', () => {
+  assert.equal(bucketAt([0, 10, 20], 15), 1);
+  assert.equal(bucketAt([0, 10, 20], 20), 2);
+  assert.equal(bucketAt([0, 10, 20], 99), 2);
+  assert.equal(bucketAt([5, 10], 2), -1);
+  assert.equal(bucketAt([], 2), -1);
 });

@@ -1,7 +1,7 @@
 // The trends view's drawings: a decimated curve (min/max band and mean line, spikes marked, drag or
 // wheel to zoom) and a tensors x steps heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
-import { bandPath, bandRuns, colorOf, dragRange, extent, heatCell, niceTicks, scale, spikeNear } from './state.js';
+import { bandPath, bandRuns, bucketAt, colorOf, dragRange, extent, heatCell, niceTicks, scale, spikeNear } from './state.js';
 
 const PAD = { l: 60, r: 30, t: 10, b: 24 };
 
@@ -40,6 +40,7 @@ export function curveChart(c, { width = 900, height = 200, log = false, spikes =
   // a click (no drag) near a spike picks it: markers are thin
   const near = (step) => { const sp = spikeNear(spikes, step, (x1 - x0) / 100); if (sp && onSpike) onSpike(sp); };
   if (onZoom) dragZoom(el, X, PAD.t, H, width, onZoom, near);
+  hoverReadout(el, c, X, PAD.t, H, width);
   if (onWheel) {
     el.addEventListener('wheel', (ev) => {
       ev.preventDefault();
@@ -47,6 +48,22 @@ export function curveChart(c, { width = 900, height = 200, log = false, spikes =
     }, { passive: false });
   }
   return el;
+}
+
+// Under the pointer: a line and the bucket's steps, min, max and mean, written at the plot's top right.
+function hoverReadout(el, c, X, top, H, width) {
+  const line = s('line', { class: 'hover-line', y1: top, y2: top + H, visibility: 'hidden' });
+  const text = s('text', { class: 'tick hover-text', x: width - PAD.r, y: top + 10, 'text-anchor': 'end' });
+  el.append(line, text);
+  el.addEventListener('mousemove', (ev) => {
+    const i = bucketAt(c.x, X.invert(svgX(el, ev, width)));
+    if (i < 0) return;
+    const last = i + 1 < c.x.length ? c.x[i + 1] - 1 : c.stop;
+    line.setAttribute('x1', X(c.x[i])); line.setAttribute('x2', X(c.x[i])); line.setAttribute('visibility', 'visible');
+    const steps = last > c.x[i] ? `steps ${fmt(c.x[i])}–${fmt(last)}` : `step ${fmt(c.x[i])}`;
+    text.textContent = c.min[i] === c.max[i] ? `${steps}: ${fmt(c.max[i])}` : `${steps}: min ${fmt(c.min[i])}, max ${fmt(c.max[i])}, mean ${fmt(c.mean[i])}`;
+  });
+  el.addEventListener('mouseleave', () => { line.setAttribute('visibility', 'hidden'); text.textContent = ''; });
 }
 
 function meanPath(xs, ys, X, Y) {

@@ -129,3 +129,13 @@ export function niceTicks(lo, hi, n = 6) {
   for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
   return out;
 }
+
+/** The index of the bucket holding ``step`` (the last whose first step is at or before it; -1: before all). */
+export function bucketAt(xs, step) {
+  let lo = 0, hi = xs.length - 1, found = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid] <= step) { found = mid; lo = mid + 1; } else hi = mid - 1;
+  }
+  return found;
+}

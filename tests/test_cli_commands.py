@@ -33,7 +33,7 @@ def _run(*args: str) -> tuple[int, str, set[str], set[str]]:
 def test_help_lists_every_command_and_imports_none_of_them() -> None:
     code, shown, modules, heavy = _run("--help")
     assert code == 0
-    assert set(COMMANDS) == {"info", "node", "code", "scan", "compare", "convert", "graph", "serve"}
+    assert set(COMMANDS) == {"info", "node", "code", "scan", "compare", "convert", "graph", "serve", "spikes"}
     for name, command in COMMANDS.items():
         line = next((ln for ln in shown.splitlines() if ln.split()[:1] == [name]), None)
         assert line is not None and command.help.split()[0] in line, (name, shown)

@@ -1,4 +1,4 @@
-"""The `tdbg` command: info, node, code, scan, compare, convert, graph, serve.
+"""The `tdbg` command: info, node, code, scan, compare, convert, graph, serve, spikes.
 
 :data:`COMMANDS` is the command table: each command's module and its one-line help. It is the one place
 where loading is lazy: a command's module (and what it imports: numpy, the engines, Flask) is imported
@@ -39,6 +39,7 @@ COMMANDS: dict[str, Command] = {
     "convert": Command("convert", "any readable dump into tdbg's HDF5 format"),
     "graph": Command("graph", "export one scope level of a graph (DOT, SVG, PNG)"),
     "serve": Command("serve", "the web UI", pause_gc=False),
+    "spikes": Command("spikes", "loss spikes of a per-step series and what moved first; exit 1 on spikes"),
 }
 
 

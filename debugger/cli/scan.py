@@ -21,6 +21,7 @@ from ..watch.registry import Watchpoint, describe_conditions, preset
 from ..watch.session import ScanSession
 from .common import add_cache, add_json, add_scheduler, cluster_workers, parse_selection, print_json, report_warnings
 from .scan_report import print_conditions, print_scan
+from .scan_series import print_series_hits, scan_series, split
 
 
 def add_arguments(s: argparse.ArgumentParser) -> None:
@@ -34,6 +35,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--where", metavar="FILE:LINE", help="only nodes created by this code line")
     s.add_argument("--node", help="only nodes or parameters matching this glob")
     s.add_argument("--scope", help="only nodes under this scope prefix")
+    s.add_argument("--series", action="store_true",
+                   help="also run the watchpoints that compare iterations over every step of the per-step series "
+                        "where it answers them (update ratios, loss_not_decreasing)")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     add_scheduler(s)
     add_json(s)
@@ -58,6 +62,30 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         raise DumpError(None, str(exc)) from None
     its, ranks = parse_selection(args)
     dump = open_dump(args.dump)
+    wps, over_series = split(wps, args.series)
+    series_hits, warnings = scan_series(dump, ranks, over_series, alone=not wps) if over_series else ([], [])
+    result = None
+    if wps:
+        result, dump_warnings = _scan_dump(args, dump, ranks, its, wps, warnings)
+        warnings = dump_warnings + warnings
+    if args.json:
+        doc = {**(result.to_dict() if result is not None else {}), "warnings": warnings}
+        if over_series:
+            doc["series_hits"] = [h.as_dict() for h in series_hits]
+        print_json(doc, out)
+    else:
+        report_warnings(args, warnings)
+        if result is not None:
+            print_scan(result, out)
+        if over_series:
+            print_series_hits(series_hits, out)
+    return Exit.FOUND if (result is not None and result.hits) or series_hits else Exit.OK
+
+
+def _scan_dump(args: argparse.Namespace, dump: Dump, ranks: list[int] | None, its: Any,
+               wps: list[Watchpoint], earlier: list[str]) -> tuple[Any, list[str]]:
+    """(result, warnings) of the watchpoints over the dumped iterations (``earlier``: warnings shown
+    too when nothing could be scanned)."""
     ranks, selection_notes = present_ranks(dump, ranks)
     cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
     session = ScanSession(dump, cache, watchpoints=wps)   # no store: a command line's scan is its own
@@ -71,15 +99,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if not result.iterations:
             raise DumpError(dump.root, f"nothing scanned: {_nothing_dumped(dump, ranks)}")
     except DumpError:
-        report_warnings(args, selection_notes + warnings)   # the load problems may say why
+        report_warnings(args, selection_notes + warnings + earlier)   # the load problems may say why
         raise
-    warnings = selection_notes + warnings
-    if args.json:
-        print_json({**result.to_dict(), "warnings": warnings}, out)
-    else:
-        report_warnings(args, warnings)
-        print_scan(result, out)
-    return Exit.FOUND if result.hits else Exit.OK
+    return result, selection_notes + warnings
 
 
 def build_watchpoints(args: argparse.Namespace) -> list[Watchpoint]:

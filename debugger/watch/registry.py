@@ -16,8 +16,8 @@ OPS = {"gt": lambda a, b: a > b, "lt": lambda a, b: a < b, "ge": lambda a, b: a 
 OP_TEXT = {"gt": ">", "lt": "<", "ge": ">=", "le": "<="}
 
 # What a condition needs besides the tensor's own statistics.
-STATS, PREVIOUS, HISTORY, UNITS, RANGE, OVERFLOW, LOSS_HISTORY, INITIAL = (
-    "stats", "previous", "history", "units", "range", "overflow", "loss_history", "initial")
+STATS, PREVIOUS, HISTORY, UNITS, RANGE, OVERFLOW, LOSS_HISTORY, INITIAL, SERIES = (
+    "stats", "previous", "history", "units", "range", "overflow", "loss_history", "initial", "series")
 
 TARGET_KINDS = {
     "weight": (Kind.WEIGHT,),
@@ -28,6 +28,8 @@ TARGET_KINDS = {
     # everything but optimizer state, which is legitimately all zero (moments before the first step,
     # the momentum buffer of plain SGD), and the backward pass's intermediates (below)
     "computed": (Kind.WEIGHT, Kind.GRADIENT, Kind.ACTIVATION, Kind.LOSS, Kind.INPUT, Kind.OTHER),
+    # the learning rate and loss scale of a per-step series: no node of a graph
+    "scalar": (),
 }
 # The scan sorts the backward pass's intermediates (kind other on a backward node: the gradients of
 # activations) under this key (watch/engine.py); only "any" targets them.
@@ -269,6 +271,34 @@ _CONDITIONS = [
               "whose outputs are not, in the earliest iteration with any NaN/Inf.", (), OVERFLOW,
               advice="Look at this kernel's inputs: log/div/sqrt of zero or negatives, or an fp16 overflow.",
               origin="tdbg", rule="overflow_origin", cause=0),
+    # tdbg, over time: run over every step of a rank's per-step series (watch/series_conditions.py), not
+    # over the dumped iterations.
+    Condition("loss_spike", "loss",
+              "Loss spike over the per-step series: the step's change of the loss, as a robust z-score against "
+              "the median and MAD of the changes over the window steps before, is above z_gt (a NaN/Inf loss too).",
+              (setting("window", 50, "steps of recent behaviour", type="int", min=3),
+               cmp("z_gt", 6.0, "robust z-score above", min=0)), SERIES,
+              advice="`tdbg spikes DUMP` ranks the tensors that moved first.", origin="tdbg",
+              rule="series_loss_spike", cause=2),
+    Condition("norm_growth", "gradient",
+              "Growth of a gradient's or update's l2 norm over the per-step series: the median over a block of "
+              "window steps is above ratio_gt times the median of the block before (first block per tensor).",
+              (setting("window", 100, "steps per block", type="int", min=2),
+               cmp("ratio_gt", 10.0, "ratio of the block medians above", min=0)), SERIES,
+              advice="Lower the learning rate, clip gradients, check the layer's inputs.", origin="tdbg",
+              rule="series_norm_growth", cause=2),
+    Condition("lr_change", "scalar",
+              "Learning-rate change over the per-step series: a step's learning rate differs from the step "
+              "before's by more than change_percent_gt %.",
+              (cmp("change_percent_gt", 50.0, "percent change above (a smooth schedule moves ~1%/step)", min=0),),
+              SERIES, advice="A scheduler's jump or a resumed run with another learning rate.", origin="tdbg",
+              rule="series_lr_change", cause=2),
+    Condition("loss_scale_change", "scalar",
+              "Loss-scale change over the per-step series: a step's loss scale differs from the step before's "
+              "by more than change_percent_gt % (a drop: the scaler found an overflow).",
+              (cmp("change_percent_gt", 0.0, "percent change above", min=0),), SERIES,
+              advice="Repeated drops: fp16 overflows in the backward pass.", origin="tdbg",
+              rule="series_loss_scale_change", cause=1),
 ]
 
 CONDITIONS: dict[str, Condition] = {c.name: c for c in _CONDITIONS}

@@ -16,7 +16,7 @@ from ..model.graph import Graph
 from .batch import Batch, Parts
 from .conditions import Step, rule_of
 from .layers import apply_whole_layer
-from .registry import BACKWARD, BUFFER, COPY, Watchpoint
+from .registry import BACKWARD, BUFFER, COPY, SERIES, Watchpoint
 from .results import ScanResult
 from .select import is_float, is_undefined, where_nodes
 from .steps import apply_step_facts
@@ -223,6 +223,8 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
         if r.io == "output" and r.node not in in_place:
             step.outputs.setdefault(_target_kind(r, graph), []).append(r)
     for order, wp in enumerate(wps):
+        if wp.condition.needs == SERIES:    # over the per-step series (cli/scan_series), not iterations
+            continue
         rule_of(wp.condition).plan(wp, order, step, batch)
     plan_upstream(step, batch)
     return step

@@ -74,6 +74,11 @@ def test_every_preset_parses():
 
 def test_every_condition_names_a_rule_that_evaluates_it():
     from debugger.watch.conditions import RULES, rule_of
-    assert {c.rule for c in CONDITIONS.values()} == set(RULES)
+    from debugger.watch.registry import SERIES
+    from debugger.watch.series_conditions import SERIES_RULES
+    over_series = {c.rule for c in CONDITIONS.values() if c.needs == SERIES}
+    assert {c.rule for c in CONDITIONS.values()} - over_series == set(RULES)
+    assert over_series == set(SERIES_RULES)
     for c in CONDITIONS.values():
-        assert rule_of(c) is RULES[c.rule]
+        if c.needs != SERIES:
+            assert rule_of(c) is RULES[c.rule]

@@ -1,0 +1,61 @@
+"""The series half of `tdbg scan`: watchpoints over time (registry ``needs == "series"``) run over the
+per-step series of the selected ranks that record one; their hits are reported with the step, the tensor
+and the value."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TextIO
+
+from ..errors import DumpError
+from ..watch.registry import SERIES, Watchpoint
+
+if TYPE_CHECKING:
+    from ..model import Dump
+    from ..watch.series_conditions import SeriesHit
+
+NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True), or convert a MindSpore "
+             "statistic.csv or msprobe statistics dump with `tdbg convert`")
+
+
+def split(wps: list[Watchpoint], over_series: bool = False) -> tuple[list[Watchpoint], list[Watchpoint]]:
+    """(watchpoints over the dumped iterations, watchpoints over the series); ``over_series``: those that
+    compare iterations and that the series answers (update ratios, the loss history) run over both."""
+    dumped = [w for w in wps if w.condition.needs != SERIES]
+    series = [w for w in wps if w.condition.needs == SERIES]
+    if over_series:
+        from ..watch.series_conditions import OVER_SERIES    # numpy: only for a scan that asks
+        series += [w for w in dumped if w.condition.rule in OVER_SERIES]
+    return dumped, series
+
+
+def scan_series(dump: "Dump", ranks: list[int] | None, wps: list[Watchpoint],
+                alone: bool) -> tuple[list["SeriesHit"], list[str]]:
+    """(hits, warnings) of the series watchpoints on the selected ranks with a series. ``alone``: no
+    other watchpoint runs, so a dump without any series is a usage error (exit 2), not a warning."""
+    from ..watch.series_conditions import run_series
+    chosen = dump.ranks if ranks is None else [dump.rank(r) for r in ranks]
+    hits: list["SeriesHit"] = []
+    warnings: list[str] = []
+    with_series = [(r.rank, r.series) for r in chosen if r.series is not None]
+    if not with_series:
+        if alone:
+            raise DumpError(dump.root, NO_SERIES)
+        return [], [f"{', '.join(w.name for w in wps)}: {NO_SERIES}"]
+    for rank, series in with_series:
+        warnings += series.warnings
+        try:
+            hits += run_series(rank, series, wps)
+        except ValueError as exc:
+            warnings.append(f"rank {rank} series: {exc}")
+    return hits, warnings
+
+
+def print_series_hits(hits: list["SeriesHit"], out: TextIO, limit: int = 50) -> None:
+    """One line per hit (the first ``limit``), then how many more."""
+    if not hits:
+        out.write("series: no hit\n")
+        return
+    out.write(f"series: {len(hits)} hit{'s' if len(hits) != 1 else ''}\n")
+    for h in hits[:limit]:
+        out.write(f"  rank {h.rank} step {h.step}: {h.condition} {h.tensor} {h.stat}={h.value:.6g}: {h.detail}\n")
+    if len(hits) > limit:
+        out.write(f"  ... {len(hits) - limit} more (--json lists all)\n")

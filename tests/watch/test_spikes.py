@@ -1,0 +1,207 @@
+"""`find_spikes` and `tdbg spikes` on real training runs with a planted cause at step K.
+
+Each run trains a real model (a 2-layer GPT-2 from a transformers config, or a 3-layer MLP) with AdamW;
+the series holds statistics computed with plain torch (tests/watch/spikes_runs.py). The planted causes:
+a learning-rate jump, one layer's weight scaled x50, a batch of huge values. Each must be ranked first.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from debugger import open_dump
+from debugger.formats.tdbg_h5.series import SeriesWriter
+from debugger.watch.spikes import find_spikes, trailing_z
+
+sys.path.insert(0, os.path.dirname(__file__))
+from clirun import run_cli  # noqa: E402
+from spikes_runs import BATCH, DEEP_STEP, LAYER_FILE, MLP, gpt2, mlp_task, train_series  # noqa: E402
+
+K = 120            # the step of every planted cause
+STEPS = 135
+SCALED = "transformer.h.0.mlp.c_fc"
+
+
+def _lr_jump(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.Tensor:
+    if step == K:
+        for group in opt.param_groups:
+            group["lr"] *= 30
+    return batch
+
+
+def _scale_layer(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.Tensor:
+    if step == -K - 1:                       # right after step K's optimizer step
+        with torch.no_grad():
+            model.get_submodule(SCALED).weight.mul_(50)
+    return batch
+
+
+def _huge_batch(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.Tensor:
+    if step == K:
+        batch = batch.clone()
+        batch[:, :16] *= -1000               # huge values (of flipped sign: the model's answers go wrong)
+    return batch
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: Any) -> dict[str, str]:
+    """Four trained runs (healthy, lr jump, scaled layer: GPT-2; huge batch: MLP), shared by the tests."""
+    base = tmp_path_factory.mktemp("spikes")
+    return {"healthy": train_series(str(base / "healthy"), STEPS),
+            "lr": train_series(str(base / "lr"), STEPS, _lr_jump),
+            "scaled": train_series(str(base / "scaled"), STEPS, _scale_layer),
+            "huge": train_series(str(base / "huge"), STEPS, _huge_batch, task=mlp_task, activations=True)}
+
+
+def _spikes(root: str) -> list[Any]:
+    return find_spikes(open_dump(root).rank(0))
+
+
+def test_a_healthy_run_has_no_spike(runs: dict[str, str]) -> None:
+    assert _spikes(runs["healthy"]) == []
+    r = run_cli("spikes", runs["healthy"])
+    assert r.code == 0 and "no loss spike" in r.out
+
+
+def test_a_learning_rate_jump_is_ranked_first_then_the_updates(runs: dict[str, str]) -> None:
+    spikes = _spikes(runs["lr"])
+    assert len(spikes) == 1 and K <= spikes[0].step <= K + 2
+    causes = spikes[0].causes
+    assert (causes[0].tensor, causes[0].first_step, causes[0].lead) == ("lr", K, spikes[0].step - K)
+    at_k = [c.role for c in causes[1:] if c.first_step == K]
+    # then the updates (Adam's step is proportional to the learning rate: every layer's moved), then the
+    # weights they moved
+    updates = at_k.count("update")
+    assert updates >= len(list(gpt2().parameters())) // 2
+    assert at_k[:updates] == ["update"] * updates and set(at_k[updates:]) <= {"weight"}
+
+
+def test_a_scaled_layer_is_ranked_first_with_its_code_line_and_deep_capture(runs: dict[str, str]) -> None:
+    spike, = _spikes(runs["scaled"])
+    assert K <= spike.step <= K + 2 and spike.deep_step == DEEP_STEP
+    first, second = spike.causes[:2]
+    assert {first.tensor, second.tensor} == {SCALED + ".weight", SCALED + ".weight.update"}
+    assert first.layer == SCALED and first.first_step == K and first.param == SCALED + ".weight"
+    layers = sorted({n.rsplit(".", 1)[0] for n, _ in gpt2().named_parameters()})
+    assert first.source == f"{LAYER_FILE}:{100 + layers.index(SCALED)}"
+    assert all(c.first_step > K or c.layer == SCALED or c.role == "scalar" for c in spike.causes)
+
+
+def test_a_batch_of_huge_values_ranks_the_first_layer_first(runs: dict[str, str]) -> None:
+    spike, = _spikes(runs["huge"])
+    assert spike.step == K and spike.loss > 100 * spike.baseline
+    assert spike.causes[0].layer == "fc1" and spike.causes[0].role == "activation"
+    gradients = [c for c in spike.causes if c.role == "gradient"]
+    assert gradients[0].tensor == "fc1.weight.grad"
+
+
+def test_the_cli_reports_spikes_as_text_and_json(runs: dict[str, str]) -> None:
+    r = run_cli("spikes", runs["scaled"])
+    assert r.code == 1 and f"nearest deep capture: step {DEEP_STEP}" in r.out and SCALED in r.out
+    r = run_cli("spikes", runs["lr"], "--json", "--top", "1")
+    assert r.code == 1
+    spike = r.json["spikes"][0]
+    assert set(spike) == {"step", "loss", "baseline", "z", "deep_step", "causes"}
+    assert set(spike["causes"][0]) == {"tensor", "role", "param", "stat", "first_step", "lead", "score",
+                                       "layer", "source"}
+    assert spike["causes"][0]["tensor"] == "lr"
+
+
+def test_a_dump_without_a_series_is_exit_2_and_says_how_to_get_one(runs: dict[str, str], tmp_path: Any) -> None:
+    import shutil
+    root = str(tmp_path / "deep_only")
+    shutil.copytree(runs["healthy"], root)
+    shutil.rmtree(os.path.join(root, "rank_0", "series"))
+    r = run_cli("spikes", root)
+    assert r.code == 2 and "no per-step series" in r.err and "Recorder(series=True)" in r.err
+
+
+def test_a_non_finite_loss_is_a_spike(tmp_path: Any) -> None:
+    rng = np.random.default_rng(0)
+    root = str(tmp_path / "nan")
+    loss = 2.0 + 0.01 * rng.standard_normal(100)
+    loss[80] = math.nan
+    with SeriesWriter(os.path.join(root, "rank_0"), ["w.grad"], roles=["gradient"], params=["w"]) as w:
+        for step in range(100):
+            w.add(step, np.full((1, 13), 1.0 + 0.01 * rng.standard_normal()), {"loss": loss[step]})
+    _write_empty_dump(root)
+    spike, = find_spikes(open_dump(root).rank(0))
+    assert spike.step == 80 and math.isnan(spike.loss)
+    r = run_cli("spikes", root, "--json")
+    assert r.code == 1 and r.json["spikes"][0]["loss"] == "nan"
+
+
+def _write_empty_dump(root: str) -> None:
+    from spikes_runs import _write_deep_capture
+    _write_deep_capture(root, ["w"])
+
+
+def test_trailing_z_matches_a_plain_loop() -> None:
+    """The vectorised score against a loop over steps with numpy medians (the definition)."""
+    rng = np.random.default_rng(1)
+    v = np.cumsum(rng.standard_normal((3, 90)), axis=1) + 0.5 * np.arange(90)
+    v[1, 60] += 40
+    window = 20
+    z, base = trailing_z(v, window)
+    for row in range(3):
+        for t in range(window, 90):
+            d = np.diff(v[row, t - window:t])
+            m = np.median(d)
+            scale = max(1.4826 * np.median(np.abs(d - m)), 1e-3 * abs(v[row, t - 1]))
+            assert z[row, t] == pytest.approx((v[row, t] - v[row, t - 1] - m) / scale)
+            assert base[row, t] == pytest.approx(v[row, t - 1] + m)
+    assert np.isnan(z[:, :window]).all() and np.nanargmax(z[1]) == 60
+
+
+def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(tmp_path: Any) -> None:
+    """Recorder(series=True) on a real loop (an MLP defined in tests/watch/spikes_runs.py), one deep
+    capture at level "ops": fc2's weight scaled x-50 after step K's optimizer step."""
+    import inspect
+
+    from debugger.torch.recorder import Recorder
+    model, pool, loss_of = mlp_task()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    root = str(tmp_path / "rec")
+    with Recorder(root, model, opt, series=True, save="statistics", level={"ops": [K - 10]}) as rec:
+        for step in range(STEPS):
+            at = (step * BATCH) % len(pool)
+            loss = loss_of(model, pool[at:at + BATCH])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if step == K:
+                with torch.no_grad():
+                    model.fc2.weight.mul_(-50)      # a sign flip too: the answers go wrong
+            rec.step()
+    spike, = find_spikes(open_dump(root).rank(0))
+    assert K <= spike.step <= K + 2 and spike.deep_step == K - 10
+    first = spike.causes[0]
+    assert first.layer == "fc2" and first.first_step == K and first.param == "fc2.weight"
+    lines, start = inspect.getsourcelines(MLP.forward)
+    line = start + next(i for i, text in enumerate(lines) if "self.fc2(" in text)
+    assert first.source == f"{inspect.getsourcefile(MLP)}:{line}"
+
+
+def test_a_series_shorter_than_the_window_says_so(tmp_path: Any) -> None:
+    root = str(tmp_path / "short")
+    with SeriesWriter(os.path.join(root, "rank_0"), ["w.grad"], roles=["gradient"], params=["w"]) as w:
+        for step in range(20):
+            w.add(step, np.ones((1, 13)), {"loss": 100.0 if step == 15 else 1.0})
+    _write_empty_dump(root)
+    r = run_cli("spikes", root)
+    assert r.code == 0 and "holds 20 steps" in r.err and "no loss spike" in r.out
+    r = run_cli("spikes", root, "--window", "10", "--json")
+    assert r.code == 1 and r.json["spikes"][0]["step"] == 15 and r.json["warnings"] == []
+
+
+def test_bad_usage_is_exit_2_naming_the_problem(runs: dict[str, str]) -> None:
+    r = run_cli("spikes", runs["healthy"], "--rank", "3")
+    assert r.code == 2 and "no rank 3" in r.err
+    r = run_cli("spikes", runs["healthy"], "--window", "2")
+    assert r.code == 2 and "--window" in r.err

@@ -152,6 +152,8 @@ def test_device_rows_multi_tensor_kernels_match_numpy():
             np.testing.assert_allclose(row[col[name]], want, rtol=1e-5, err_msg=name)
         assert np.isnan(row[col["zeros"]])          # not computed on a device: unknown
     assert np.isnan(rows[2][col["nan"]]) and np.isnan(rows[2][col["l2norm"]])     # non-finite: counts unknown
+    empty = device_rows([torch.zeros(0), torch.ones(2, dtype=torch.float64)]).numpy()
+    assert empty[0][col["count"]] == 0 and np.isnan(empty[0][col["max"]]) and empty[1][col["l2norm"]] == np.sqrt(2)
 
 
 def test_a_failing_series_warns_once_and_never_touches_the_training(tmp_path):

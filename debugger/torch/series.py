@@ -53,7 +53,7 @@ class SeriesCapture:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tdbg-series")
         self._pending: list[Future[Any]] = []
         self._writer: SeriesWriter | None = None
-        self._names: list[str] = []
+        self._names: list[str] | None = None      # the writer's tensors (None: no writer yet)
         self._loss: torch.Tensor | None = None
         self._lr: float | None = None
         self._scale: Any = None

@@ -190,3 +190,18 @@ def test_micro_batches_loss_is_their_sum(tmp_path):
             want.append(total)
             rec.step()
     _close(debugger.open_dump(str(tmp_path / "m")).rank(0).series.scalar("loss")[1], want)
+
+
+def test_no_optimizer_keeps_the_loss(tmp_path):
+    """Recorder(optimizer=None): no parameter is trained, the series still holds every step's loss."""
+    model = _mlp()
+    want = []
+    with Recorder(tmp_path / "e", model, None, series=True, iterations=()) as rec:
+        for x, y in _batches(3):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            want.append(float(loss.detach()))
+            rec.step()
+    s = debugger.open_dump(str(tmp_path / "e")).rank(0).series
+    assert s.tensors() == []
+    _close(s.scalar("loss")[1], want)

@@ -205,3 +205,25 @@ def test_no_optimizer_keeps_the_loss(tmp_path):
     s = debugger.open_dump(str(tmp_path / "e")).rank(0).series
     assert s.tensors() == []
     _close(s.scalar("loss")[1], want)
+
+
+def test_a_step_the_scaler_skips(tmp_path):
+    """Scaled gradients overflow at first: GradScaler skips optimizer.step; the series still has the step
+    (its gradients as rec.step() finds them, non-finite; no update; the scale after the scaler's update)."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1000)
+    scales = []
+    with Recorder(tmp_path / "k", model, opt, series=True, iterations=()) as rec:
+        for x, y in _batches(4):
+            opt.zero_grad()
+            scaler.scale(torch.nn.functional.mse_loss(model(x), y) * 1e6).backward()   # overflows at 2**127
+            scaler.step(opt)
+            scaler.update()
+            scales.append(float(scaler.get_scale()))
+            rec.step()
+    s = debugger.open_dump(str(tmp_path / "k")).rank(0).series
+    bad = sum(s.curve("2.weight.grad", c)[1] for c in ("pos_inf", "neg_inf", "nan"))
+    assert bad[0] > 0 and not np.isfinite(s.scalar("grad_norm")[1][0])
+    assert s.curve("2.weight.update", "l2norm")[1][0] == 0          # the skipped step changed nothing
+    assert s.scalar("loss_scale")[1][0] == scales[0] < 2.0 ** 127      # after the scaler's update

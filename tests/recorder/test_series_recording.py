@@ -214,7 +214,8 @@ def test_a_step_the_scaler_skips(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1000)
     scales = []
-    with Recorder(tmp_path / "k", model, opt, series=True, iterations=()) as rec:
+    # every step here is skipped, so no scaler.step reaches optimizer.step to be found: given
+    with Recorder(tmp_path / "k", model, opt, series=True, iterations=(), scaler=scaler) as rec:
         for x, y in _batches(4):
             opt.zero_grad()
             scaler.scale(torch.nn.functional.mse_loss(model(x), y) * 1e6).backward()   # overflows at 2**127

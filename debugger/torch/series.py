@@ -107,6 +107,12 @@ class SeriesCapture:
             if flush:
                 self._last_flush = now
 
+    def flush(self) -> None:
+        """Make every ended step readable now (a checkpoint segment), and wait for it."""
+        self._hand_over(True)
+        self._last_flush = time.monotonic()
+        self._wait()
+
     def close(self) -> None:
         """Write every pending step and stop the writer thread."""
         try:

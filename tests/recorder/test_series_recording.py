@@ -228,3 +228,19 @@ def test_a_step_the_scaler_skips(tmp_path):
     assert bad[0] > 0 and not np.isfinite(s.scalar("grad_norm")[1][0])
     assert s.curve("2.weight.update", "l2norm")[1][0] == 0          # the skipped step changed nothing
     assert s.scalar("loss_scale")[1][0] == scales[0] < 2.0 ** 127      # after the scaler's update
+
+
+def test_flush_makes_every_ended_step_readable(tmp_path):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with Recorder(tmp_path / "l", model, opt, series=True, iterations=(), series_flush_seconds=3600) as rec:
+        for i, (x, y) in enumerate(_batches(5)):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            rec.step()
+            if i in (1, 3):
+                rec.flush()
+                got = debugger.open_dump(str(tmp_path / "l")).rank(0).series
+                assert list(got.steps()) == list(range(i + 1))
+    assert list(debugger.open_dump(str(tmp_path / "l")).rank(0).series.steps()) == list(range(5))

@@ -151,8 +151,13 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         # value at the end of the iteration before), for the update statistics stored at step()
         self._before_step: dict[int, torch.Tensor] = {}
         self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
+        self._init_series(series, series_flush_seconds, scaler, trigger, touch_file)
+
+    def _init_series(self, series: bool, flush_seconds: float, scaler: Any, trigger: Trigger | None,
+                     touch_file: "str | os.PathLike[str] | TouchFile | None") -> None:
+        """The per-step series' options and the triggers that watch it (nothing starts before start())."""
         self._series_wanted = series
-        self._series_options = {"flush_seconds": series_flush_seconds, "scaler": scaler}
+        self._series_options = {"flush_seconds": flush_seconds, "scaler": scaler}
         self._series: SeriesCapture | None = None
         if (trigger is not None or touch_file is not None) and not series:
             raise ValueError("trigger= and touch_file= watch the per-step series: give series=True too")

@@ -168,6 +168,8 @@ def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(t
     model, pool, loss_of = mlp_task()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     root = str(tmp_path / "rec")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)              # tiny tensors: threads only contend
     with Recorder(root, model, opt, series=True, save="statistics", level={"ops": [K - 10]}) as rec:
         for step in range(STEPS):
             at = (step * BATCH) % len(pool)
@@ -179,6 +181,7 @@ def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(t
                 with torch.no_grad():
                     model.fc2.weight.mul_(-50)      # a sign flip too: the answers go wrong
             rec.step()
+    torch.set_num_threads(threads)
     spike, = find_spikes(open_dump(root).rank(0))
     assert K <= spike.step <= K + 2 and spike.deep_step == K - 10
     first = spike.causes[0]

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     its, ranks = parse_selection(args)
     dump = open_dump(args.dump)
     wps, over_series = split(wps, args.series)
-    series_hits, warnings = scan_series(dump, ranks, over_series, alone=not wps) if over_series else ([], [])
+    series_hits, warnings = scan_series(dump, ranks, over_series, not wps, its) if over_series else ([], [])
     result = None
     if wps:
         result, dump_warnings = _scan_dump(args, dump, ranks, its, wps, warnings)

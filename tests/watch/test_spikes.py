@@ -208,3 +208,14 @@ def test_bad_usage_is_exit_2_naming_the_problem(runs: dict[str, str]) -> None:
     assert r.code == 2 and "no rank 3" in r.err
     r = run_cli("spikes", runs["healthy"], "--window", "2")
     assert r.code == 2 and "--window" in r.err
+
+
+def test_a_longer_healthy_run_stays_quiet(tmp_path: Any) -> None:
+    """600 steps of the MLP (its loss falls to ~0 and its gradients shrink): no spike, no series hit."""
+    from debugger.watch.registry import Watchpoint
+    from debugger.watch.series_conditions import run_series
+    root = train_series(str(tmp_path / "long"), 600, task=mlp_task, activations=True)
+    rank = open_dump(root).rank(0)
+    assert find_spikes(rank) == []
+    specs = ("loss_spike", "norm_growth", "lr_change", "loss_scale_change")
+    assert run_series(0, rank.series, [Watchpoint.parse(s) for s in specs]) == []

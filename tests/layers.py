@@ -56,12 +56,14 @@ LAYERS: tuple[Layer, ...] = (
     # Tools built on the engines, each on its own.
     Layer("export", ("debugger.export",), _MODEL + ("query",)),
     Layer("triage", ("debugger.triage",), _MODEL + _ENGINES),
+    # What the trends view draws of a per-step series (curves, heatmap, spikes with their deep capture).
+    Layer("seriesviews", ("debugger.seriesviews",), _MODEL + ("watch",)),
     # convert writes tdbg's own format, whatever it reads: through the one tdbg-h5 writer, as the recorder does.
     # Its per-step series go through tdbg-h5's one series writer.
     Layer("convert", ("debugger.convert", "debugger.convert_series"),
           _MODEL + ("debugger.formats.tdbg_h5.writer", "debugger.formats.tdbg_h5.series")),
     # The web layer asks the library only: never a format or the seam (it reads no files itself).
-    Layer("web", ("tdbg_web",), _BASE + ("model",) + _ENGINES + ("export", "triage")),
+    Layer("web", ("tdbg_web",), _BASE + ("model",) + _ENGINES + ("export", "triage", "seriesviews")),
     # The command line: every command; `tdbg serve` starts the web layer.
     Layer("cli", ("debugger.cli",), _MODEL + _ENGINES + ("export", "triage", "convert", "web")),
 )

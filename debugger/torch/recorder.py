@@ -160,6 +160,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._touch = touch_file if isinstance(touch_file, TouchFile) or touch_file is None else TouchFile(touch_file)
         self._captures: CaptureLog | None = None
         self._captures_written = 0.0
+        self._series_warned = False
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -217,6 +218,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def capture_next(self, n: int = 1, level: str = LEVEL_OPS) -> None:
         """Record the next ``n`` iterations (from the one after the current) at ``level`` or finer."""
         self._plan.capture_next(self.iteration + 1, n, level)
+        if self._captures is not None:
+            self._captures.asked(self.iteration, n, level, {"check": "capture_next"})
 
     def flush(self) -> None:
         """Wait until every ended iteration is written (``step`` does not wait for its own)."""
@@ -241,6 +244,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                 self._series_call(self._series.close)
                 self._series = None
             if self._captures is not None:
+                self._captures.untake(self.iteration)      # the open iteration is dropped
                 self._write_captures(force=True)
             if self._sink is not None:
                 self._sink.close()
@@ -257,7 +261,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             self._series = SeriesCapture(self._writer.rank_dir, self._root, self.optimizers, self._param_name,
                                          **self._series_options)
         except Exception as exc:     # never break the training
-            warn_off(exc)
+            self._series_off(exc)
             return
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._series_step_pre))
@@ -294,8 +298,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             log.changed = False
             self._captures_written = now
         except Exception as exc:     # never break the training
-            self._captures = None
-            warn_off(exc)
+            self._series_off(exc)
 
     def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         if self._series is not None:
@@ -307,11 +310,17 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             with torch.no_grad():
                 fn(*args)
         except Exception as exc:
-            series, self._series = self._series, None
+            self._series_off(exc, fn)
+
+    def _series_off(self, exc: BaseException, fn: Any = None) -> None:
+        """The series' (and its captures file's) first failure: one warning, both off, training goes on."""
+        series, self._series, self._captures = self._series, None, None
+        if not self._series_warned:
+            self._series_warned = True
             warn_off(exc)
-            if series is not None and fn != series.close:
-                with contextlib.suppress(Exception):
-                    series.close()
+        if series is not None and fn != series.close:
+            with contextlib.suppress(Exception):
+                series.close()
 
     # ---- iteration lifecycle ----------------------------------------------------------------
     def _begin(self) -> None:

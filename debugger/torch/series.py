@@ -143,7 +143,7 @@ class SeriesCapture:
             params.append(pname)
             prev = self._prev.get(id(p))
             if prev is not None and prev.shape == w.shape:
-                torch.sub(w, prev, out=prev)        # prev now holds the update (copied back below)
+                _sub_into(w, prev)        # prev now holds the update (copied back below)
                 tensors.append(prev)
                 names.append(f"{pname}.update")
                 roles.append("update")
@@ -201,7 +201,7 @@ class SeriesCapture:
             buf = self._prev.get(id(p))
             if buf is None or buf.shape != w.shape or buf.dtype != w.dtype or buf.device != w.device:
                 buf = self._prev[id(p)] = torch.empty_like(w, memory_format=torch.contiguous_format)
-            buf.copy_(w)
+            _copy_into(w, buf)
 
     def _scalars(self, grad_ids: list[int]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -278,6 +278,32 @@ class SeriesCapture:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray | None:
+    """A CPU tensor's own memory as numpy (None: another device or a dtype numpy lacks)."""
+    if t.device.type != "cpu" or t.dtype == torch.bfloat16 or t.is_conj() or t.is_neg():
+        return None
+    return t.numpy()
+
+
+# On the CPU numpy does the copies single-threaded: torch's two-thread copy waits at a barrier for a
+# thread the OS may have given to another process (a busy machine: milliseconds per tensor).
+def _copy_into(w: torch.Tensor, buf: torch.Tensor) -> None:
+    a, b = _numpy(w), _numpy(buf)
+    if a is None or b is None:
+        buf.copy_(w)
+    else:
+        np.copyto(b, a)
+
+
+def _sub_into(w: torch.Tensor, prev: torch.Tensor) -> None:
+    """prev = w - prev."""
+    a, b = _numpy(w), _numpy(prev)
+    if a is None or b is None:
+        torch.sub(w, prev, out=prev)
+    else:
+        np.subtract(a, b, out=b)
 
 
 def _lr(optimizers: Sequence[torch.optim.Optimizer]) -> float | None:

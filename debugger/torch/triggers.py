@@ -133,6 +133,16 @@ class CaptureLog:
             last[1] = step
         else:
             self.deep.append([step, step, level, reason])
+        self.changed = True
+
+    def untake(self, step: int) -> None:
+        """Step ``step`` was not recorded after all (the open iteration a close drops)."""
+        last = self.deep[-1] if self.deep else None
+        if last is not None and last[1] == step:
+            if last[0] == step:
+                self.deep.pop()
+            else:
+                last[1] = step - 1
             self.changed = True
 
     def as_dict(self) -> dict[str, Any]:

@@ -133,3 +133,40 @@ def test_grad_scaler_loss_scale(tmp_path):
     _close(got, [t["scale"] for t in truth])
     assert got[-1] > got[0]         # it grew: the scale moves over the run
     _close(s.scalar("grad_norm")[1], [t["grad_norm"] for t in truth])     # unscaled gradients
+
+
+def test_device_rows_multi_tensor_kernels_match_numpy():
+    """The path for GPU tensors (multi-tensor kernels, one device row block), run on CPU tensors here."""
+    from debugger.stats import STAT_NAMES
+    from debugger.torch.seriesstats import device_rows
+
+    g = torch.Generator().manual_seed(3)
+    ts = [torch.randn(5, 7, generator=g), torch.randn(33, generator=g) * 4 + 1, torch.tensor([1.0, float("nan")])]
+    rows = device_rows(ts).numpy()
+    col = {n: i for i, n in enumerate(STAT_NAMES)}
+    for t, row in zip(ts[:2], rows[:2]):
+        a = t.numpy().astype(np.float64).ravel()
+        for name, want in (("count", a.size), ("min", a.min()), ("max", a.max()), ("mean", a.mean()),
+                           ("abs_mean", np.abs(a).mean()), ("std", a.std(ddof=1)), ("l2norm", np.linalg.norm(a)),
+                           ("nan", 0), ("pos_inf", 0)):
+            np.testing.assert_allclose(row[col[name]], want, rtol=1e-5, err_msg=name)
+        assert np.isnan(row[col["zeros"]])          # not computed on a device: unknown
+    assert np.isnan(rows[2][col["nan"]]) and np.isnan(rows[2][col["l2norm"]])     # non-finite: counts unknown
+
+
+def test_a_failing_series_warns_once_and_never_touches_the_training(tmp_path):
+    """The series folder cannot be made (a file has its name): one warning, the training runs on, unchanged."""
+    plain = _mlp()
+    opt_p = torch.optim.AdamW(plain.parameters(), lr=1e-2)
+    _truth_loop(plain, opt_p, _batches())
+    model = _mlp()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    (tmp_path / "f" / "rank_0").mkdir(parents=True)
+    (tmp_path / "f" / "rank_0" / "series").write_text("in the way")
+    with pytest.warns(RuntimeWarning, match="per-step series stopped") as got:
+        with Recorder(tmp_path / "f", model, opt, series=True, level="parameters", iterations=[1]) as rec:
+            _truth_loop(model, opt, _batches(), rec)
+    assert len([w for w in got if "per-step series" in str(w.message)]) == 1
+    for a, b in zip(plain.parameters(), model.parameters()):
+        assert torch.equal(a, b)
+    assert debugger.open_dump(str(tmp_path / "f")).rank(0).iterations() == [1]    # the deep capture is intact

@@ -17,6 +17,7 @@ def _train(path, steps, *, plant=None, touch_at=None, touch_path=None, **kw):
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
+    ask = kw.pop("ask_at", None)
     if "level" not in kw:
         kw["iterations"] = ()       # no deep step but the triggered ones
     with Recorder(path, model, opt, series=True, save="statistics", **kw) as rec:
@@ -28,6 +29,8 @@ def _train(path, steps, *, plant=None, touch_at=None, touch_path=None, **kw):
                 loss = plant(step, loss)
             loss.backward()
             opt.step()
+            if step == ask:
+                rec.capture_next(2, "modules")
             if step == touch_at:
                 with open(touch_path, "w"):
                     pass
@@ -70,7 +73,7 @@ def test_healthy_run_captures_nothing_and_schedule_is_said(tmp_path):
     rank, series = _train(tmp_path / "h", 30, trigger=Trigger(loss_factor=3.0, window=10), touch_file=str(flag))
     assert rank.iterations() == [] and len(series.steps()) == 30
     assert series.captures() is None or series.captures()["triggered"] == []
-    rank2, series2 = _train(tmp_path / "s", 10, level={"parameters": range(0, 10, 5)})
+    rank2, series2 = _train(tmp_path / "s", 10, level={"parameters": range(0, 100, 5)})   # 10: open at close, dropped
     assert rank2.iterations() == [0, 5]
     assert series2.captures()["deep"] == [[0, 0, "parameters", "schedule"], [5, 5, "parameters", "schedule"]]
 
@@ -81,3 +84,9 @@ def test_touch_file_present_before_the_run_is_no_request(tmp_path):
     rank, _ = _train(tmp_path / "o", 6, touch_file=TouchFile(flag, interval=0.0))
     assert rank.iterations() == []
     assert os.path.exists(flag)     # tdbg never removes the user's file
+
+
+def test_capture_next_is_said(tmp_path):
+    rank, series = _train(tmp_path / "c", 8, ask_at=3)
+    assert rank.iterations() == [4, 5]
+    assert series.captures()["deep"] == [[4, 5, "modules", "capture_next"]]

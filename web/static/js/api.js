@@ -133,4 +133,13 @@ export const api = {
     get('/hits', { dump, rank, iteration, all, watchpoint, begin, end }, { reuse: false }),
   nextHit: (dump, rank, iteration) => request('POST', url('/replay/next_hit', { dump }), { rank, iteration }),
   compare: (dump, base, all) => get('/compare', { dump, base, all }),
+  // the per-step series (trends view): never reused, a followed run grows
+  series: (dump, rank) => get(`/ranks/${rank}/series`, { dump }, { reuse: false }),
+  seriesCurve: ({ dump, rank, tensor, stat, start, stop, points }) =>
+    get(`/ranks/${rank}/series/curve`, { dump, tensor, stat, start, stop, points }, { reuse: false }),
+  seriesHeatmap: ({ dump, rank, stat, role, agg, log, start, stop, columns }) =>
+    get(`/ranks/${rank}/series/heatmap`, { dump, stat, role, agg, log, start, stop, columns }, { reuse: false }),
+  seriesScalars: ({ dump, rank, start, stop, points }) =>
+    get(`/ranks/${rank}/series/scalars`, { dump, start, stop, points }, { reuse: false }),
+  seriesSpikes: (dump, rank) => get(`/ranks/${rank}/series/spikes`, { dump }, { reuse: false }),
 };

@@ -11,8 +11,9 @@ import * as code from './views/code.js';
 import * as tensor from './views/tensor.js';
 import * as watch from './views/watch.js';
 import * as ranks from './views/ranks.js';
+import * as trends from './views/trends.js';
 
-const VIEWS = { triage, dumps: { mount: triage.mountChooser }, overview, graph, code, tensor, watch, ranks };
+const VIEWS = { triage, dumps: { mount: triage.mountChooser }, overview, graph, code, tensor, watch, ranks, trends };
 const $ = (id) => document.getElementById(id);
 const main = $('main');
 let current = null;          // {name, handle}

@@ -16,7 +16,7 @@ const KEYS = {
   slice: ['slice', null, 'str'],
   framework: ['fw', false, 'bool'],
 };
-const VIEWS = ['triage', 'dumps', 'overview', 'graph', 'code', 'tensor', 'watch', 'ranks'];
+const VIEWS = ['triage', 'dumps', 'overview', 'graph', 'code', 'tensor', 'watch', 'ranks', 'trends'];
 
 export const state = { view: 'triage' };
 for (const [k, [, d]] of Object.entries(KEYS)) state[k] = d;

@@ -38,6 +38,13 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--series", action="store_true",
                    help="also run the watchpoints that compare iterations over every step of the per-step series "
                         "where it answers them (update ratios, loss_not_decreasing)")
+    s.add_argument("--follow", action="store_true",
+                   help="keep scanning a dump a running job writes: new settled iterations (and series steps) as they "
+                        "come, one line per new hit (one JSON object per line with --json); Ctrl-C or SIGTERM ends it")
+    s.add_argument("--poll", type=float, default=1.0, metavar="S", help="--follow: seconds between looks (default 1)")
+    s.add_argument("--fail-fast", action="store_true", help="--follow: exit 1 at the first hit")
+    s.add_argument("--idle-exit", type=float, default=None, metavar="S",
+                   help="--follow: stop once the dump has not changed for S seconds")
     s.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
     add_scheduler(s)
     add_json(s)
@@ -61,8 +68,16 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except ValueError as exc:
         raise DumpError(None, str(exc)) from None
     its, ranks = parse_selection(args)
-    dump = open_dump(args.dump)
     wps, over_series = split(wps, args.series)
+    if args.follow:
+        from .scan_follow import follow
+        if its is not None or ranks is not None or args.where:
+            raise DumpError(None, "--follow scans every rank and iteration as it comes: no --ranks, --iterations or --where")
+        if args.poll <= 0 or (args.idle_exit is not None and args.idle_exit < 0):
+            raise DumpError(None, "--poll must be above 0 and --idle-exit at least 0 seconds")
+        open_dump(args.dump)    # a path that is no dump is exit 2 at once
+        return follow(args, wps, over_series, out)
+    dump = open_dump(args.dump)
     series_hits, warnings = scan_series(dump, ranks, over_series, not wps, its) if over_series else ([], [])
     result = None
     if wps:

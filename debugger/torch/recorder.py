@@ -222,9 +222,12 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             self._captures.asked(self.iteration, n, level, {"check": "capture_next"})
 
     def flush(self) -> None:
-        """Wait until every ended iteration is written (``step`` does not wait for its own)."""
+        """Wait until every ended iteration is written (``step`` does not wait for its own), and every
+        ended step of the series is readable."""
         if self._sink is not None:
             self._sink.flush()
+        if self._series is not None:
+            self._series_call(self._series.flush)
 
     def close(self) -> None:
         """Stop recording (the open iteration is dropped), write run histories, release the rank."""

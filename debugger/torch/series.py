@@ -53,7 +53,7 @@ class SeriesCapture:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tdbg-series")
         self._pending: list[Future[Any]] = []
         self._writer: SeriesWriter | None = None
-        self._names: list[str] = []
+        self._names: list[str] | None = None      # the writer's tensors (None: no writer yet)
         self._loss: torch.Tensor | None = None
         self._lr: float | None = None
         self._scale: Any = None
@@ -88,9 +88,9 @@ class SeriesCapture:
 
     def end_step(self, step: int) -> None:
         """``rec.step()`` ends step ``step``: its row of statistics is added to the series."""
-        tensors, names, roles, params, grad_ids = self._tensors()
         late = [p for p in self._trained() if p.grad is not None and id(p) not in self._grad_rows]
         self._take_grads(late)      # the optimizer did not step (a loss scaler skipped it)
+        tensors, names, roles, params, grad_ids = self._tensors()
         rows = self._rows(tensors, grad_ids)
         scalars = self._scalars(grad_ids)
         self._grad_rows = {}
@@ -106,6 +106,12 @@ class SeriesCapture:
             self._hand_over(flush)
             if flush:
                 self._last_flush = now
+
+    def flush(self) -> None:
+        """Make every ended step readable now (a checkpoint segment), and wait for it."""
+        self._hand_over(True)
+        self._last_flush = time.monotonic()
+        self._wait()
 
     def close(self) -> None:
         """Write every pending step and stop the writer thread."""
@@ -218,7 +224,7 @@ class SeriesCapture:
         if grad_ids:
             l2 = [self._grad_rows[i][COL["l2norm"]] for i in grad_ids]
             if all(isinstance(v, (float, np.floating)) for v in l2):
-                out["grad_norm"] = math.sqrt(sum(float(v) ** 2 for v in l2))
+                out["grad_norm"] = _global_norm([self._grad_rows[i] for i in grad_ids])
             else:
                 out["grad_norm"] = torch.stack([torch.as_tensor(v) for v in l2]).pow(2).sum().sqrt()
         host = {k: v for k, v in out.items()
@@ -272,12 +278,23 @@ class SeriesCapture:
 
     def _flush(self) -> None:
         if self._writer is not None:
-            self._writer.flush()
+            self._writer.checkpoint()     # readable now; merged into the 4096-step segment later
 
     def _close_writer(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _global_norm(rows: list[np.ndarray]) -> float:
+    """The L2 norm of all gradients from their host rows (whose value statistics skip non-finite
+    elements): NaN when one holds a NaN, else infinite when one holds an infinity."""
+    block = np.stack(rows)
+    if np.nansum(block[:, COL["nan"]]) > 0:
+        return math.nan
+    if np.nansum(block[:, COL["pos_inf"]] + block[:, COL["neg_inf"]]) > 0:
+        return math.inf
+    return math.sqrt(float(np.sum(np.square(block[:, COL["l2norm"]]))))
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray | None:

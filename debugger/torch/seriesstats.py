@@ -36,6 +36,12 @@ def device_rows(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """(len(tensors) x 13) float64 statistics on the tensors' (one) device, from multi-tensor kernels."""
     f64 = torch.float64
     dev = tensors[0].device
+    empty = [i for i, t in enumerate(tensors) if t.numel() == 0]
+    if empty:       # no maximum of nothing: their rows say count 0, every value unknown
+        full = [t if t.numel() else torch.zeros(1, dtype=t.dtype, device=dev) for t in tensors]
+        rows = device_rows(full)
+        rows[empty] = torch.tensor([0.0] + [math.nan] * (NCOLS - 1), dtype=f64, device=dev)
+        return rows
     with torch.no_grad():
         ts = [t.detach().reshape(-1) for t in tensors]
         ts = [t if t.dtype in (torch.float32, torch.float64) else t.float() for t in ts]

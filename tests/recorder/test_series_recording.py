@@ -152,6 +152,8 @@ def test_device_rows_multi_tensor_kernels_match_numpy():
             np.testing.assert_allclose(row[col[name]], want, rtol=1e-5, err_msg=name)
         assert np.isnan(row[col["zeros"]])          # not computed on a device: unknown
     assert np.isnan(rows[2][col["nan"]]) and np.isnan(rows[2][col["l2norm"]])     # non-finite: counts unknown
+    empty = device_rows([torch.zeros(0), torch.ones(2, dtype=torch.float64)]).numpy()
+    assert empty[0][col["count"]] == 0 and np.isnan(empty[0][col["max"]]) and empty[1][col["l2norm"]] == np.sqrt(2)
 
 
 def test_a_failing_series_warns_once_and_never_touches_the_training(tmp_path):
@@ -170,3 +172,75 @@ def test_a_failing_series_warns_once_and_never_touches_the_training(tmp_path):
     for a, b in zip(plain.parameters(), model.parameters()):
         assert torch.equal(a, b)
     assert debugger.open_dump(str(tmp_path / "f")).rank(0).iterations() == [1]    # the deep capture is intact
+
+
+def test_micro_batches_loss_is_their_sum(tmp_path):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    want = []
+    with Recorder(tmp_path / "m", model, opt, series=True, iterations=()) as rec:
+        for x, y in _batches(4):
+            opt.zero_grad()
+            total = 0.0
+            for xs, ys in zip(x.chunk(2), y.chunk(2)):     # gradient accumulation: backward per micro-batch
+                loss = torch.nn.functional.mse_loss(model(xs), ys) / 2
+                loss.backward()
+                total += float(loss.detach())
+            opt.step()
+            want.append(total)
+            rec.step()
+    _close(debugger.open_dump(str(tmp_path / "m")).rank(0).series.scalar("loss")[1], want)
+
+
+def test_no_optimizer_keeps_the_loss(tmp_path):
+    """Recorder(optimizer=None): no parameter is trained, the series still holds every step's loss."""
+    model = _mlp()
+    want = []
+    with Recorder(tmp_path / "e", model, None, series=True, iterations=()) as rec:
+        for x, y in _batches(3):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            want.append(float(loss.detach()))
+            rec.step()
+    s = debugger.open_dump(str(tmp_path / "e")).rank(0).series
+    assert s.tensors() == []
+    _close(s.scalar("loss")[1], want)
+
+
+def test_a_step_the_scaler_skips(tmp_path):
+    """Scaled gradients overflow at first: GradScaler skips optimizer.step; the series still has the step
+    (its gradients as rec.step() finds them, non-finite; no update; the scale after the scaler's update)."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1000)
+    scales = []
+    # every step here is skipped, so no scaler.step reaches optimizer.step to be found: given
+    with Recorder(tmp_path / "k", model, opt, series=True, iterations=(), scaler=scaler) as rec:
+        for x, y in _batches(4):
+            opt.zero_grad()
+            scaler.scale(torch.nn.functional.mse_loss(model(x), y) * 1e6).backward()   # overflows at 2**127
+            scaler.step(opt)
+            scaler.update()
+            scales.append(float(scaler.get_scale()))
+            rec.step()
+    s = debugger.open_dump(str(tmp_path / "k")).rank(0).series
+    bad = sum(s.curve("2.weight.grad", c)[1] for c in ("pos_inf", "neg_inf", "nan"))
+    assert bad[0] > 0 and not np.isfinite(s.scalar("grad_norm")[1][0])
+    assert s.curve("2.weight.update", "l2norm")[1][0] == 0          # the skipped step changed nothing
+    assert s.scalar("loss_scale")[1][0] == scales[0] < 2.0 ** 127      # after the scaler's update
+
+
+def test_flush_makes_every_ended_step_readable(tmp_path):
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with Recorder(tmp_path / "l", model, opt, series=True, iterations=(), series_flush_seconds=3600) as rec:
+        for i, (x, y) in enumerate(_batches(5)):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+            rec.step()
+            if i in (1, 3):
+                rec.flush()
+                got = debugger.open_dump(str(tmp_path / "l")).rank(0).series
+                assert list(got.steps()) == list(range(i + 1))
+    assert list(debugger.open_dump(str(tmp_path / "l")).rank(0).series.steps()) == list(range(5))

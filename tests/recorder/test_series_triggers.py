@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import torch
 
 import debugger
@@ -90,3 +91,18 @@ def test_capture_next_is_said(tmp_path):
     rank, series = _train(tmp_path / "c", 8, ask_at=3)
     assert rank.iterations() == [4, 5]
     assert series.captures()["deep"] == [[4, 5, "modules", "capture_next"]]
+
+
+def test_nonfinite_gradient_with_a_finite_loss(tmp_path):
+    bad_at = 9
+
+    def plant(step, loss):
+        if step == bad_at:      # the loss stays finite, its gradient does not
+            loss.register_hook(lambda g: g * float("nan"))
+        return loss
+
+    rank, series = _train(tmp_path / "g", 14, plant=plant, trigger=Trigger(steps=K, window=10))
+    first = series.captures()["triggered"][0]
+    assert first["check"] == "nonfinite_grad_norm" and first["step"] == bad_at and first["value"] == "nan"
+    assert rank.iterations()[:K] == list(range(bad_at + 1, bad_at + 1 + K))
+    assert np.isfinite(series.scalar("loss")[1][bad_at]) and np.isnan(series.scalar("grad_norm")[1][bad_at])

@@ -53,6 +53,7 @@ class H5RankReader(RankReader):
         self._graphs: dict[int, tuple[GraphRecord, list[int], str] | None] = {}
         self._info: RankInfo | None = None
         self._series: "SeriesReader | None" = None
+        self._series_mtime: int | None = None     # the series folder's, when it was listed
 
     def _warn(self, text: str) -> None:
         if text not in self.warnings:
@@ -224,11 +225,16 @@ class H5RankReader(RankReader):
         return out
 
     def series(self) -> "SeriesSource | None":
-        """The rank's ``series`` folder (None when it has no segment)."""
-        from .series import SeriesReader
+        """The rank's ``series`` folder (None when it has no segment), listed again when a running writer
+        added a segment since (one stat: a followed run shows its new steps)."""
+        from .series import SERIES_DIR, SeriesReader
 
-        if self._series is None:
-            self._series = SeriesReader(self.path)
+        try:
+            mtime: int | None = os.stat(os.path.join(self.path, SERIES_DIR)).st_mtime_ns
+        except OSError:
+            mtime = None
+        if self._series is None or mtime != self._series_mtime:
+            self._series, self._series_mtime = SeriesReader(self.path), mtime
             self.warnings.extend(w for w in self._series.warnings if w not in self.warnings)
         return self._series if self._series.segments else None
 

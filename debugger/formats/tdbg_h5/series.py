@@ -9,6 +9,7 @@ one tensor's curve over a run reads one chunk per segment. Readers of older tdbg
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -63,6 +64,8 @@ class SeriesWriter:
         self._steps: list[int] = []
         self._rows: list[np.ndarray] = []           # per step: (tensors, 13) float64, NaN unknown
         self._scalars: list[list[float]] = []
+        self._parts: list[str] = []     # segments :meth:`checkpoint` wrote of the pending steps
+        self._checked = 0               # pending steps already in them
 
     def add(self, step: int, stats: np.ndarray, scalars: Mapping[str, float] | None = None) -> None:
         """One step: ``stats`` is (tensors, 13) in STAT_NAMES order (NaN: unknown); ``scalars`` by name."""
@@ -81,19 +84,40 @@ class SeriesWriter:
             self.flush()
 
     def flush(self) -> str | None:
-        """Write the pending steps as one segment (None when there are none); returns its path."""
+        """Write the pending steps as one segment (None when there are none); returns its path. The
+        segments :meth:`checkpoint` wrote of them are removed once it is in place."""
         if not self._steps:
             return None
-        path = os.path.join(self.folder, segment_name(self._steps[0], self._steps[-1]))
+        path = self._write(0, len(self._steps))
+        for part in self._parts:
+            if part != path:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(part)
+        self._steps, self._rows, self._scalars = [], [], []
+        self._parts, self._checked = [], 0
+        return path
+
+    def checkpoint(self) -> str | None:
+        """Make the pending steps not yet written readable now (a followed run), as a small segment
+        of their own, and keep them pending: the next :meth:`flush` writes every pending step as one
+        segment and removes these (many small segments would slow every curve read)."""
+        if self._checked >= len(self._steps):
+            return None
+        path = self._write(self._checked, len(self._steps))
+        self._parts.append(path)
+        self._checked = len(self._steps)
+        return path
+
+    def _write(self, first: int, end: int) -> str:
+        path = os.path.join(self.folder, segment_name(self._steps[first], self._steps[end - 1]))
         tmp = L.temp_name(path)
         try:
-            _write_segment(tmp, self._catalog(), self._steps, np.stack(self._rows, axis=1),
-                           np.asarray(self._scalars, dtype=np.float64), self.compression)
+            _write_segment(tmp, self._catalog(), self._steps[first:end], np.stack(self._rows[first:end], axis=1),
+                           np.asarray(self._scalars[first:end], dtype=np.float64), self.compression)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        self._steps, self._rows, self._scalars = [], [], []
         return path
 
     def _catalog(self) -> list[SeriesTensor]:

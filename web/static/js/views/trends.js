@@ -10,16 +10,19 @@ import { curveChart, heatCanvas } from './trends/draw.js';
 import { clampRange, deepTarget, isWhole, wheelZoom } from './trends/state.js';
 
 let mounted = null;
+const LIVE_MS = 1000;     // a followed run: its new steps are drawn within about a second of their segment
+
 
 /** Re-read the mounted trends view's series and redraw it (a no-op when the view is not shown). */
 export function refresh() { return mounted ? mounted.refresh() : Promise.resolve(); }
 
 export function mount(root) {
   const view = new TrendsView(root);
+  const timer = setInterval(() => view.follow(), LIVE_MS);
   const handle = {
     refresh: () => view.load(),
     update(changed) { if (changed.has('dump') || changed.has('rank')) view.reset(); },
-    destroy() { if (mounted === handle) mounted = null; view.seq++; },
+    destroy() { if (mounted === handle) mounted = null; view.seq++; clearInterval(timer); },
   };
   mounted = handle;
   view.load();
@@ -39,6 +42,17 @@ class TrendsView {
   width() { return Math.max(560, Math.min(1400, (this.root.clientWidth || 1000) - 80)); }
 
   reset() { this.range = null; this.spike = null; clear(this.page); this.load(); }
+
+  // A run still being written: when the series has new steps, read it again (the zoom is kept).
+  async follow() {
+    if (!this.cat || !this.cat.available || this.following || document.hidden) return;
+    this.following = true;
+    try {
+      const cat = await api.series(state.dump, state.rank);
+      const was = this.cat.steps;
+      if (cat.available && (cat.steps.last !== was.last || cat.steps.count !== was.count)) await this.load();
+    } catch (e) { /* the next look tries again; load() shows lasting errors */ } finally { this.following = false; }
+  }
 
   async load() {
     const my = ++this.seq;

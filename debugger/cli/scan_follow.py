@@ -1,0 +1,163 @@
+"""`tdbg scan --follow`: scan a dump that a running job is still writing, and print new hits as they come.
+
+Each poll opens the dump afresh (its listing is stat only) and scans the iterations not scanned yet
+that are settled: an iteration is settled once a later one exists on its rank, or once the dump has not
+changed for SETTLE_S seconds (or following ends). A file still being written lies in the newest iteration of a running job, so
+it is never read half-written and never reported as corrupt; the load warnings are reported once, when
+the job has gone quiet (``--idle-exit``) or at the end. Watchpoints over the per-step series run again
+when the series grows, and only their new hits are printed. Earlier iterations stay in the statistics
+cache, so a condition that compares an iteration with the one before reads only the new one's tensors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, TextIO
+
+from ..cache import StatsCache
+from ..exits import Exit
+from ..model import Dump, open_dump
+from ..watch.registry import Watchpoint
+from ..watch.session import ScanSession
+from .scan_series import scan_series
+
+SETTLE_S = 2.0     # a dump unchanged this long: its newest iteration is complete (a writer pausing mid-file is not)
+
+
+@dataclass
+class FollowState:
+    """What following has seen so far."""
+
+    scanned: dict[int, set[int]] = field(default_factory=dict)   # rank -> iterations scanned
+    fingerprint: str | None = None
+    series_seen: set[tuple[Any, ...]] = field(default_factory=set)
+    series_fingerprint: str | None = None
+    hits: int = 0
+    warnings: list[str] = field(default_factory=list)
+    last_change: float = field(default_factory=time.monotonic)
+
+
+def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Watchpoint], out: TextIO) -> int:
+    """Poll the dump until stopped, idle for ``--idle-exit`` seconds, or (``--fail-fast``) the first hit."""
+    state = FollowState()
+    stop = _on_terminate()
+    try:
+        while not stop():
+            found = _poll(args, open_dump(args.dump), wps, over_series, state, out)
+            if found and args.fail_fast:
+                return Exit.FOUND
+            if args.idle_exit is not None and time.monotonic() - state.last_change >= args.idle_exit:
+                break
+            time.sleep(args.poll)
+        # the job is over (or quiet): its newest iteration is as complete as it will be
+        _poll(args, open_dump(args.dump), wps, over_series, state, out, ended=True)
+    except KeyboardInterrupt:
+        pass
+    _final_warnings(args, state, out)
+    return Exit.FOUND if state.hits else Exit.OK
+
+
+def _poll(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], over_series: list[Watchpoint],
+          state: FollowState, out: TextIO, ended: bool = False) -> int:
+    """One poll: scan what is new and settled, print its hits; returns how many hits it printed."""
+    fp = dump.fingerprint()
+    if fp != state.fingerprint:
+        state.fingerprint, state.last_change = fp, time.monotonic()
+    quiet = ended or time.monotonic() - state.last_change >= SETTLE_S
+    found = 0
+    if wps:
+        found += _scan_new(args, dump, wps, state, quiet, out)
+    if over_series:
+        found += _series_new(args, dump, over_series, state, out)
+    if quiet:
+        state.warnings = dump.all_warnings()
+    return found
+
+
+def _settled(dump: Dump, state: FollowState, quiet: bool) -> dict[int, list[int]]:
+    """Per rank, the iterations not scanned yet that no writer can still be writing."""
+    new: dict[int, list[int]] = {}
+    for rank in dump.ranks:
+        its = rank.iterations()
+        done = state.scanned.setdefault(rank.rank, set())
+        ready = [i for i in its if i not in done and (quiet or i < its[-1])]
+        if ready:
+            new[rank.rank] = ready
+    return new
+
+
+def _scan_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state: FollowState, quiet: bool,
+              out: TextIO) -> int:
+    new = _settled(dump, state, quiet)
+    if not new:
+        return 0
+    cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
+    session = ScanSession(dump, cache, watchpoints=wps)
+    result = session.scan(ranks=sorted(new), iterations={i for its in new.values() for i in its}, jobs=args.jobs)
+    hits = [h for h in sorted(result.hits, key=lambda h: h.sort_key()) if h.iteration in new.get(h.rank, ())]
+    for h in hits:
+        _emit(args, out, h.to_dict(), f"hit: rank {h.rank} iteration {h.iteration}: {h.watchpoint} on {h.node} "
+                                      f"({h.io} {h.slot}) {_values(h.actual)}")
+    for e in result.errors:
+        _emit(args, out, {"error": e.to_dict()},
+              f"error: rank {e.rank} iteration {e.iteration}: {e.watchpoint} on {e.node}: {e.error}")
+    for rank, its in new.items():
+        state.scanned[rank].update(its)
+        _emit(args, out, {"scanned": {"rank": rank, "iterations": its}},
+              f"scanned rank {rank} iteration(s) {', '.join(map(str, its))}")
+    state.hits += len(hits)
+    return len(hits)
+
+
+def _series_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state: FollowState,
+                out: TextIO) -> int:
+    """The series watchpoints again when a series grew; only hits not printed before."""
+    fp = "".join(r.series.fingerprint() for r in dump.ranks if r.series is not None)
+    if not fp or fp == state.series_fingerprint:
+        return 0
+    state.series_fingerprint = fp
+    hits, _ = scan_series(dump, None, wps, alone=False)
+    fresh = []
+    for h in hits:
+        key = (h.rank, h.step, h.condition, h.tensor, h.stat)
+        if key not in state.series_seen:
+            state.series_seen.add(key)
+            fresh.append(h)
+    for h in fresh:
+        _emit(args, out, {"series_hit": h.as_dict()},
+              f"series hit: rank {h.rank} step {h.step}: {h.condition} {h.tensor} {h.stat}={h.value:.6g}: {h.detail}")
+    state.hits += len(fresh)
+    return len(fresh)
+
+
+def _emit(args: argparse.Namespace, out: TextIO, doc: dict[str, Any], text: str) -> None:
+    """One line: a JSON object with --json, else the text; flushed at once (a reader follows it)."""
+    out.write((json.dumps(doc, default=str) if args.json else text) + "\n")
+    out.flush()
+
+
+def _values(actual: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in actual.items())
+
+
+def _final_warnings(args: argparse.Namespace, state: FollowState, out: TextIO) -> None:
+    """The dump's warnings as it was left: a file still broken once the job went quiet is reported."""
+    for w in state.warnings:
+        _emit(args, out, {"warning": w}, f"warning: {w}")
+
+
+def _on_terminate() -> Callable[[], bool]:
+    """A SIGTERM ends following as Ctrl-C does: between polls, with the usual exit status."""
+    stopped = [False]
+
+    def handler(signum: int, frame: Any) -> None:
+        stopped[0] = True
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:      # not the main thread (a test calling main()): Ctrl-C only
+        pass
+    return lambda: stopped[0]

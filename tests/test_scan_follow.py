@@ -1,0 +1,120 @@
+"""`tdbg scan --follow` on dumps a running job is writing: a real PyTorch training process recording
+tdbg-h5, and a MindSpore run's files arriving iteration by iteration with half-written .npy files."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import followrun
+
+SINGLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample", "single")
+def _tdbg(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "debugger.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_fail_fast_stops_at_the_planted_nan_while_the_job_still_runs(tmp_path: Any) -> None:
+    out = str(tmp_path / "dump")
+    trainer = followrun.start(tmp_path, out, steps=200, nan_at=4, pause=0.2)
+    try:
+        followrun.wait_for(os.path.join(out, "rank_0"))
+        scan = _tdbg("scan", out, "--follow", "--fail-fast", "--json", "--poll", "0.2", "--no-cache",
+                     "--watch", "weight_overflow", "--idle-exit", "60")
+        got, _ = scan.communicate(timeout=120)
+        assert scan.returncode == 1, got
+        assert trainer.poll() is None, "--fail-fast must stop before the job ends"
+        lines = [json.loads(line) for line in got.splitlines()]
+        hits = [ln for ln in lines if "watchpoint" in ln]
+        assert hits and {h["iteration"] for h in hits} == {4} and hits[0]["watchpoint"] == "weight_overflow"
+        scanned = sorted(i for ln in lines if "scanned" in ln for i in ln["scanned"]["iterations"])
+        assert scanned == list(range(scanned[-1] + 1)) and scanned[-1] >= 4   # every step once, in order
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
+def test_a_healthy_job_is_followed_to_its_end_without_a_hit(tmp_path: Any) -> None:
+    out = str(tmp_path / "dump")
+    trainer = followrun.start(tmp_path, out, steps=12, nan_at=-1, pause=0.1)
+    try:
+        followrun.wait_for(os.path.join(out, "rank_0"))
+        scan = _tdbg("scan", out, "--follow", "--poll", "0.2", "--no-cache", "--watch", "weight_overflow",
+                     "--idle-exit", "3")
+        got, err = scan.communicate(timeout=120)
+        assert trainer.wait(timeout=60) == 0
+        assert scan.returncode == 0, got + err
+        scanned = [int(i) for line in got.splitlines() if line.startswith("scanned rank 0 iteration(s) ")
+                   for i in line.rsplit(")", 1)[1].split(",")]
+        assert "hit:" not in got and scanned == list(range(12)), got
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
+def test_series_watchpoints_follow_the_series_as_it_grows(tmp_path: Any) -> None:
+    out = str(tmp_path / "dump")
+    trainer = followrun.start(tmp_path, out, steps=400, nan_at=-1, pause=0.02, lr_jump=30)
+    try:
+        followrun.wait_for(os.path.join(out, "rank_0"))
+        scan = _tdbg("scan", out, "--follow", "--fail-fast", "--json", "--poll", "0.2", "--no-cache",
+                     "--watch", "lr_change", "--idle-exit", "60")
+        got, _ = scan.communicate(timeout=120)
+        assert scan.returncode == 1 and trainer.poll() is None, got
+        hits = [json.loads(line)["series_hit"] for line in got.splitlines() if "series_hit" in line]
+        assert [(h["step"], h["condition"]) for h in hits] == [(30, "lr_change")]
+    finally:
+        trainer.kill()
+        trainer.wait()
+
+
+def _arrive(root: str, pause: float) -> None:
+    """The sample's iterations arrive one by one, each .npy first written in part then completed, as a
+    writer does: what a follower must never call corrupt."""
+    src_rank = os.path.join(SINGLE, "rank_0")
+    dst_rank = os.path.join(root, "rank_0")
+    shutil.copytree(src_rank, dst_rank, ignore=lambda d, names: [n for n in names if d.endswith(os.path.join("Net", "0"))])
+    for it in sorted(os.listdir(os.path.join(src_rank, "Net", "0")), key=int):
+        src, dst = os.path.join(src_rank, "Net", "0", it), os.path.join(dst_rank, "Net", "0", it)
+        os.makedirs(dst)
+        for name in sorted(os.listdir(src)):
+            with open(os.path.join(src, name), "rb") as fh:
+                data = fh.read()
+            with open(os.path.join(dst, name), "wb") as fh:
+                fh.write(data[: len(data) // 2])      # half a file on disk ...
+                fh.flush()
+                if name.startswith("Sigmoid"):
+                    time.sleep(pause)                 # ... for a while
+                fh.write(data[len(data) // 2:])
+        time.sleep(pause)
+
+
+def test_half_written_mindspore_files_are_never_called_corrupt(tmp_path: Any) -> None:
+    root = str(tmp_path / "ms")
+    writer = threading.Thread(target=_arrive, args=(root, 0.3))
+    writer.start()
+    try:
+        followrun.wait_for(os.path.join(root, "rank_0", "Net", "0", "0"))
+        scan = _tdbg("scan", root, "--follow", "--json", "--poll", "0.1", "--no-cache", "--idle-exit", "3",
+                     "--watch", "activation_saturated_layer", "--watch", "weight_not_changed")
+        got, err = scan.communicate(timeout=180)
+    finally:
+        writer.join()
+    lines = [json.loads(line) for line in got.splitlines()]
+    warnings = [ln["warning"] for ln in lines if "warning" in ln]
+    assert not [w for w in warnings if "corrupt" in w or "truncated" in w or "cannot" in w], warnings
+    assert not [ln for ln in lines if "error" in ln], got
+    scanned = sorted(i for ln in lines if "scanned" in ln for i in ln["scanned"]["iterations"])
+    assert scanned == list(range(8)), got + err
+    # the sample's planted faults, found as the offline scan finds them
+    hits = {(h["watchpoint"], h["iteration"]) for h in lines if "watchpoint" in h}
+    offline = subprocess.run([sys.executable, "-m", "debugger.cli", "scan", SINGLE, "--json", "--no-cache",
+                              "--watch", "activation_saturated_layer", "--watch", "weight_not_changed"],
+                             capture_output=True, text=True)
+    want = {(h["watchpoint"], h["iteration"]) for h in json.loads(offline.stdout)["hits"]}
+    assert hits == want and scan.returncode == 1

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         open_dump(args.dump)    # a path that is no dump is exit 2 at once
         return follow(args, wps, over_series, out)
     dump = open_dump(args.dump)
-    series_hits, warnings = scan_series(dump, ranks, over_series, alone=not wps) if over_series else ([], [])
+    series_hits, warnings = scan_series(dump, ranks, over_series, not wps, its) if over_series else ([], [])
     result = None
     if wps:
         result, dump_warnings = _scan_dump(args, dump, ranks, its, wps, warnings)

@@ -27,10 +27,12 @@ def split(wps: list[Watchpoint], over_series: bool = False) -> tuple[list[Watchp
     return dumped, series
 
 
-def scan_series(dump: "Dump", ranks: list[int] | None, wps: list[Watchpoint],
-                alone: bool) -> tuple[list["SeriesHit"], list[str]]:
-    """(hits, warnings) of the series watchpoints on the selected ranks with a series. ``alone``: no
-    other watchpoint runs, so a dump without any series is a usage error (exit 2), not a warning."""
+def scan_series(dump: "Dump", ranks: list[int] | None, wps: list[Watchpoint], alone: bool,
+                steps: set[int] | None = None) -> tuple[list["SeriesHit"], list[str]]:
+    """(hits, warnings) of the series watchpoints on the selected ranks with a series, at ``steps`` only
+    when given (--iterations: a series step is the recorder's iteration number; each condition still
+    reads the steps before them). ``alone``: no other watchpoint runs, so a dump without any series is
+    a usage error (exit 2), not a warning."""
     from ..watch.series_conditions import run_series
     chosen = dump.ranks if ranks is None else [dump.rank(r) for r in ranks]
     hits: list["SeriesHit"] = []
@@ -46,6 +48,8 @@ def scan_series(dump: "Dump", ranks: list[int] | None, wps: list[Watchpoint],
             hits += run_series(rank, series, wps)
         except ValueError as exc:
             warnings.append(f"rank {rank} series: {exc}")
+    if steps is not None:
+        hits = [h for h in hits if h.step in steps]
     return hits, warnings
 
 

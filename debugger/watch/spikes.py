@@ -1,11 +1,13 @@
 """Loss spikes of a long run and the tensors that moved first: ``tdbg spikes``.
 
-A spike is a step whose loss lies far above its own recent past: a robust z-score of the loss against the
-median and MAD of the ``window`` steps before it. For each spike, every series tensor's statistics (and
-the learning rate, loss scale and gradient norm) are scored the same way against their own trailing
-window, over the ``window`` steps up to the spike. A cause is a tensor whose statistic departed
-(|z| above the threshold); causes are ranked by how early they departed, then by how much: a planted
-cause departs at the step it happened, its downstream effects one step or more later.
+A spike is a step whose loss lies far above its own recent past: a robust, detrended z-score of the
+loss (the step's change against the median and MAD of the changes over the ``window`` steps before it).
+For each spike, every series tensor's statistic of its role (and the learning rate, loss scale and
+gradient norm) is scored the same way against its own trailing window, over the LOOKBACK steps up to
+the spike. A cause is a tensor whose statistic departed (|z| above the threshold and unprecedented in
+its own recent past); causes are ranked by how early they departed, then by where in a step the value
+is made (STAGE), then by how much: a planted cause departs at the step it happened, its downstream
+effects at later stages of that step or one step or more later.
 """
 from __future__ import annotations
 

@@ -82,6 +82,16 @@ def train_series(root: str, steps: int, plant: Plant | None = None, *, lr: float
     """Train a task's model for ``steps`` steps into the series of ``root``/rank_0; ``plant(step, model,
     optimizer, batch)`` is called before each step (it returns the batch to use) and after its optimizer
     step (with -step-1). ``activations``: also the max of each Linear's output. Returns root."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)     # tiny tensors: threads only contend (10x slower on a busy 2-core machine)
+    try:
+        return _train(root, steps, plant, lr, task, activations)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(root: str, steps: int, plant: Plant | None, lr: float, task: Callable, activations: bool) -> str:
+    """train_series's loop."""
     model, pool, loss_of = task()
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     params = [(n, p) for n, p in model.named_parameters()]

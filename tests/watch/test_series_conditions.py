@@ -99,6 +99,8 @@ def test_scan_reports_series_hits_in_json_with_the_dumps_own_watchpoints(runs: d
     assert r.json["hits"] == [] and r.json["iterations"]     # the deep capture was scanned too
     r = run_cli("scan", runs["lr"], "--watch", "lr_change")
     assert r.code == 1 and f"step {K}: lr_change lr" in r.out
+    r = run_cli("scan", runs["lr"], "--watch", "lr_change", "--iterations", f"0-{K - 1}")   # steps of hits
+    assert r.code == 0 and "series: no hit" in r.out
 
 
 def test_series_watchpoints_on_a_dump_without_a_series_are_exit_2(runs: dict[str, str], tmp_path: Any) -> None:

@@ -168,6 +168,8 @@ def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(t
     model, pool, loss_of = mlp_task()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     root = str(tmp_path / "rec")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)              # tiny tensors: threads only contend
     with Recorder(root, model, opt, series=True, save="statistics", level={"ops": [K - 10]}) as rec:
         for step in range(STEPS):
             at = (step * BATCH) % len(pool)
@@ -179,6 +181,7 @@ def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(t
                 with torch.no_grad():
                     model.fc2.weight.mul_(-50)      # a sign flip too: the answers go wrong
             rec.step()
+    torch.set_num_threads(threads)
     spike, = find_spikes(open_dump(root).rank(0))
     assert K <= spike.step <= K + 2 and spike.deep_step == K - 10
     first = spike.causes[0]
@@ -205,3 +208,14 @@ def test_bad_usage_is_exit_2_naming_the_problem(runs: dict[str, str]) -> None:
     assert r.code == 2 and "no rank 3" in r.err
     r = run_cli("spikes", runs["healthy"], "--window", "2")
     assert r.code == 2 and "--window" in r.err
+
+
+def test_a_longer_healthy_run_stays_quiet(tmp_path: Any) -> None:
+    """600 steps of the MLP (its loss falls to ~0 and its gradients shrink): no spike, no series hit."""
+    from debugger.watch.registry import Watchpoint
+    from debugger.watch.series_conditions import run_series
+    root = train_series(str(tmp_path / "long"), 600, task=mlp_task, activations=True)
+    rank = open_dump(root).rank(0)
+    assert find_spikes(rank) == []
+    specs = ("loss_spike", "norm_growth", "lr_change", "loss_scale_change")
+    assert run_series(0, rank.series, [Watchpoint.parse(s) for s in specs]) == []

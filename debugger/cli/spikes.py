@@ -12,9 +12,7 @@ from ..exits import Exit
 from ..model import open_dump
 from ..watch.spikes import LOOKBACK, Spike, find_spikes
 from .common import add_json, print_json, report_warnings
-
-NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True), or turn a dump's "
-             "iterations into one with `tdbg convert DUMP OUT --series`")
+from .scan_series import NO_SERIES
 
 
 def add_arguments(s: argparse.ArgumentParser) -> None:

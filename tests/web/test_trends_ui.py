@@ -97,8 +97,10 @@ def test_heatmap_curve_and_zoom(page: Any, live: LiveServer) -> None:
     page.wait_for_function(f"!document.querySelector('.trends-range').textContent.includes('steps {lo}–{hi}')")
     lo2, hi2 = _range(page)
     assert lo2 <= lo and hi2 >= hi and hi2 - lo2 > hi - lo
+    drawn = _drawn(page)
     page.click(".trends-reset")
     page.wait_for_function(f"document.querySelector('.trends-range').textContent.includes('steps 0–{LAST}')")
+    _wait_drawn(page, drawn + 1)      # the charts are drawn again (a busy machine: the range text comes first)
     # the wheel over the heatmap zooms in around the bucket under the pointer
     box = page.locator("canvas.trends-heat-canvas").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

@@ -12,7 +12,9 @@ import time
 from typing import Any
 
 import followrun
+from clirun import run_cli
 
+MSPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "msprobe_real", "gpt2_adamw_nan_statistics")
 SINGLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample", "single")
 def _tdbg(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "debugger.cli", *args], stdout=subprocess.PIPE,
@@ -118,3 +120,40 @@ def test_half_written_mindspore_files_are_never_called_corrupt(tmp_path: Any) ->
                              capture_output=True, text=True)
     want = {(h["watchpoint"], h["iteration"]) for h in json.loads(offline.stdout)["hits"]}
     assert hits == want and scan.returncode == 1
+
+
+def _msprobe_arrives(root: str, pause: float) -> None:
+    """A real msprobe statistics dump's steps arrive one by one, each JSON file first half-written."""
+    for step in sorted(os.listdir(MSPROBE)):
+        src, dst = os.path.join(MSPROBE, step, "proc0"), os.path.join(root, step, "proc0")
+        os.makedirs(dst)
+        for name in ("construct.json", "stack.json", "dump.json"):
+            with open(os.path.join(src, name), "rb") as fh:
+                data = fh.read()
+            with open(os.path.join(dst, name), "wb") as fh:
+                fh.write(data[: len(data) // 2])
+                fh.flush()
+                time.sleep(pause)
+                fh.write(data[len(data) // 2:])
+        time.sleep(pause)
+
+
+def test_an_msprobe_dump_being_written_is_scanned_as_it_will_be(tmp_path: Any) -> None:
+    root = str(tmp_path / "msprobe")
+    os.makedirs(root)
+    assert run_cli("scan", str(tmp_path / "nowhere"), "--follow").code == 2      # no such folder: at once
+    writer = threading.Thread(target=_msprobe_arrives, args=(root, 0.4))
+    writer.start()
+    try:      # started on an empty folder: it waits for the dump to appear
+        scan = _tdbg("scan", root, "--follow", "--json", "--poll", "0.1", "--no-cache", "--idle-exit", "3")
+        got, err = scan.communicate(timeout=180)
+    finally:
+        writer.join()
+    lines = [json.loads(line) for line in got.splitlines()]
+    assert not [ln for ln in lines if "warning" in ln], got
+    assert sorted(i for ln in lines if "scanned" in ln for i in ln["scanned"]["iterations"]) == [0, 1], got + err
+    offline = json.loads(subprocess.run([sys.executable, "-m", "debugger.cli", "scan", MSPROBE, "--json", "--no-cache"],
+                                        capture_output=True, text=True).stdout)
+    key = lambda d: (d["watchpoint"], d["iteration"], d["node"])  # noqa: E731
+    assert sorted(key(h) for h in lines if "watchpoint" in h and "error" not in h) == sorted(map(key, offline["hits"]))
+    assert len([ln for ln in lines if "error" in ln]) == len(offline["errors"]) and scan.returncode == 1

@@ -75,7 +75,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             raise DumpError(None, "--follow scans every rank and iteration as it comes: no --ranks, --iterations or --where")
         if args.poll <= 0 or (args.idle_exit is not None and args.idle_exit < 0):
             raise DumpError(None, "--poll must be above 0 and --idle-exit at least 0 seconds")
-        open_dump(args.dump)    # a path that is no dump is exit 2 at once
         return follow(args, wps, over_series, out)
     dump = open_dump(args.dump)
     series_hits, warnings = scan_series(dump, ranks, over_series, not wps, its) if over_series else ([], [])

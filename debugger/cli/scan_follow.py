@@ -1,6 +1,6 @@
 """`tdbg scan --follow`: scan a dump that a running job is still writing, and print new hits as they come.
 
-Each poll opens the dump afresh (its listing is stat only) and scans the iterations not scanned yet
+A folder that holds no dump yet (a job that has just started) is waited for. Each poll opens the dump afresh (its listing is stat only) and scans the iterations not scanned yet
 that are settled: an iteration is settled once a later one exists on its rank, or once the dump has not
 changed for SETTLE_S seconds (or following ends). A file still being written lies in the newest iteration of a running job, so
 it is never read half-written and never reported as corrupt; the load warnings are reported once, when
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
 from ..cache import StatsCache
+from ..errors import NotADumpError
 from ..exits import Exit
 from ..model import Dump, open_dump
 from ..watch.registry import Watchpoint
@@ -45,6 +47,7 @@ def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Wa
     state = FollowState()
     stop = _on_terminate()
     try:
+        _wait_for_dump(args, stop)
         while not stop():
             found = _poll(args, open_dump(args.dump), wps, over_series, state, out)
             if found and args.fail_fast:
@@ -58,6 +61,22 @@ def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Wa
         pass
     _final_warnings(args, state, out)
     return Exit.FOUND if state.hits else Exit.OK
+
+
+def _wait_for_dump(args: argparse.Namespace, stop: Callable[[], bool]) -> None:
+    """Until the folder holds a dump (a job just started writes its first files): a missing folder, or one
+    that is still no dump after ``--idle-exit`` seconds, is the usual error (exit 2)."""
+    if not os.path.isdir(args.dump):
+        open_dump(args.dump)        # raises the usual error
+    since = time.monotonic()
+    while not stop():
+        try:
+            open_dump(args.dump)
+            return
+        except NotADumpError:
+            if args.idle_exit is not None and time.monotonic() - since >= args.idle_exit:
+                raise
+        time.sleep(args.poll)
 
 
 def _poll(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], over_series: list[Watchpoint],

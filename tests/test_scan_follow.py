@@ -142,6 +142,8 @@ def test_an_msprobe_dump_being_written_is_scanned_as_it_will_be(tmp_path: Any) -
     root = str(tmp_path / "msprobe")
     os.makedirs(root)
     assert run_cli("scan", str(tmp_path / "nowhere"), "--follow").code == 2      # no such folder: at once
+    assert run_cli("scan", root, "--follow", "--poll", "0").code == 2
+    assert run_cli("scan", root, "--follow", "--iterations", "0-1").code == 2
     writer = threading.Thread(target=_msprobe_arrives, args=(root, 0.4))
     writer.start()
     try:      # started on an empty folder: it waits for the dump to appear

@@ -40,6 +40,7 @@ class FollowState:
     hits: int = 0
     warnings: list[str] = field(default_factory=list)
     last_change: float = field(default_factory=time.monotonic)
+    cache: StatsCache | None = None
 
 
 def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Watchpoint], out: TextIO) -> int:
@@ -113,8 +114,9 @@ def _scan_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state
     new = _settled(dump, state, quiet)
     if not new:
         return 0
-    cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
-    session = ScanSession(dump, cache, watchpoints=wps)
+    if state.cache is None:     # one cache for the whole follow: it keeps the earlier iterations' statistics
+        state.cache = StatsCache.for_dump(dump.root, args.cache_dir, enabled=not args.no_cache)
+    session = ScanSession(dump, state.cache, watchpoints=wps)
     result = session.scan(ranks=sorted(new), iterations={i for its in new.values() for i in its}, jobs=args.jobs)
     hits = [h for h in sorted(result.hits, key=lambda h: h.sort_key()) if h.iteration in new.get(h.rank, ())]
     for h in hits:

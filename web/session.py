@@ -59,6 +59,20 @@ class Workspace:
                 d = self._dumps[key] = open_dump(self.ids[key])
             return d
 
+    def replace(self, dump_id: str | None, new: Dump) -> None:
+        """Serve ``new`` (the dump opened again: a running job wrote more) from now on: the scan session
+        keeps the results that still hold; the rank comparison and the triage are worked out again."""
+        key = self.resolve(dump_id)
+        with self.lock(key):
+            with self._lock:
+                self._dumps[key] = new
+                self._compared = {k: v for k, v in self._compared.items() if k[0] != key}
+                if self._triage.get(key, {}).get("state") != "running":
+                    self._triage.pop(key, None)
+                w = self._watch.get(key)
+            if w is not None:
+                w.refresh(lambda root: new)
+
     def cache(self, dump_id: str | None) -> StatsCache | None:
         """The statistics cache of a dump (None when disabled)."""
         key = self.resolve(dump_id)

@@ -1,0 +1,136 @@
+"""`tdbg serve` on dumps a running job is still writing, over real HTTP on loopback: a real PyTorch training
+process recording tdbg-h5, and a real MindSpore and msprobe dump whose files arrive one by one, each first
+half-written. GET /api/live shows new iterations while the job runs; the watchpoints check the new ones in
+the server as they settle, so a planted NaN is a hit before the job ends; no half-written file is ever
+reported as corrupt, and the hits equal the offline scan's."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any, Callable
+
+import pytest
+
+import followrun
+from liveserver import LiveServer
+from tdbg_web import create_app
+
+BROKEN = re.compile(r"corrupt|truncat|cannot|unreadable|not a valid|bad ", re.I)
+
+
+def _get(srv: LiveServer, path: str) -> Any:
+    with urllib.request.urlopen(srv.url + path.lstrip("/"), timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+def _watch(srv: LiveServer, spec: str) -> None:
+    req = urllib.request.Request(srv.url + "api/watchpoints", data=json.dumps({"spec": spec}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.status == 201
+
+
+def _until(what: Callable[[], Any], timeout: float, message: str) -> Any:
+    end = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        assert time.monotonic() < end, message
+        time.sleep(0.1)
+
+
+def _on_disk(rank_dir: str) -> list[int]:
+    return sorted(int(m.group(1)) for n in os.listdir(rank_dir) if (m := re.match(r"iteration_(\d+)\.h5$", n)))
+
+
+def test_a_running_job_s_new_iterations_and_planted_nan_show_while_it_runs(tmp_path: Any) -> None:
+    out = str(tmp_path / "dump")
+    trainer = followrun.start(tmp_path, out, steps=400, nan_at=12, pause=0.25)
+    srv = None
+    try:
+        rank_dir = os.path.join(out, "rank_0")
+        followrun.wait_for(os.path.join(rank_dir, "iteration_00000000.h5"))
+        srv = LiveServer(create_app(out, {"CACHE_DIR": str(tmp_path / "cache")}))
+        _watch(srv, "weight_overflow")
+        first = _get(srv, "/api/live?rank=0")
+        assert first["generation"] == 0 and first["ranks"] == [0] and first["watchpoints"] == 1
+        # a new iteration on disk is listed by the server within seconds (the page asks every second)
+        delays = []
+        for _ in range(4):
+            have = max(_get(srv, "/api/live?rank=0")["iterations"])
+            newest = _until(lambda: max(_on_disk(rank_dir)) > have and max(_on_disk(rank_dir)), 60, "the job stopped")
+            t0 = time.monotonic()
+            _until(lambda: newest in _get(srv, "/api/live?rank=0")["iterations"], 20, f"iteration {newest} never listed")
+            delays.append(time.monotonic() - t0)
+        print(f"new iteration listed after {', '.join(f'{d:.2f}' for d in delays)} s")
+        assert max(delays) < 10      # the goal is 2 s (LOOK_S 1 s); generous on a loaded CI machine
+        # the planted NaN is found by the server's own checks of the new iterations, while the job runs
+        _until(lambda: _get(srv, "/api/live?rank=0")["hits"], 60, "no hit")
+        hits = _get(srv, "/api/hits?rank=0")["items"]
+        assert trainer.poll() is None, "found only after the job ended"
+        assert min(h["iteration"] for h in hits) == 12 and {h["watchpoint"] for h in hits} == {"weight_overflow"}
+        live = _get(srv, "/api/live?rank=0")
+        assert live["generation"] > 0 and live["error"] is None
+        graphs = _get(srv, "/api/ranks/0/graphs")["items"]
+        assert max(i for g in graphs for i in g["iterations"]) >= 12     # the graph list follows too
+    finally:
+        trainer.kill()
+        trainer.wait()
+        if srv is not None:
+            srv.stop()
+
+
+def _offline(root: str, watch: list[str]) -> set[tuple[str, int, str]]:
+    args = [a for w in watch for a in ("--watch", w)]
+    got = subprocess.run([sys.executable, "-m", "debugger.cli", "scan", root, "--json", "--no-cache", *args],
+                         capture_output=True, text=True, check=False)
+    return {(h["watchpoint"], h["iteration"], h["node"]) for h in json.loads(got.stdout)["hits"]}
+
+
+@pytest.mark.parametrize("fmt", ["mindspore", "msprobe"])
+def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_scan(tmp_path: Any, fmt: str) -> None:
+    root = str(tmp_path / fmt)
+    if fmt == "mindspore":
+        writer = threading.Thread(target=followrun.mindspore_arrives, args=(root, 0.3))
+        first, src, watch = os.path.join(root, "rank_0", "Net", "0", "0"), followrun.SINGLE, [
+            "activation_saturated_layer", "weight_not_changed"]
+    else:
+        os.makedirs(root)
+        writer = threading.Thread(target=followrun.msprobe_arrives, args=(root, 0.3))
+        first, src, watch = os.path.join(root, "step0", "proc0", "dump.json"), followrun.MSPROBE, ["weight_overflow"]
+    writer.start()
+    srv = None
+    try:
+        followrun.wait_for(first)
+        srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
+        for w in watch:
+            _watch(srv, w)
+        answers = []
+        while writer.is_alive():
+            answers.append(_get(srv, "/api/live?rank=0"))
+            time.sleep(0.1)
+        # the job is over: once quiet, the newest iteration settles and is checked too
+        done = _until(lambda: (a := _get(srv, "/api/live?rank=0"))["quiet"] and not a["checking"] and a, 60, "never quiet")
+        answers.append(done)
+        assert all(a["error"] is None for a in answers)
+        assert answers[-1]["generation"] > answers[0]["generation"]
+        assert len(answers[-1]["iterations"]) > len(answers[0]["iterations"])      # seen growing
+        background = {(h["watchpoint"], h["iteration"], h["node"]) for h in _get(srv, "/api/hits")["items"]}
+        every = _get(srv, "/api/hits?all=1")        # the iterations there at the start are checked when asked
+        got = {(h["watchpoint"], h["iteration"], h["node"]) for h in every["items"]}
+        assert got == _offline(src, watch) and background and background <= got
+        assert min(i for _, i, _ in background) > 0          # the new iterations were checked without being asked
+        info = _get(srv, "/api/info")
+        assert not [w for w in info["warnings"] if BROKEN.search(w)], info["warnings"]
+        assert not [e for e in every["errors"] if BROKEN.search(json.dumps(e))], every["errors"]
+    finally:
+        writer.join()
+        if srv is not None:
+            srv.stop()

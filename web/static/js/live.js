@@ -1,0 +1,30 @@
+// Following a dump that a running job is still writing (issue 25): every second the page asks the
+// server whether the dump changed (GET /api/live, web/live.py). A new generation (new iterations,
+// graphs or ranks) reloads them in place, without a reload of the page; new hits or newly checked
+// iterations redraw the hit views. A hidden tab does not ask.
+import { api, invalidate } from './api.js';
+import { state } from './state.js';
+
+export const LIVE_MS = 1000;
+
+/** Ask every LIVE_MS; ``onDump(answer)`` when the dump changed, ``onWatch(answer)`` when its hits did.
+ * Returns the function that stops following. */
+export function follow({ onDump, onWatch }) {
+  let last = null;
+  let busy = false;
+  const tick = async () => {
+    if (busy || document.hidden || !state.dump) return;
+    busy = true;
+    try {
+      const dump = state.dump;
+      const r = await api.live(dump, state.rank);
+      if (last && last.dump === dump && dump === state.dump) {
+        if (r.generation !== last.generation) { invalidate(); await onDump(r); }
+        if (r.hits !== last.hits || r.checked !== last.checked || r.watchpoints !== last.watchpoints) await onWatch(r);
+      }
+      last = { dump, ...r };
+    } catch { /* the server is busy or gone: the next tick asks again */ } finally { busy = false; }
+  };
+  const timer = setInterval(tick, LIVE_MS);
+  return () => clearInterval(timer);
+}

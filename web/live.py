@@ -38,6 +38,7 @@ class Follower:
         self.ws, self.key = ws, key
         self.generation = 0
         self.changes = Quiet()
+        self.quiet = False          # whether the last look found the dump unchanged for SETTLE_S seconds
         self.known: dict[int, set[int]] | None = None    # iterations when first looked at: checked on demand
         self.next_look = 0.0
         self.checking = False
@@ -62,7 +63,16 @@ class Follower:
                 self.known = {r.rank: set(r.iterations()) for r in served.ranks}
                 self.changes.see(served.fingerprint())
             fresh = served.reopen(self.ws.ids[self.key])
-            if self.changes.see(fresh.fingerprint()):
+            changed = self.changes.see(fresh.fingerprint())
+            # quiet as of this look (between looks the files may change unseen); what may be being written is
+            # said before the fresh dump is served, so no check reads it meanwhile
+            self.quiet = self.changes.quiet()
+            if self.quiet:
+                self.ws.writing.pop(self.key, None)
+            else:
+                self.ws.writing[self.key] = {r.rank: its[-1] for r in (fresh if changed else served).ranks
+                                             if (its := r.iterations())}
+            if changed:
                 self.ws.replace(self.key, fresh)
                 self.generation += 1
         finally:
@@ -76,7 +86,7 @@ class Follower:
             return
         d = self.ws.dump(self.key)
         done = {r: set(w.checked(r)) | (self.known or {}).get(r, set()) for r in d.rank_ids}
-        todo = settled(d, done, self.changes.quiet())
+        todo = settled(d, done, self.quiet)
         with self._lock:
             if not todo or self.checking:
                 return
@@ -100,7 +110,7 @@ class Follower:
         d: Dump = self.ws.dump(self.key)
         w = self.ws.watch(self.key)
         out: dict[str, Any] = {"generation": self.generation, "ranks": d.rank_ids, "idle": round(self.changes.idle(), 3),
-                               "quiet": self.changes.quiet(), "watchpoints": len(w), "hits": len(w.hits()),
+                               "quiet": self.quiet, "watchpoints": len(w), "hits": len(w.hits()),
                                "checked": len(w.checked()), "checking": self.checking, "error": self.error}
         if rank is not None and rank in d.rank_ids:
             out["rank"], out["iterations"] = rank, d.rank(rank).iterations()

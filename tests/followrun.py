@@ -95,3 +95,10 @@ def msprobe_arrives(root: str, pause: float) -> None:
                 time.sleep(pause)
                 fh.write(data[len(data) // 2:])
         time.sleep(pause)
+
+
+def arriving(kind: str, root: str, pause: float) -> subprocess.Popen:
+    """A process writing ``root`` as :func:`mindspore_arrives` or :func:`msprobe_arrives` do (``kind``
+    "mindspore" or "msprobe"): a writer of its own, as a job is, not a thread starved by the reader's."""
+    code = f"import sys; sys.path.insert(0, {HERE!r}); import followrun; followrun.{kind}_arrives({root!r}, {pause!r})"
+    return subprocess.Popen([sys.executable, "-c", code])

@@ -25,7 +25,7 @@ from debugger.watch.follow import Quiet, settled
 from .api import _dump_id, _int, _ws
 from .session import Workspace
 
-LOOK_S = 1.0        # the page asks every second: a new step shows within about two
+LOOK_S = 0.5        # the page asks every second (and each ask may look): a new step shows within about one
 LOOK_SHARE = 0.05   # a dump whose listing takes 1 s (a thousand ranks) is looked at every 20 s
 
 live_bp = Blueprint("live", __name__, url_prefix="/api")

@@ -11,7 +11,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from typing import Any, Callable
@@ -99,14 +98,12 @@ def _offline(root: str, watch: list[str]) -> set[tuple[str, int, str]]:
 def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_scan(tmp_path: Any, fmt: str) -> None:
     root = str(tmp_path / fmt)
     if fmt == "mindspore":
-        writer = threading.Thread(target=followrun.mindspore_arrives, args=(root, 0.3))
         first, src, watch = os.path.join(root, "rank_0", "Net", "0", "0"), followrun.SINGLE, [
             "activation_saturated_layer", "weight_not_changed"]
     else:
         os.makedirs(root)
-        writer = threading.Thread(target=followrun.msprobe_arrives, args=(root, 0.3))
         first, src, watch = os.path.join(root, "step0", "proc0", "dump.json"), followrun.MSPROBE, ["weight_overflow"]
-    writer.start()
+    writer = followrun.arriving(fmt, root, 0.3)
     srv = None
     try:
         followrun.wait_for(first)
@@ -114,7 +111,7 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
         for w in watch:
             _watch(srv, w)
         answers, during, warned, pending = [], [], [], []
-        while writer.is_alive():
+        while writer.poll() is None:
             answers.append(_get(srv, "/api/live?rank=0"))
             if len(answers) % 5 == 0:      # the watchpoint panel's "all iterations", asked while files are half-written
                 during.append(_get(srv, "/api/hits?all=1"))
@@ -140,7 +137,9 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
         assert [w for w in pending if BROKEN.search(w)] or fmt == "msprobe" and not pending
         assert not [e for e in every["errors"] if BROKEN.search(json.dumps(e))], every["errors"]
         assert during and not [e for d in during for e in d["errors"] if BROKEN.search(json.dumps(e))]
+        assert writer.wait() == 0
     finally:
-        writer.join()
+        writer.kill()
+        writer.wait()
         if srv is not None:
             srv.stop()

@@ -18,13 +18,17 @@ export function follow({ onDump, onWatch }) {
     try {
       const dump = state.dump;
       const r = await api.live(dump, state.rank);
-      if (last && last.dump === dump && dump === state.dump) {
-        if (r.generation !== last.generation) { invalidate(); await onDump(r); }
+      if (dump !== state.dump) return;
+      // the first answer: the page loaded what the server served before its first look at the files
+      const grew = last && last.dump === dump ? r.generation !== last.generation : r.generation > 0;
+      if (grew) { invalidate(); await onDump(r); }
+      if (last && last.dump === dump) {
         if (r.hits !== last.hits || r.checked !== last.checked || r.watchpoints !== last.watchpoints) await onWatch(r);
       }
       last = { dump, ...r };
     } catch { /* the server is busy or gone: the next tick asks again */ } finally { busy = false; }
   };
   const timer = setInterval(tick, LIVE_MS);
+  tick();
   return () => clearInterval(timer);
 }

@@ -4,7 +4,8 @@ every second.
 At most once per :data:`LOOK_S` seconds per dump (less often when stating its files is slow: at most
 :data:`LOOK_SHARE` of the time goes to looking), the server opens the dump afresh (a listing: stat only)
 and compares its fingerprint with the one served. When it changed, the fresh dump is served from then on
-(:meth:`Workspace.replace`) and the dump's ``generation`` goes up: the page reloads its ranks, graphs and
+(:meth:`Workspace.replace`) and the dump's ``generation`` goes up (a slow look runs in the background, and the
+next answer says what it found): the page reloads its ranks, graphs and
 iterations in place. Iterations that appeared after the server opened the dump are checked against the
 watchpoints in a background thread as soon as they are settled (:mod:`debugger.watch.follow`: a file
 still being written is never read, so never called corrupt); ``hits`` and ``checked`` tell the page when
@@ -27,6 +28,7 @@ from .session import Workspace
 
 LOOK_S = 0.5        # the page asks every second (and each ask may look): a new step shows within about one
 LOOK_SHARE = 0.05   # a dump whose listing takes 1 s (a thousand ranks) is looked at every 20 s
+INLINE_S = 0.25     # a look that took longer runs beside the requests: the page's ask never waits for it
 
 live_bp = Blueprint("live", __name__, url_prefix="/api")
 
@@ -41,6 +43,7 @@ class Follower:
         self.quiet = False          # whether the last look found the dump unchanged for SETTLE_S seconds
         self.known: dict[int, set[int]] | None = None    # iterations when first looked at: checked on demand
         self.next_look = 0.0
+        self.cost: float | None = None    # seconds the last look took (None: none yet)
         self.checking = False
         self.error: str | None = None
         self._lock = threading.Lock()
@@ -51,11 +54,14 @@ class Follower:
             due = time.monotonic() >= self.next_look
             if due:
                 self.next_look = float("inf")      # one look at a time
-        if due:
-            self._look()
+        if due and self.cost is not None and self.cost <= INLINE_S:
+            self._look()         # cheap: this answer says what it found
+        elif due:                # slow or not yet timed: this request does not wait for it, the next answer says
+            threading.Thread(target=self._look, daemon=True, name=f"look-{self.key}").start()
         self._check_settled()
 
     def _look(self) -> None:
+        """Open the dump afresh; serve it if its files changed; say which iterations may be being written."""
         t0 = time.monotonic()
         try:
             served = self.ws.dump(self.key)
@@ -75,17 +81,20 @@ class Follower:
             if changed:
                 self.ws.replace(self.key, fresh)
                 self.generation += 1
+        except Exception as exc:   # shown by /api/live; the next look tries again
+            self.error = str(exc) or type(exc).__name__
         finally:
+            self.cost = time.monotonic() - t0
             with self._lock:
-                self.next_look = time.monotonic() + max(LOOK_S, (time.monotonic() - t0) / LOOK_SHARE)
+                self.next_look = time.monotonic() + max(LOOK_S, self.cost / LOOK_SHARE)
 
     def _check_settled(self) -> None:
         """Start checking the new settled iterations (a background thread) unless a check is running."""
         w = self.ws.watch(self.key)
-        if not len(w):
+        if not len(w) or self.known is None:     # nothing to check, or no look yet: nothing known to be new
             return
         d = self.ws.dump(self.key)
-        done = {r: set(w.checked(r)) | (self.known or {}).get(r, set()) for r in d.rank_ids}
+        done = {r: set(w.checked(r)) | self.known.get(r, set()) for r in d.rank_ids}
         todo = settled(d, done, self.quiet)
         with self._lock:
             if not todo or self.checking:

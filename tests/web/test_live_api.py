@@ -64,7 +64,7 @@ def test_a_running_job_s_new_iterations_and_planted_nan_show_while_it_runs(tmp_p
         # a new iteration on disk is listed by the server within seconds (the page asks every second)
         delays = []
         for _ in range(4):
-            have = max(_get(srv, "/api/live?rank=0")["iterations"])
+            have = max(_until(lambda: _get(srv, "/api/live?rank=0")["iterations"], 30, "no iteration listed"))
             newest = _until(lambda: max(_on_disk(rank_dir)) > have and max(_on_disk(rank_dir)), 60, "the job stopped")
             t0 = time.monotonic()
             _until(lambda: newest in _get(srv, "/api/live?rank=0")["iterations"], 20, f"iteration {newest} never listed")

@@ -45,6 +45,7 @@ class Follower:
         self.next_look = 0.0
         self.cost: float | None = None    # seconds the last look took (None: none yet)
         self.checking = False
+        self.counts = {"watchpoints": 0, "hits": 0, "checked": 0}
         self.error: str | None = None
         self._lock = threading.Lock()
 
@@ -54,9 +55,9 @@ class Follower:
             due = time.monotonic() >= self.next_look
             if due:
                 self.next_look = float("inf")      # one look at a time
-        if due and self.cost is not None and self.cost <= INLINE_S:
+        if due and self.cost is not None and self.cost <= INLINE_S and not self.checking:
             self._look()         # cheap: this answer says what it found
-        elif due:                # slow or not yet timed: this request does not wait for it, the next answer says
+        elif due:                # slow, not yet timed or behind a check: the ask does not wait, the next answer says
             threading.Thread(target=self._look, daemon=True, name=f"look-{self.key}").start()
         self._check_settled()
 
@@ -81,6 +82,7 @@ class Follower:
             if changed:
                 self.ws.replace(self.key, fresh)
                 self.generation += 1
+            self.error = None
         except Exception as exc:   # shown by /api/live; the next look tries again
             self.error = str(exc) or type(exc).__name__
         finally:
@@ -90,12 +92,17 @@ class Follower:
 
     def _check_settled(self) -> None:
         """Start checking the new settled iterations (a background thread) unless a check is running."""
-        w = self.ws.watch(self.key)
-        if not len(w) or self.known is None:     # nothing to check, or no look yet: nothing known to be new
+        if self.checking or self.known is None:     # one check at a time; no look yet: nothing known to be new
             return
-        d = self.ws.dump(self.key)
-        done = {r: set(w.checked(r)) | self.known.get(r, set()) for r in d.rank_ids}
-        todo = settled(d, done, self.quiet)
+        w, lock = self.ws.watch(self.key), self.ws.lock(self.key)
+        if not lock.acquire(blocking=False):        # a page's own check runs: the next ask starts this one
+            return
+        try:
+            d = self.ws.dump(self.key)
+            done = {r: set(w.checked(r)) | self.known.get(r, set()) for r in d.rank_ids}
+            todo = settled(d, done, self.quiet) if len(w) else {}
+        finally:
+            lock.release()
         with self._lock:
             if not todo or self.checking:
                 return
@@ -117,10 +124,14 @@ class Follower:
     def state(self, rank: int | None) -> dict[str, Any]:
         """What the page compares with its last answer."""
         d: Dump = self.ws.dump(self.key)
-        w = self.ws.watch(self.key)
+        w, lock = self.ws.watch(self.key), self.ws.lock(self.key)
+        if lock.acquire(blocking=False):     # else a check runs: the counts as last seen, the ask does not wait
+            try:
+                self.counts = {"watchpoints": len(w), "hits": len(w.hits()), "checked": len(w.checked())}
+            finally:
+                lock.release()
         out: dict[str, Any] = {"generation": self.generation, "ranks": d.rank_ids, "idle": round(self.changes.idle(), 3),
-                               "quiet": self.quiet, "watchpoints": len(w), "hits": len(w.hits()),
-                               "checked": len(w.checked()), "checking": self.checking, "error": self.error}
+                               "quiet": self.quiet, **self.counts, "checking": self.checking, "error": self.error}
         if rank is not None and rank in d.rank_ids:
             out["rank"], out["iterations"] = rank, d.rank(rank).iterations()
         return out

@@ -68,6 +68,7 @@ def test_new_iterations_and_a_new_hit_appear_without_a_reload(page: Any, tmp_pat
         assert trainer.poll() is None
         assert page.evaluate("performance.getEntriesByType('navigation').length") == navigations   # no reload
     finally:
+        page.close()          # before the server goes: the page asks it every second
         trainer.kill()
         trainer.wait()
         if srv is not None:

@@ -1,7 +1,8 @@
 // Following a dump that a running job is still writing (issue 25): every second the page asks the
 // server whether the dump changed (GET /api/live, web/live.py). A new generation (new iterations,
-// graphs or ranks) reloads them in place, without a reload of the page; new hits or newly checked
-// iterations redraw the hit views. A hidden tab does not ask.
+// graphs or ranks) reloads them in place, without a reload of the page; new hits, newly checked
+// iterations or the job going quiet redraw the hit views (and the overview's warnings). A hidden tab
+// does not ask.
 import { api, invalidate } from './api.js';
 import { state } from './state.js';
 
@@ -23,7 +24,9 @@ export function follow({ onDump, onWatch }) {
       const grew = last && last.dump === dump ? r.generation !== last.generation : r.generation > 0;
       if (grew) { invalidate(); await onDump(r); }
       if (last && last.dump === dump) {
-        if (r.hits !== last.hits || r.checked !== last.checked || r.watchpoints !== last.watchpoints) await onWatch(r);
+        // quiet again: the newest iteration may be checked now, and warnings held back are settled
+        if (r.hits !== last.hits || r.checked !== last.checked || r.watchpoints !== last.watchpoints
+            || r.quiet !== last.quiet) await onWatch(r);
       }
       last = { dump, ...r };
     } catch { /* the server is busy or gone: the next tick asks again */ } finally { busy = false; }

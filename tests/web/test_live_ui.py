@@ -37,7 +37,7 @@ def _until_newer(rank_dir: str, than: int) -> int:
 
 def test_new_iterations_and_a_new_hit_appear_without_a_reload(page: Any, tmp_path: Any) -> None:
     out = str(tmp_path / "dump")
-    trainer = followrun.start(tmp_path, out, steps=400, nan_at=25, pause=0.3)
+    trainer = followrun.start(tmp_path, out, steps=400, nan_at=20, pause=0.2)
     srv = None
     try:
         followrun.wait_for(os.path.join(out, "rank_0", "iteration_00000000.h5"))
@@ -48,7 +48,7 @@ def test_new_iterations_and_a_new_hit_appear_without_a_reload(page: Any, tmp_pat
         page.goto(srv.url + "#/graph?it=0")
         page.wait_for_selector("body[data-ready='1']")
         first = _last(page)
-        assert 0 <= first < 25, "the page opened after the planted step: the job ran too fast"
+        assert 0 <= first < 20, "the page opened after the planted step: the job ran too fast"
         navigations = page.evaluate("performance.getEntriesByType('navigation').length")
         delays = []       # from a new iteration's file on disk to the top bar showing it
         for _ in range(3):

@@ -1,13 +1,19 @@
-"""A real PyTorch training process that records a tdbg-h5 dump (with its per-step series) while a test reads
-it: for following a running job (tdbg scan --follow, the trends view's live update)."""
+"""Dumps written while a test reads them, for following a running job (tdbg scan --follow, the server's
+live updates): a real PyTorch training process recording a tdbg-h5 dump (with its per-step series), and a
+real MindSpore or msprobe dump's files arriving one by one, each first half-written, as their writers do."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
 from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MSPROBE = os.path.join(HERE, "data", "msprobe_real", "gpt2_adamw_nan_statistics")   # a real msprobe statistics dump
+SINGLE = os.path.join(os.path.dirname(HERE), "dumps_sample", "single")                # a real MindSpore dump
 
 TRAINER = textwrap.dedent("""
     import sys, time, torch
@@ -52,3 +58,47 @@ def wait_for(path: str, timeout: float = 60.0) -> None:
     while not os.path.exists(path):
         assert time.monotonic() < end, f"{path} never appeared"
         time.sleep(0.05)
+
+
+def mindspore_arrives(root: str, pause: float) -> None:
+    """The sample's iterations arrive one by one, each .npy first written in part then completed, as a
+    writer does: what a follower must never call corrupt."""
+    src_rank = os.path.join(SINGLE, "rank_0")
+    dst_rank = os.path.join(root, "rank_0")
+    shutil.copytree(src_rank, dst_rank, ignore=lambda d, names: [n for n in names if d.endswith(os.path.join("Net", "0"))])
+    for it in sorted(os.listdir(os.path.join(src_rank, "Net", "0")), key=int):
+        src, dst = os.path.join(src_rank, "Net", "0", it), os.path.join(dst_rank, "Net", "0", it)
+        os.makedirs(dst)
+        for name in sorted(os.listdir(src)):
+            with open(os.path.join(src, name), "rb") as fh:
+                data = fh.read()
+            with open(os.path.join(dst, name), "wb") as fh:
+                fh.write(data[: len(data) // 2])      # half a file on disk ...
+                fh.flush()
+                if name.startswith("Sigmoid"):
+                    time.sleep(pause)                 # ... for a while
+                fh.write(data[len(data) // 2:])
+        time.sleep(pause)
+
+
+def msprobe_arrives(root: str, pause: float) -> None:
+    """A real msprobe statistics dump's steps arrive one by one, each JSON file first half-written."""
+    for step in sorted(os.listdir(MSPROBE)):
+        src, dst = os.path.join(MSPROBE, step, "proc0"), os.path.join(root, step, "proc0")
+        os.makedirs(dst)
+        for name in ("construct.json", "stack.json", "dump.json"):
+            with open(os.path.join(src, name), "rb") as fh:
+                data = fh.read()
+            with open(os.path.join(dst, name), "wb") as fh:
+                fh.write(data[: len(data) // 2])
+                fh.flush()
+                time.sleep(pause)
+                fh.write(data[len(data) // 2:])
+        time.sleep(pause)
+
+
+def arriving(kind: str, root: str, pause: float) -> subprocess.Popen:
+    """A process writing ``root`` as :func:`mindspore_arrives` or :func:`msprobe_arrives` do (``kind``
+    "mindspore" or "msprobe"): a writer of its own, as a job is, not a thread starved by the reader's."""
+    code = f"import sys; sys.path.insert(0, {HERE!r}); import followrun; followrun.{kind}_arrives({root!r}, {pause!r})"
+    return subprocess.Popen([sys.executable, "-c", code])

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
-import time
 from typing import Any
 
 import followrun
 from clirun import run_cli
+from followrun import MSPROBE, SINGLE
 
-MSPROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "msprobe_real", "gpt2_adamw_nan_statistics")
-SINGLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample", "single")
+
 def _tdbg(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "debugger.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -75,30 +73,9 @@ def test_series_watchpoints_follow_the_series_as_it_grows(tmp_path: Any) -> None
         trainer.wait()
 
 
-def _arrive(root: str, pause: float) -> None:
-    """The sample's iterations arrive one by one, each .npy first written in part then completed, as a
-    writer does: what a follower must never call corrupt."""
-    src_rank = os.path.join(SINGLE, "rank_0")
-    dst_rank = os.path.join(root, "rank_0")
-    shutil.copytree(src_rank, dst_rank, ignore=lambda d, names: [n for n in names if d.endswith(os.path.join("Net", "0"))])
-    for it in sorted(os.listdir(os.path.join(src_rank, "Net", "0")), key=int):
-        src, dst = os.path.join(src_rank, "Net", "0", it), os.path.join(dst_rank, "Net", "0", it)
-        os.makedirs(dst)
-        for name in sorted(os.listdir(src)):
-            with open(os.path.join(src, name), "rb") as fh:
-                data = fh.read()
-            with open(os.path.join(dst, name), "wb") as fh:
-                fh.write(data[: len(data) // 2])      # half a file on disk ...
-                fh.flush()
-                if name.startswith("Sigmoid"):
-                    time.sleep(pause)                 # ... for a while
-                fh.write(data[len(data) // 2:])
-        time.sleep(pause)
-
-
 def test_half_written_mindspore_files_are_never_called_corrupt(tmp_path: Any) -> None:
     root = str(tmp_path / "ms")
-    writer = threading.Thread(target=_arrive, args=(root, 0.3))
+    writer = threading.Thread(target=followrun.mindspore_arrives, args=(root, 0.3))
     writer.start()
     try:
         followrun.wait_for(os.path.join(root, "rank_0", "Net", "0", "0"))
@@ -122,29 +99,13 @@ def test_half_written_mindspore_files_are_never_called_corrupt(tmp_path: Any) ->
     assert hits == want and scan.returncode == 1
 
 
-def _msprobe_arrives(root: str, pause: float) -> None:
-    """A real msprobe statistics dump's steps arrive one by one, each JSON file first half-written."""
-    for step in sorted(os.listdir(MSPROBE)):
-        src, dst = os.path.join(MSPROBE, step, "proc0"), os.path.join(root, step, "proc0")
-        os.makedirs(dst)
-        for name in ("construct.json", "stack.json", "dump.json"):
-            with open(os.path.join(src, name), "rb") as fh:
-                data = fh.read()
-            with open(os.path.join(dst, name), "wb") as fh:
-                fh.write(data[: len(data) // 2])
-                fh.flush()
-                time.sleep(pause)
-                fh.write(data[len(data) // 2:])
-        time.sleep(pause)
-
-
 def test_an_msprobe_dump_being_written_is_scanned_as_it_will_be(tmp_path: Any) -> None:
     root = str(tmp_path / "msprobe")
     os.makedirs(root)
     assert run_cli("scan", str(tmp_path / "nowhere"), "--follow").code == 2      # no such folder: at once
     assert run_cli("scan", root, "--follow", "--poll", "0").code == 2
     assert run_cli("scan", root, "--follow", "--iterations", "0-1").code == 2
-    writer = threading.Thread(target=_msprobe_arrives, args=(root, 0.4))
+    writer = threading.Thread(target=followrun.msprobe_arrives, args=(root, 0.4))
     writer.start()
     try:      # started on an empty folder: it waits for the dump to appear
         scan = _tdbg("scan", root, "--follow", "--json", "--poll", "0.1", "--no-cache", "--idle-exit", "3")

@@ -21,6 +21,7 @@ from debugger import DumpError, QueryError, query
 from debugger.errors import InvalidQueryError
 
 from .api import bp
+from .live import live_bp
 from .trends import trends_bp
 from .guard import MAX_BODY, install as install_guard
 from .session import Workspace
@@ -105,6 +106,7 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
 
     app.register_blueprint(bp)
     app.register_blueprint(trends_bp)
+    app.register_blueprint(live_bp)
 
     @app.get("/")
     def index() -> Response:

@@ -124,10 +124,12 @@ def triage() -> dict[str, Any]:
 
 @bp.get("/info")
 def info() -> dict[str, Any]:
-    """Overview of one dump: `tdbg info --json`, plus the watchpoint summary."""
+    """Overview of one dump: `tdbg info --json`, plus the watchpoint summary; while a job is writing it,
+    the warnings that may be about a file still being written are ``pending_warnings``."""
     dump_id = _dump_id()
     out = serialize.dump_info(_ws().dump(dump_id))
     out["id"] = dump_id
+    out["warnings"], out["pending_warnings"] = _ws().settled_warnings(dump_id, out["warnings"])
     out["watch"] = _watch_summary(dump_id)
     return out
 
@@ -231,7 +233,7 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
     if it is not None:
         w = _ws().watch(dump_id)
         if len(w):
-            w.check(rank, [it])
+            w.check(rank, _ws().readable(dump_id, rank, [it]))
             marks["hit"] = query.hit_nodes(g, [h.to_dict() for h in w.hits(rank, it) if h.hit.graph == graph_id])
     line = request.args.get("line")
     if line:
@@ -256,9 +258,10 @@ def node(rank: int, graph_id: int) -> dict[str, Any]:
     out = query.node_detail(r, g, name, it, **_view_opts())
     out["hits"] = []
     if it is not None:
-        w = _ws().watch(_dump_id())
+        dump_id = _dump_id()
+        w = _ws().watch(dump_id)
         if len(w):
-            w.check(rank, [it])
+            w.check(rank, _ws().readable(dump_id, rank, [it]))
             out["hits"] = [h.to_dict() for h in w.hits(rank, it) if h.hit.node == name and h.hit.graph == graph_id]
     return out
 
@@ -430,9 +433,9 @@ def hits() -> dict[str, Any]:
         if it is not None:
             if it not in its:
                 raise QueryError(d.rank(r).path, f"no iteration {it}")
-            w.check(r, [it])
+            w.check(r, _ws().readable(dump_id, r, [it]))
         elif _flag("all"):
-            w.check(r, its)
+            w.check(r, _ws().readable(dump_id, r, its))
     found = [h.to_dict() for h in w.hits(rank, it, wid)]
     groups: dict[int, dict[str, Any]] = {}
     for i in w.describe():
@@ -459,7 +462,7 @@ def next_hit() -> dict[str, Any]:
     after = validate.int_field(body, "iteration")
     after = -1 if after is None else after
     r = d.rank(rank)
-    it, scanned = w.next_hit(rank, after, r.iterations())
+    it, scanned = w.next_hit(rank, after, _ws().readable(dump_id, rank, r.iterations()))
     found = [h.to_dict() for h in w.hits(rank, it)] if it is not None else []
     return {"rank": rank, "after": after, "iteration": it, "checked": scanned,
             "hits": query.page(found, 0, None, 200).to_dict()}

@@ -37,6 +37,9 @@ class Workspace:
         self._watch: dict[str, ScanSession] = {}
         self._compared: dict[tuple[str, int], Any] = {}
         self._triage: dict[str, dict[str, Any]] = {}
+        # per followed dump that a job is writing (not quiet for a while): each rank's newest iteration (web/live.py)
+        self.writing: dict[str, dict[int, int]] = {}
+        self._quiet_warnings: dict[str, set[str]] = {}     # a followed dump's warnings when it was last quiet
         self._locks: dict[str, threading.RLock] = {r: threading.RLock() for r in self.ids}
         self._lock = threading.Lock()
         # `tdbg serve --scheduler`: background triage scans run on that Dask cluster (connected on first use)
@@ -58,6 +61,38 @@ class Workspace:
             if d is None:
                 d = self._dumps[key] = open_dump(self.ids[key])
             return d
+
+    def replace(self, dump_id: str | None, new: Dump) -> None:
+        """Serve ``new`` (the dump opened again: a running job wrote more) from now on: the scan session
+        keeps the results that still hold; the rank comparison and the triage are worked out again."""
+        key = self.resolve(dump_id)
+        with self.lock(key):
+            with self._lock:
+                self._dumps[key] = new
+                self._compared = {k: v for k, v in self._compared.items() if k[0] != key}
+                if self._triage.get(key, {}).get("state") != "running":
+                    self._triage.pop(key, None)
+                w = self._watch.get(key)
+            if w is not None:
+                w.refresh(lambda root: new)
+
+    def readable(self, dump_id: str | None, rank: int, iterations: list[int]) -> list[int]:
+        """``iterations`` less the one a running job may still be writing on ``rank`` (a followed dump that
+        has not been quiet for a while): checking it now could read a half-written file."""
+        busy = self.writing.get(self.resolve(dump_id), {}).get(rank)
+        return [i for i in iterations if i != busy]
+
+    def settled_warnings(self, dump_id: str | None, warnings: list[str]) -> tuple[list[str], list[str]]:
+        """(warnings, pending): while a job is writing the dump, a warning that was not there when it was
+        last quiet may be about a file still being written: it is held back as pending, and reported once
+        the job is quiet if the file is still broken. A dump not being written has no pending warning."""
+        key = self.resolve(dump_id)
+        if key not in self.writing:
+            with self._lock:
+                self._quiet_warnings[key] = set(warnings)
+            return warnings, []
+        known = self._quiet_warnings.get(key, set())
+        return [w for w in warnings if w in known], [w for w in warnings if w not in known]
 
     def cache(self, dump_id: str | None) -> StatsCache | None:
         """The statistics cache of a dump (None when disabled)."""

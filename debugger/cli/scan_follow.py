@@ -2,7 +2,7 @@
 
 A folder that holds no dump yet (a job that has just started) is waited for. Each poll opens the dump afresh (its listing is stat only) and scans the iterations not scanned yet
 that are settled: an iteration is settled once a later one exists on its rank, or once the dump has not
-changed for SETTLE_S seconds (or following ends). A file still being written lies in the newest iteration of a running job, so
+changed for a few seconds (or following ends; :mod:`debugger.watch.follow`). A file still being written lies in the newest iteration of a running job, so
 it is never read half-written and never reported as corrupt; the load warnings are reported once, when
 the job has gone quiet (``--idle-exit``) or at the end. Watchpoints over the per-step series run again
 when the series grows, and only their new hits are printed. Earlier iterations stay in the statistics
@@ -23,10 +23,9 @@ from ..errors import NotADumpError
 from ..exits import Exit
 from ..model import Dump, open_dump
 from ..watch.registry import Watchpoint
+from ..watch.follow import Quiet, settled
 from ..watch.session import ScanSession
 from .scan_series import scan_series
-
-SETTLE_S = 2.0     # a dump unchanged this long: its newest iteration is complete (a writer pausing mid-file is not)
 
 
 @dataclass
@@ -34,12 +33,11 @@ class FollowState:
     """What following has seen so far."""
 
     scanned: dict[int, set[int]] = field(default_factory=dict)   # rank -> iterations scanned
-    fingerprint: str | None = None
+    changes: Quiet = field(default_factory=Quiet)
     series_seen: set[tuple[Any, ...]] = field(default_factory=set)
     series_fingerprint: str | None = None
     hits: int = 0
     warnings: list[str] = field(default_factory=list)
-    last_change: float = field(default_factory=time.monotonic)
     cache: StatsCache | None = None
 
 
@@ -53,7 +51,7 @@ def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Wa
             found = _poll(args, open_dump(args.dump), wps, over_series, state, out)
             if found and args.fail_fast:
                 return Exit.FOUND
-            if args.idle_exit is not None and time.monotonic() - state.last_change >= args.idle_exit:
+            if args.idle_exit is not None and state.changes.idle() >= args.idle_exit:
                 break
             time.sleep(args.poll)
         # the job is over (or quiet): its newest iteration is as complete as it will be
@@ -83,10 +81,8 @@ def _wait_for_dump(args: argparse.Namespace, stop: Callable[[], bool]) -> None:
 def _poll(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], over_series: list[Watchpoint],
           state: FollowState, out: TextIO, ended: bool = False) -> int:
     """One poll: scan what is new and settled, print its hits; returns how many hits it printed."""
-    fp = dump.fingerprint()
-    if fp != state.fingerprint:
-        state.fingerprint, state.last_change = fp, time.monotonic()
-    quiet = ended or time.monotonic() - state.last_change >= SETTLE_S
+    state.changes.see(dump.fingerprint())
+    quiet = ended or state.changes.quiet()
     found = 0
     if wps:
         found += _scan_new(args, dump, wps, state, quiet, out)
@@ -97,21 +93,9 @@ def _poll(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], over_seri
     return found
 
 
-def _settled(dump: Dump, state: FollowState, quiet: bool) -> dict[int, list[int]]:
-    """Per rank, the iterations not scanned yet that no writer can still be writing."""
-    new: dict[int, list[int]] = {}
-    for rank in dump.ranks:
-        its = rank.iterations()
-        done = state.scanned.setdefault(rank.rank, set())
-        ready = [i for i in its if i not in done and (quiet or i < its[-1])]
-        if ready:
-            new[rank.rank] = ready
-    return new
-
-
 def _scan_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state: FollowState, quiet: bool,
               out: TextIO) -> int:
-    new = _settled(dump, state, quiet)
+    new = settled(dump, state.scanned, quiet)
     if not new:
         return 0
     if state.cache is None:     # one cache for the whole follow: it keeps the earlier iterations' statistics
@@ -126,7 +110,7 @@ def _scan_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state
         _emit(args, out, {"error": e.to_dict()},
               f"error: rank {e.rank} iteration {e.iteration}: {e.watchpoint} on {e.node}: {e.error}")
     for rank, its in new.items():
-        state.scanned[rank].update(its)
+        state.scanned.setdefault(rank, set()).update(its)
         _emit(args, out, {"scanned": {"rank": rank, "iterations": its}},
               f"scanned rank {rank} iteration(s) {', '.join(map(str, its))}")
     state.hits += len(hits)

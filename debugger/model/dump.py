@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 class Dump:
     """A dump root and its ranks."""
 
-    def __init__(self, source: DumpSource) -> None:
+    def __init__(self, source: DumpSource, graphs: GraphCache | None = None) -> None:
         self.root = source.root
         self.format = source.format
-        cache = GraphCache()
-        self._ranks: dict[int, Rank] = {r.rank: Rank(r, cache, self.shard_index) for r in source.ranks}
+        self._graphs = graphs or GraphCache()
+        self._ranks: dict[int, Rank] = {r.rank: Rank(r, self._graphs, self.shard_index) for r in source.ranks}
         self.warnings: list[str] = list(source.warnings)
         self._list_together = source.list_together
         self._shards: "ShardIndex | None" = None
@@ -88,6 +88,11 @@ class Dump:
             rank = self.rank(r)
             h.update(f"R{r}{rank.path}{rank.reader.fingerprint()}".encode("utf-8", "surrogateescape"))
         return h.hexdigest()
+
+    def reopen(self, path: str | None = None) -> "Dump":
+        """The dump as its files are now (a running job may have written more), opened at ``path`` (default:
+        its root); graphs already parsed are kept, by their content's key, and not parsed again."""
+        return Dump(open_source(path or self.root), self._graphs)
 
     def list_ranks(self, ranks: Iterable[int] | None = None) -> None:
         """List these ranks (default: all) now, in one go where the format shares that work between ranks

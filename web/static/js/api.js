@@ -30,8 +30,9 @@ export function url(path, params = {}) {
   return `/api${path}${s ? '?' + s : ''}`;
 }
 
-async function request(method, u, body) {
-  setBusy(1);
+async function request(method, u, body, { quiet = false } = {}) {
+  const step = quiet ? 0 : 1;    // a background look (the live check every second) does not flash "Loading"
+  setBusy(step);
   try {
     const opts = { method, headers: {} };
     if (body !== undefined) {
@@ -44,7 +45,7 @@ async function request(method, u, body) {
     if (!res.ok) throw new ApiError(data.error || `${res.status} ${res.statusText}`, res.status);
     return data;
   } finally {
-    setBusy(-1);
+    setBusy(-step);
   }
 }
 
@@ -141,5 +142,7 @@ export const api = {
     get(`/ranks/${rank}/series/heatmap`, { dump, stat, role, agg, log, start, stop, columns }, { reuse: false }),
   seriesScalars: ({ dump, rank, start, stop, points }) =>
     get(`/ranks/${rank}/series/scalars`, { dump, start, stop, points }, { reuse: false }),
+  // a dump a running job is writing: its generation and hit counts (web/live.py), asked every second
+  live: (dump, rank) => request('GET', url('/live', { dump, rank }), undefined, { quiet: true }),
   seriesSpikes: (dump, rank) => get(`/ranks/${rank}/series/spikes`, { dump }, { reuse: false }),
 };

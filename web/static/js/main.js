@@ -12,6 +12,7 @@ import * as tensor from './views/tensor.js';
 import * as watch from './views/watch.js';
 import * as ranks from './views/ranks.js';
 import * as trends from './views/trends.js';
+import { follow } from './live.js';
 
 const VIEWS = { triage, dumps: { mount: triage.mountChooser }, overview, graph, code, tensor, watch, ranks, trends };
 const $ = (id) => document.getElementById(id);
@@ -204,6 +205,21 @@ subscribe(async (changed) => {
   else if (current && current.handle && current.handle.update) current.handle.update(changed);
 });
 
+// A running job writes the dump: its new ranks, graphs and iterations appear in the top bar, and new
+// hits in the views that show hits, without a reload (live.js).
+async function dumpGrew(r) {
+  const d = ctx.dumps.find((x) => x.id === state.dump);
+  if (d && r.ranks.join() !== d.ranks.join()) { d.ranks = r.ranks; await loadDump(); }
+  await loadRank();
+}
+
+function hitsChanged(r) {
+  invalidate();               // the graph's cached scopes carry the old hit marks
+  ctx.watchCount = r.watchpoints;
+  renderIteration();
+  touch('watch');
+}
+
 async function boot() {
   start();
   wire();
@@ -229,6 +245,7 @@ async function boot() {
     return;
   }
   mountView();
+  follow({ onDump: dumpGrew, onWatch: hitsChanged });
   document.body.dataset.ready = '1';
 }
 

@@ -67,7 +67,9 @@ export function mount(root) {
       h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Reader warnings'), h('span', { class: 'muted' }, String(info.warnings.length))),
         h('div', { class: 'card-body' }, info.warnings.length
           ? h('ul', { class: 'warn-list' }, info.warnings.slice(0, 50).map((x) => h('li', { class: 'mono small' }, x)))
-          : h('div', { class: 'muted' }, 'None: every tensor file matched a graph node and every iteration is complete.')))));
+          : h('div', { class: 'muted' }, 'None: every tensor file matched a graph node and every iteration is complete.'),
+        (info.pending_warnings || []).length ? h('p', { class: 'muted small pending-warnings' },
+          `The job is still writing: ${info.pending_warnings.length} more held back until it goes quiet (a file being written is not broken).`) : null))));
   }
 
   render();

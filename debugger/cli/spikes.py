@@ -68,7 +68,8 @@ def _print_spikes(rank: int, spikes: list[Spike], args: argparse.Namespace, out:
         for i, c in enumerate(s.causes[:args.causes], 1):
             where = f" layer {c.layer}" if c.layer else ""
             code = f" at {c.source}" if c.source else ""
-            out.write(f"  {i}. {c.tensor} ({c.role}) {c.stat} departed at step {c.first_step} "
+            edited = ", changed outside the optimizer" if c.outside_optimizer else ""
+            out.write(f"  {i}. {c.tensor} ({c.role}{edited}) {c.stat} departed at step {c.first_step} "
                       f"({c.lead} before), |z| {c.score:.1f}{where}{code}\n")
         if len(s.causes) > args.causes:
             out.write(f"  ... {len(s.causes) - args.causes} more (--causes N, or --json)\n")

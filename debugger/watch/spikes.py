@@ -8,6 +8,12 @@ the spike. A cause is a tensor whose statistic departed (|z| above the threshold
 its own recent past); causes are ranked by how early they departed, then by where in a step the value
 is made (STAGE), then by how much: a planted cause departs at the step it happened, its downstream
 effects at later stages of that step or one step or more later.
+
+One cause comes before its step's forward: a weight changed outside the optimizer (a bad checkpoint
+load, a hook or a bug writing into it). Its update (the change since the previous step) then departs by far
+more than an optimizer step could have moved it from the gradient and learning rate it had: an SGD step
+grows with the gradient and the learning rate, an Adam step less than that (its second moment grows
+too). Such a parameter's weight and update rank at stage EDITED, ahead of the gradients they cause.
 """
 from __future__ import annotations
 
@@ -34,6 +40,7 @@ CAUSE_STATS = {"weight": ("l2norm", "max"), "gradient": ("l2norm",), "update": (
 # by |z| (activations: forward order, the first layer's departure causes the others'): the optimizer
 # state jumps whenever the gradient does (and by more: its own changes are smooth), but it is the
 # gradient's effect.
+EDITED = 0.5             # a weight changed outside the optimizer: before the step's forward, after its lr
 STAGE = {"scalar": 0, "activation": 1, "loss": 2, "gradient": 3, "optimizer_state": 4, "update": 5,
          "weight": 6, "other": 7}
 LOOKBACK = 10             # steps before a spike searched for departures
@@ -43,6 +50,10 @@ MAD_TO_SIGMA = 1.4826
 # change of the level by 1% scores 10.
 REL_FLOOR = 1e-3
 UNPRECEDENTED = 2.0
+# An update this many times beyond what its gradient's and learning rate's growth explain was not made by
+# the optimizer (an optimizer's update grows at most about as much as both; the planted edits grow it
+# hundreds of times more)
+OUTSIDE_MARGIN = 10.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,7 @@ class Cause:
     score: float              # |z| at first_step
     layer: str | None         # the parameter's module path
     source: str | None        # "file.py:LINE" of the layer's code, from a deep capture's graph
+    outside_optimizer: bool = False   # the weight moved by far more than its optimizer step could have
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (keys: the field names)."""
@@ -226,6 +238,7 @@ def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int 
         _departures(values[None, lo:end], window, z, steps[lo:end], step - look, [name], "value", best)
     by_name = {t.name: t for t in catalog}
     sources = _layer_sources(rank) if sources is None else sources
+    edited = _edited(series, best, by_name, steps, window)
     causes = []
     for name, (first, score, stat) in best.items():
         entry = by_name.get(name)
@@ -234,11 +247,50 @@ def rank_causes(rank: "Rank", series: "SeriesSource", step: int, *, window: int 
         layer = _layer_of(param or (name if role == "activation" else None))
         causes.append(Cause(tensor=name, role=role, param=param,
                             stat=stat, first_step=first, lead=step - first, score=score, layer=layer,
-                            source=sources.get(layer) if layer else None))
+                            source=sources.get(layer) if layer else None,
+                            outside_optimizer=edited.get(param) == first and role in ("update", "weight")))
     order = {n: i for i, n in enumerate(names)}
-    causes.sort(key=lambda c: (c.first_step, STAGE.get(c.role, len(STAGE)),
+    causes.sort(key=lambda c: (c.first_step, EDITED if c.outside_optimizer else STAGE.get(c.role, len(STAGE)),
                                order.get(c.tensor, 0) if c.role == "activation" else -c.score, c.tensor))
     return causes
+
+
+def _edited(series: "SeriesSource", best: dict[str, tuple[int, float, str]], by_name: dict[str, Any],
+            steps: np.ndarray, window: int) -> dict[str, int]:
+    """Parameter -> the step its weight was changed outside the optimizer: its update departed there and
+    grew OUTSIDE_MARGIN times more than its gradient's and the learning rate's growth explain (each
+    against its median over the ``window`` steps before)."""
+    updates = {by_name[n].param: first for n, (first, _, _) in best.items()
+               if n in by_name and by_name[n].role == "update" and by_name[n].param}
+    if not updates:
+        return {}
+    _, norms = series.matrix("l2norm")
+    row = {n: i for i, n in enumerate(by_name)}
+    grads = {t.param: row[t.name] for t in by_name.values() if t.role == "gradient" and t.param}
+    _, lr = series.scalar("lr")
+    out = {}
+    for name, t in by_name.items():
+        first = updates.get(t.param) if t.role == "update" else None
+        j = int(np.searchsorted(steps, first)) if first is not None else 0
+        if first is None or j < window or t.param not in grads:
+            continue
+        grew = _growth(norms[row[name]], j, window)
+        explained = max(1.0, _growth(norms[grads[t.param]], j, window)) * max(1.0, _growth(lr, j, window))
+        if grew > OUTSIDE_MARGIN * explained:
+            out[t.param] = first
+    return out
+
+
+def _growth(values: np.ndarray, j: int, window: int) -> float:
+    """|values[j]| over the median |value| of the ``window`` steps before (1 where unknown: NaN, or a zero
+    median, as a flat-zero gradient's)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ref = float(np.nanmedian(np.abs(values[j - window:j])))
+        now = abs(float(values[j]))
+    if not (math.isfinite(ref) and ref > 0 and math.isfinite(now)):
+        return math.inf if ref == 0 and now > 0 and math.isfinite(now) else 1.0
+    return now / ref
 
 
 def _layer_of(name: str | None) -> str | None:

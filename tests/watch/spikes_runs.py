@@ -2,8 +2,9 @@
 
 A tiny GPT-2 (transformers, random init) trained with AdamW on a fixed set of sequences. Each step's
 statistics are computed here with plain torch, apart from tdbg: at step t the loss of step t's forward,
-the gradients of its backward, the weights after its optimizer step, the update w_t - w_(t-1) and
-Adam's exp_avg_sq after the step.
+the gradients of its backward, the weights after its optimizer step, the update w_t - w_(t-1) (as the
+recorder's: the change since the previous step's record, a change made outside the optimizer included)
+and Adam's exp_avg_sq after the step.
 """
 from __future__ import annotations
 
@@ -108,12 +109,12 @@ def _train(root: str, steps: int, plant: Plant | None, lr: float, task: Callable
                 mod.register_forward_hook(lambda m, i, o, key=mod_name: outputs.__setitem__(key, o.detach()))
     _write_deep_capture(root, sorted({n.rsplit('.', 1)[0] for n, _ in params}))
     with SeriesWriter(os.path.join(root, "rank_0"), names, roles=roles, params=owners) as series:
+        before = [p.detach().clone() for _, p in params]     # w_(t-1): as the previous step recorded it
         for step in range(steps):
             at = (step * BATCH) % len(pool)
             batch = pool[at:at + BATCH]
             if plant is not None:
                 batch = plant(step, model, opt, batch)
-            before = [p.detach().clone() for _, p in params]
             loss = loss_of(model, batch)
             opt.zero_grad()
             loss.backward()
@@ -125,6 +126,7 @@ def _train(root: str, steps: int, plant: Plant | None, lr: float, task: Callable
                 rows += [torch_stats(p), torch_stats(p.grad), torch_stats(p.detach() - old),
                          torch_stats(opt.state[p]["exp_avg_sq"])]
             rows += [torch_stats(outputs[k]) for k in outputs]
+            before = [p.detach().clone() for _, p in params]
             series.add(step, np.array(rows), {"loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"]})
     return root
 

@@ -42,6 +42,13 @@ def _scale_layer(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.
     return batch
 
 
+def _scale_before_forward(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.Tensor:
+    if step == K:                            # before step K's forward: its gradients move at K too
+        with torch.no_grad():
+            model.get_submodule(SCALED).weight.mul_(50)
+    return batch
+
+
 def _huge_batch(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.Tensor:
     if step == K:
         batch = batch.clone()
@@ -51,11 +58,13 @@ def _huge_batch(step: int, model: Any, opt: Any, batch: torch.Tensor) -> torch.T
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: Any) -> dict[str, str]:
-    """Four trained runs (healthy, lr jump, scaled layer: GPT-2; huge batch: MLP), shared by the tests."""
+    """Five trained runs (healthy, lr jump, a layer scaled after an optimizer step or before a forward:
+    GPT-2; huge batch: MLP), shared by the tests."""
     base = tmp_path_factory.mktemp("spikes")
     return {"healthy": train_series(str(base / "healthy"), STEPS),
             "lr": train_series(str(base / "lr"), STEPS, _lr_jump),
             "scaled": train_series(str(base / "scaled"), STEPS, _scale_layer),
+            "scaled_early": train_series(str(base / "scaled_early"), STEPS, _scale_before_forward),
             "huge": train_series(str(base / "huge"), STEPS, _huge_batch, task=mlp_task, activations=True)}
 
 
@@ -80,6 +89,7 @@ def test_a_learning_rate_jump_is_ranked_first_then_the_updates(runs: dict[str, s
     updates = at_k.count("update")
     assert updates >= len(list(gpt2().parameters())) // 2
     assert at_k[:updates] == ["update"] * updates and set(at_k[updates:]) <= {"weight"}
+    assert not [c.tensor for c in causes if c.outside_optimizer]     # the lr explains every update
 
 
 def test_a_scaled_layer_is_ranked_first_with_its_code_line_and_deep_capture(runs: dict[str, str]) -> None:
@@ -88,9 +98,22 @@ def test_a_scaled_layer_is_ranked_first_with_its_code_line_and_deep_capture(runs
     first, second = spike.causes[:2]
     assert {first.tensor, second.tensor} == {SCALED + ".weight", SCALED + ".weight.update"}
     assert first.layer == SCALED and first.first_step == K and first.param == SCALED + ".weight"
+    assert first.outside_optimizer and second.outside_optimizer
+    assert [c.tensor for c in spike.causes if c.outside_optimizer] == [first.tensor, second.tensor]
     layers = sorted({n.rsplit(".", 1)[0] for n, _ in gpt2().named_parameters()})
     assert first.source == f"{LAYER_FILE}:{100 + layers.index(SCALED)}"
     assert all(c.first_step > K or c.layer == SCALED or c.role == "scalar" for c in spike.causes)
+
+
+def test_a_layer_scaled_before_the_forward_ranks_ahead_of_the_gradients_it_moved(runs: dict[str, str]) -> None:
+    """The weight, its gradients and everything downstream move at the same step K: the update no
+    optimizer could have made from its gradient and learning rate puts the scaled layer first."""
+    spike, = _spikes(runs["scaled_early"])
+    first, second = spike.causes[:2]
+    assert {first.tensor, second.tensor} == {SCALED + ".weight", SCALED + ".weight.update"}
+    assert first.outside_optimizer and second.outside_optimizer and first.first_step == K
+    moved_at_k = [c for c in spike.causes if c.first_step == K and c.role == "gradient"]
+    assert moved_at_k and not [c for c in spike.causes[2:] if c.outside_optimizer]
 
 
 def test_a_batch_of_huge_values_ranks_the_first_layer_first(runs: dict[str, str]) -> None:
@@ -99,6 +122,7 @@ def test_a_batch_of_huge_values_ranks_the_first_layer_first(runs: dict[str, str]
     assert spike.causes[0].layer == "fc1" and spike.causes[0].role == "activation"
     gradients = [c for c in spike.causes if c.role == "gradient"]
     assert gradients[0].tensor == "fc1.weight.grad"
+    assert not [c.tensor for c in spike.causes if c.outside_optimizer]   # the gradients explain the updates
 
 
 def test_the_cli_reports_spikes_as_text_and_json(runs: dict[str, str]) -> None:
@@ -109,7 +133,7 @@ def test_the_cli_reports_spikes_as_text_and_json(runs: dict[str, str]) -> None:
     spike = r.json["spikes"][0]
     assert set(spike) == {"step", "loss", "baseline", "z", "deep_step", "causes"}
     assert set(spike["causes"][0]) == {"tensor", "role", "param", "stat", "first_step", "lead", "score",
-                                       "layer", "source"}
+                                       "layer", "source", "outside_optimizer"}
     assert spike["causes"][0]["tensor"] == "lr"
 
 

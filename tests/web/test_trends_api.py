@@ -108,7 +108,10 @@ def test_spikes_come_with_the_nearest_deep_capture(live: LiveServer) -> None:
     assert [s["step"] for s in sp["spikes"]] == [trendsrun.PLANT]
     first = sp["spikes"][0]
     assert first["deep"] == {"iteration": trendsrun.DEEP, "graph": 0, "distance": trendsrun.PLANT - trendsrun.DEEP}
-    # the ranking is debugger.watch.spikes' (tested there); the view lists it with the planted tensor in it
+    # the ranking is debugger.watch.spikes' (tested there): fc1 was scaled before the forward, so its weight
+    # and gradients all moved at the planted step; the update no optimizer could have made ranks it first
+    assert {c["tensor"] for c in first["causes"][:2]} == {"fc1.weight", "fc1.weight.update"}
+    assert [c["outside_optimizer"] for c in first["causes"][:3]] == [True, True, False]
     nodes = {c["tensor"]: c["node"] for c in first["causes"]}
     assert nodes["fc1.weight"] == "fc1.weight"            # each cause names the deep capture's node it opens
     assert all(n in (t, t.removesuffix(".update"), None) for t, n in nodes.items())

@@ -141,7 +141,8 @@ class TrendsView {
   causeTable(sp) {
     const cols = ['#', 'tensor', 'role', 'statistic', 'first moved', 'lead', 'score', 'layer', 'code', ''];
     const row = (c, i) => h('tr', { class: 'clickable cause-row', 'data-tensor': c.tensor, title: 'click: its curve below', onclick: () => this.showCause(c) },
-      h('td', { class: 'num' }, i + 1), h('td', { class: 'mono' }, c.tensor), h('td', {}, c.role), h('td', {}, c.stat),
+      h('td', { class: 'num' }, i + 1), h('td', { class: 'mono' }, c.tensor),
+      h('td', {}, c.role, c.outside_optimizer ? h('span', { class: 'chip hit outside-optimizer', title: 'its update is far larger than its gradient and learning rate explain: the weight was changed outside the optimizer' }, 'outside the optimizer') : null), h('td', {}, c.stat),
       h('td', { class: 'num' }, fmt(c.first_step)), h('td', { class: 'num' }, `${fmt(c.lead)} steps`), h('td', { class: 'num' }, fmt(c.score, 3)),
       h('td', { class: 'mono' }, c.layer || '—'), h('td', { class: 'mono small' }, c.source || '—'), h('td', {}, graphLink(sp, c, 'graph', 'cause-graph')));
     return h('table', { class: 'tbl cause-table' }, h('thead', {}, h('tr', {}, cols.map((c) => h('th', {}, c)))), h('tbody', {}, sp.causes.map(row)));

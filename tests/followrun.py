@@ -102,3 +102,12 @@ def arriving(kind: str, root: str, pause: float) -> subprocess.Popen:
     "mindspore" or "msprobe"): a writer of its own, as a job is, not a thread starved by the reader's."""
     code = f"import sys; sys.path.insert(0, {HERE!r}); import followrun; followrun.{kind}_arrives({root!r}, {pause!r})"
     return subprocess.Popen([sys.executable, "-c", code])
+
+
+def aged_copy(src: str, dst: str, age_s: float) -> None:
+    """A copy of a dump whose every file and folder was last changed ``age_s`` seconds ago."""
+    shutil.copytree(src, dst)
+    then = time.time() - age_s
+    for folder, dirs, files in os.walk(dst):
+        for n in files + dirs:
+            os.utime(os.path.join(folder, n), (then, then))

@@ -120,3 +120,16 @@ def test_an_msprobe_dump_being_written_is_scanned_as_it_will_be(tmp_path: Any) -
     key = lambda d: (d["watchpoint"], d["iteration"], d["node"])  # noqa: E731
     assert sorted(key(h) for h in lines if "watchpoint" in h and "error" not in h) == sorted(map(key, offline["hits"]))
     assert len([ln for ln in lines if "error" in ln]) == len(offline["errors"]) and scan.returncode == 1
+
+
+def test_a_finished_dump_is_scanned_whole_at_the_first_poll(tmp_path: Any) -> None:
+    """Files an hour old: the first poll knows the dump is quiet (the newest mtime), scans every iteration,
+    newest included, and --idle-exit counts from the files' last change, so following ends at once."""
+    root = str(tmp_path / "single")
+    followrun.aged_copy(SINGLE, root, 3600)
+    scan = _tdbg("scan", root, "--follow", "--json", "--no-cache", "--idle-exit", "600",
+                 "--watch", "activation_saturated_layer")
+    got, err = scan.communicate(timeout=120)       # it would follow for 600 s if it waited for quiet
+    scanned = [ln["scanned"] for ln in map(json.loads, got.splitlines()) if "scanned" in ln]
+    assert scanned == [{"rank": 0, "iterations": list(range(8))}], got + err
+    assert scan.returncode == 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, abort, current_app, request
 
 from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, rankviews, serialize, sourceroots, validate, watch
 from debugger import triage as _triage
@@ -79,8 +79,12 @@ def _iteration(r: Rank, graph_id: int) -> int:
 
 def _tensor(rank: int, graph_id: int) -> tuple[Rank, TensorRef]:
     r = _rank(rank)
-    return r, query.find_tensor(r, graph_id, _iteration(r, graph_id), _need("node"),
-                                request.args.get("io", "output"), _int("slot", 0) or 0)
+    it = _iteration(r, graph_id)
+    if not _ws().readable(_dump_id(), rank, [it]):     # a file of it may be half-written: not read, not cached
+        abort(409, description=f"rank {rank} iteration {it} is still being written by the job: its tensors "
+                               f"are read once a later iteration appears or the dump is quiet for 2 s")
+    return r, query.find_tensor(r, graph_id, it, _need("node"), request.args.get("io", "output"),
+                                _int("slot", 0) or 0)
 
 
 def _view_opts() -> dict[str, Any]:

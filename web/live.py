@@ -10,7 +10,9 @@ iterations in place. Iterations that appeared after the server opened the dump a
 watchpoints in a background thread as soon as they are settled (:mod:`debugger.watch.follow`: a file
 still being written is never read, so never called corrupt); ``hits`` and ``checked`` tell the page when
 to redraw its hits. Iterations present when the server opened the dump are checked when a page asks for
-them, as before: a finished dump is never scanned behind the user's back.
+them, as before: a finished dump is never scanned behind the user's back. At the first look the files'
+newest mtime (:meth:`Dump.stamp`) says how long the dump has been quiet, so a finished dump is quiet at
+once, and whether the job wrote after the server listed the dump (then the fresh dump is served).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from .session import Workspace
 LOOK_S = 0.5        # the page asks every second (and each ask may look): a new step shows within about one
 LOOK_SHARE = 0.05   # a dump whose listing takes 1 s (a thousand ranks) is looked at every 20 s
 INLINE_S = 0.25     # a look that took longer runs beside the requests: the page's ask never waits for it
+OPENED_SLACK_S = 1.0   # a file changed this close before the server listed the dump may be missing from it
 
 live_bp = Blueprint("live", __name__, url_prefix="/api")
 
@@ -66,11 +69,14 @@ class Follower:
         t0 = time.monotonic()
         try:
             served = self.ws.dump(self.key)
-            if self.known is None:
-                self.known = {r.rank: set(r.iterations()) for r in served.ranks}
-                self.changes.see(served.fingerprint())
             fresh = served.reopen(self.ws.ids[self.key])
-            changed = self.changes.see(fresh.fingerprint())
+            fingerprint, newest = fresh.stamp()
+            if self.known is None:     # the first look: the served dump is as the server listed it
+                self.known = {r.rank: set(r.iterations()) for r in served.ranks}
+                self.changes.see(fingerprint, newest)       # a finished dump is quiet at once
+                changed = newest is None or newest >= self.ws.opened_at(self.key) - OPENED_SLACK_S
+            else:
+                changed = self.changes.see(fingerprint)
             # quiet as of this look (between looks the files may change unseen); what may be being written is
             # said before the fresh dump is served, so no check reads it meanwhile
             self.quiet = self.changes.quiet()

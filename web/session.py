@@ -40,6 +40,7 @@ class Workspace:
         # per followed dump that a job is writing (not quiet for a while): each rank's newest iteration (web/live.py)
         self.writing: dict[str, dict[int, int]] = {}
         self._quiet_warnings: dict[str, set[str]] = {}     # a followed dump's warnings when it was last quiet
+        self._opened_at: dict[str, float] = {}             # when each dump was first listed (time.time())
         self._locks: dict[str, threading.RLock] = {r: threading.RLock() for r in self.ids}
         self._lock = threading.Lock()
         # `tdbg serve --scheduler`: background triage scans run on that Dask cluster (connected on first use)
@@ -59,8 +60,13 @@ class Workspace:
         with self._lock:
             d = self._dumps.get(key)
             if d is None:
+                self._opened_at[key] = time.time()
                 d = self._dumps[key] = open_dump(self.ids[key])
             return d
+
+    def opened_at(self, dump_id: str | None) -> float:
+        """When the served dump was first listed (seconds since the epoch; now if it is not open yet)."""
+        return self._opened_at.get(self.resolve(dump_id), time.time())
 
     def replace(self, dump_id: str | None, new: Dump) -> None:
         """Serve ``new`` (the dump opened again: a running job wrote more) from now on: the scan session

@@ -81,7 +81,7 @@ def _wait_for_dump(args: argparse.Namespace, stop: Callable[[], bool]) -> None:
 def _poll(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], over_series: list[Watchpoint],
           state: FollowState, out: TextIO, ended: bool = False) -> int:
     """One poll: scan what is new and settled, print its hits; returns how many hits it printed."""
-    state.changes.see(dump.fingerprint())
+    state.changes.see(*dump.stamp())
     quiet = ended or state.changes.quiet()
     found = 0
     if wps:

@@ -254,6 +254,10 @@ class RankReader(ABC):
     def fingerprint(self) -> str:
         """A digest of every file's name, size and mtime (stat only): changes when the rank does."""
 
+    def stamp(self) -> tuple[str, float | None]:
+        """(fingerprint, the newest mtime of the rank's files in seconds since the epoch; None: not known)."""
+        return self.fingerprint(), None
+
 
 @dataclass
 class DumpSource:

@@ -8,6 +8,7 @@ names them, before reading a byte.
 from __future__ import annotations
 
 import gc
+import hashlib
 import marshal
 import os
 import re
@@ -376,7 +377,32 @@ def hash_tree(h: Any, root: str, *, workers: int | None = None, child_fault: str
         _hash_names(h, kept, numbers)
 
 
-def _hash_names(h: Any, names: list[str], numbers: list[int]) -> None:
+class FileDigest:
+    """A blake2b digest for :func:`hash_entries` and :func:`hash_tree` that also keeps the newest mtime it
+    was fed: when the files last changed, which tells a finished dump from one a job is still writing."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.blake2b(digest_size=16)
+        self.newest_ns: int | None = None
+
+    def update(self, data: bytes) -> None:
+        """Feed bytes, as hashlib's update."""
+        self._h.update(data)
+
+    def saw(self, mtimes_ns: Sequence[int]) -> None:
+        """Note the mtimes of the files fed."""
+        if len(mtimes_ns):
+            newest = max(mtimes_ns)
+            self.newest_ns = newest if self.newest_ns is None else max(self.newest_ns, newest)
+
+    def stamp(self) -> tuple[str, float | None]:
+        """(hex digest, the newest mtime fed in seconds since the epoch, None when no file was fed)."""
+        return self._h.hexdigest(), None if self.newest_ns is None else self.newest_ns / 1e9
+
+
+def _hash_names(h: Any, names: list[str], numbers: Sequence[int]) -> None:
     # names joined, then the numbers packed: what one line per entry would say, at a fraction of the cost
     h.update("\0".join(names).encode("utf-8", "surrogateescape") + b"\0\0")
     h.update(array("q", numbers).tobytes())
+    if isinstance(h, FileDigest):
+        h.saw(numbers[1::2])         # (size, mtime) pairs

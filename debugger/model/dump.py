@@ -83,11 +83,23 @@ class Dump:
 
     def fingerprint(self, ranks: Iterable[int] | None = None) -> str:
         """A digest of every file's name, size and mtime under the given ranks (stat only)."""
+        return self._stamp(ranks)[0]
+
+    def stamp(self) -> tuple[str, float | None]:
+        """(fingerprint, when the files last changed: their newest mtime in seconds since the epoch, None
+        where a rank's format does not say), in one look at the files."""
+        return self._stamp(None)
+
+    def _stamp(self, ranks: Iterable[int] | None) -> tuple[str, float | None]:
         h = hashlib.blake2b(digest_size=16)
+        newest: list[float | None] = []
         for r in sorted(ranks if ranks is not None else self.rank_ids):
             rank = self.rank(r)
-            h.update(f"R{r}{rank.path}{rank.reader.fingerprint()}".encode("utf-8", "surrogateescape"))
-        return h.hexdigest()
+            fp, when = rank.reader.stamp()
+            newest.append(when)
+            h.update(f"R{r}{rank.path}{fp}".encode("utf-8", "surrogateescape"))
+        known = [t for t in newest if t is not None]
+        return h.hexdigest(), max(known) if known and len(known) == len(newest) else None
 
     def reopen(self, path: str | None = None) -> "Dump":
         """The dump as its files are now (a running job may have written more), opened at ``path`` (default:

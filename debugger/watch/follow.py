@@ -35,11 +35,16 @@ class Quiet:
         self.fingerprint: str | None = None
         self.last_change = time.monotonic()
 
-    def see(self, fingerprint: str) -> bool:
-        """Note the dump's fingerprint now; whether it changed since the last look."""
+    def see(self, fingerprint: str, newest: float | None = None) -> bool:
+        """Note the dump's fingerprint now; whether it changed since the last look. At the first look,
+        ``newest`` (the newest mtime of its files, :meth:`Dump.stamp`) says when it last changed: a dump
+        whose files are all older than SETTLE_S is quiet at once (a finished run waits for nothing)."""
         if fingerprint == self.fingerprint:
             return False
+        first = self.fingerprint is None
         self.fingerprint, self.last_change = fingerprint, time.monotonic()
+        if first and newest is not None:      # a file stamped in the future (clock skew) counts as now
+            self.last_change -= max(0.0, time.time() - newest)
         return True
 
     def quiet(self) -> bool:

@@ -12,21 +12,34 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from typing import Any, Callable
 
 import pytest
 
 import followrun
+from conftest import SAMPLE
 from liveserver import LiveServer
 from tdbg_web import create_app
 
+# the MindSpore writer's slow file: it lies half-written for a while (followrun.mindspore_arrives)
+SIGMOID = urllib.parse.quote("Default/network-WithLossCell/_backbone-Net/sigmoid-Sigmoid/Sigmoid-op0", safe="")
 BROKEN = re.compile(r"corrupt|truncat|cannot|unreadable|not valid|incomplete|skipped|bad ", re.I)
 
 
 def _get(srv: LiveServer, path: str) -> Any:
     with urllib.request.urlopen(srv.url + path.lstrip("/"), timeout=60) as resp:
         return json.loads(resp.read())
+
+
+def _get_status(srv: LiveServer, path: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(srv.url + path.lstrip("/"), timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
 
 
 def _watch(srv: LiveServer, spec: str) -> None:
@@ -110,9 +123,12 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
         srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
         for w in watch:
             _watch(srv, w)
-        answers, during, warned, pending = [], [], [], []
+        answers, during, warned, pending, tensors = [], [], [], [], []
         while writer.poll() is None:
             answers.append(_get(srv, "/api/live?rank=0"))
+            if fmt == "mindspore" and not answers[-1]["quiet"] and answers[-1]["iterations"]:
+                tensors.append(_get_status(srv, f"/api/ranks/0/graphs/0/tensor?node={SIGMOID}&iteration="
+                                                f"{answers[-1]['iterations'][-1]}"))
             if len(answers) % 5 == 0:      # the watchpoint panel's "all iterations", asked while files are half-written
                 during.append(_get(srv, "/api/hits?all=1"))
                 info = _get(srv, "/api/info")
@@ -137,9 +153,50 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
         assert [w for w in pending if BROKEN.search(w)] or fmt == "msprobe" and not pending
         assert not [e for e in every["errors"] if BROKEN.search(json.dumps(e))], every["errors"]
         assert during and not [e for d in during for e in d["errors"] if BROKEN.search(json.dumps(e))]
+        # the newest iteration's tensor while the job writes: refused as still being written, or whole (or
+        # not written yet)
+        assert {code for code, _ in tensors} <= {200, 404, 409}
+        assert 409 in {code for code, _ in tensors} or fmt == "msprobe", tensors
+        assert all("still being written" in body["error"] for code, body in tensors if code == 409)
+        assert not [b for c, b in tensors if c == 200 and BROKEN.search(json.dumps(b))]
         assert writer.wait() == 0
     finally:
         writer.kill()
         writer.wait()
         if srv is not None:
             srv.stop()
+
+
+def test_a_finished_dump_is_quiet_at_the_first_look_and_its_newest_iteration_checked(tmp_path: Any) -> None:
+    """Files all an hour old: the server does not wait SETTLE_S to call the dump quiet, so the newest
+    iteration is checked at once; the served dump is current (not opened again)."""
+    root = str(tmp_path / "single")
+    followrun.aged_copy(os.path.join(SAMPLE, "single"), root, 3600)
+    srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
+    try:
+        _watch(srv, "activation_saturated_layer")
+        live = _until(lambda: (a := _get(srv, "/api/live?rank=0"))["quiet"] and a, 30, "never quiet")
+        # idle: since the files last changed (an hour), not since the server's first look
+        assert live["idle"] > 3000 and live["generation"] == 0 and live["error"] is None
+        assert live["iterations"][-1] == 7
+        hits = _get(srv, "/api/hits?rank=0&iteration=7")["items"]
+        assert [h["iteration"] for h in hits] == [7]      # the offline scan's one hit in the newest iteration
+    finally:
+        srv.stop()
+
+
+def test_files_written_before_the_first_look_are_served(tmp_path: Any) -> None:
+    """The job wrote an iteration after the server listed the dump and before the page's first ask: the
+    first look serves the dump afresh (its fingerprint alone could not tell: it is taken at that look)."""
+    import shutil
+    root = str(tmp_path / "single")
+    followrun.aged_copy(os.path.join(SAMPLE, "single"), root, 3600)
+    srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
+    try:
+        assert _get(srv, "/api/ranks/0/graphs")["items"]        # the server lists the dump
+        iterations = os.path.join(root, "rank_0", "Net", "0")
+        shutil.copytree(os.path.join(iterations, "7"), os.path.join(iterations, "8"))
+        live = _until(lambda: (a := _get(srv, "/api/live?rank=0"))["generation"] and a, 30, "never served afresh")
+        assert live["iterations"][-1] == 8 and live["error"] is None
+    finally:
+        srv.stop()

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from ...errors import CorruptFileError, DumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
-from ..files import hash_tree, read_bytes
+from ..files import FileDigest, hash_tree, read_bytes
 from ..records import GraphRecord
 from . import exec_order as eo
 from .graph_ir import read_graph_ir
@@ -226,9 +226,13 @@ class MindSporeRank(RankReader):
 
     def fingerprint(self) -> str:
         """Names, sizes and mtimes of every file under the rank dir."""
-        h = hashlib.blake2b(digest_size=16)
+        return self.stamp()[0]
+
+    def stamp(self) -> tuple[str, float | None]:
+        """(fingerprint, newest mtime) of every file under the rank dir, in one walk."""
+        h = FileDigest()
         hash_tree(h, self.path)
-        return h.hexdigest()
+        return h.stamp()
 
 
 def list_readers(readers: list[RankReader]) -> None:

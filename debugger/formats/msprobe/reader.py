@@ -5,13 +5,12 @@ torch.distributed), and each rank has one graph (id 0): the ops of every step in
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import cached_property
 
 from ...errors import DumpError, NotADumpError
 from ..base import BOTH, STATISTICS, VALUES, DumpSource, Format, RankInfo, RankReader, TensorRecord
-from ..files import hash_entries
+from ..files import FileDigest, hash_entries
 from ..records import GraphRecord
 from . import layout as L
 from .detect import why_not
@@ -160,11 +159,15 @@ class MsprobeRank(RankReader):
 
     def fingerprint(self) -> str:
         """Names, sizes and mtimes of the rank's files in every step."""
-        h = hashlib.blake2b(digest_size=16)
+        return self.stamp()[0]
+
+    def stamp(self) -> tuple[str, float | None]:
+        """(fingerprint, newest mtime) of the rank's files in every step, in one pass."""
+        h = FileDigest()
         for sn, d in self.steps.items():
             for sub in (d, os.path.join(d, L.DATA_DIR)):
                 hash_entries(h, sub, prefix=f"{sn}\0")
-        return h.hexdigest()
+        return h.stamp()
 
 
 class MsprobeFormat(Format):

@@ -1,7 +1,6 @@
 """Reading tdbg-h5 dumps: recognise a root, list each rank once, hand out records and H5Tensors."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
 from ..base import DumpSource, Format, RankInfo, RankReader, SeriesSource, TensorRecord
-from ..files import hash_entries
+from ..files import FileDigest, hash_entries
 from ..parallel import RankLayout, layout_from_dict
 from ..records import LEVEL_OPS, GraphRecord, IterationFacts
 from . import layout as L
@@ -249,9 +248,13 @@ class H5RankReader(RankReader):
 
     def fingerprint(self) -> str:
         """blake2b of every entry's name, size and mtime (the writer's lock file aside)."""
-        h = hashlib.blake2b(digest_size=16)
+        return self.stamp()[0]
+
+    def stamp(self) -> tuple[str, float | None]:
+        """(fingerprint, newest mtime) of the rank folder's entries, in one listing."""
+        h = FileDigest()
         hash_entries(h, self.path, skip=frozenset({L.LOCK_FILE}))
-        return h.hexdigest()
+        return h.stamp()
 
 
 class TdbgH5Format(Format):

@@ -20,10 +20,10 @@ from typing import Any, Callable
 import pytest
 
 import followrun
-from conftest import SAMPLE
 from liveserver import LiveServer
 from tdbg_web import create_app
 
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 # the MindSpore writer's slow file: it lies half-written for a while (followrun.mindspore_arrives)
 SIGMOID = urllib.parse.quote("Default/network-WithLossCell/_backbone-Net/sigmoid-Sigmoid/Sigmoid-op0", safe="")
 BROKEN = re.compile(r"corrupt|truncat|cannot|unreadable|not valid|incomplete|skipped|bad ", re.I)
@@ -195,7 +195,7 @@ def test_files_written_before_the_first_look_are_served(tmp_path: Any) -> None:
     try:
         assert _get(srv, "/api/ranks/0/graphs")["items"]        # the server lists the dump
         iterations = os.path.join(root, "rank_0", "Net", "0")
-        shutil.copytree(os.path.join(iterations, "7"), os.path.join(iterations, "8"))
+        shutil.copytree(os.path.join(iterations, "7"), os.path.join(iterations, "8"), copy_function=shutil.copy)
         live = _until(lambda: (a := _get(srv, "/api/live?rank=0"))["generation"] and a, 30, "never served afresh")
         assert live["iterations"][-1] == 8 and live["error"] is None
     finally:

@@ -131,6 +131,9 @@ def test_a_spike_lists_its_causes_and_opens_the_deep_capture(page: Any, live: Li
     assert shown == [c["tensor"] for c in causes] and "fc1.weight" in shown     # the server's ranking, in order
     row = page.locator(".cause-table .cause-row[data-tensor='fc1.weight']")
     assert f"{trendsrun.PLANT}" in row.inner_text() and "fc1" in row.inner_text() and "trendsrun.py:" in row.inner_text()
+    # scaled before the forward: marked as changed outside the optimizer, the only causes so marked
+    assert row.locator(".outside-optimizer").inner_text() == "outside the optimizer"
+    assert page.locator(".cause-table .outside-optimizer").count() == 2
     row.click()                                  # its curve below
     page.wait_for_function("document.querySelector('.trends-curve-label').textContent.startsWith('fc1.weight (')")
     link = page.locator(".spike-causes .deep-link")

@@ -35,8 +35,8 @@ def cached(dump: Dump, cache: StatsCache | None) -> dict[str, Any] | None:
     return cache.get_result(_key(dump))
 
 
-def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
-    """Per rank, the mean of the loss node's first output in every dumped iteration."""
+def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list[dict[str, Any]]:
+    """Per rank, the mean of the loss node's first output in every dumped iteration (below ``below``)."""
     out = []
     for r in dump.ranks:
         found = _first_graph_with(r, Kind.LOSS)
@@ -46,6 +46,8 @@ def loss_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
         name = losses[-1]     # the last loss node in the graph is the one training minimises
         points = []
         for it in r.node_iterations(gid, name):
+            if below is not None and it >= below:
+                continue
             try:
                 st = cache.stats(r.tensor(gid, it, name, "output", 0))
             except DumpError:
@@ -122,9 +124,9 @@ def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[
     return heat
 
 
-def grad_norm_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
-    """Per rank, in the graph that holds gradients, per iteration: sqrt of the sum of the squared L2
-    norms of every gradient node's first output (None where one holds NaN/Inf)."""
+def grad_norm_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list[dict[str, Any]]:
+    """Per rank, in the graph that holds gradients, per iteration (below ``below``): sqrt of the sum of
+    the squared L2 norms of every gradient node's first output (None where one holds NaN/Inf)."""
     out = []
     for r in dump.ranks:
         found = _first_graph_with(r, Kind.GRADIENT)
@@ -134,6 +136,8 @@ def grad_norm_curves(dump: Dump, cache: StatsCache) -> list[dict[str, Any]]:
         sums: dict[int, float | None] = {}
         for name in grads:
             for it in r.node_iterations(gid, name):
+                if below is not None and it >= below:
+                    continue
                 try:
                     st = cache.stats(r.tensor(gid, it, name, "output", 0))
                 except DumpError:
@@ -164,9 +168,11 @@ def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> l
 
 
 def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None,
-           workers: Workers | None = None) -> dict[str, Any]:
+           workers: Workers | None = None, below: int | None = None) -> dict[str, Any]:
     """The triage object of ``dump`` (from the cache when the dump is unchanged); ``workers`` (a Dask
-    cluster) runs its scan and comparison, else this process does."""
+    cluster) runs its scan and comparison, else this process does. ``below``: iterations from this one on
+    are left out, not read (a running job may still be writing them; its dump may list more of them while
+    the triage runs); such a triage is not stored."""
     cache = cache or StatsCache(enabled=False)
     stored = cached(dump, cache)
     if stored is not None:
@@ -174,24 +180,28 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     say = progress or (lambda stage, done, total: None)
     say("loss", 0, 1)
     warnings = dump.all_warnings()
-    curves = loss_curves(dump, cache)
+    curves = loss_curves(dump, cache, below)
     wps = preset(PRESET)
-    res = scan(dump, wps, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t), workers=workers)
+    listed = {i for r in dump.ranks for i in r.iterations()}
+    kept = None if below is None else {i for i in listed if i < below}
+    leave_out = sorted(listed - kept) if kept is not None else []
+    res = scan(dump, wps, iterations=kept, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t),
+               workers=workers)
     data = res.to_dict()
     hits = data.get("hits", [])
     wp_dicts = [w.to_dict() for w in wps]
     for w, d in zip(wps, wp_dicts):
         d["help"] = w.condition.help
     agreement, divergent = None, []
-    if len(dump.rank_ids) > 1:
+    if len(dump.rank_ids) > 1 and (kept is None or kept):     # (every iteration left out: nothing to compare)
         say("compare", 0, 1)
-        cmp = compare_ranks(dump, base=dump.rank_ids[0], jobs=1, cache=cache, workers=workers,
+        cmp = compare_ranks(dump, base=dump.rank_ids[0], iterations=kept, jobs=1, cache=cache, workers=workers,
                            keep_passes=False).to_dict()
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
         divergent = divergent_cells(cmp)
     many = len(dump.rank_ids) >= rankviews.LINES_BELOW
-    grads = grad_norm_curves(dump, cache)
+    grads = grad_norm_curves(dump, cache, below)
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
            "loss_band": band_of(curves) if many else None,
            "grad_norm": [] if many else grads, "grad_norm_band": band_of(grads) if many and grads else None,
@@ -200,9 +210,9 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
            "level_notes": data.get("level_notes", []),
            "agreement": agreement, "warnings": warnings[:200], "warning_count": len(warnings),
-           "checked": res.iterations}
+           "checked": res.iterations, "left_out": leave_out, "below": below}
     out["health"] = health(out)
-    if cache.enabled:
+    if cache.enabled and below is None:
         cache.put_result(_key(dump), out)
         cache.flush()
     say("done", 1, 1)

@@ -122,8 +122,19 @@ def dumps() -> dict[str, Any]:
 @bp.get("/triage")
 def triage() -> dict[str, Any]:
     """What is wrong with the dump: ``{"state": "running", "progress"}`` while the background job
-    works (poll again), then ``{"state": "done", "result"}`` (:func:`debugger.triage.triage`)."""
-    return _ws().triage(_dump_id())
+    works (poll again), then ``{"state": "done", "result"}`` (:func:`debugger.triage.triage`). Of a dump
+    a running job is writing, the iterations it may still be writing are ``left_out`` and the warnings that
+    appeared since it was last quiet are ``pending_warnings``, as in ``GET info``."""
+    dump_id = _dump_id()
+    out = _ws().triage(dump_id)
+    res = out.get("result")
+    if res and res.get("below") is not None:     # made while a job was writing
+        res = dict(res)
+        res["warnings"], res["pending_warnings"] = _ws().settled_warnings(dump_id, res["warnings"])
+        res["warning_count"] -= len(res["pending_warnings"])
+        res["health"] = _triage.health(res)
+        out = {**out, "result": res}
+    return out
 
 
 @bp.get("/info")

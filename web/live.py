@@ -80,11 +80,8 @@ class Follower:
             # quiet as of this look (between looks the files may change unseen); what may be being written is
             # said before the fresh dump is served, so no check reads it meanwhile
             self.quiet = self.changes.quiet()
-            if self.quiet:
-                self.ws.writing.pop(self.key, None)
-            else:
-                self.ws.writing[self.key] = {r.rank: its[-1] for r in (fresh if changed else served).ranks
-                                             if (its := r.iterations())}
+            self.ws.being_written(self.key, None if self.quiet else {
+                r.rank: its[-1] for r in (fresh if changed else served).ranks if (its := r.iterations())})
             if changed:
                 self.ws.replace(self.key, fresh)
                 self.generation += 1

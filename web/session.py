@@ -70,23 +70,45 @@ class Workspace:
 
     def replace(self, dump_id: str | None, new: Dump) -> None:
         """Serve ``new`` (the dump opened again: a running job wrote more) from now on: the scan session
-        keeps the results that still hold; the rank comparison and the triage are worked out again."""
+        keeps the results that still hold; the rank comparison is worked out again, and the triage when
+        next asked (the one known is served meanwhile: a job writing every second would otherwise keep the
+        landing page waiting for as long as it runs)."""
         key = self.resolve(dump_id)
         with self.lock(key):
             with self._lock:
                 self._dumps[key] = new
                 self._compared = {k: v for k, v in self._compared.items() if k[0] != key}
-                if self._triage.get(key, {}).get("state") != "running":
+                job = self._triage.get(key)
+                if job is not None and job["state"] == "done":
+                    job["stale"] = True
+                elif job is not None and job["state"] != "running":
                     self._triage.pop(key, None)
                 w = self._watch.get(key)
             if w is not None:
                 w.refresh(lambda root: new)
 
+    def being_written(self, key: str, newest: dict[int, int] | None) -> None:
+        """Say which iteration of each rank a running job may still be writing (None: the dump is quiet;
+        then a triage that left those iterations out is worked out again, whole, when next asked)."""
+        if newest is not None:
+            self.writing[key] = newest
+            return
+        if self.writing.pop(key, None) is not None:
+            with self._lock:
+                job = self._triage.get(key, {})
+                if job.get("state") == "done" and job["result"].get("below") is not None:
+                    self._triage.pop(key, None)
+
     def readable(self, dump_id: str | None, rank: int, iterations: list[int]) -> list[int]:
-        """``iterations`` less the one a running job may still be writing on ``rank`` (a followed dump that
-        has not been quiet for a while): checking it now could read a half-written file."""
-        busy = self.writing.get(self.resolve(dump_id), {}).get(rank)
-        return [i for i in iterations if i != busy]
+        """``iterations`` less those a running job may still be writing on ``rank`` (a followed dump that
+        has not been quiet for a while): the newest it had at the last look, and any after it (the served
+        dump lists its files again after a scan released them): checking them now could read a
+        half-written file."""
+        newest = self.writing.get(self.resolve(dump_id))
+        if newest is None:
+            return list(iterations)
+        busy = newest.get(rank)       # None: the rank listed nothing at the last look, all it lists is new
+        return [i for i in iterations if busy is not None and i < busy]
 
     def settled_warnings(self, dump_id: str | None, warnings: list[str]) -> tuple[list[str], list[str]]:
         """(warnings, pending): while a job is writing the dump, a warning that was not there when it was
@@ -141,12 +163,16 @@ class Workspace:
             return job["result"] if job and job["state"] == "done" else None
 
     def triage(self, dump_id: str | None, start: bool = True) -> dict[str, Any]:
-        """The triage of a dump: ``{"state": "done", "result"}`` when known (from the cache when warm),
-        else ``{"state": "running", "progress"}`` while a background thread computes it."""
+        """The triage of a dump: ``{"state": "done", "result"}`` when known (from the cache when warm; with
+        ``stale`` while it is worked out again for a dump that grew), else ``{"state": "running",
+        "progress"}`` while a background thread computes it."""
         key = self.resolve(dump_id)
         with self._lock:
             job = self._triage.get(key)
             if job is not None and (job["state"] != "error" or not start):
+                if start and job.get("stale") and not job.get("refreshing"):   # the dump grew: redo it behind
+                    job["refreshing"] = True
+                    threading.Thread(target=self._run_triage, args=(key,), daemon=True, name=f"triage-{key}").start()
                 return dict(job)
         d, cache = self.dump(key), self.cache(key)
         stored = _triage.cached(d, cache)
@@ -164,19 +190,31 @@ class Workspace:
     def _run_triage(self, key: str) -> None:
         def say(stage: str, done: int, total: int) -> None:
             with self._lock:
-                self._triage[key]["progress"] = {"stage": stage, "done": done, "total": total}
+                job = self._triage.get(key)     # (dropped meanwhile: the job went quiet, it is redone whole)
+                if job is not None:
+                    job["progress"] = {"stage": stage, "done": done, "total": total}
         try:
             d, cache = self.dump(key), self.cache(key)
             # Not under the dump's lock: a cold triage scans the whole dump, and the page's own
             # requests must not wait for it. The cache is safe to share (StatsCache locks its writes).
-            res = _triage.triage(d, cache, say, workers=self.workers)
+            # the iterations a running job may still be writing are left out (web/live.py says which)
+            newest = self.writing.get(key)
+            below = None if newest is None else min(newest.values(), default=0)    # {}: nothing listed was settled
+            res = _triage.triage(d, cache, say, workers=self.workers, below=below)
             if cache is not None:
                 cache.flush()
             with self._lock:
-                self._triage[key] = {"state": "done", "result": res}
+                if newest is not None and key not in self.writing:    # the job went quiet meanwhile: redo it whole
+                    self._triage.pop(key, None)
+                else:
+                    self._triage[key] = {"state": "done", "result": res}
         except Exception as exc:   # shown on the page; the next request tries again
             with self._lock:
-                self._triage[key] = {"state": "error", "error": str(exc) or type(exc).__name__}
+                job = self._triage.get(key)
+                if job is not None and job.get("stale"):       # a redo failed: the triage known stays served
+                    job["refreshing"] = False
+                else:
+                    self._triage[key] = {"state": "error", "error": str(exc) or type(exc).__name__}
 
     def compared(self, dump_id: str | None, base: int, fn: Callable[[Dump, Any], Any]) -> Any:
         """``fn(dump, cache)`` once per (dump, base rank): the comparison of the dump's ranks."""

@@ -20,6 +20,7 @@ from typing import Any, Callable
 import pytest
 
 import followrun
+from debugger import open_dump, triage
 from liveserver import LiveServer
 from tdbg_web import create_app
 
@@ -123,7 +124,7 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
         srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
         for w in watch:
             _watch(srv, w)
-        answers, during, warned, pending, tensors = [], [], [], [], []
+        answers, during, warned, pending, tensors, triages = [], [], [], [], [], []
         while writer.poll() is None:
             answers.append(_get(srv, "/api/live?rank=0"))
             if fmt == "mindspore" and not answers[-1]["quiet"] and answers[-1]["iterations"]:
@@ -134,6 +135,9 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
                 info = _get(srv, "/api/info")
                 warned.extend(info["warnings"])
                 pending.extend(info["pending_warnings"])
+                t = _get(srv, "/api/triage")     # the landing page's triage, while files are half-written
+                if t["state"] == "done":
+                    triages.append(t["result"])
             time.sleep(0.1)
         # the job is over: once quiet, the newest iteration settles and is checked too
         done = _until(lambda: (a := _get(srv, "/api/live?rank=0"))["quiet"] and not a["checking"] and a, 60, "never quiet")
@@ -159,6 +163,16 @@ def test_half_written_files_are_never_called_corrupt_and_hits_equal_the_offline_
         assert 409 in {code for code, _ in tensors} or fmt == "msprobe", tensors
         assert all("still being written" in body["error"] for code, body in tensors if code == 409)
         assert not [b for c, b in tensors if c == 200 and BROKEN.search(json.dumps(b))]
+        # the triage never read a file being written: what it checked while the job wrote left the newest
+        # iteration out (and held back what the reader said of it); once quiet it is worked out again, whole,
+        # as the offline triage of the finished dump
+        offline = triage.triage(open_dump(src))
+        assert triages and not [t for t in triages if any(BROKEN.search(w) for w in t["warnings"])]
+        assert all(t["below"] is not None and not set(t["left_out"]) & set(t["checked"]) for t in triages)
+        assert all(t["errors"] <= offline["errors"] for t in triages)
+        whole = _until(lambda: (t := _get(srv, "/api/triage"))["state"] == "done" and t["result"], 60, "no triage")
+        assert whole["below"] is None and whole["left_out"] == [] and whole["checked"] == answers[-1]["iterations"]
+        assert (whole["errors"], whole["hits"]) == (offline["errors"], offline["hits"])
         assert writer.wait() == 0
     finally:
         writer.kill()

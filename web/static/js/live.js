@@ -8,7 +8,8 @@ import { state } from './state.js';
 
 export const LIVE_MS = 1000;
 
-/** Ask every LIVE_MS; ``onDump(answer)`` when the dump changed, ``onWatch(answer)`` when its hits did.
+/** Ask every LIVE_MS; ``onDump(answer)`` when the dump changed, ``onWatch(answer, quietNow)`` when its
+ * hits did or it went quiet (``quietNow``: the job stopped writing, what was left out can be read).
  * Returns the function that stops following. */
 export function follow({ onDump, onWatch }) {
   let last = null;
@@ -26,7 +27,7 @@ export function follow({ onDump, onWatch }) {
       if (last && last.dump === dump) {
         // quiet again: the newest iteration may be checked now, and warnings held back are settled
         if (r.hits !== last.hits || r.checked !== last.checked || r.watchpoints !== last.watchpoints
-            || r.quiet !== last.quiet) await onWatch(r);
+            || r.quiet !== last.quiet) await onWatch(r, r.quiet && !last.quiet);
       }
       last = { dump, ...r };
     } catch { /* the server is busy or gone: the next tick asks again */ } finally { busy = false; }

@@ -213,11 +213,11 @@ async function dumpGrew(r) {
   await loadRank();
 }
 
-function hitsChanged(r) {
+function hitsChanged(r, quietNow) {
   invalidate();               // the graph's cached scopes carry the old hit marks
   ctx.watchCount = r.watchpoints;
   renderIteration();
-  touch('watch');
+  touch(...(quietNow ? ['watch', 'triage'] : ['watch']));    // a triage that left iterations out is redone
 }
 
 async function boot() {

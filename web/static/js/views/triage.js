@@ -64,6 +64,7 @@ export function mount(root) {
   put(root, page);
   let seq = 0;
   let live = true;
+  let partial = false;        // the triage shown left out iterations a running job was writing
 
   async function render() {
     const my = ++seq;
@@ -81,6 +82,7 @@ export function mount(root) {
     } catch (e) { if (alive()) put(clear(wait), h('div', { class: 'card-body' }, errorBox(e))); return; }
     if (!t || !alive()) return;
     d.health = t.health;
+    partial = (t.left_out || []).length > 0;
     for (const chip of page.querySelectorAll(`.dump-item[data-dump="${CSS.escape(d.id)}"] .dump-health`)) put(clear(chip), healthChip(t.health));
     wait.remove();
     put(page, h('div', { class: 'triage-grid' }, findingsCard(t), lossCard(t), gradNormCard(t), heatmapCard(t), agreementCard(t), warningsCard(t)));
@@ -89,7 +91,7 @@ export function mount(root) {
 
   render();
   return {
-    update(changed) { if (changed.has('dump')) render(); },
+    update(changed) { if (changed.has('dump') || (changed.has('triage') && partial)) render(); },
     destroy() { live = false; },
   };
 }

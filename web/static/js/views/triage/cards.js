@@ -61,11 +61,13 @@ function skippedNote(t) {
   const skipped = t.skipped || [];
   const steps = t.skipped_steps || [];
   const levels = t.level_notes || [];
-  if (!skipped.length && !steps.length && !levels.length) return null;
+  const left = t.left_out || [];
+  if (!skipped.length && !steps.length && !levels.length && !left.length) return null;
   const causes = stepCauses(steps);
   const WHY = { loss_scale_overflow: 'the loss scaler found NaN/Inf in the scaled gradients and skipped the step (its NaN/Inf are not findings)',
     optimizer_step_not_run: 'the optimizer did not step' };
   return h('div', { class: 'skipped muted small' },
+    left.length ? h('div', { class: 'left-out' }, `Iteration${left.length === 1 ? '' : 's'} ${left.join(', ')} left out: the job is still writing ${left.length === 1 ? 'it' : 'them'} (checked once it moves on or goes quiet).`) : null,
     levels.map((note) => h('div', { class: 'level-note' }, note)),
     Object.entries(causes).map(([cause, its]) => h('div', { class: 'skipped-step', 'data-cause': cause },
       h('b', {}, `${its.length} optimizer step${its.length === 1 ? '' : 's'} skipped`),

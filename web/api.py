@@ -484,6 +484,14 @@ def next_hit() -> dict[str, Any]:
 
 
 # -- ranks compare ------------------------------------------------------------------------------------
+def _settled_iterations(d: Any, below: int) -> set[int]:
+    """The dump's iterations below ``below`` (a QueryError when there is none yet)."""
+    its = {i for r in d.ranks for i in r.iterations() if i < below}
+    if not its:
+        raise QueryError(d.root, f"no iteration is complete yet: the job is still writing iteration {below}")
+    return its
+
+
 @bp.get("/compare")
 def compare() -> tuple[dict[str, Any], int]:
     """Every rank against ``base`` (``debugger.compare.compare_ranks``): the `tdbg compare --json`
@@ -497,7 +505,9 @@ def compare() -> tuple[dict[str, Any], int]:
     dump_id = _dump_id()
     base = _int("base", 0) or 0
     all_pairs = _flag("all")
-    res = _ws().compared(dump_id, base, lambda d, c: compare_ranks(d, base=base, jobs=1, cache=c))
+    below = _ws().settled_below(dump_id)     # a job writing the dump: what it may still be writing is left out
+    res = _ws().compared(dump_id, base, lambda d, c: compare_ranks(
+        d, base=base, jobs=1, cache=c, iterations=None if below is None else _settled_iterations(d, below)))
     out = res.to_dict(all_pairs=all_pairs)
     if not all_pairs:   # worst first, as the CLI prints them
         out["pairs"] = [p.to_dict() for p in res.divergent()]

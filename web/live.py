@@ -42,6 +42,7 @@ class Follower:
     def __init__(self, ws: Workspace, key: str) -> None:
         self.ws, self.key = ws, key
         self.generation = 0
+        self.looks = 0              # looks done (0: what the answers say is not from the files yet)
         self.changes = Quiet()
         self.quiet = False          # whether the last look found the dump unchanged for SETTLE_S seconds
         self.known: dict[int, set[int]] | None = None    # iterations when first looked at: checked on demand
@@ -89,6 +90,7 @@ class Follower:
         except Exception as exc:   # shown by /api/live; the next look tries again
             self.error = str(exc) or type(exc).__name__
         finally:
+            self.looks += 1
             self.cost = time.monotonic() - t0
             with self._lock:
                 self.next_look = time.monotonic() + max(LOOK_S, self.cost / LOOK_SHARE)
@@ -133,7 +135,7 @@ class Follower:
                 self.counts = {"watchpoints": len(w), "hits": len(w.hits()), "checked": len(w.checked())}
             finally:
                 lock.release()
-        out: dict[str, Any] = {"generation": self.generation, "ranks": d.rank_ids, "idle": round(self.changes.idle(), 3),
+        out: dict[str, Any] = {"generation": self.generation, "looks": self.looks, "ranks": d.rank_ids, "idle": round(self.changes.idle(), 3),
                                "quiet": self.quiet, **self.counts, "checking": self.checking, "error": self.error}
         if rank is not None and rank in d.rank_ids:
             out["rank"], out["iterations"] = rank, d.rank(rank).iterations()

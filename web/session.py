@@ -95,9 +95,16 @@ class Workspace:
             return
         if self.writing.pop(key, None) is not None:
             with self._lock:
+                self._compared = {k: v for k, v in self._compared.items() if k[0] != key}   # made without them
                 job = self._triage.get(key, {})
                 if job.get("state") == "done" and job["result"].get("below") is not None:
                     self._triage.pop(key, None)
+
+    def settled_below(self, dump_id: str | None) -> int | None:
+        """While a job writes the dump: the iteration from which on it may still be writing (the lowest
+        rank's newest at the last look; 0 when no rank listed one); None when the dump is quiet."""
+        newest = self.writing.get(self.resolve(dump_id))
+        return None if newest is None else min(newest.values(), default=0)
 
     def readable(self, dump_id: str | None, rank: int, iterations: list[int]) -> list[int]:
         """``iterations`` less those a running job may still be writing on ``rank`` (a followed dump that
@@ -198,13 +205,12 @@ class Workspace:
             # Not under the dump's lock: a cold triage scans the whole dump, and the page's own
             # requests must not wait for it. The cache is safe to share (StatsCache locks its writes).
             # the iterations a running job may still be writing are left out (web/live.py says which)
-            newest = self.writing.get(key)
-            below = None if newest is None else min(newest.values(), default=0)    # {}: nothing listed was settled
+            below = self.settled_below(key)
             res = _triage.triage(d, cache, say, workers=self.workers, below=below)
             if cache is not None:
                 cache.flush()
             with self._lock:
-                if newest is not None and key not in self.writing:    # the job went quiet meanwhile: redo it whole
+                if below is not None and key not in self.writing:    # the job went quiet meanwhile: redo it whole
                     self._triage.pop(key, None)
                 else:
                     self._triage[key] = {"state": "done", "result": res}

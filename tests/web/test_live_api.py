@@ -214,3 +214,43 @@ def test_files_written_before_the_first_look_are_served(tmp_path: Any) -> None:
         assert live["iterations"][-1] == 8 and live["error"] is None
     finally:
         srv.stop()
+
+
+def test_the_rank_comparison_leaves_out_an_iteration_being_written(tmp_path: Any) -> None:
+    """Two data-parallel ranks (the MindSpore sample) whose job is writing iteration 3, rank 1's files
+    half-written: the comparison holds iterations 0-2, and nothing of the half-written files; once the
+    files are complete and the dump quiet, it is worked out again with iteration 3, as offline."""
+    import shutil
+    root = str(tmp_path / "dp2")
+    followrun.aged_copy(os.path.join(SAMPLE, "dp2"), root, 3600)
+    whole: dict[str, bytes] = {}
+    for rank in ("rank_0", "rank_1"):
+        src, dst = (os.path.join(root, rank, "Net", "0", it) for it in ("2", "3"))
+        shutil.copytree(src, dst, copy_function=shutil.copy)       # fresh files: a job writing
+        if rank == "rank_1":
+            for name in os.listdir(dst):
+                path = os.path.join(dst, name)
+                with open(path, "rb") as fh:
+                    whole[path] = fh.read()
+                with open(path, "wb") as fh:
+                    fh.write(whole[path][: len(whole[path]) // 2])
+    srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
+    try:
+        live = _until(lambda: (a := _get(srv, "/api/live?rank=1"))["looks"] and a, 30, "no look")
+        assert not live["quiet"] and live["iterations"] == [0, 1, 2, 3]
+        during = _get(srv, "/api/compare?base=0&all=1")
+        assert during["result"]["iterations"] == [0, 1, 2]
+        assert not BROKEN.search(json.dumps(during)), during["result"]["warnings"]
+        for path, data in whole.items():
+            with open(path, "wb") as fh:
+                fh.write(data)
+        _until(lambda: _get(srv, "/api/live?rank=1")["quiet"], 30, "never quiet")
+        after = _get(srv, "/api/compare?base=0&all=1")
+        offline = subprocess.run([sys.executable, "-m", "debugger.cli", "compare", root, "--ranks", "--json",
+                                  "--no-cache"], capture_output=True, text=True, check=False)
+        assert after["result"]["iterations"] == [0, 1, 2, 3]
+        work = ("computed", "cached", "bytes_compared")        # what was read afresh, not what was found
+        want = {k: v for k, v in json.loads(offline.stdout)["summary"].items() if k not in work}
+        assert {k: v for k, v in after["result"]["summary"].items() if k not in work} == want
+    finally:
+        srv.stop()

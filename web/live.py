@@ -135,8 +135,9 @@ class Follower:
                 self.counts = {"watchpoints": len(w), "hits": len(w.hits()), "checked": len(w.checked())}
             finally:
                 lock.release()
-        out: dict[str, Any] = {"generation": self.generation, "looks": self.looks, "ranks": d.rank_ids, "idle": round(self.changes.idle(), 3),
-                               "quiet": self.quiet, **self.counts, "checking": self.checking, "error": self.error}
+        out: dict[str, Any] = {"generation": self.generation, "looks": self.looks, "ranks": d.rank_ids,
+                               "idle": round(self.changes.idle(), 3), "quiet": self.quiet, **self.counts,
+                               "checking": self.checking, "error": self.error}
         if rank is not None and rank in d.rank_ids:
             out["rank"], out["iterations"] = rank, d.rank(rank).iterations()
         return out

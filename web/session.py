@@ -16,6 +16,8 @@ from debugger.sourceroots import SourceRoots
 from debugger.stats import Stats
 from debugger.watch.session import ScanSession
 
+from .writing import Writing
+
 
 class Workspace:
     """The dumps at one path, opened on first use, with their caches and watchpoints."""
@@ -37,9 +39,7 @@ class Workspace:
         self._watch: dict[str, ScanSession] = {}
         self._compared: dict[tuple[str, int], Any] = {}
         self._triage: dict[str, dict[str, Any]] = {}
-        # per followed dump that a job is writing (not quiet for a while): each rank's newest iteration (web/live.py)
-        self.writing: dict[str, dict[int, int]] = {}
-        self._quiet_warnings: dict[str, set[str]] = {}     # a followed dump's warnings when it was last quiet
+        self.writing = Writing()      # the dumps a running job is still writing (web/live.py says which)
         self._opened_at: dict[str, float] = {}             # when each dump was first listed (time.time())
         self._locks: dict[str, threading.RLock] = {r: threading.RLock() for r in self.ids}
         self._lock = threading.Lock()
@@ -89,45 +89,25 @@ class Workspace:
 
     def being_written(self, key: str, newest: dict[int, int] | None) -> None:
         """Say which iteration of each rank a running job may still be writing (None: the dump is quiet;
-        then a triage that left those iterations out is worked out again, whole, when next asked)."""
-        if newest is not None:
-            self.writing[key] = newest
-            return
-        if self.writing.pop(key, None) is not None:
+        then what was worked out without them, the triage and the rank comparison, is done again)."""
+        if self.writing.mark(key, newest):
             with self._lock:
-                self._compared = {k: v for k, v in self._compared.items() if k[0] != key}   # made without them
+                self._compared = {k: v for k, v in self._compared.items() if k[0] != key}
                 job = self._triage.get(key, {})
                 if job.get("state") == "done" and job["result"].get("below") is not None:
                     self._triage.pop(key, None)
 
     def settled_below(self, dump_id: str | None) -> int | None:
-        """While a job writes the dump: the iteration from which on it may still be writing (the lowest
-        rank's newest at the last look; 0 when no rank listed one); None when the dump is quiet."""
-        newest = self.writing.get(self.resolve(dump_id))
-        return None if newest is None else min(newest.values(), default=0)
+        """As :meth:`Writing.below`, of a dump by id."""
+        return self.writing.below(self.resolve(dump_id))
 
     def readable(self, dump_id: str | None, rank: int, iterations: list[int]) -> list[int]:
-        """``iterations`` less those a running job may still be writing on ``rank`` (a followed dump that
-        has not been quiet for a while): the newest it had at the last look, and any after it (the served
-        dump lists its files again after a scan released them): checking them now could read a
-        half-written file."""
-        newest = self.writing.get(self.resolve(dump_id))
-        if newest is None:
-            return list(iterations)
-        busy = newest.get(rank)       # None: the rank listed nothing at the last look, all it lists is new
-        return [i for i in iterations if busy is not None and i < busy]
+        """As :meth:`Writing.readable`, of a dump by id."""
+        return self.writing.readable(self.resolve(dump_id), rank, iterations)
 
     def settled_warnings(self, dump_id: str | None, warnings: list[str]) -> tuple[list[str], list[str]]:
-        """(warnings, pending): while a job is writing the dump, a warning that was not there when it was
-        last quiet may be about a file still being written: it is held back as pending, and reported once
-        the job is quiet if the file is still broken. A dump not being written has no pending warning."""
-        key = self.resolve(dump_id)
-        if key not in self.writing:
-            with self._lock:
-                self._quiet_warnings[key] = set(warnings)
-            return warnings, []
-        known = self._quiet_warnings.get(key, set())
-        return [w for w in warnings if w in known], [w for w in warnings if w not in known]
+        """As :meth:`Writing.settled_warnings`, of a dump by id."""
+        return self.writing.settled_warnings(self.resolve(dump_id), warnings)
 
     def cache(self, dump_id: str | None) -> StatsCache | None:
         """The statistics cache of a dump (None when disabled)."""
@@ -210,7 +190,7 @@ class Workspace:
             if cache is not None:
                 cache.flush()
             with self._lock:
-                if below is not None and key not in self.writing:    # the job went quiet meanwhile: redo it whole
+                if below is not None and not self.writing.active(key):    # the job went quiet meanwhile: redo it whole
                     self._triage.pop(key, None)
                 else:
                     self._triage[key] = {"state": "done", "result": res}

@@ -505,6 +505,7 @@ def compare() -> tuple[dict[str, Any], int]:
     dump_id = _dump_id()
     base = _int("base", 0) or 0
     all_pairs = _flag("all")
+    _ws().settle(dump_id)
     below = _ws().settled_below(dump_id)     # a job writing the dump: what it may still be writing is left out
     res = _ws().compared(dump_id, base, lambda d, c: compare_ranks(
         d, base=base, jobs=1, cache=c, iterations=None if below is None else _settled_iterations(d, below)))

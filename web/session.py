@@ -97,6 +97,11 @@ class Workspace:
                 if job.get("state") == "done" and job["result"].get("below") is not None:
                     self._triage.pop(key, None)
 
+    def settle(self, dump_id: str | None) -> None:
+        """As :meth:`Writing.settle`, of a dump by id."""
+        key = self.resolve(dump_id)
+        self.writing.settle(key, self.dump(key))
+
     def settled_below(self, dump_id: str | None) -> int | None:
         """As :meth:`Writing.below`, of a dump by id."""
         return self.writing.below(self.resolve(dump_id))
@@ -185,6 +190,7 @@ class Workspace:
             # Not under the dump's lock: a cold triage scans the whole dump, and the page's own
             # requests must not wait for it. The cache is safe to share (StatsCache locks its writes).
             # the iterations a running job may still be writing are left out (web/live.py says which)
+            self.settle(key)
             below = self.settled_below(key)
             res = _triage.triage(d, cache, say, workers=self.workers, below=below)
             if cache is not None:

@@ -9,6 +9,12 @@ appeared since the dump was last quiet may be about such a file.
 from __future__ import annotations
 
 import threading
+import time
+
+from debugger import Dump
+from debugger.watch.follow import Quiet
+
+WAIT_S = 4.0      # a dump still changing this long before any look is taken as being written
 
 
 class Writing:
@@ -17,16 +23,35 @@ class Writing:
     def __init__(self) -> None:
         self._newest: dict[str, dict[int, int]] = {}
         self._quiet_warnings: dict[str, set[str]] = {}     # a followed dump's warnings when it was last quiet
+        self._judged: set[str] = set()      # dumps looked at (web/live.py) or judged by settle()
         self._lock = threading.Lock()
 
     def mark(self, key: str, newest: dict[int, int] | None) -> bool:
         """Note each rank's newest iteration of a dump being written (None: it is quiet); whether the dump
         has just gone quiet (it was being written)."""
         with self._lock:
+            self._judged.add(key)
             if newest is not None:
                 self._newest[key] = newest
                 return False
             return self._newest.pop(key, None) is not None
+
+    def settle(self, key: str, dump: Dump) -> None:
+        """Before a triage or a comparison reads a dump no look has judged yet (the page's first ask of
+        GET live may come after): if its files changed in the last SETTLE_S seconds, wait until they have
+        not for SETTLE_S (a run that has just ended), or, if they keep changing for WAIT_S, take the dump
+        as being written from the newest iterations ``dump`` lists."""
+        changes, give_up = Quiet(), time.monotonic() + WAIT_S
+        while key not in self._judged:
+            changes.see(*dump.reopen().stamp())        # (a new step or rank counts: the served listing is older)
+            if changes.quiet():
+                with self._lock:
+                    self._judged.add(key)
+                return
+            if time.monotonic() >= give_up:
+                self.mark(key, {r.rank: its[-1] for r in dump.ranks if (its := r.iterations())})
+                return
+            time.sleep(0.25)
 
     def active(self, key: str) -> bool:
         """Whether a job was writing the dump at the last look."""

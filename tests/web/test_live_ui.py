@@ -91,3 +91,28 @@ def test_a_finished_dump_s_newest_iteration_shows_its_hits(page: Any, live_sampl
     with urllib.request.urlopen(live_sample.url + "api/live?dump=single&rank=0", timeout=60) as resp:
         live = json.loads(resp.read())
     assert live["quiet"] and live["generation"] == 0 and live["error"] is None
+
+
+def test_the_triage_leaves_out_what_the_job_writes_and_is_redone_whole_when_it_is_quiet(page: Any, tmp_path: Any) -> None:
+    """The landing page on a MindSpore run whose files arrive half-written: its findings say which
+    iterations were left out while the job writes; once the job is quiet the page redoes the triage on
+    its own, with every iteration and no note."""
+    root = str(tmp_path / "ms")
+    writer = followrun.arriving("mindspore", root, 0.5)
+    srv = None
+    try:
+        followrun.wait_for(os.path.join(root, "rank_0", "Net", "0", "0"))
+        srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
+        page.goto(srv.url + "#/triage")
+        note = page.wait_for_selector(".findings .left-out", timeout=60_000)
+        assert "left out: the job is still writing" in note.inner_text() and writer.poll() is None
+        assert writer.wait() == 0
+        page.wait_for_function("""() => !document.querySelector('.findings .left-out')
+            && document.querySelector('.page.triage').dataset.ready === '1'""", timeout=60_000)
+        assert "8 iterations" in page.locator(".findings .card-head").inner_text()
+    finally:
+        page.close()
+        writer.kill()
+        writer.wait()
+        if srv is not None:
+            srv.stop()

@@ -255,10 +255,12 @@ def _serve(path: str, cache: str) -> Any:
 
 
 def _timed_triage(page: Any, url: str) -> float:
-    """Seconds from navigation to the triage page showing its findings."""
+    """Seconds from navigation to the triage page showing its findings (of the whole dump: a dump written
+    in the last seconds may be a job's that goes on, and is triaged without its newest iteration first)."""
     t0 = time.perf_counter()
     page.goto(url)
-    page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
+    page.wait_for_function("""() => document.querySelector(".triage[data-ready='1']")
+        && !document.querySelector('.triage .left-out')""", timeout=60_000)
     return time.perf_counter() - t0
 
 

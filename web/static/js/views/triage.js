@@ -69,6 +69,7 @@ export function mount(root) {
   async function render() {
     const my = ++seq;
     const alive = () => live && my === seq;
+    delete page.dataset.ready;
     clear(page);
     const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
     put(page, dumpHead(d.id, d.path, [['Open graph', () => set({ view: 'graph' }), true],

@@ -16,6 +16,9 @@ SCREENSHOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "screensh
 FC1 = "Default/network-WithLossCell/_backbone-Net/fc1-Dense"
 MATMUL = f"{FC1}/MatMul-op0"
 
+# (not conftest's: another tests/ folder's conftest may shadow the module name)
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
+
 
 def shot(page: Any, name: str) -> None:
     """Save a screenshot under tests/web/screenshots/ (ignored by git)."""
@@ -313,8 +316,6 @@ def test_triage_says_what_a_parameters_level_recording_cannot_answer(page: Any, 
 
 
 def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> None:
-    from conftest import SAMPLE
-
     cache = str(tmp_path / "cache")
     srv = _serve(SAMPLE, cache)
     try:
@@ -370,8 +371,6 @@ def test_several_dumps_open_on_a_chooser_with_their_health(page: Any, live_sampl
 
 
 def test_watchpoints_survive_a_restart_and_a_preset_added_twice_is_not_doubled(page: Any, tmp_path: Any) -> None:
-    from conftest import SAMPLE
-
     cache = str(tmp_path / "cache")
     srv = _serve(SAMPLE, cache)
     try:

@@ -173,6 +173,20 @@ def test_serve_refuses_a_path_without_dumps_before_starting():
     assert r.code == 2 and "/no/such/dump" in r.err
 
 
+def test_serve_on_a_taken_port_is_exit_2_naming_the_port_and_never_says_serving():
+    import socket
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    try:
+        r = run_cli("serve", SINGLE, "--port", str(port))
+    finally:
+        taken.close()
+    assert r.code == 2 and f"127.0.0.1:{port}" in r.err and "--port" in r.err, r.err
+    assert "serving" not in r.out and "internal error" not in r.err
+
+
 def test_progress_bar_draws_only_on_a_terminal():
     import io
 

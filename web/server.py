@@ -71,14 +71,19 @@ def warm(app: Any) -> None:
         threading.Thread(target=lambda: [ws.warm(i) for i in ids[1:]], daemon=True, name="warm").start()
 
 
-def serve(app: Any, host: str, port: int, *, threads: int = THREADS, access_log: bool = False) -> None:
-    """Serve ``app`` until interrupted, its first dump opened before the socket listens."""
+def listen(app: Any, host: str, port: int, *, threads: int = THREADS, access_log: bool = False) -> Any:
+    """``app``'s server bound to ``host:port`` (OSError when it cannot be: the port taken, say), its first
+    dump opened before the socket listens; :func:`serve` runs it."""
     warm(app)
-    srv = make_server(app, host, port, threads=threads, access_log=access_log)
+    return make_server(app, host, port, threads=threads, access_log=access_log)
+
+
+def serve(srv: Any) -> None:
+    """Run a server made by :func:`listen` until interrupted."""
     try:
         srv.run()
     finally:
         srv.close()
 
 
-__all__ = ["THREADS", "AccessLog", "make_server", "serve", "stop", "warm"]
+__all__ = ["THREADS", "AccessLog", "listen", "make_server", "serve", "stop", "warm"]

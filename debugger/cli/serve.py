@@ -6,8 +6,9 @@ import os
 from typing import TextIO
 
 from tdbg_web import create_app
-from tdbg_web.server import serve
+from tdbg_web.server import listen, serve
 
+from ..errors import DumpError
 from ..exits import Exit
 from ..model import find_dump_roots
 from ..sourceroots import parse_entries
@@ -48,7 +49,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
                             "CACHE_DIR": args.cache_dir, "STATS_CACHE": not args.no_cache,
                             "SCHEDULER": args.scheduler})
     host = f"[{args.host}]" if ":" in args.host else args.host
-    out.write(f"tdbg serving {path} on http://{host}:{args.port}/\n")
+    try:     # bound before "serving" is said: a taken port is the user's to change
+        srv = listen(app, args.host, args.port, threads=args.threads, access_log=args.access_log)
+    except OSError as exc:
+        raise DumpError(None, f"cannot listen on {host}:{args.port}: {exc.strerror or exc} "
+                              f"(another port: --port N)") from None
+    port = getattr(srv, "effective_port", args.port)     # (--port 0: the one the system gave)
+    out.write(f"tdbg serving {path} on http://{host}:{port}/\n")
     out.flush()
-    serve(app, args.host, args.port, threads=args.threads, access_log=args.access_log)
+    serve(srv)
     return Exit.OK

@@ -74,7 +74,7 @@ def rank_info(r: Rank) -> dict[str, Any]:
     return {
         "rank": r.rank, "path": r.path, "net": meta.net,
         "framework": meta.framework, "framework_version": meta.framework_version,
-        "device_target": meta.device_target, "saved": meta.saved, "metadata": meta.raw,
+        "device_target": meta.device_target, "saved": meta.saved, "metadata": meta.raw, "records": meta.records,
         "iterations": r.iterations(), "run_iterations": run, "graphs": r.graph_ids, "graph_details": graphs,
         "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
         "nodes_by_kind": dict(sorted(r.kind_counts().items())),

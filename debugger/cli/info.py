@@ -34,9 +34,9 @@ def _print_info(info: dict, out: TextIO) -> None:
     ranks = info["ranks"]
     first = ranks[0] if ranks else {}
     out.write(f"Dump {info['dump']}\n")
-    out.write(f"  {info.get('format')}: {first.get('framework') or '?'} {first.get('framework_version') or '?'} on "
-              f"{first.get('device_target') or '?'}, net {first.get('net') or '?'}, saved {first.get('saved') or '?'}, "
-              f"{len(ranks)} rank(s)\n")
+    out.write(f"  {info.get('format')}: {_recorded_by(first)}, {len(ranks)} rank(s)\n")
+    if first.get("records"):
+        out.write(f"  records: {first['records']}\n")
     rows = []
     for r in ranks:
         kinds = r["nodes_by_kind"]
@@ -63,6 +63,15 @@ def _print_info(info: dict, out: TextIO) -> None:
         if len(info["warnings"]) > 20:
             out.write(f"    ... {len(info['warnings']) - 20} more (see --json)\n")
     out.write("\n")
+
+
+def _recorded_by(rank: dict) -> str:
+    """"PyTorch 2.13.0 on CPU, net Net, saved values": the parts the rank knows (the others: not said)."""
+    parts = [" ".join(str(rank[k]) for k in ("framework", "framework_version") if rank.get(k)) or None,
+             f"on {rank['device_target']}" if rank.get("device_target") else None]
+    head = " ".join(p for p in parts if p)
+    tail = [f"net {rank['net']}" if rank.get("net") else None, f"saved {rank['saved']}" if rank.get("saved") else None]
+    return ", ".join(p for p in [head or "framework unknown", *tail] if p)
 
 
 def _print_layout(layout: dict, out: TextIO) -> None:

@@ -145,6 +145,9 @@ class RankInfo:
     iterations_vary: bool = False
     # the rank's place in a parallel job (meshes, each parameter's shard, pipeline stage); None: unknown
     layout: RankLayout | None = None
+    # what the format records and what it does not, in a sentence, where that is less than an operator
+    # graph with its data flow (`tdbg info` prints it); None: nothing to say
+    records: str | None = None
 
 
 class SeriesSource(ABC):

@@ -211,3 +211,21 @@ def test_steps_that_called_different_ops_are_not_called_incomplete() -> None:
     counts = {len(refs) for refs in index.values()}
     assert len(counts) > 1, "the sample's steps differ in what they recorded"
     assert not [w for w in d.all_warnings() if "incomplete" in w]
+
+
+@pytest.mark.parametrize("name, calls", [("statistics_L0", "module calls"), ("statistics_L1", "API calls"),
+                                         ("tensor_mix", "module and API calls")])
+def test_info_says_what_an_msprobe_dump_records_and_what_it_does_not(name: str, calls: str) -> None:
+    """`tdbg info` prints what the dump knows (no "?" for what msprobe never records) and a line saying
+    what it records and what not; --json carries the same sentence."""
+    from clirun import run_cli
+    r = run_cli("info", sample(name))
+    head, records = r.out.splitlines()[1:3]
+    assert r.code == 0 and "?" not in head and head.strip().startswith("msprobe: PyTorch, saved ")
+    assert records.strip().startswith("records: msprobe level") and calls in records
+    assert "not recorded: the framework version, the device and the network's name" in records
+    assert "no data-flow edges" in records
+    j = run_cli("info", sample(name), "--json").json
+    assert j["ranks"][0]["records"] == records.strip().removeprefix("records: ")
+    mindspore = run_cli("info", os.path.join(os.path.dirname(ROOT), "single"), "--json").json
+    assert mindspore["ranks"][0]["records"] is None

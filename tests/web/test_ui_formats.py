@@ -27,6 +27,10 @@ def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: 
     open_view(page, live_sample, f"#/overview?dump={dump}")
     page.wait_for_selector(".metrics")
     assert weight in page.locator("main").inner_text() or page.locator(".kind-row").count() >= 3
+    # an msprobe dump says what it records and what not (a PyTorch recording records every operator)
+    assert page.locator(".records-note").count() == (1 if dump.startswith("msprobe/") else 0)
+    if dump.startswith("msprobe/"):
+        assert "no data-flow edges" in page.locator(".records-note").inner_text()
     open_view(page, live_sample, f"#/graph?dump={dump}")
     wait_graph(page)
     assert page.locator(".gnode").count() >= 1

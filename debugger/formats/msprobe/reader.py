@@ -89,14 +89,14 @@ class MsprobeRank(RankReader):
         """Framework, task and level from dump.json; what the task saved."""
         parsed = self._parsed
         if not parsed:
-            return RankInfo(raw={"dataflow": DATAFLOW}, iterations_vary=True)
+            return RankInfo(raw={"dataflow": DATAFLOW}, iterations_vary=True, records=_records(None))
         s = parsed[0][1]
         has_files = any(self._files.get(sn) for sn, _ in parsed)
         saved = BOTH if has_files else (STATISTICS if s.task in ("statistics", "") else VALUES)
         return RankInfo(framework=_FRAMEWORKS.get(s.framework.lower(), s.framework or None), saved=saved,
                         net=None, raw={"task": s.task, "level": s.level, "framework": s.framework,
                                        "tool": "msprobe", "folder": os.path.basename(s.path), "dataflow": DATAFLOW},
-                        iterations_vary=True)
+                        iterations_vary=True, records=_records(s.level))
 
     def graph_ids(self) -> list[int]:
         """One graph, 0, when any step is readable."""
@@ -168,6 +168,14 @@ class MsprobeRank(RankReader):
             for sub in (d, os.path.join(d, L.DATA_DIR)):
                 hash_entries(h, sub, prefix=f"{sn}\0")
         return h.stamp()
+
+
+def _records(level: str | None) -> str:
+    """What an msprobe dump holds and what it does not, for `tdbg info`."""
+    calls = {"L0": "module calls", "L1": "API calls", "mix": "module and API calls"}.get(level or "", "calls")
+    return (f"msprobe level {level or '?'}: the {calls} of each step, with their inputs' and outputs' "
+            f"statistics (and tensors where the task saved them), forward and backward, and the stack of each "
+            f"call; not recorded: the framework version, the device and the network's name; {DATAFLOW}")
 
 
 class MsprobeFormat(Format):

@@ -44,6 +44,8 @@ export function mount(root) {
       metric('Graphs', String(r0.graphs.length), r0.graph_details.map((g) => `${g.name || 'graph ' + g.graph}: ${fmt(g.nodes)} nodes`).join(' · ')),
       metric('Iterations', its.length ? `${its[0]}–${its[its.length - 1]}` : '—', `${its.length} dumped`),
       metric('Tensor files', fmt(files), fmtBytes(bytes))));
+    // what the format records and what it does not (an msprobe dump: calls and their statistics, no data flow)
+    if (r0.records) put(page, h('div', { class: 'note records-note muted small' }, h('b', {}, 'What this dump records: '), r0.records));
 
     const kindRows = kindsIn(kinds).map((k) => h('div', { class: 'kind-row' },
       h('span', { class: 'kr-label' }, h('i', { style: { background: kindColor(k) } }), kindLabel(k)),

@@ -28,7 +28,7 @@ from .model.source import layer_definitions, statement_lines
 ENV_VAR = "TDBG_SOURCE_ROOTS"
 MAX_SOURCE_BYTES = 2 << 20     # a source file larger than this is refused (a log or data file, not code)
 MAX_PATH_CHARS = 4096          # longer recorded or requested paths are not looked up at all
-NOT_FOUND = "not found under the source roots (add the folder that holds it with --source-root)"
+NOT_FOUND = "outside the allowed roots: start tdbg serve with --source-root DIR (the folder that holds it) to show it"
 
 
 @dataclass(frozen=True)

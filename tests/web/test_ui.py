@@ -474,3 +474,23 @@ def test_a_sharded_weight_is_shown_whole(page: Any, live_sample: Any) -> None:
     assert page.locator(".card-head .muted", has_text="[12, 8] float32").count() == 1
     assert page.locator("td[data-stat='count']").first.inner_text().replace(",", "") == "96"
     shot(page, "tensor-logical")
+
+
+def test_a_source_file_outside_the_allowed_roots_says_how_to_allow_it(page: Any, tmp_path: Any) -> None:
+    """A copy of the sample served from elsewhere: its training script (beside the original) lies outside
+    the allowed roots, so the code view shows the stacks' lines and says to start with --source-root."""
+    import shutil
+    root = str(tmp_path / "single")
+    shutil.copytree(os.path.join(SAMPLE, "single"), root)
+    srv = _serve(root, str(tmp_path / "cache"))
+    try:
+        open_view(page, srv, "#/code")
+        page.locator(".file-item", has_text="make_sample.py").first.click()
+        page.wait_for_selector(".source-hint")
+        assert page.locator(".source-missing").inner_text() == "code from the stacks"
+        hint = page.locator(".source-hint").inner_text()
+        assert "outside the allowed roots" in hint and "--source-root DIR" in hint
+        assert "not on this machine" not in page.locator("main").inner_text()
+    finally:
+        page.goto("about:blank")
+        srv.stop()

@@ -21,7 +21,7 @@ export function fileItems(files, framework) {
     }
     const dir = f.file.slice(0, f.file.length - f.name.length);
     out.push(h('div', { class: `file-item${state.file === f.file ? ' active' : ''}`, title: f.file, onclick: () => set({ file: f.file }) },
-      h('div', { class: 'fi-name' }, f.name, f.exists ? null : h('span', { class: 'chip', title: 'not on this machine' }, 'stack only')),
+      h('div', { class: 'fi-name' }, f.name, f.exists ? null : h('span', { class: 'chip', title: 'outside the allowed source roots: start tdbg serve with --source-root DIR to show it' }, 'stack only')),
       h('div', { class: 'fi-dir' }, dir),
       h('div', { class: 'fi-meta' }, `${plural(f.lines, 'line')} · ${plural(f.nodes, 'node')}`)));
   }
@@ -35,8 +35,10 @@ export function sourceHead(lines, text) {
     h('span', { class: 'mono muted ellipsis', title: lines.file }, lines.file)),
   h('div', { class: 'src-meta' },
     text.exists ? h('span', { class: 'chip', title: 'read from this machine' }, 'file on disk')
-      : h('span', { class: 'chip', title: text.reason || '' }, 'not on this machine: code from the stacks'),
-    h('span', { class: 'muted' }, `${plural(made, 'line')} created nodes`))];
+      : h('span', { class: 'chip warn source-missing', title: text.reason || '' }, 'code from the stacks'),
+    h('span', { class: 'muted' }, `${plural(made, 'line')} created nodes`)),
+  // why the file is not shown: the server's reason (outside the allowed roots: how to allow its folder)
+  text.exists ? null : h('div', { class: 'muted small source-hint' }, text.reason || 'the file cannot be read')];
 }
 
 /** The source lines, the node-creating ones marked and clickable. */

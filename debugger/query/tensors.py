@@ -177,10 +177,12 @@ def tensor_values(ref: TensorRef, slice_text: str | None = None, cap: int = VALU
 
 
 def previous_tensor(rank: Rank, ref: TensorRef) -> Previous:
-    """The previous value of a tensor, as the watchpoints use it (QueryError saying why there is none)."""
+    """The previous value of a tensor, as the watchpoints use it (QueryError saying why there is none, in
+    words a view can show: the tensor and iteration, no path)."""
     prev, why = previous_value(rank, ref)
     if prev is None:
-        raise QueryError(rank.path, f"{ref.node} {ref.io} {ref.slot} in iteration {ref.iteration}: {why}")
+        raise QueryError(None, f"{ref.node} {ref.io} {ref.slot} in iteration {ref.iteration} has no earlier "
+                               f"value to compare with ({why})")
     return prev
 
 

@@ -122,6 +122,17 @@ def test_moving_the_iteration_slider_changes_the_values(page: Any, live_sample: 
     page.wait_for_function("document.getElementById('it-value').textContent === '5'")
 
 
+def test_tensor_view_at_the_first_iteration_says_there_is_nothing_to_compare_with(page: Any, live_sample: Any) -> None:
+    """An activation at iteration 0 has no earlier value: the view says so in words (no path, no status)."""
+    from urllib.parse import quote
+    open_view(page, live_sample, f"#/tensor?dump=single&it=0&node={quote(MATMUL, safe='')}")
+    page.wait_for_selector(".stats-table")
+    page.wait_for_function("document.querySelector('.stats-table').parentElement.textContent.includes('no earlier value')")
+    text = page.locator(".stats-table").locator("xpath=..").inner_text()
+    assert "has no earlier value to compare with" in text and "rank_0" not in text and "404" not in text
+    assert SAMPLE not in page.locator("main").inner_text()
+
+
 def test_tensor_view_table_heatmap_history_and_compare(page: Any, live_sample: Any) -> None:
     open_view(page, live_sample, "#/tensor?dump=single&it=3&node=conv1.weight")
     page.wait_for_selector(".stats-table")

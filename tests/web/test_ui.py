@@ -505,3 +505,25 @@ def test_a_source_file_outside_the_allowed_roots_says_how_to_allow_it(page: Any,
     finally:
         page.goto("about:blank")
         srv.stop()
+
+
+def test_watch_these_updates_every_pane_without_a_reload(page: Any, tmp_path: Any) -> None:
+    """'Watch these' on the triage page: the hit badge shows the iteration's hits and 'Run to next hit'
+    is enabled at once (they stayed stale until a reload)."""
+    import shutil
+    root = str(tmp_path / "dumps")       # a folder of dumps, the dump named in the address
+    for name in ("single", "dp2"):
+        shutil.copytree(os.path.join(SAMPLE, name), os.path.join(root, name))
+    srv = _serve(root, str(tmp_path / "cache"))
+    try:
+        _timed_triage(page, srv.url + "#/triage?dump=single&it=7")
+        assert page.locator("#run-next-hit").is_disabled()
+        navigations = page.evaluate("performance.getEntriesByType('navigation').length")
+        page.locator(".findings button", has_text="Watch these").click()
+        page.wait_for_function("!document.getElementById('run-next-hit').disabled", timeout=20_000)
+        page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
+        assert int(page.locator("#hit-badge").inner_text()) >= 1
+        assert page.evaluate("performance.getEntriesByType('navigation').length") == navigations
+    finally:
+        page.goto("about:blank")
+        srv.stop()

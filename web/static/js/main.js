@@ -181,6 +181,7 @@ function wire() {
 }
 
 subscribe(async (changed) => {
+  if (changed.has('watchpoints')) { await watchChanged(); return; }    // added or removed outside the Watchpoints tab
   try {
     if (changed.has('dump')) {
       $('dump-select').value = state.dump;

@@ -1,7 +1,7 @@
 // The triage page's cards, each drawn from the triage result: findings, loss, rank agreement and
 // load warnings.
 import { api } from '../../api.js';
-import { state, set } from '../../state.js';
+import { state, set, touch } from '../../state.js';
 import { put, h, fmt, basename, kindDot, toast } from '../../dom.js';
 import { lineChart } from '../../charts.js';
 import { hitText, tensorLabel } from '../../hits.js';
@@ -41,6 +41,7 @@ export function findingsCard(t) {
       onclick: async () => {
         try {
           const r = await api.addWatchpoint(state.dump, { preset: t.preset });
+          touch('watchpoints');      // every pane that shows them: the hit badge, Run to next hit, the graph's marks
           toast(r.created.length ? `${r.created.length} watchpoints added` : 'These watchpoints are already set');
           set({ view: 'watch' });
         } catch (e) { toast(e.message, 'error'); }

@@ -527,3 +527,17 @@ def test_watch_these_updates_every_pane_without_a_reload(page: Any, tmp_path: An
     finally:
         page.goto("about:blank")
         srv.stop()
+
+
+def test_triage_findings_and_loss_are_above_the_fold_in_a_folder_of_dumps(page: Any, live_sample: Any) -> None:
+    """dumps_sample/ holds 17 dumps: at 1440x900 the findings and the loss of the dump open show without
+    scrolling, the other dumps' chooser below them."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    _timed_triage(page, live_sample.url + "#/triage?dump=single")
+    assert page.locator(".dumps-card .dump-item").count() >= 16
+    for card in (".card.findings", ".loss-card"):
+        top = page.evaluate(f"document.querySelector('{card}').getBoundingClientRect().top")
+        assert 0 <= top < 900 - 100, (card, top)
+    assert page.evaluate("document.querySelector('.dumps-card').getBoundingClientRect().top") > \
+        page.evaluate("document.querySelector('.card.findings').getBoundingClientRect().top")
+    shot(page, "triage-folder-1440x900")

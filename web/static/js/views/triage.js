@@ -74,9 +74,11 @@ export function mount(root) {
     const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
     put(page, dumpHead(d.id, d.path, [['Open graph', () => set({ view: 'graph' }), true],
       ['Overview', () => set({ view: 'overview' })], ['Watchpoints', () => set({ view: 'watch' })]]));
-    if (ctx.dumps.length > 1) put(page, dumpChooser(d.id, () => live));
     const wait = progressCard();
     put(page, wait);
+    // the other dumps of the folder after this one's findings: those stay above the fold
+    const chooser = ctx.dumps.length > 1 ? dumpChooser(d.id, () => live) : null;
+    if (chooser) put(page, chooser);
     let t;
     try {
       t = await waitTriage(d.id, wait.progress, alive);
@@ -86,7 +88,8 @@ export function mount(root) {
     partial = (t.left_out || []).length > 0;
     for (const chip of page.querySelectorAll(`.dump-item[data-dump="${CSS.escape(d.id)}"] .dump-health`)) put(clear(chip), healthChip(t.health));
     wait.remove();
-    put(page, h('div', { class: 'triage-grid' }, findingsCard(t), lossCard(t), gradNormCard(t), heatmapCard(t), agreementCard(t), warningsCard(t)));
+    const grid = h('div', { class: 'triage-grid' }, findingsCard(t), lossCard(t), gradNormCard(t), heatmapCard(t), agreementCard(t), warningsCard(t));
+    if (chooser) page.insertBefore(grid, chooser); else put(page, grid);
     page.dataset.ready = '1';
   }
 

@@ -167,6 +167,11 @@ def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> l
     return [{**g, "ranks": sorted(g["ranks"]), "iterations": sorted(g["iterations"])} for g in ordered]
 
 
+def iterations_below(dump: Dump, below: int) -> set[int]:
+    """The dump's iterations (of any rank) below ``below``: what a running job has finished writing."""
+    return {i for r in dump.ranks for i in r.iterations() if i < below}
+
+
 def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None,
            workers: Workers | None = None, below: int | None = None) -> dict[str, Any]:
     """The triage object of ``dump`` (from the cache when the dump is unchanged); ``workers`` (a Dask
@@ -183,7 +188,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     curves = loss_curves(dump, cache, below)
     wps = preset(PRESET)
     listed = {i for r in dump.ranks for i in r.iterations()}
-    kept = None if below is None else {i for i in listed if i < below}
+    kept = None if below is None else iterations_below(dump, below)
     leave_out = sorted(listed - kept) if kept is not None else []
     res = scan(dump, wps, iterations=kept, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t),
                workers=workers)

@@ -300,3 +300,21 @@ def test_cache_flags_of_every_command_that_reads_statistics(tmp_path, monkeypatc
     assert not default.exists(), "--no-cache writes no cache at all"
     r = run_cli(*command, "--json")
     assert os.listdir(default), "without a flag the statistics go to $TDBG_CACHE_DIR"
+
+
+def test_serve_on_port_0_says_the_port_it_got_and_answers_there(tmp_path):
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+    proc = subprocess.Popen([sys.executable, "-m", "debugger.cli", "serve", SINGLE, "--port", "0",
+                             "--cache-dir", str(tmp_path / "cache")], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = int(line.rsplit(":", 1)[1].strip().rstrip("/"))
+        assert line.startswith(f"tdbg serving {SINGLE} on http://127.0.0.1:") and port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/info", timeout=60) as resp:
+            assert json.loads(resp.read())["format"] == "mindspore"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -486,7 +486,7 @@ def next_hit() -> dict[str, Any]:
 # -- ranks compare ------------------------------------------------------------------------------------
 def _settled_iterations(d: Any, below: int) -> set[int]:
     """The dump's iterations below ``below`` (a QueryError when there is none yet)."""
-    its = {i for r in d.ranks for i in r.iterations() if i < below}
+    its = _triage.iterations_below(d, below)
     if not its:
         raise QueryError(d.root, f"no iteration is complete yet: the job is still writing iteration {below}")
     return its

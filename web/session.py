@@ -202,11 +202,7 @@ class Workspace:
                     self._triage[key] = {"state": "done", "result": res}
         except Exception as exc:   # shown on the page; the next request tries again
             with self._lock:
-                job = self._triage.get(key)
-                if job is not None and job.get("stale"):       # a redo failed: the triage known stays served
-                    job["refreshing"] = False
-                else:
-                    self._triage[key] = {"state": "error", "error": str(exc) or type(exc).__name__}
+                self._triage[key] = {"state": "error", "error": str(exc) or type(exc).__name__}
 
     def compared(self, dump_id: str | None, base: int, fn: Callable[[Dump, Any], Any]) -> Any:
         """``fn(dump, cache)`` once per (dump, base rank): the comparison of the dump's ranks."""

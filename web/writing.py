@@ -42,8 +42,9 @@ class Writing:
         not for SETTLE_S (a run that has just ended), or, if they keep changing for WAIT_S, take the dump
         as being written from the newest iterations ``dump`` lists."""
         changes, give_up = Quiet(), time.monotonic() + WAIT_S
+        look = dump       # its own files first (one stat walk); listed again only while they change lately
         while key not in self._judged:
-            changes.see(*dump.reopen().stamp())        # (a new step or rank counts: the served listing is older)
+            changes.see(*look.stamp())
             if changes.quiet():
                 with self._lock:
                     self._judged.add(key)
@@ -52,6 +53,7 @@ class Writing:
                 self.mark(key, {r.rank: its[-1] for r in dump.ranks if (its := r.iterations())})
                 return
             time.sleep(0.25)
+            look = dump.reopen()           # (a new step or rank counts: the served listing is older)
 
     def active(self, key: str) -> bool:
         """Whether a job was writing the dump at the last look."""

@@ -1,12 +1,15 @@
 """`tdbg scan --follow`: scan a dump that a running job is still writing, and print new hits as they come.
 
-A folder that holds no dump yet (a job that has just started) is waited for. Each poll opens the dump afresh (its listing is stat only) and scans the iterations not scanned yet
-that are settled: an iteration is settled once a later one exists on its rank, or once the dump has not
-changed for a few seconds (or following ends; :mod:`debugger.watch.follow`). A file still being written lies in the newest iteration of a running job, so
-it is never read half-written and never reported as corrupt; the load warnings are reported once, when
-the job has gone quiet (``--idle-exit``) or at the end. Watchpoints over the per-step series run again
-when the series grows, and only their new hits are printed. Earlier iterations stay in the statistics
-cache, so a condition that compares an iteration with the one before reads only the new one's tensors.
+A folder that holds no dump yet (a job that has just started) is waited for. Each poll opens the dump
+afresh (its listing is stat only) and scans the iterations not scanned yet that are settled: an
+iteration is settled once a later one exists on its rank, or once the dump has not changed for a few
+seconds (its files' newest mtime says so at the first poll), or when following ends
+(:mod:`debugger.watch.follow`). A file still being written lies in the newest iteration of a running job,
+so it is never read half-written and never reported as corrupt; the load warnings are reported once,
+when the job has gone quiet (``--idle-exit``) or at the end. Watchpoints over the per-step series run
+again when the series grows, and only their new hits are printed. Earlier iterations stay in the
+statistics cache, so a condition that compares an iteration with the one before reads only the new
+one's tensors.
 """
 from __future__ import annotations
 
@@ -22,8 +25,8 @@ from ..cache import StatsCache
 from ..errors import NotADumpError
 from ..exits import Exit
 from ..model import Dump, open_dump
-from ..watch.registry import Watchpoint
 from ..watch.follow import Quiet, settled
+from ..watch.registry import Watchpoint
 from ..watch.session import ScanSession
 from .scan_series import scan_series
 

@@ -254,3 +254,23 @@ def test_the_rank_comparison_leaves_out_an_iteration_being_written(tmp_path: Any
         assert {k: v for k, v in after["result"]["summary"].items() if k not in work} == want
     finally:
         srv.stop()
+
+
+def test_a_triage_asked_before_any_look_takes_a_dump_still_changing_as_being_written(tmp_path: Any) -> None:
+    """No page follows the dump (no GET live): a triage asked while MindSpore files keep arriving waits,
+    sees them still changing and leaves out what the job may be writing, reading no half-written file."""
+    root = str(tmp_path / "ms")
+    writer = followrun.arriving("mindspore", root, 0.8)
+    srv = None
+    try:
+        followrun.wait_for(os.path.join(root, "rank_0", "Net", "0", "0"))
+        srv = LiveServer(create_app(root, {"CACHE_DIR": str(tmp_path / "cache")}))
+        t = _until(lambda: (x := _get(srv, "/api/triage"))["state"] == "done" and x["result"], 60, "no triage")
+        assert writer.poll() is None, "the job ended first: nothing was being written"
+        assert t["below"] is not None and not set(t["left_out"]) & set(t["checked"])
+        assert not any(BROKEN.search(w) for w in t["warnings"]) and not t["errors"]
+    finally:
+        writer.kill()
+        writer.wait()
+        if srv is not None:
+            srv.stop()

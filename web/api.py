@@ -17,7 +17,7 @@ from debugger.cache import StatsCache
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
-from . import guard
+from . import guard, overlays
 from .session import Workspace
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -240,7 +240,9 @@ def graphs(rank: int) -> dict[str, Any]:
 
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/scope")
 def scope(rank: int, graph_id: int) -> dict[str, Any]:
-    """Children of one scope, folded, with edges and marks (watchpoint hits, a code line's nodes)."""
+    """Children of one scope, folded, with edges and marks (watchpoint hits, a code line's nodes); with
+    ``overlay=METRIC`` (and ``vs_rank`` / ``vs_dump`` for a difference) each child's worst value of it in
+    ``iteration`` and the scale over the whole graph (web/overlays.py)."""
     r, g = _graph(rank, graph_id)
     marks: dict[str, set[str]] = {}
     it = _int("iteration")
@@ -253,8 +255,20 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
     line = request.args.get("line")
     if line:
         marks.update(query.marks_for_line(_ws().dump(dump_id), r, graph_id, line, _ws().sources.statement_lines))
-    return query.scope_view(g, request.args.get("path", ""), begin=_int("begin", 0) or 0, end=_int("end"),
-                            marks=marks, **_view_opts())
+    path = request.args.get("path", "")
+    out = query.scope_view(g, path, begin=_int("begin", 0) or 0, end=_int("end"), marks=marks, **_view_opts())
+    name = request.args.get("overlay")
+    if name and it is not None:
+        vs = (_int("vs_rank"), request.args.get("vs_dump") or None)
+        out["overlay"] = overlays.scope_overlay(_ws(), dump_id, r, g, it, name, path, vs, _view_opts())
+    return out
+
+
+@bp.get("/overlays")
+def overlay_metrics() -> dict[str, Any]:
+    """What the graph can be coloured by: each metric's name, words, and what it compares with."""
+    return {"items": [{"name": m.name, "label": m.label, "about": m.about, "share": m.share, "needs": m.needs}
+                      for m in query.overlay.METRICS.values()]}
 
 
 @bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/search")

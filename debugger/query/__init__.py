@@ -2,7 +2,7 @@
 
 The web layer calls these and nothing below them; they do no I/O of their own beyond what the
 model's tensor sources and the source index do. One module per kind of question: pages, scopes,
-tensors (and a node with its tensors), code.
+tensors (and a node with its tensors), code, overlay (numbers on the graph).
 """
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ FOLD = 5                # same-type siblings folded into one node from this many
 from ..errors import InvalidQueryError  # noqa: E402
 from .code import marks_for_line, nodes_at_line, nodes_at_location, source_files, source_lines  # noqa: E402
 from .pages import DEFAULT_PAGE, MAX_PAGE, Page, check_range, page  # noqa: E402
-from .scopes import (ScopeTree, hit_nodes, node_digest, place_of, scope_tree, scope_view,  # noqa: E402
-                     search_nodes)
+from .scopes import (ScopeTree, hit_nodes, node_digest, place_of, scope_rollup, scope_tree,  # noqa: E402
+                     scope_view, search_nodes)
+from . import overlay  # noqa: E402
 from .tensors import (VALUE_CAP, default_slice, find_tensor, json_values, node_detail,  # noqa: E402
                       previous_tensor, tensor_diff, tensor_digest, tensor_history, tensor_npy, tensor_summary,
                       tensor_values)
@@ -21,7 +22,7 @@ from .tensors import (VALUE_CAP, default_slice, find_tensor, json_values, node_d
 __all__ = [
     "DEFAULT_PAGE", "FOLD", "MAX_PAGE", "VALUE_CAP", "InvalidQueryError", "Page", "ScopeTree", "check_range",
     "default_slice", "find_tensor", "hit_nodes", "json_values", "marks_for_line", "node_detail", "node_digest",
-    "nodes_at_line", "nodes_at_location", "page", "place_of", "previous_tensor", "scope_tree", "scope_view",
+    "nodes_at_line", "nodes_at_location", "page", "overlay", "place_of", "previous_tensor", "scope_rollup", "scope_tree", "scope_view",
     "search_nodes", "source_files", "source_lines", "tensor_diff", "tensor_digest", "tensor_history",
     "tensor_npy", "tensor_summary", "tensor_values",
 ]

@@ -332,6 +332,7 @@ def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool
            children: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Edges between children, counted; each child's ``external_in``/``external_out`` set."""
     edges: dict[tuple[str, str], int] = defaultdict(int)
+    types: dict[tuple[str, str], set[str]] = defaultdict(set)
     ext_in: dict[str, int] = defaultdict(int)
     ext_out: dict[str, int] = defaultdict(int)
     for v in nodes:
@@ -346,6 +347,7 @@ def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool
                 ext_in[cv] += 1
             elif cu != cv:
                 edges[(cu, cv)] += 1
+                types[(cu, cv)].add(_type_text(tree.records[u]))
         # consumers outside this scope (or group)
         for w in tree.succ[v]:
             if (framework or not tree.hidden(w)) and child_of(w) is None:
@@ -353,7 +355,22 @@ def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool
     for c in children:
         c["external_in"] = ext_in.get(c["id"], 0)
         c["external_out"] = ext_out.get(c["id"], 0)
-    return [{"source": s, "target": t, "count": c} for (s, t), c in edges.items()]
+    return [{"source": s, "target": t, "count": c, "type": _one(types[(s, t)])} for (s, t), c in edges.items()]
+
+
+def _type_text(record: NodeRecord) -> str:
+    """The dtype and shape a node passes on ("float32 8×16"), when it has one output and the graph
+    says ("" otherwise)."""
+    outs = [o for o in record.outputs if not o.undefined]
+    if len(outs) != 1 or not outs[0].dtype or outs[0].shape is None:
+        return ""
+    shape = "×".join(str(d) for d in outs[0].shape) or "scalar"
+    return f"{str(outs[0].dtype).lower()} {shape}"
+
+
+def _one(texts: set[str]) -> str:
+    """The text all the edges of a group share ("" when they differ or one is unknown)."""
+    return next(iter(texts)) if len(texts) == 1 else ""
 
 
 def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: bool = False, begin: int = 0,
@@ -382,6 +399,22 @@ def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: boo
     edges = [e for e in st["edges"] if e["source"] in ids and e["target"] in ids]
     return {"graph": graph.graph_id, "path": st["path"], "type": st["type"], "parents": st["parents"],
             "children": Page(pg.begin, pg.end, pg.total, items).to_dict(), "edges": edges}
+
+
+def scope_rollup(graph: Graph, path: str, values: Mapping[str, float], *, fold: int = FOLD,
+                 framework: bool = False) -> dict[str, tuple[float, str]]:
+    """Per child of ``path`` (scope, group or node): the worst (largest) value among the nodes it shows,
+    and the node that has it; a child none of whose nodes has a value is left out."""
+    tree = scope_tree(graph)
+    child_of = _structure(tree, path, fold, framework)["child_of"]
+    out: dict[str, tuple[float, str]] = {}
+    for n, v in values.items():
+        if n not in tree.records or (not framework and tree.hidden(n)):
+            continue
+        c = child_of(n)
+        if c is not None and (c not in out or v > out[c][0]):
+            out[c] = (v, n)
+    return out
 
 
 def search_nodes(graph: Graph, query: str, *, fold: int = FOLD, framework: bool = False) -> list[dict[str, Any]]:

@@ -96,8 +96,9 @@ export const api = {
   band: ({ dump, graph, node, io, slot, stat }) => get('/band', { dump, graph, node, io, slot, stat }),
   rankPage: ({ dump, q, sort, offset, limit }) => get('/ranks', { dump, q, sort, offset, limit }, { reuse: false }),
   graphs: (dump, rank) => get(`/ranks/${rank}/graphs`, { dump }),
-  scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end }) =>
-    get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end }),
+  scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end, overlay }) =>
+    get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end, ...(overlay || {}) }),
+  overlays: () => get('/overlays', {}),
   search: ({ dump, rank, graph, q, framework, end }) => get(`${T(rank, graph)}/search`, { dump, q, framework, end }),
   node: ({ dump, rank, graph, node, iteration, framework }) =>
     get(`${T(rank, graph)}/node`, { dump, node, iteration, framework }),

@@ -15,6 +15,9 @@ const KEYS = {
   file: ['file', null, 'str'],
   slice: ['slice', null, 'str'],
   framework: ['fw', false, 'bool'],
+  overlay: ['ov', null, 'str'],      // what the graph's nodes are coloured by (graph/overlay.js)
+  vsRank: ['vs', null, 'int'],       // the rank a rank difference compares with
+  vsDump: ['vsdump', null, 'str'],   // the dump a run difference compares with
 };
 const VIEWS = ['triage', 'dumps', 'overview', 'graph', 'code', 'tensor', 'watch', 'ranks', 'trends'];
 

@@ -12,6 +12,8 @@ import { createPanZoom } from '../components/panzoom.js';
 import { startWorker, runLayout } from './graph/layout-run.js';
 import { drawScene, graphDefs, sizeOf } from './graph/draw.js';
 import { createSearch } from './graph/search.js';
+import { createMinimap, createPicker, renderScale } from './graph/overlay.js';
+import { overlayArgs } from './graph/overlay-state.js';
 import {
   childMarks, crumbParts, fitTransform, openPatch, pagerOf, pathParents, shortLoc, structKey, updatePlan,
 } from './graph/state.js';
@@ -23,6 +25,9 @@ export function mount(root) {
   put(root, g.el);
   g.inspector = createInspector(g.inspectorEl, { context: 'graph' });
   g.pz = createPanZoom(g.svg, g.viewport);
+  g.mini = createMinimap(g.canvas);
+  const apply = g.pz.apply;
+  g.pz.apply = () => { apply(); g.mini.sync(g); };
   Object.assign(g, { data: null, lay: null, structKey: null, begin: 0, loadSeq: 0 });
   wireEvents(g);
   renderLineChip(g);
@@ -45,19 +50,22 @@ function buildPane() {
     overlay: h('div', { class: 'graph-overlay', hidden: true }),
     info: h('div', { class: 'graph-info' }),
     pager: h('div', { class: 'graph-pager', hidden: true }),
-    legendBox: buildLegend(),
+    scaleEl: h('div', { class: 'legend-overlay', hidden: true }),
+    picker: createPicker(),
     inspectorEl: h('aside', { class: 'inspector' }),
   };
+  g.legendBox = buildLegend(g.scaleEl);
   put(g.svg, graphDefs(), g.viewport);
   const zoomBox = h('div', { class: 'seg zoom-box' },
     h('button', { title: 'Zoom out', onclick: () => g.pz.zoomBy(1 / 1.25) }, '−'),
     h('button', { title: 'Fit to view', onclick: () => fitView(g) }, 'Fit'),
     h('button', { title: 'Zoom in', onclick: () => g.pz.zoomBy(1.25) }, '+'));
-  const canvas = h('div', { class: 'graph-canvas' }, g.svg, g.overlay, h('div', { class: 'graph-top' }, g.info, g.lineChip),
+  const canvas = g.canvas = h('div', { class: 'graph-canvas' }, g.svg, g.overlay, h('div', { class: 'graph-top' }, g.info, g.lineChip),
     g.pager, g.legendBox, zoomBox);
   const toolbar = h('div', { class: 'graph-toolbar' },
     g.crumbs,
     createSearch(),
+    g.picker,
     h('label', { class: 'toggle', title: 'Show the nodes that only route values (edges are drawn through them when hidden)' },
       g.fwToggle, 'Routing ops'),
     buildExport());
@@ -65,9 +73,10 @@ function buildPane() {
   return g;
 }
 
-function buildLegend() {
+function buildLegend(scaleEl) {
   const box = h('div', { class: 'graph-legend' },
     h('button', { class: 'legend-toggle', title: 'Hide or show the legend', onclick: () => box.classList.toggle('collapsed') }, 'Legend'),
+    scaleEl,
     h('div', { class: 'legend-title' }, 'Node kinds'),
     h('div', { class: 'legend-grid' }, kinds().map(kindSwatch)),
     h('div', { class: 'legend-marks' },
@@ -124,8 +133,9 @@ function openChild(g, c) {
 }
 
 function update(g, changed) {
-  const plan = updatePlan(changed, ctx.watchCount);
+  const plan = updatePlan(changed, ctx.watchCount, !!state.overlay);
   if (plan.framework) g.fwToggle.checked = state.framework;
+  if (plan.picker) g.picker.refresh();
   if (plan.lineChip) renderLineChip(g);
   if (plan.resetPage) g.begin = 0;
   if (plan.reload) {
@@ -146,8 +156,8 @@ async function load(g, { relayout = true } = {}) {
   let d;
   try {
     d = await api.scope({ dump: state.dump, rank: state.rank, graph: state.graph, path: state.scope,
-      iteration: ctx.watchCount ? state.iteration : null, line: state.line, framework: state.framework,
-      begin: g.begin, end: null });
+      iteration: ctx.watchCount || state.overlay ? state.iteration : null, line: state.line, framework: state.framework,
+      begin: g.begin, end: null, overlay: overlayArgs(state) });
   } catch (e) {
     if (seq !== g.loadSeq) return;
     if (e.status === 404 && state.scope) {        // a scope of another graph or rank: go to the root
@@ -159,6 +169,7 @@ async function load(g, { relayout = true } = {}) {
   }
   if (seq !== g.loadSeq) return;
   g.data = d;
+  renderScale(g.scaleEl, d);       // before the fit: the legend's height is part of it
   const key = structKey(d);
   if (key !== g.structKey || relayout || !g.lay) {
     if (!await relayoutScope(g, d, key, seq)) return;
@@ -167,6 +178,7 @@ async function load(g, { relayout = true } = {}) {
   }
   g.overlay.hidden = true;
   renderInfo(g);
+  g.mini.draw(g);
 }
 
 /** Lay out and draw a new scope answer; false when it failed or a newer load took over. */
@@ -209,7 +221,7 @@ function fitView(g) {
   if (!g.lay) return;
   const r = g.svg.getBoundingClientRect();
   const collapsed = g.legendBox.classList.contains('collapsed');
-  const legendH = collapsed ? 30 : g.legendBox.getBoundingClientRect().height;
+  const legendH = g.legendBox.getBoundingClientRect().height;
   const t = fitTransform(g.lay, r.width, r.height, legendH);
   // A level too big to fit at a readable scale: the legend folds away so it covers no node.
   if (t.overflows && !collapsed) { g.legendBox.classList.add('collapsed'); fitView(g); return; }
@@ -220,8 +232,8 @@ function fitView(g) {
 function draw(g) {
   clear(g.viewport);
   if (!g.data || !g.lay) return;
-  drawScene(g.viewport, g.data, g.lay,
-    { selected: state.node, iteration: state.iteration, line: state.line, onOpen: (c) => openChild(g, c) });
+  drawScene(g.viewport, g.data, g.lay, { selected: state.node, iteration: state.iteration, line: state.line,
+    overlay: g.data.overlay, onOpen: (c) => openChild(g, c) });
 }
 
 function markSelection(g) {

@@ -6,6 +6,7 @@ import {
   GROUP_H, NODE_H, SCOPE_H, childKind, childLabel, edgeLabelAt, edgePath, edgeWidth, nodeClasses, nodeSubtitle,
   sizeSubtitle, tooltipLines,
 } from './state.js';
+import { childHeat } from './overlay.js';
 
 const FONT_B = '600 12px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_S = '600 13px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
@@ -53,12 +54,15 @@ export function drawScene(viewport, data, lay, view) {
   }
   const eg = s('g', { class: 'edges' });
   const lg = s('g', { class: 'edge-labels' });   // drawn after the nodes: a count never hides under one
+  const types = new Map(data.edges.map((e) => [`${e.source}\n${e.target}`, e.type || '']));
   for (const e of lay.edges) {
+    const type = types.get(`${e.source}\n${e.target}`) || '';
     put(eg, s('path', { d: edgePath(e.points), class: 'edge', 'stroke-width': edgeWidth(e.count), 'marker-end': 'url(#arrow)' },
-      s('title', {}, `${e.count} edge${e.count > 1 ? 's' : ''}: ${childLabel(byId.get(e.source))} → ${childLabel(byId.get(e.target))}`)));
-    if (e.count > 1) {
+      s('title', {}, `${e.count} edge${e.count > 1 ? 's' : ''}: ${childLabel(byId.get(e.source))} → ${childLabel(byId.get(e.target))}${type ? `\n${type}` : ''}`)));
+    const label = [e.count > 1 ? `${e.count}×` : '', type].filter(Boolean).join(' ');
+    if (label) {
       const a = edgeLabelAt(e.points);
-      put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: 'edge-count' }, String(e.count)));
+      put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: type ? 'edge-count edge-type' : 'edge-count' }, label));
     }
   }
   const ng = s('g', { class: 'nodes' });
@@ -72,15 +76,18 @@ export function drawScene(viewport, data, lay, view) {
 /** One child: body, kind strip, name and subtitle, kind bar (scopes), ports, line pill, hit badge. */
 function drawNode(c, n, view) {
   const hits = c.marks.hit || 0;
-  const g = s('g', { class: nodeClasses(c, view.selected).join(' '), transform: `translate(${n.x},${n.y})`, 'data-id': c.id,
-    'data-type': c.type, tabindex: 0, role: 'button' });
-  put(g, s('title', {}, tooltipLines(c, view)));
+  const heat = childHeat(c, view.overlay);
+  const g = s('g', { class: nodeClasses(c, view.selected).join(' ') + (heat ? (heat.fill ? ' ov-on' : ' ov-none') : ''),
+    transform: `translate(${n.x},${n.y})`, 'data-id': c.id, 'data-type': c.type, tabindex: 0, role: 'button' });
+  if (heat && heat.t !== undefined) g.dataset.heat = heat.t.toFixed(4);
+  put(g, s('title', {}, tooltipLines(c, view) + (heat ? `\n${heat.title}` : '')));
   if (c.marks.forward || c.marks.backward) put(g, s('rect', { class: 'halo', x: -5, y: -5, width: n.w + 10, height: n.h + 10, rx: 12 }));
   if (c.type === 'group') {
     put(g, s('rect', { class: 'stack2', x: 6, y: 6, width: n.w, height: n.h, rx: 7 }));
     put(g, s('rect', { class: 'stack1', x: 3, y: 3, width: n.w, height: n.h, rx: 7 }));
   }
-  put(g, s('rect', { class: 'body', width: n.w, height: n.h, rx: c.type === 'scope' ? 10 : 7, filter: 'url(#shadow)' }));
+  put(g, s('rect', { class: 'body', width: n.w, height: n.h, rx: c.type === 'scope' ? 10 : 7, filter: 'url(#shadow)',
+    style: heat && heat.fill ? `fill:${heat.fill}` : undefined }));
   if (c.type !== 'scope') {
     put(g, s('path', { class: 'strip', d: `M7,0 H4 Q0,0 0,4 V${n.h - 4} Q0,${n.h} 4,${n.h} H7 Z`, fill: kindColor(childKind(c)) }));
   }
@@ -91,6 +98,7 @@ function drawNode(c, n, view) {
   put(g, s('text', { class: 'n-sub', x: textX, y: scope ? 36 : 32 }, fit(nodeSubtitle(c, fmt), maxW, FONT_SUB)));
   if (scope) drawKindBar(g, c, n);
   drawMarks(g, c, n);
+  if (heat && heat.text) drawHeatValue(g, n, heat.text);
   g.addEventListener('click', (e) => { e.stopPropagation(); view.onOpen(c); });
   g.addEventListener('keydown', (e) => { if (e.key === 'Enter') g.dispatchEvent(new MouseEvent('click')); });
   return g;
@@ -128,4 +136,11 @@ function drawMarks(g, c, n) {
     put(g, s('circle', { class: 'hit-badge', cx: n.w - 2, cy: 2, r: 9 }));
     put(g, s('text', { class: 'hit-text', x: n.w - 2, y: 5.5, 'text-anchor': 'middle' }, hits > 99 ? '99+' : String(hits)));
   }
+}
+
+/** The overlay's value of a child, in a tag on its lower right corner. */
+function drawHeatValue(g, n, text) {
+  const w = textWidth(text, '600 10px sans-serif') + 10;
+  put(g, s('rect', { class: 'ov-tag', x: n.w - w - 6, y: n.h - 7, width: w, height: 14, rx: 7 }));
+  put(g, s('text', { class: 'ov-tag-text', x: n.w - 6 - w / 2, y: n.h + 3.5, 'text-anchor': 'middle' }, text));
 }

@@ -137,12 +137,14 @@ export function fitTransform(lay, width, height, legendH) {
 }
 
 /** What a change of the shared state asks of the graph view. */
-export function updatePlan(changed, watchCount) {
+export function updatePlan(changed, watchCount, overlayOn = false) {
   const has = (...keys) => keys.some((k) => changed.has(k));
   const structural = has('dump', 'rank', 'graph', 'scope', 'framework');
-  const reload = structural || has('line', 'watch') || (changed.has('iteration') && watchCount > 0);
+  const reload = structural || has('line', 'watch', 'overlay', 'vsRank', 'vsDump')
+    || (changed.has('iteration') && (watchCount > 0 || overlayOn));
   return { structural, reload, resetPage: has('dump', 'rank', 'graph'), reveal: changed.has('node'),
-    lineChip: changed.has('line'), framework: changed.has('framework') };
+    lineChip: changed.has('line'), framework: changed.has('framework'),
+    picker: has('dump', 'rank', 'overlay', 'vsRank', 'vsDump') };
 }
 
 /** A search text that names a code location (FILE:LINE) rather than a node. */

@@ -77,6 +77,10 @@ def test_the_faulty_layer_is_coloured_worst_from_the_root_down(page: Any, plante
     assert opened[0] == "model" or opened[0].startswith("model")
     # the legend names the worst child of this level
     assert "Worst here" in page.locator(".legend-overlay").text_content()
+    # the inspector of a statistics-only node says why it draws no histogram (not "no finite values")
+    page.locator(f'.gnode[data-id="{top["id"]}"]').click()
+    assert "statistics only" in page.locator(".inspector .hist-none").text_content()
+    assert "no finite values" not in page.locator(".inspector").text_content()
 
 
 def test_the_overlay_follows_the_replay_slider(page: Any, planted: Any) -> None:

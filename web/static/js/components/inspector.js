@@ -137,8 +137,11 @@ function statsSection(d, cur, p) {
   const my = p.seq;
   api.tensor(q).then((t) => {
     if (my !== p.seq) return;
-    put(clear(statsBox), statTiles(t.stats), h('div', { class: 'hist-title' }, 'Histogram of finite values'),
-      histogram(t.histogram, { width: 372, height: 130, color: histogramColor(d.kind) }));
+    // a statistics-only dump stores no values to draw (the histogram is null), which is not "no finite values"
+    put(clear(statsBox), statTiles(t.stats), t.histogram === null
+      ? h('div', { class: 'muted small hist-none' }, 'No histogram: this dump holds statistics only.')
+      : [h('div', { class: 'hist-title' }, 'Histogram of finite values'),
+        histogram(t.histogram, { width: 372, height: 130, color: histogramColor(d.kind) })]);
   }).catch((e) => { if (my === p.seq) put(clear(statsBox), errorBox(e)); });
   return section(`Statistics · ${cur.io} ${cur.slot}`, [statsBox,
     h('div', { class: 'row insp-actions' },

@@ -129,6 +129,8 @@ def test_bad_overlay_arguments_are_400_and_a_graph_that_did_not_run_says_so(app_
     assert r.status_code == 400 and "another dump" in r.json["error"]
     d = _scope(app_client, "torch_single", 0, 3, overlay="max_abs")     # graph 0 ran iteration 0 only
     assert d["overlay"]["missing"] == "graph 0 did not run iteration 3" and d["children"]["items"]
+    d = _scope(app_client, "torch_single", 1, 3, overlay="hits")
+    assert d["overlay"]["children"] == {} and "Watchpoints tab" in d["overlay"]["note"]
     m = app_client.get("/api/overlays").json["items"]
     assert [x["name"] for x in m][:3] == ["max_abs", "nonfinite", "zero_share"]
     assert {x["needs"] for x in m} == {"", "rank", "run"}
@@ -140,3 +142,24 @@ def test_edges_carry_the_dtype_and_shape_they_pass(app_client: Any) -> None:
     conv = rank.tensor(1, 3, "model/conv1-Conv2d/convolution-0")
     first = next(e for e in d["edges"] if e["source"] == "model/conv1-Conv2d")
     assert first["type"] == f"{conv.dtype} {'×'.join(map(str, conv.shape))}"
+
+
+def test_the_hits_overlay_counts_each_nodes_hits_of_the_watchpoints_set(make_app: Any) -> None:
+    client = make_app(SAMPLE).test_client()
+    assert client.post("/api/watchpoints?dump=torch_single", json={"name": "activation_saturated_layer"}).status_code == 201
+    hits = client.get("/api/hits", query_string={"dump": "torch_single", "rank": 0, "iteration": 3}).json["items"]
+    want = {h["node"] for h in hits if h["graph"] == 1}
+    assert want, "the sample's sigmoid saturates: the watchpoint fires"
+    d = _scope(client, "torch_single", 1, 3, "model", overlay="hits")
+    got = {v["node"]: v["value"] for v in d["overlay"]["children"].values()}
+    assert set(got) == want and all(v >= 1 for v in got.values())
+    assert "note" not in d["overlay"]
+
+
+def test_an_iteration_a_job_may_still_be_writing_is_not_read(make_app: Any) -> None:
+    app = make_app(SAMPLE)
+    client = app.test_client()
+    app.extensions["tdbg"].being_written("torch_single", {0: 3})       # as GET live marks a running job's newest
+    d = _scope(client, "torch_single", 1, 3, overlay="max_abs")
+    assert d["overlay"]["pending"] is True and d["overlay"]["children"] == {}
+    assert _scope(client, "torch_single", 1, 2, overlay="max_abs")["overlay"]["children"]

@@ -85,6 +85,13 @@ test('what a state change asks: reload on structure, iteration only with watchpo
   assert.equal(p.reload && p.structural && !p.resetPage, true);
   assert.equal(updatePlan(new Set(['iteration']), 0).reload, false);
   assert.equal(updatePlan(new Set(['iteration']), 2).reload, true);
+  // an overlay follows the replay: a new iteration redraws its numbers, watchpoints or not
+  assert.equal(updatePlan(new Set(['iteration']), 0, true).reload, true);
+  assert.equal(updatePlan(new Set(['iteration']), 0, true).structural, false);
+  for (const k of ['overlay', 'vsRank', 'vsDump']) {
+    assert.equal(updatePlan(new Set([k]), 0).reload, true, k);
+    assert.equal(updatePlan(new Set([k]), 0).picker, true, k);
+  }
   const n = updatePlan(new Set(['node']), 0);
   assert.equal(n.reload, false);
   assert.equal(n.reveal, true);

@@ -94,13 +94,21 @@ def tensor_summary(ref: TensorRef, cache: StatsCache | None = None, bins: int | 
 
 def tensor_history(rank: Rank, ref: TensorRef, cache: StatsCache | None = None, begin: int = 0,
                    end: int | None = None) -> Page:
-    """Statistics of the same tensor (node, io, slot) in every dumped iteration; None where absent."""
+    """Statistics of the same tensor (node, io, slot) in every iteration of the rank, each from the graph
+    that ran it (the tensor's own graph first: a PyTorch run's first step is a graph of its own, and its
+    nodes keep their names); None where absent."""
     gid = ref.graph_id
-    pg = page(rank.iterations(gid), begin, end)
+    ran = {it: gid for it in rank.iterations(gid)}
+    for g in rank.graph_ids:       # another graph's iterations, where it holds the same tensor
+        for it in rank.iterations(g):
+            if it not in ran and ref.key in rank.tensor_map(g, it):
+                ran[it] = g
+    pg = page(sorted(ran), begin, end)
     items = []
     for it in pg.items:
-        r = rank.tensor_map(gid, it).get(ref.key)
-        items.append({"iteration": it, "stats": _stats(r, cache).to_dict() if r is not None else None})
+        r = rank.tensor_map(ran[it], it).get(ref.key)
+        items.append({"iteration": it, "graph": ran[it],
+                      "stats": _stats(r, cache).to_dict() if r is not None else None})
     return Page(pg.begin, pg.end, pg.total, items)
 
 

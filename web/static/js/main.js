@@ -1,6 +1,7 @@
 // Start-up, the top bar (dump, rank, graph, iteration replay) and the pane router.
 import { api, onBusy, invalidate } from './api.js';
-import { state, set, start, subscribe, ctx, touch } from './state.js';
+import { state, set, start, subscribe, ctx, touch, hashOf } from './state.js';
+import { runIterations, iterationsOf, graphRunning, defaultGraph, nearestIteration, stepIteration, rangeLabel } from './replay.js';
 import { put, h, clear, toast, errorBox } from './dom.js';
 import { tensorLabel } from './hits.js';
 import { setKinds } from './kinds.js';
@@ -57,27 +58,36 @@ async function loadRank() {
   syncIterations();
 }
 
-// A link without a graph (or naming one this rank lacks) opens the graph that ran most: a PyTorch
-// run's first iteration is often a graph of its own.
+// A link without a graph (or naming one this rank lacks) opens the graph that ran its iteration,
+// else the one that ran most.
 function pickGraph() {
   const gs = ctx.graphs;
   if (!gs.length || gs.some((x) => x.graph === state.graph)) return false;
-  const most = gs.reduce((a, x) => ((x.iterations || []).length > (a.iterations || []).length ? x : a), gs[0]);
-  set({ graph: most.graph }, { push: false });
+  set({ graph: defaultGraph(gs, state.iteration) }, { push: false });
   return true;
 }
 
+// The slider covers every iteration of the rank; a graph chosen by hand moves the iteration to the
+// nearest one that graph ran.
 function syncIterations() {
-  const g = ctx.graphs.find((x) => x.graph === state.graph);
-  ctx.iterations = g ? g.iterations : [];
-  const sl = $('it-slider');
-  sl.max = Math.max(0, ctx.iterations.length - 1);
-  if (ctx.iterations.length && !ctx.iterations.includes(state.iteration)) {
-    // keep the nearest earlier iteration when switching rank or graph
-    const prev = ctx.iterations.filter((i) => state.iteration !== null && i <= state.iteration);
-    set({ iteration: prev.length ? prev[prev.length - 1] : ctx.iterations[0] }, { push: false });
+  ctx.iterations = runIterations(ctx.graphs);
+  $('it-slider').max = Math.max(0, ctx.iterations.length - 1);
+  const own = iterationsOf(ctx.graphs, state.graph);
+  if (own.length && !own.includes(state.iteration)) {
+    set({ iteration: nearestIteration(own, state.iteration) }, { push: false });
   }
   renderIteration();
+}
+
+// An iteration the open graph did not run opens the graph that ran it, in the same change, so that
+// the view asks once, for the right graph; its scope and selection stay where that graph has them.
+function followIteration(changed) {
+  const g = graphRunning(ctx.graphs, state.iteration, state.graph);
+  if (g === null || g === state.graph) return;
+  state.graph = g;
+  changed.add('graph');
+  $('graph-select').value = String(g);
+  history.replaceState(null, '', hashOf());
 }
 
 function renderIteration() {
@@ -85,7 +95,7 @@ function renderIteration() {
   const i = its.indexOf(state.iteration);
   $('it-slider').value = String(Math.max(0, i));
   $('it-value').textContent = state.iteration ?? '–';
-  $('it-range').textContent = its.length ? `  of ${its[0]}–${its[its.length - 1]}` : '  (none dumped)';
+  $('it-range').textContent = `  ${rangeLabel(its)}`;
   $('it-first').disabled = $('it-prev').disabled = i <= 0;
   $('it-next').disabled = $('it-last').disabled = i < 0 || i >= its.length - 1;
   $('run-next-hit').disabled = !ctx.watchCount;
@@ -95,10 +105,8 @@ function renderIteration() {
 }
 
 function step(delta) {
-  const its = ctx.iterations;
-  const i = its.indexOf(state.iteration);
-  const j = Math.min(its.length - 1, Math.max(0, i + delta));
-  if (j !== i && its[j] !== undefined) set({ iteration: its[j] }, { push: false });
+  const it = stepIteration(ctx.iterations, state.iteration, delta);
+  if (it !== null && it !== state.iteration) set({ iteration: it }, { push: false });
 }
 
 let badgeSeq = 0;
@@ -198,6 +206,7 @@ subscribe(async (changed) => {
     }
     if (changed.has('iteration')) {
       if (state.iteration !== replayAt) dropReplayToast();
+      followIteration(changed);
       if (ctx.iterations.length && !ctx.iterations.includes(state.iteration)) syncIterations();
       else renderIteration();
     }
@@ -240,7 +249,7 @@ async function boot() {
     sel.value = state.dump;
     const watchCount = loadDump();
     await Promise.all([watchCount, loadRank()]);
-    history.replaceState(null, '', (await import('./state.js')).hashOf());
+    history.replaceState(null, '', hashOf());
   } catch (e) {
     put(clear(main), h('div', { class: 'page' }, errorBox(e)));
     return;

@@ -124,7 +124,8 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
     def dump_error(exc: DumpError) -> tuple[Response, int]:
         # A name that matches nothing is a 404; a malformed argument or an unusable dump a 400.
         status = 404 if isinstance(exc, QueryError) and not isinstance(exc, InvalidQueryError) else 400
-        return jsonify({"error": str(exc), "type": type(exc).__name__, "status": status}), status
+        shown = app.extensions["tdbg"].shown(str(exc))
+        return jsonify({"error": shown, "type": type(exc).__name__, "status": status}), status
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response | HTTPException:

@@ -115,7 +115,8 @@ def dumps() -> dict[str, Any]:
     items = []
     for k, v in ws.ids.items():
         t = ws.peek_triage(k)     # health only when known: the chooser asks /triage for the others
-        items.append({"id": k, "path": v, "ranks": ws.dump(k).rank_ids, "health": t["health"] if t else None})
+        items.append({"id": k, "path": v, "where": ws.shown(v), "ranks": ws.dump(k).rank_ids,
+                      "health": t["health"] if t else None})
     return _page(items, path=ws.path)
 
 

@@ -3,6 +3,7 @@ caches, and per dump its scan session (the watchpoints the user set and the iter
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -45,6 +46,12 @@ class Workspace:
         self._lock = threading.Lock()
         # `tdbg serve --scheduler`: background triage scans run on that Dask cluster (connected on first use)
         self.workers = connect(scheduler) if scheduler else None
+        self._served = re.compile(re.escape(self.path) + r"(?=$|[\\/\s:'\"),])")
+
+    def shown(self, text: str) -> str:
+        """``text`` with the served folder's absolute path replaced by its name: a page shows no
+        absolute path of the machine that serves it (a message still names the file)."""
+        return self._served.sub(lambda _: os.path.basename(self.path), text)
 
     def resolve(self, dump_id: str | None) -> str:
         """A dump id (None: the first one)."""

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  defaultFile, fileOfAnswer, lineClass, lineGroups, lineTitle, parseLoc, pyTokens, selectedLine, stackRows,
+  defaultFile, fileOfAnswer, lineClass, lineGroups, lineTitle, parseLoc, pyTokens, selectedLine, shortDir, stackRows,
 } from '../../../web/static/js/views/code/state.js';
 
 test('FILE:LINE parses at its last colon; anything else is null', () => {
@@ -50,4 +50,17 @@ test('nodes of a line group by direction and notice several graphs', () => {
 test('lines known only from stacks show a gap between non-adjacent lines', () => {
   const rows = stackRows([{ line: 3, code: 'a' }, { line: 4, code: 'b' }, { line: 9, code: 'c' }]);
   assert.deepEqual(rows.map((r) => (r.gap ? '⋯' : r.line)), [3, 4, '⋯', 9]);
+});
+
+test('a file is listed under a folder with no absolute path; a library file from its package on', () => {
+  const mine = ['/home/ana/proj/train.py', '/home/ana/proj/lib/model.py'];
+  assert.equal(shortDir(mine[0], mine), 'proj/');
+  assert.equal(shortDir(mine[1], mine), 'proj/lib/');
+  assert.equal(shortDir('/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py', mine), 'torch/nn/modules/');
+  assert.equal(shortDir('/opt/venv/lib/python3/dist-packages/mindspore/nn/cell.py', mine), 'mindspore/nn/');
+  assert.equal(shortDir('/home/ana/proj/train.py', ['/home/ana/proj/train.py']), 'proj/');
+  assert.equal(shortDir('/srv/a/b/x.py', ['/srv/a/b/x.py', '/data/y.py']), '…/a/b/');   // nothing shared: the last two folders
+  assert.equal(shortDir('C:\\Users\\ana\\proj\\train.py', ['C:\\Users\\ana\\proj\\train.py']), 'proj/');
+  assert.equal(shortDir('train.py', ['train.py']), '');
+  for (const f of [...mine, '/srv/a/b/x.py']) assert.ok(!shortDir(f, mine).startsWith('/'));
 });

@@ -7,7 +7,7 @@ import { state, set } from '../state.js';
 import { put, h, clear, errorBox, basename, empty, debounce, toast } from '../dom.js';
 import { createInspector } from '../components/inspector.js';
 import { defaultFile, fileOfAnswer, lineGroups, parseLoc, selectedLine } from './code/state.js';
-import { fileItems, nodeGroup, sourceHead, sourceTable } from './code/render.js';
+import { fileItems, nodeGroup, sourceHead, sourceTable, userFilesOf } from './code/render.js';
 
 export function mount(root) {
   const v = buildPane();
@@ -103,7 +103,7 @@ async function loadSource(v) {
     ]);
   } catch (e) { if (my === v.srcSeq) put(v.srcBody, errorBox(e)); return; }
   if (my !== v.srcSeq) return;
-  put(v.srcHead, sourceHead(lines, text));
+  put(v.srcHead, sourceHead(lines, text, v.files.length ? userFilesOf(v.files) : [lines.file]));
   const selLine = selectedLine(state.line, lines.file);
   const table = sourceTable(lines, text, selLine);
   put(v.srcBody, table);

@@ -27,7 +27,8 @@ export function mount(root) {
     const metric = (label, value, sub) => h('div', { class: 'metric card' }, h('div', { class: 'm-label' }, label),
       h('div', { class: 'm-value' }, value), sub ? h('div', { class: 'm-sub' }, sub) : null);
 
-    put(page, dumpHead(info.id, info.dump, [['Open graph', () => set({ view: 'graph' }), true],
+    const listed = ctx.dumps.find((d) => d.id === info.id);
+    put(page, dumpHead(info.id, listed ? listed.where : info.id, [['Open graph', () => set({ view: 'graph' }), true],
       ['Browse code', () => set({ view: 'code' })], ['Watchpoints', () => set({ view: 'watch' })]]));
 
     if (ctx.dumps.length > 1) {
@@ -35,7 +36,7 @@ export function mount(root) {
         h('span', { class: 'muted' }, `${ctx.dumps.length} found`)),
       h('div', { class: 'dump-list' }, ctx.dumps.map((d) => h('button', { class: `dump-item${d.id === info.id ? ' active' : ''}`,
         onclick: () => set({ dump: d.id, rank: 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }) },
-      h('b', {}, d.id), h('span', { class: 'mono faint' }, d.path))))));
+      h('b', {}, d.id), h('span', { class: 'mono faint' }, d.where))))));
     }
 
     put(page, h('div', { class: 'metrics' },

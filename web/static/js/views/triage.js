@@ -46,7 +46,7 @@ export function dumpChooser(current, alive) {
     put(list, h('button', { class: `dump-item${d.id === current ? ' active' : ''}`, 'data-dump': d.id,
       onclick: () => set({ view: 'triage', dump: d.id, rank: d.ranks[0] ?? 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }) },
     h('b', {}, d.id), h('span', { class: 'faint small' }, `${d.ranks.length} rank${d.ranks.length === 1 ? '' : 's'}`), chip,
-    h('span', { class: 'mono faint dump-path' }, d.path)));
+    h('span', { class: 'mono faint dump-path' }, d.where)));
     if (!d.health) {
       waitTriage(d.id, () => {}, alive).then((t) => {
         if (!t) return;
@@ -72,7 +72,7 @@ export function mount(root) {
     delete page.dataset.ready;
     clear(page);
     const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
-    put(page, dumpHead(d.id, d.path, [['Open graph', () => set({ view: 'graph' }), true],
+    put(page, dumpHead(d.id, d.where, [['Open graph', () => set({ view: 'graph' }), true],
       ['Overview', () => set({ view: 'overview' })], ['Watchpoints', () => set({ view: 'watch' })]]));
     const wait = progressCard();
     put(page, wait);

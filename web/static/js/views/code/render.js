@@ -1,7 +1,10 @@
 // The code view's DOM: the file list, the source with its marked lines, and the nodes of a line.
 import { set, state } from '../../state.js';
 import { h, basename, empty, kindDot } from '../../dom.js';
-import { lineClass, lineTitle, plural, pyTokens, stackRows } from './state.js';
+import { lineClass, lineTitle, plural, pyTokens, shortDir, stackRows } from './state.js';
+
+/** The user's files of a file list (a library file's folder is shown from its package on). */
+export const userFilesOf = (files) => files.filter((f) => !f.is_framework).map((f) => f.file);
 
 function highlightPython(line) {
   return pyTokens(line).map(([cls, text]) => (cls ? h('span', { class: cls }, text) : text));
@@ -14,25 +17,25 @@ export function fileItems(files, framework) {
   }
   const out = [];
   let lastFw = null;
+  const mine = userFilesOf(files);
   for (const f of files) {
     if (f.is_framework !== lastFw) {
       out.push(h('div', { class: 'file-group' }, f.is_framework ? 'Framework' : 'Your code'));
       lastFw = f.is_framework;
     }
-    const dir = f.file.slice(0, f.file.length - f.name.length);
     out.push(h('div', { class: `file-item${state.file === f.file ? ' active' : ''}`, title: f.file, onclick: () => set({ file: f.file }) },
       h('div', { class: 'fi-name' }, f.name, f.exists ? null : h('span', { class: 'chip', title: 'outside the allowed source roots: start tdbg serve with --source-root DIR to show it' }, 'stack only')),
-      h('div', { class: 'fi-dir' }, dir),
+      h('div', { class: 'fi-dir' }, shortDir(f.file, mine)),
       h('div', { class: 'fi-meta' }, `${plural(f.lines, 'line')} · ${plural(f.nodes, 'node')}`)));
   }
   return out;
 }
 
-/** The source pane's head: file name, path, whether it was read from disk. */
-export function sourceHead(lines, text) {
+/** The source pane's head: file name, folder (the full path in its title), whether it was read from disk. */
+export function sourceHead(lines, text, userFiles) {
   const made = lines.items.filter((l) => !l.layer).length;
   return [h('div', { class: 'src-title' }, h('b', {}, basename(lines.file)),
-    h('span', { class: 'mono muted ellipsis', title: lines.file }, lines.file)),
+    h('span', { class: 'mono muted ellipsis', title: lines.file }, shortDir(lines.file, userFiles))),
   h('div', { class: 'src-meta' },
     text.exists ? h('span', { class: 'chip', title: 'read from this machine' }, 'file on disk')
       : h('span', { class: 'chip warn source-missing', title: text.reason || '' }, 'code from the stacks'),

@@ -81,3 +81,29 @@ export function stackRows(items) {
 }
 
 export function plural(n, word) { return `${n} ${word}${n === 1 ? '' : 's'}`; }
+
+const SEP = /[\\/]/;
+
+/** The folders of ``file``'s path, without the file's name. */
+function foldersOf(file) { return file.split(SEP).slice(0, -1); }
+
+/** The folder a file is listed under, with no absolute path: a library file's from its package on
+ *  (torch/nn/modules/), a user's file's relative to the folder holding all of ``userFiles``, named by
+ *  that folder (scripts/train/); the full path stays in the item's title. */
+export function shortDir(file, userFiles) {
+  const dirs = foldersOf(file);
+  const pkg = dirs.findIndex((d) => d === 'site-packages' || d === 'dist-packages');
+  if (pkg >= 0) return dirs.slice(pkg + 1).map((d) => `${d}/`).join('');
+  const common = commonFolders(userFiles.map(foldersOf));
+  const from = common.length > 1 && common.every((d, i) => dirs[i] === d) ? common.length - 1 : Math.max(0, dirs.length - 2);
+  const shown = dirs.slice(from).filter(Boolean).map((d) => `${d}/`).join('');
+  return from > 0 && common.length <= 1 ? `…/${shown}` : shown;
+}
+
+/** The leading folders every list in ``lists`` shares. */
+function commonFolders(lists) {
+  if (!lists.length) return [];
+  let n = lists[0].length;
+  for (const l of lists) { let i = 0; while (i < n && l[i] === lists[0][i]) i += 1; n = i; }
+  return lists[0].slice(0, n);
+}

@@ -541,3 +541,38 @@ def test_triage_findings_and_loss_are_above_the_fold_in_a_folder_of_dumps(page: 
     assert page.evaluate("document.querySelector('.dumps-card').getBoundingClientRect().top") > \
         page.evaluate("document.querySelector('.card.findings').getBoundingClientRect().top")
     shot(page, "triage-folder-1440x900")
+
+
+def test_switching_dump_and_removing_watchpoints_update_every_pane(page: Any, tmp_path: Any) -> None:
+    """The top bar follows the watchpoints of the dump shown: another dump's (none) when switching, and
+    none after 'Remove all' in the Watchpoints tab, with no reload; the graph drops its hit marks."""
+    import shutil
+    root = str(tmp_path / "dumps")
+    for name in ("single", "dp2"):
+        shutil.copytree(os.path.join(SAMPLE, name), os.path.join(root, name))
+    srv = _serve(root, str(tmp_path / "cache"))
+    enabled = "!document.getElementById('run-next-hit').disabled"
+    try:
+        _timed_triage(page, srv.url + "#/triage?dump=single&it=7")
+        navigations = page.evaluate("performance.getEntriesByType('navigation').length")
+        page.locator(".findings button", has_text="Watch these").click()
+        page.wait_for_function(enabled, timeout=20_000)
+        page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
+        page.select_option("#dump-select", "dp2")          # a dump with no watchpoint
+        page.wait_for_function(f"!({enabled}) && document.getElementById('hit-badge').hidden", timeout=20_000)
+        page.select_option("#dump-select", "single")
+        page.wait_for_function(enabled, timeout=20_000)
+        page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
+        page.locator("#tabs a[data-view=graph]").click()
+        page.wait_for_selector(".gnode.has-hit")
+        page.locator("#tabs a[data-view=watch]").click()
+        page.locator("button", has_text="Remove all").click()
+        page.wait_for_function(f"!({enabled}) && document.getElementById('hit-badge').hidden", timeout=20_000)
+        page.locator("#tabs a[data-view=graph]").click()
+        page.wait_for_selector(".graph-view .gnode")
+        page.wait_for_load_state("networkidle")
+        assert page.locator(".gnode.has-hit").count() == 0
+        assert page.evaluate("performance.getEntriesByType('navigation').length") == navigations
+    finally:
+        page.goto("about:blank")
+        srv.stop()

@@ -73,16 +73,16 @@ BAND_STATS = ("mean", "abs_mean", "min", "max", "std", "l2norm")
 
 def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str,
                 cache: StatsCache) -> dict[int, list[list[Any]]]:
-    """Per rank holding the tensor, ``[[iteration, value or None], ...]`` of one statistic (None: not
-    finite, or NaN/Inf in the tensor), for a band across ranks (a gradient norm: stat="l2norm")."""
+    """Per rank holding the tensor, ``[[iteration, value or None], ...]`` of one statistic over the whole
+    run (None: not finite, or NaN/Inf in the tensor), for a band across ranks (a gradient norm: stat="l2norm")."""
     if stat not in BAND_STATS:
         raise ValueError(f"bad statistic {stat!r}: expected one of {', '.join(BAND_STATS)}")
     out: dict[int, list[list[Any]]] = {}
     for r in dump.ranks:
         points = []
-        for it in r.node_iterations(graph, node):
+        for it, g in r.tensor_runs(graph, (node, io, slot)).items():    # each iteration from the graph that ran it
             try:
-                st = cache.stats(r.tensor(graph, it, node, io, slot))
+                st = cache.stats(r.tensor(g, it, node, io, slot))
             except DumpError:
                 continue
             v = None if st.has_nonfinite else getattr(st, stat)

@@ -15,6 +15,18 @@ def is_library_path(path: str) -> bool:
     return any(m in p for m in _LIBRARY_MARKERS)
 
 
+def library_folder(path: str) -> str | None:
+    """The folder of an installed package's file from the package on (``torch/nn/modules/``), with no
+    install path; None for a file outside an installed package."""
+    p = path.replace("\\", "/")
+    for marker in _LIBRARY_MARKERS[:2]:
+        i = p.find(marker)
+        if i >= 0:
+            rest = p[i + len(marker):]
+            return rest[:rest.rfind("/") + 1]
+    return None
+
+
 def split_stack(text: str, is_header: Callable[[str], bool],
                 parse: Callable[[str, bool], StackFrame | None], outermost_first: bool) -> tuple[StackFrame, ...]:
     """A stack text as frames, innermost first: a node's own frames, then those after the header line

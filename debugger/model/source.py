@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from ..errors import QueryError
-from ..formats.frames import is_library_path
+from ..formats.frames import is_library_path, library_folder
 from ..formats.records import StackFrame
 
 
@@ -97,6 +97,11 @@ class SourceIndex:
     def is_framework(self, path: str) -> bool:
         """Whether an indexed file is framework code."""
         return self._framework.get(path, is_library_path(path))
+
+    @staticmethod
+    def folder(path: str) -> str | None:
+        """A library file's folder from its package on (a page shows no install path); None otherwise."""
+        return library_folder(path)
 
 
 def statement_lines(text: str, line: int) -> list[int]:

@@ -39,8 +39,8 @@ def source_files(dump: Dump, rank: Rank, framework: bool = False, query: str | N
         if not nodes:
             continue
         # whether the file can be shown is the source roots' answer (debugger.sourceroots), not a guess here
-        out.append({"file": path, "name": os.path.basename(path), "is_framework": fw, "lines": len(lines),
-                    "nodes": len(nodes)})
+        out.append({"file": path, "name": os.path.basename(path), "folder": idx.folder(path), "is_framework": fw,
+                    "lines": len(lines), "nodes": len(nodes)})
     out.sort(key=lambda f: (f["is_framework"], f["file"]))
     return out
 
@@ -67,7 +67,8 @@ def source_lines(dump: Dump, rank: Rank, path: str, layers: Layers | None = None
         if counts[name]:
             lines[ln] = {"line": ln, "code": idx.code(path, ln), "forward": 0, "backward": 0,
                          "layer": name, "definition": counts[name]}
-    return {"file": path, "is_framework": idx.is_framework(path), "lines": [lines[k] for k in sorted(lines)]}
+    return {"file": path, "folder": idx.folder(path), "is_framework": idx.is_framework(path),
+            "lines": [lines[k] for k in sorted(lines)]}
 
 
 def nodes_at_line(dump: Dump, rank: Rank, file: str, line: int, statement: Statement | None = None

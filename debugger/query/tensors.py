@@ -98,11 +98,8 @@ def tensor_history(rank: Rank, ref: TensorRef, cache: StatsCache | None = None, 
     that ran it (the tensor's own graph first: a PyTorch run's first step is a graph of its own, and its
     nodes keep their names); None where absent."""
     gid = ref.graph_id
-    ran = {it: gid for it in rank.iterations(gid)}
-    for g in rank.graph_ids:       # another graph's iterations, where it holds the same tensor
-        for it in rank.iterations(g):
-            if it not in ran and ref.key in rank.tensor_map(g, it):
-                ran[it] = g
+    ran = {it: gid for it in rank.iterations(gid)}     # absent from its own graph's iterations: None
+    ran.update({it: g for it, g in rank.tensor_runs(gid, ref.key).items() if it not in ran})
     pg = page(sorted(ran), begin, end)
     items = []
     for it in pg.items:

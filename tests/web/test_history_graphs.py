@@ -33,3 +33,18 @@ def test_history_takes_each_iteration_from_the_graph_that_ran_it(make_app: Any) 
         "dump": "torch_single", "node": only.node, "io": only.io, "slot": only.slot, "iteration": 3})
     assert r.status_code == 200, r.json
     assert [x["iteration"] for x in r.json["items"]] == rank.iterations(1)
+
+
+def test_the_band_across_ranks_covers_every_iteration_of_every_graph(make_app: Any) -> None:
+    client = make_app(SAMPLE).test_client()
+    r = client.get("/api/band", query_string={"dump": "torch_dp2", "graph": 2, "node": "fc1.weight",
+                                              "io": "output", "slot": 0, "stat": "max"})
+    assert r.status_code == 200, r.json
+    dump = open_dump(os.path.join(SAMPLE, "torch_dp2"))
+    assert len(dump.rank(0).graph_ids) > 1 and dump.rank(0).iterations(2) != dump.rank(0).iterations()
+    assert r.json["iterations"] == dump.rank(0).iterations()
+    for s in r.json["series"]:
+        rank = dump.rank(s["rank"])
+        for it, v in s["points"]:
+            g = next(g for g in rank.graph_ids if it in rank.iterations(g))
+            assert v == pytest.approx(float(np.max(rank.tensor(g, it, "fc1.weight").value())), rel=1e-6)

@@ -72,3 +72,24 @@ def test_no_view_shows_an_absolute_path_or_raw_error(page: Any, live_sample: Any
         assert ABSOLUTE not in text, (view, dump, [ln for ln in text.splitlines() if ABSOLUTE in ln])
         for raw in ('"error"', "QueryError", "Traceback", "status\":"):
             assert raw not in text, (view, dump, raw)
+
+
+@pytest.mark.browser
+def test_the_code_view_lists_files_under_folders_with_no_install_path(page: Any, live_sample: Any) -> None:
+    page.goto(f"{live_sample.url}#/code?dump=single")
+    page.wait_for_selector(".src-lines")
+    page.locator(".code-files input[type=checkbox]").check()           # framework files too
+    page.wait_for_selector(".file-group:has-text('Framework')")
+    folders = page.locator(".fi-dir").all_inner_texts()
+    assert "mindspore/nn/layer/" in folders
+    assert not any(f.startswith("/") or "site-packages" in f for f in folders), folders
+    assert not page.locator(".src-title .ellipsis").inner_text().startswith("/")
+
+
+def test_the_code_api_gives_a_library_file_its_folder_from_the_package_on(sample_client: Any) -> None:
+    items = sample_client.get("/api/ranks/0/code/files?dump=dp2&framework=true").get_json()["items"]
+    library = {i["file"]: i["folder"] for i in items if "site-packages/" in i["file"]}
+    assert library
+    for path, folder in library.items():
+        assert path.endswith(folder + path.rsplit("/", 1)[1]) and not folder.startswith("/")
+    assert all(i["folder"] is None for i in items if "site-packages/" not in i["file"])

@@ -52,12 +52,11 @@ test('lines known only from stacks show a gap between non-adjacent lines', () =>
   assert.deepEqual(rows.map((r) => (r.gap ? '⋯' : r.line)), [3, 4, '⋯', 9]);
 });
 
-test('a file is listed under a folder with no absolute path; a library file from its package on', () => {
+test('a file is listed under a folder with no absolute path; a library file under the folder the server gives', () => {
   const mine = ['/home/ana/proj/train.py', '/home/ana/proj/lib/model.py'];
   assert.equal(shortDir(mine[0], mine), 'proj/');
   assert.equal(shortDir(mine[1], mine), 'proj/lib/');
-  assert.equal(shortDir('/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py', mine), 'torch/nn/modules/');
-  assert.equal(shortDir('/opt/venv/lib/python3/dist-packages/mindspore/nn/cell.py', mine), 'mindspore/nn/');
+  assert.equal(shortDir('/usr/lib/python3.11/x/torch/nn/modules/linear.py', mine, 'torch/nn/modules/'), 'torch/nn/modules/');   // the server's
   assert.equal(shortDir('/home/ana/proj/train.py', ['/home/ana/proj/train.py']), 'proj/');
   assert.equal(shortDir('/srv/a/b/x.py', ['/srv/a/b/x.py', '/data/y.py']), '…/a/b/');   // nothing shared: the last two folders
   assert.equal(shortDir('C:\\Users\\ana\\proj\\train.py', ['C:\\Users\\ana\\proj\\train.py']), 'proj/');

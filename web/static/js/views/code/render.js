@@ -25,7 +25,7 @@ export function fileItems(files, framework) {
     }
     out.push(h('div', { class: `file-item${state.file === f.file ? ' active' : ''}`, title: f.file, onclick: () => set({ file: f.file }) },
       h('div', { class: 'fi-name' }, f.name, f.exists ? null : h('span', { class: 'chip', title: 'outside the allowed source roots: start tdbg serve with --source-root DIR to show it' }, 'stack only')),
-      h('div', { class: 'fi-dir' }, shortDir(f.file, mine)),
+      h('div', { class: 'fi-dir' }, shortDir(f.file, mine, f.folder)),
       h('div', { class: 'fi-meta' }, `${plural(f.lines, 'line')} · ${plural(f.nodes, 'node')}`)));
   }
   return out;
@@ -35,7 +35,7 @@ export function fileItems(files, framework) {
 export function sourceHead(lines, text, userFiles) {
   const made = lines.items.filter((l) => !l.layer).length;
   return [h('div', { class: 'src-title' }, h('b', {}, basename(lines.file)),
-    h('span', { class: 'mono muted ellipsis', title: lines.file }, shortDir(lines.file, userFiles))),
+    h('span', { class: 'mono muted ellipsis', title: lines.file }, shortDir(lines.file, userFiles, lines.folder))),
   h('div', { class: 'src-meta' },
     text.exists ? h('span', { class: 'chip', title: 'read from this machine' }, 'file on disk')
       : h('span', { class: 'chip warn source-missing', title: text.reason || '' }, 'code from the stacks'),

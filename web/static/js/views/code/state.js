@@ -87,13 +87,12 @@ const SEP = /[\\/]/;
 /** The folders of ``file``'s path, without the file's name. */
 function foldersOf(file) { return file.split(SEP).slice(0, -1); }
 
-/** The folder a file is listed under, with no absolute path: a library file's from its package on
- *  (torch/nn/modules/), a user's file's relative to the folder holding all of ``userFiles``, named by
- *  that folder (scripts/train/); the full path stays in the item's title. */
-export function shortDir(file, userFiles) {
+/** The folder a file is listed under, with no absolute path: a library file's ``folder`` as the server
+ *  gives it (torch/nn/modules/), a user's file's relative to the folder holding all of ``userFiles``,
+ *  named by that folder (scripts/train/); the full path stays in the item's title. */
+export function shortDir(file, userFiles, folder = null) {
+  if (folder !== null && folder !== undefined) return folder;
   const dirs = foldersOf(file);
-  const pkg = dirs.findIndex((d) => d === 'site-packages' || d === 'dist-packages');
-  if (pkg >= 0) return dirs.slice(pkg + 1).map((d) => `${d}/`).join('');
   const common = commonFolders(userFiles.map(foldersOf));
   const from = common.length > 1 && common.every((d, i) => dirs[i] === d) ? common.length - 1 : Math.max(0, dirs.length - 2);
   const shown = dirs.slice(from).filter(Boolean).map((d) => `${d}/`).join('');

@@ -93,3 +93,18 @@ def test_the_tensor_view_follows_the_replay_into_the_first_graph(page: Any, live
     page.wait_for_load_state("networkidle")
     assert page.locator(".error-box").count() == 0
     assert _hash(page)["graph"] == "0"
+
+
+def test_a_node_the_other_graph_lacks_is_said_so_not_an_error(page: Any, live_sample: Any) -> None:
+    # graph 1's optimizer steps are in-place adds graph 0 (which creates the optimizer state) does not run
+    page.goto(f"{live_sample.url}#/graph?dump={DUMP}&it=2&scope=optimizer-SGD&node=optimizer-SGD/add_-10")
+    page.wait_for_selector(".graph-view .gnode")
+    page.wait_for_selector(".insp-section")
+    page.locator("#it-first").click()
+    _at(page, 0)
+    page.wait_for_selector(".insp-missing")
+    text = page.locator(".insp-missing").inner_text()
+    assert "Not in graph 0" in text and "ran iteration 0" in text
+    assert page.locator(".error-box").count() == 0
+    page.locator(".insp-missing button", has_text="Clear selection").click()
+    page.wait_for_function("!location.hash.includes('node=')")

@@ -68,13 +68,22 @@ async function render(p) {
   } catch (e) {
     if (my !== p.seq) return;
     p.el.classList.remove('loading');
-    put(clear(p.el), h('div', { class: 'insp-section' }, errorBox(e)));
+    put(clear(p.el), e.status === 404 ? missingNode() : h('div', { class: 'insp-section' }, errorBox(e)));
     return;
   }
   if (my !== p.seq) return;
   p.detail = d;
   p.el.classList.remove('loading');
   draw(p);
+}
+
+// The replay opened another graph (its iteration ran that one) and the selected node is not in it.
+function missingNode() {
+  return h('div', { class: 'insp-empty insp-missing' },
+    h('b', {}, `Not in graph ${state.graph}`),
+    h('p', {}, `${state.node} is not a node of graph ${state.graph}, which ran iteration ${state.iteration}. `
+      + 'Step to an iteration of the node\'s own graph, or pick another node.'),
+    h('button', { class: 'btn btn-small', onclick: () => set({ node: null }) }, 'Clear selection'));
 }
 
 function draw(p) {

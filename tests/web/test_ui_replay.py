@@ -81,6 +81,13 @@ def test_a_graph_chosen_by_hand_moves_to_an_iteration_it_ran(page: Any, live_sam
     assert _hash(page)["graph"] == "0"
 
 
+def test_a_scope_the_graph_lacks_opens_its_nearest_parent(page: Any, live_sample: Any) -> None:
+    page.goto(f"{live_sample.url}#/graph?dump={DUMP}&it=1&scope=model/fc1-Linear/nope")
+    page.wait_for_function("new URLSearchParams(location.hash.split('?')[1]).get('scope') === 'model/fc1-Linear'")
+    page.wait_for_selector(".graph-view .gnode")
+    assert page.locator(".crumb.current").text_content() == "fc1-Linear"
+
+
 def test_the_tensor_view_follows_the_replay_into_the_first_graph(page: Any, live_sample: Any) -> None:
     page.goto(f"{live_sample.url}#/tensor?dump={DUMP}&it=2&node=model/relu-0")
     page.wait_for_selector(".tensor-grid")
@@ -103,6 +110,9 @@ def test_a_node_the_other_graph_lacks_is_said_so_not_an_error(page: Any, live_sa
     page.locator("#it-first").click()
     _at(page, 0)
     page.wait_for_selector(".insp-missing")
+    # the scope opened for the node, its folded group of in-place adds, opens graph 0's group of them
+    assert _hash(page)["scope"] == "optimizer-SGD/add_[14]"
+    page.wait_for_selector('.gnode[data-id="optimizer-SGD/add_-0"]')
     text = page.locator(".insp-missing").inner_text()
     assert "Not in graph 0" in text and "ran iteration 0" in text
     assert page.locator(".error-box").count() == 0

@@ -160,8 +160,8 @@ async function load(g, { relayout = true } = {}) {
       begin: g.begin, end: null, overlay: overlayArgs(state) });
   } catch (e) {
     if (seq !== g.loadSeq) return;
-    if (e.status === 404 && state.scope) {        // a scope of another graph or rank: go to the root
-      set({ scope: '' }, { push: false });
+    if (e.status === 404 && state.scope) {        // a scope of another graph or rank: the nearest one it has
+      set({ scope: state.scope.split('/').slice(0, -1).join('/') }, { push: false });
       return;
     }
     put(clear(g.overlay), errorBox(e));

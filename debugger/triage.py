@@ -19,7 +19,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 9    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 10    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -36,36 +36,75 @@ def cached(dump: Dump, cache: StatsCache | None) -> dict[str, Any] | None:
 
 
 def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list[dict[str, Any]]:
-    """Per rank, the mean of the loss node's first output in every dumped iteration (below ``below``)."""
+    """Per rank, the mean of the loss node's first output in every dumped iteration of the run (below
+    ``below``), each iteration from the graph that ran it (:func:`_runs_with`)."""
     out = []
     for r in dump.ranks:
-        found = _first_graph_with(r, Kind.LOSS)
-        if found is None:
+        run = _runs_with(r, Kind.LOSS, below)
+        if run is None:
             continue
-        gid, losses = found
-        name = losses[-1]     # the last loss node in the graph is the one training minimises
         points = []
-        for it in r.node_iterations(gid, name):
-            if below is not None and it >= below:
-                continue
-            try:
-                st = cache.stats(r.tensor(gid, it, name, "output", 0))
-            except DumpError:
-                continue
-            v = st.mean
-            points.append([it, v if v is not None and math.isfinite(v) else None])
-        out.append({"rank": r.rank, "graph": gid, "node": name, "points": points})
+        for it, (gid, losses) in run.items():
+            st = _output_stats(r, cache, gid, it, losses[-1])   # the last loss node is the one training minimises
+            if st is not None:
+                points.append([it, _finite(st.mean)])
+        gid = _most_run(run)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": _run_nodes(run, gid)[-1],
+                    "points": points})
     return out
 
 
-def _first_graph_with(r: Any, kind: str) -> tuple[int, list[str]] | None:
-    """(graph, its nodes of ``kind``) of the rank's first graph holding any; None when none does."""
+def _runs_with(r: Any, kind: str, below: int | None) -> dict[int, tuple[int, list[str]]] | None:
+    """{iteration: (graph, its nodes of ``kind``)} of every iteration of the rank (below ``below``), each
+    from the first graph in rank order that ran it and holds nodes of ``kind``: a PyTorch run's first
+    step is a graph of its own, a MindSpore step may run several graphs. None when no graph holds any."""
+    out: dict[int, tuple[int, list[str]]] = {}
+    found = False
     for gid in r.graph_ids:
         g = r.graphs.get(gid)
         names = [n.name for n in g.nodes(kind)] if g else []
-        if names:
-            return gid, names
-    return None
+        found = found or bool(names)
+        for it in r.iterations(gid) if names else ():
+            if below is None or it < below:
+                out.setdefault(it, (gid, names))
+    return dict(sorted(out.items())) if found else None
+
+
+def _most_run(run: dict[int, tuple[int, list[str]]]) -> int | None:
+    """The graph that ran most of ``run``'s iterations (the lowest id on a tie); None when it is empty."""
+    counts: dict[int, int] = {}
+    for gid, _ in run.values():
+        counts[gid] = counts.get(gid, 0) + 1
+    return min(counts, key=lambda g: (-counts[g], g)) if counts else None
+
+
+def _spans(run: dict[int, tuple[int, list[str]]]) -> list[list[int]]:
+    """``[[graph, first, last], ...]``: the runs of consecutive iterations of ``run`` from one graph (what
+    a page needs to open the graph of an iteration, a few entries for 100,000 steps)."""
+    out: list[list[int]] = []
+    for it, (gid, _) in run.items():
+        if out and out[-1][0] == gid:
+            out[-1][2] = it
+        else:
+            out.append([gid, it, it])
+    return out
+
+
+def _run_nodes(run: dict[int, tuple[int, list[str]]], gid: int | None) -> list[str]:
+    """The nodes ``run`` names in graph ``gid`` ([""] when it names none)."""
+    return next((names for g, names in run.values() if g == gid), [""])
+
+
+def _output_stats(r: Any, cache: StatsCache, gid: int, it: int, node: str) -> Any:
+    """The statistics of ``node``'s first output in ``it`` of graph ``gid``; None when not dumped."""
+    try:
+        return cache.stats(r.tensor(gid, it, node, "output", 0))
+    except DumpError:
+        return None
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
 
 
 BAND_STATS = ("mean", "abs_mean", "min", "max", "std", "l2norm")
@@ -85,8 +124,7 @@ def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str
                 st = cache.stats(r.tensor(g, it, node, io, slot))
             except DumpError:
                 continue
-            v = None if st.has_nonfinite else getattr(st, stat)
-            points.append([it, v if v is not None and math.isfinite(v) else None])
+            points.append([it, None if st.has_nonfinite else _finite(getattr(st, stat))])
         if points:
             out[r.rank] = points
     return out
@@ -97,6 +135,7 @@ def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
     b = rankviews.band({c["rank"]: c["points"] for c in curves})
     b["node"] = curves[0].get("node") if curves else None
     b["graph"] = curves[0]["graph"] if curves else None
+    b["graph_spans"] = curves[0]["graph_spans"] if curves else []
     return b
 
 
@@ -125,29 +164,42 @@ def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[
 
 
 def grad_norm_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list[dict[str, Any]]:
-    """Per rank, in the graph that holds gradients, per iteration (below ``below``): sqrt of the sum of
-    the squared L2 norms of every gradient node's first output (None where one holds NaN/Inf)."""
+    """Per rank, per iteration of the run (below ``below``), from the graph that ran it: sqrt of the sum
+    of the squared L2 norms of every gradient node's first output (None where one holds NaN/Inf)."""
     out = []
     for r in dump.ranks:
-        found = _first_graph_with(r, Kind.GRADIENT)
-        if found is None:
+        run = _runs_with(r, Kind.GRADIENT, below)
+        if run is None:
             continue
-        gid, grads = found
-        sums: dict[int, float | None] = {}
-        for name in grads:
-            for it in r.node_iterations(gid, name):
-                if below is not None and it >= below:
-                    continue
-                try:
-                    st = cache.stats(r.tensor(gid, it, name, "output", 0))
-                except DumpError:
-                    continue
-                bad = st.has_nonfinite or st.l2norm is None or not math.isfinite(st.l2norm)
-                prev = sums.get(it, 0.0)
-                sums[it] = None if bad or prev is None else prev + st.l2norm ** 2
-        points = [[it, None if v is None else math.sqrt(v)] for it, v in sorted(sums.items())]
-        out.append({"rank": r.rank, "graph": gid, "nodes": len(grads), "points": points})
+        points = []
+        for it, (gid, grads) in run.items():
+            norm = _global_norm(r, cache, gid, it, grads)
+            if norm is not _ABSENT:
+                points.append([it, norm])
+        gid = _most_run(run)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "nodes": len(_run_nodes(run, gid)),
+                    "points": points})
     return out
+
+
+_ABSENT = object()     # no gradient of the iteration was dumped
+
+
+def _global_norm(r: Any, cache: StatsCache, gid: int, it: int, grads: list[str]) -> Any:
+    """sqrt of the summed squared L2 norms of ``grads``' first outputs in ``it``; None when one is not
+    finite, _ABSENT when none was dumped."""
+    total: float | None = 0.0
+    seen = False
+    for name in grads:
+        st = _output_stats(r, cache, gid, it, name)
+        if st is None:
+            continue
+        seen = True
+        bad = st.has_nonfinite or st.l2norm is None or not math.isfinite(st.l2norm)
+        total = None if bad or total is None else total + st.l2norm ** 2
+    if not seen:
+        return _ABSENT
+    return None if total is None else math.sqrt(total)
 
 
 def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:

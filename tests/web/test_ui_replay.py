@@ -5,6 +5,7 @@ and stepping back returns to graph 1."""
 from __future__ import annotations
 
 import json
+import math
 import urllib.parse
 import urllib.request
 from typing import Any
@@ -118,3 +119,24 @@ def test_a_node_the_other_graph_lacks_is_said_so_not_an_error(page: Any, live_sa
     assert page.locator(".error-box").count() == 0
     page.locator(".insp-missing button", has_text="Clear selection").click()
     page.wait_for_function("!location.hash.includes('node=')")
+
+
+def test_the_triage_charts_cover_every_graph_with_round_distinct_ticks(page: Any, live_sample: Any) -> None:
+    page.goto(f"{live_sample.url}#/triage?dump={DUMP}")
+    page.wait_for_selector(".loss-card svg circle", timeout=30_000)
+    for card in (".loss-card", ".grad-card"):
+        # one point per iteration of the run: graph 0's iteration 0 and graph 1's 1-7
+        assert page.locator(f"{card} svg circle").count() == 8
+        xs = page.locator(f"{card} svg text.tick-x").all_text_contents()
+        ys = page.locator(f"{card} svg text.tick-y").all_text_contents()
+        assert xs == [str(i) for i in range(8)], xs          # whole iterations, each once
+        assert len(ys) >= 3 and len(set(ys)) == len(ys), ys
+        steps = {round(float(b) - float(a), 9) for a, b in zip(ys, ys[1:])}
+        assert len(steps) == 1, ys                           # evenly spaced round values
+        step = abs(steps.pop())
+        assert round(step / 10 ** math.floor(math.log10(step)), 6) in (1, 2, 5), ys
+    # a click on the curve's first point replays iteration 0, in graph 0
+    box = page.locator(".loss-card svg").bounding_box()
+    page.mouse.click(box["x"] + 60, box["y"] + box["height"] / 2)
+    _at(page, 0)
+    page.wait_for_function("document.getElementById('graph-select').value === '0'")

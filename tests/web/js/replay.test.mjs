@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  defaultGraph, graphRunning, iterationsOf, nearestIteration, rangeLabel, runIterations, stepIteration,
+  defaultGraph, graphAt, graphRunning, iterationsOf, nearestIteration, rangeLabel, runIterations, stepIteration,
 } from '../../../web/static/js/replay.js';
 
 // A PyTorch recording: its first step (which creates the optimizer state) is a graph of its own.
@@ -54,4 +54,14 @@ test('stepping walks the run and stops at its ends', () => {
   assert.equal(stepIteration(its, 3, -1e9), 0);
   assert.equal(stepIteration(its, 3, 1e9), 7);
   assert.equal(stepIteration([], 3, 1), null);
+});
+
+test("a curve's spans give the graph that ran an iteration", () => {
+  const spans = [[0, 0, 0], [1, 1, 2], [2, 3, 3], [1, 4, 7]];
+  assert.equal(graphAt(spans, 0), 0);
+  assert.equal(graphAt(spans, 2), 1);
+  assert.equal(graphAt(spans, 3), 2);
+  assert.equal(graphAt(spans, 7), 1);
+  assert.equal(graphAt(spans, 8), null);
+  assert.equal(graphAt(undefined, 1), null);
 });

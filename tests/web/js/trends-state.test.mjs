@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  bandPath, bandRuns, bucketAt, clampRange, colorOf, deepTarget, dragRange, extent, heatCell, isWhole, niceTicks, scale, spikeNear, wheelZoom,
+  bandPath, bandRuns, bucketAt, clampRange, colorOf, deepTarget, dragRange, extent, heatCell, isWhole, scale, spikeNear, wheelZoom,
 } from '../../../web/static/js/views/trends/state.js';
 
 test('a range stays inside the run, ordered, and at least a few steps wide', () => {
@@ -69,13 +69,6 @@ test('the nearest spike within a tolerance, and the graph view state of its deep
   assert.deepEqual(deepTarget(spikes[1], { tensor: 'fc1.weight.grad', node: 'fc1.weight.grad' }, 3),
     { view: 'graph', rank: 3, graph: 1, iteration: 48, node: 'fc1.weight.grad', io: 'output', slot: 0, scope: '' });
   assert.equal(deepTarget(spikes[0], null, 0), null);
-});
-
-test('ticks are round numbers inside the range', () => {
-  assert.deepEqual(niceTicks(0, 159, 8), [0, 20, 40, 60, 80, 100, 120, 140]);
-  assert.deepEqual(niceTicks(0, 159, 7), [0, 50, 100, 150]);
-  assert.deepEqual(niceTicks(-0.07, 1.55, 4), [0, 0.5, 1, 1.5]);
-  assert.deepEqual(niceTicks(2, 2), [2]);
 });
 
 test('the bucket under a step', () => {

@@ -1,12 +1,18 @@
 // Histogram, line plot across iterations, and heat map: plain SVG and canvas, no library.
 import { h, s, fmt } from './dom.js';
+import { niceTicks, tickLabels } from './ticks.js';
 
 const PAD = { l: 52, r: 12, t: 10, b: 26 };
 
-function ticks(lo, hi, n = 4) {
-  if (!(hi > lo)) return [lo];
-  const step = (hi - lo) / n;
-  return Array.from({ length: n + 1 }, (_, i) => lo + i * step);
+/** The y axis's ticks and labels of a chart over [y0, y1] (``log``: log10 values, labelled as powers). */
+export function yAxis(y0, y1, log = false) {
+  const at = niceTicks(y0, y1, 4);
+  return { at, labels: tickLabels(log ? at.map((v) => 10 ** v) : at) };
+}
+
+/** The left padding that fits the widest of ``labels`` (about 6 px a character at the tick font). */
+export function leftPad(labels) {
+  return Math.max(PAD.l, 12 + 6.2 * Math.max(0, ...labels.map((l) => l.length)));
 }
 
 /** Bars of ``{edges, counts}``. */
@@ -22,11 +28,10 @@ export function histogram(hist, { width = 360, height = 150, color = '#4c6ef5' }
   const maxC = Math.max(...counts, 1);
   const bw = W / counts.length;
   el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: PAD.t + H, y2: PAD.t + H, class: 'axis' }));
-  const step = Math.max(1, Math.ceil(maxC / 3));
-  for (let t = 0; t <= maxC; t += step) {
+  for (const t of niceTicks(0, maxC, 3, { integer: true })) {
     const y = PAD.t + H - (t / maxC) * H;
     el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: y, y2: y, class: 'grid' }));
-    el.append(s('text', { x: PAD.l - 6, y: y + 3, 'text-anchor': 'end', class: 'tick' }, fmt(Math.round(t))));
+    el.append(s('text', { x: PAD.l - 6, y: y + 3, 'text-anchor': 'end', class: 'tick' }, fmt(t)));
   }
   counts.forEach((c, i) => {
     const bh = (c / maxC) * H;
@@ -67,21 +72,21 @@ export function lineChart(series, { width = 520, height = 200, marker = null, on
   if (y0 === y1) { const d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
   const pad = (y1 - y0) * 0.06;
   y0 -= pad; y1 += pad;
-  const W = width - PAD.l - PAD.r, H = height - PAD.t - PAD.b;
-  const X = (v) => PAD.l + ((v - x0) / (x1 - x0)) * W;
+  const ya = yAxis(y0, y1, log);
+  const L = leftPad(ya.labels);
+  const W = width - L - PAD.r, H = height - PAD.t - PAD.b;
+  const X = (v) => L + ((v - x0) / (x1 - x0)) * W;
   const Y = (v) => PAD.t + H - ((v - y0) / (y1 - y0)) * H;
-  for (const t of ticks(y0, y1, 4)) {
-    el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: Y(t), y2: Y(t), class: 'grid' }));
-    el.append(s('text', { x: PAD.l - 6, y: Y(t) + 3, 'text-anchor': 'end', class: 'tick' },
-      log ? `1e${t.toFixed(1)}` : fmt(t, 3)));
-  }
-  const uniq = [...new Set(xs)].sort((a, b) => a - b);
-  const every = Math.max(1, Math.ceil(uniq.length / 10));
-  uniq.forEach((v, i) => {
-    if (i % every) return;
-    el.append(s('text', { x: X(v), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, String(v)));
+  ya.at.forEach((t, i) => {
+    el.append(s('line', { x1: L, x2: L + W, y1: Y(t), y2: Y(t), class: 'grid' }));
+    el.append(s('text', { x: L - 6, y: Y(t) + 3, 'text-anchor': 'end', class: 'tick tick-y' }, ya.labels[i]));
   });
-  el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: PAD.t + H, y2: PAD.t + H, class: 'axis' }));
+  const uniq = [...new Set(xs)].sort((a, b) => a - b);
+  const xt = niceTicks(uniq[0], uniq[uniq.length - 1], 10, { integer: true });
+  tickLabels(xt, { integer: true }).forEach((label, i) => {
+    el.append(s('text', { x: X(xt[i]), y: height - 8, 'text-anchor': 'middle', class: 'tick tick-x' }, label));
+  });
+  el.append(s('line', { x1: L, x2: L + W, y1: PAD.t + H, y2: PAD.t + H, class: 'axis' }));
   if (marker !== null && marker !== undefined) {
     el.append(s('line', { x1: X(marker), x2: X(marker), y1: PAD.t, y2: PAD.t + H, class: 'marker' }));
   }
@@ -108,7 +113,7 @@ export function lineChart(series, { width = 520, height = 200, marker = null, on
     el.style.cursor = 'pointer';
     el.addEventListener('click', (ev) => {
       const r = el.getBoundingClientRect();
-      const vx = x0 + ((ev.clientX - r.left) * (width / r.width) - PAD.l) / W * (x1 - x0);
+      const vx = x0 + ((ev.clientX - r.left) * (width / r.width) - L) / W * (x1 - x0);
       let best = uniq[0];
       for (const u of uniq) if (Math.abs(u - vx) < Math.abs(best - vx)) best = u;
       onPick(best);

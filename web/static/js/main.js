@@ -165,7 +165,7 @@ async function runToNextHit() {
 
 // -- wiring --------------------------------------------------------------------------------
 function wire() {
-  $('dump-select').addEventListener('change', (e) => set({ dump: e.target.value, rank: 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }));
+  $('dump-select').addEventListener('change', (e) => set({ dump: e.target.value, rank: 0, graph: null, iteration: null, scope: '', node: null, line: null, file: null }));
   $('rank-select').addEventListener('change', (e) => set({ rank: parseInt(e.target.value, 10) }));
   $('graph-select').addEventListener('change', (e) => set({ graph: parseInt(e.target.value, 10), scope: '', node: null }));
   $('it-slider').addEventListener('input', (e) => {

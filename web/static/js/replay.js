@@ -56,3 +56,9 @@ export function stepIteration(its, it, delta) {
 export function rangeLabel(its) {
   return its.length ? `of ${its[0]}–${its[its.length - 1]}` : '(none dumped)';
 }
+
+/** The graph that ran ``it`` by a curve's ``[[graph, first, last], ...]`` spans; null when none covers it. */
+export function graphAt(spans, it) {
+  const s = (spans || []).find(([, first, last]) => first <= it && it <= last);
+  return s ? s[0] : null;
+}

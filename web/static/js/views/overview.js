@@ -35,7 +35,7 @@ export function mount(root) {
       put(page, h('div', { class: 'card dumps-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Dumps in this folder'),
         h('span', { class: 'muted' }, `${ctx.dumps.length} found`)),
       h('div', { class: 'dump-list' }, ctx.dumps.map((d) => h('button', { class: `dump-item${d.id === info.id ? ' active' : ''}`,
-        onclick: () => set({ dump: d.id, rank: 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }) },
+        onclick: () => set({ dump: d.id, rank: 0, graph: null, iteration: null, scope: '', node: null, line: null, file: null }) },
       h('b', {}, d.id), h('span', { class: 'mono faint' }, d.where))))));
     }
 

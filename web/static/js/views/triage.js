@@ -44,7 +44,7 @@ export function dumpChooser(current, alive) {
   for (const d of ctx.dumps) {
     const chip = h('span', { class: 'dump-health' }, healthChip(d.health));
     put(list, h('button', { class: `dump-item${d.id === current ? ' active' : ''}`, 'data-dump': d.id,
-      onclick: () => set({ view: 'triage', dump: d.id, rank: d.ranks[0] ?? 0, graph: 0, iteration: null, scope: '', node: null, line: null, file: null }) },
+      onclick: () => set({ view: 'triage', dump: d.id, rank: d.ranks[0] ?? 0, graph: null, iteration: null, scope: '', node: null, line: null, file: null }) },
     h('b', {}, d.id), h('span', { class: 'faint small' }, `${d.ranks.length} rank${d.ranks.length === 1 ? '' : 's'}`), chip,
     h('span', { class: 'mono faint dump-path' }, d.where)));
     if (!d.health) {

@@ -2,6 +2,8 @@
 // a rank x iteration heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
 import { areaPath, bandExtent, cellAt, groupOf } from './state.js';
+import { leftPad, yAxis } from '../../charts.js';
+import { niceTicks, tickLabels } from '../../ticks.js';
 
 const PAD = { l: 52, r: 64, t: 10, b: 26 };
 const OUTLIER_COLORS = ['#e03131', '#e8590c', '#ae3ec9', '#c2255c', '#f08c00', '#1098ad'];
@@ -20,16 +22,17 @@ export function bandChart(band, { width = 520, height = 240, marker = null, onRa
   const pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;
   let x0 = xs[0], x1 = xs[xs.length - 1];
   if (x0 === x1) { x0 -= 1; x1 += 1; }
-  const W = width - PAD.l - PAD.r, H = height - PAD.t - PAD.b;
-  const X = (v) => PAD.l + ((v - x0) / (x1 - x0)) * W;
+  const ya = yAxis(y0, y1);
+  const L = leftPad(ya.labels);
+  const W = width - L - PAD.r, H = height - PAD.t - PAD.b;
+  const X = (v) => L + ((v - x0) / (x1 - x0)) * W;
   const Y = (v) => PAD.t + H - ((v - y0) / (y1 - y0)) * H;
-  for (let k = 0; k <= 4; k++) {
-    const t = y0 + (k * (y1 - y0)) / 4;
-    el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: Y(t), y2: Y(t), class: 'grid' }));
-    el.append(s('text', { x: PAD.l - 6, y: Y(t) + 3, 'text-anchor': 'end', class: 'tick' }, fmt(t, 3)));
-  }
-  const every = Math.max(1, Math.ceil(xs.length / 10));
-  xs.forEach((v, i) => { if (!(i % every)) el.append(s('text', { x: X(v), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, String(v))); });
+  ya.at.forEach((t, i) => {
+    el.append(s('line', { x1: L, x2: L + W, y1: Y(t), y2: Y(t), class: 'grid' }));
+    el.append(s('text', { x: L - 6, y: Y(t) + 3, 'text-anchor': 'end', class: 'tick' }, ya.labels[i]));
+  });
+  const xt = niceTicks(xs[0], xs[xs.length - 1], 10, { integer: true });
+  tickLabels(xt, { integer: true }).forEach((label, i) => el.append(s('text', { x: X(xt[i]), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, label)));
   if (marker !== null && marker !== undefined) el.append(s('line', { x1: X(marker), x2: X(marker), y1: PAD.t, y2: PAD.t + H, class: 'marker' }));
   el.append(s('path', { class: 'band-range', d: areaPath(xs, band.min, band.max, X, Y), fill: '#4c6ef5', 'fill-opacity': 0.12 }));
   el.append(s('path', { class: 'band-iqr', d: areaPath(xs, band.q1, band.q3, X, Y), fill: '#4c6ef5', 'fill-opacity': 0.3 }));
@@ -40,7 +43,7 @@ export function bandChart(band, { width = 520, height = 240, marker = null, onRa
     el.addEventListener('click', (ev) => {
       if (ev.target.closest('.band-outlier')) return;
       const r = el.getBoundingClientRect();
-      const vx = x0 + (((ev.clientX - r.left) * (width / r.width) - PAD.l) / W) * (x1 - x0);
+      const vx = x0 + (((ev.clientX - r.left) * (width / r.width) - L) / W) * (x1 - x0);
       onPick(xs.reduce((a, b) => (Math.abs(b - vx) < Math.abs(a - vx) ? b : a)));
     });
   }

@@ -1,18 +1,21 @@
 // The trends view's drawings: a decimated curve (min/max band and mean line, spikes marked, drag or
 // wheel to zoom) and a tensors x steps heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
-import { bandPath, bandRuns, bucketAt, colorOf, dragRange, extent, heatCell, niceTicks, scale, spikeNear } from './state.js';
+import { bandPath, bandRuns, bucketAt, colorOf, dragRange, extent, heatCell, scale, spikeNear } from './state.js';
+import { niceTicks, tickLabels } from '../../ticks.js';
 
 const PAD = { l: 60, r: 30, t: 10, b: 24 };
 
 function axes(el, X, Y, x0, x1, y0, y1, W, H, log) {
-  for (const v of niceTicks(y0, y1, 4)) {
-    el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: Y(v), y2: Y(v), class: 'grid' }));
-    el.append(s('text', { x: PAD.l - 6, y: Y(v) + 3, 'text-anchor': 'end', class: 'tick' }, log ? `1e${fmt(v, 3)}` : fmt(v, 4)));
-  }
-  for (const v of niceTicks(x0, x1, 8).filter(Number.isInteger)) {
-    el.append(s('text', { x: X(v), y: PAD.t + H + 16, 'text-anchor': 'middle', class: 'tick' }, fmt(v)));
-  }
+  const ys = niceTicks(y0, y1, 4);
+  tickLabels(log ? ys.map((v) => 10 ** v) : ys).forEach((label, i) => {
+    el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: Y(ys[i]), y2: Y(ys[i]), class: 'grid' }));
+    el.append(s('text', { x: PAD.l - 6, y: Y(ys[i]) + 3, 'text-anchor': 'end', class: 'tick' }, label));
+  });
+  const xs = niceTicks(x0, x1, 8, { integer: true });
+  tickLabels(xs, { integer: true }).forEach((label, i) => {
+    el.append(s('text', { x: X(xs[i]), y: PAD.t + H + 16, 'text-anchor': 'middle', class: 'tick' }, label));
+  });
 }
 
 /**

@@ -120,16 +120,6 @@ export function deepTarget(spike, cause, rank) {
     io: 'output', slot: 0, scope: '' };
 }
 
-/** About ``n`` round tick values (1, 2 or 5 times a power of ten apart) inside [lo, hi]. */
-export function niceTicks(lo, hi, n = 6) {
-  if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / n, p = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 5, 10].map((k) => k * p).find((s) => s >= raw);
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
-  return out;
-}
-
 /** The index of the bucket holding ``step`` (the last whose first step is at or before it; -1: before all). */
 export function bucketAt(xs, step) {
   let lo = 0, hi = xs.length - 1, found = -1;

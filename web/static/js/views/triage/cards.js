@@ -8,6 +8,7 @@ import { hitText, tensorLabel } from '../../hits.js';
 import { stepCauses } from './state.js';
 import { bandChart, heatCanvas } from '../ranks/draw.js';
 import { rankRanges } from '../ranks/state.js';
+import { graphAt } from '../../replay.js';
 
 const RANK_COLORS = ['#3b5bdb', '#e8590c', '#2f9e44', '#ae3ec9', '#1098ad', '#f08c00', '#c2255c', '#5c940d'];
 
@@ -95,8 +96,10 @@ export function lossCard(t) {
 // Many ranks: a per-rank series as a band (min-max, quartiles, median) with its outlier ranks named; a
 // click on one opens that rank at the iteration where it departs (the node when the series has one).
 function bandCard(cls, title, what, b) {
-  const open = (rank, iteration) => set(b.node ? { view: 'graph', rank, graph: b.graph ?? 0, iteration, node: b.node, io: 'output', slot: 0, scope: '' }
-    : { view: 'graph', rank, graph: b.graph ?? 0, iteration, scope: '' });
+  // the graph that ran the iteration (null: the page picks it); a PyTorch run's first step is a graph of its own
+  const graphOf = (iteration) => graphAt(b.graph_spans, iteration);
+  const open = (rank, iteration) => set(b.node ? { view: 'graph', rank, graph: graphOf(iteration), iteration, node: b.node, io: 'output', slot: 0, scope: '' }
+    : { view: 'graph', rank, graph: graphOf(iteration), iteration, scope: '' });
   const names = b.outliers.map((o) => h('a', { href: '#', class: 'chip hit band-rank', 'data-rank': o.rank,
     onclick: (e) => { e.preventDefault(); open(o.rank, o.iterations[0]); } }, `rank ${o.rank}`));
   const body = h('div', { class: 'card-body' },

@@ -119,7 +119,7 @@ def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str
     out: dict[int, list[list[Any]]] = {}
     for r in dump.ranks:
         points = []
-        for it, g in r.tensor_runs(graph, (node, io, slot)).items():    # each iteration from the graph that ran it
+        for it, g in r.node_runs(graph, node).items():    # each iteration from the graph that ran it
             try:
                 st = cache.stats(r.tensor(g, it, node, io, slot))
             except DumpError:

@@ -209,15 +209,14 @@ class Rank:
                 self._node_its[graph_id] = by_node
         return list(by_node.get(node, ()))
 
-    def tensor_runs(self, graph_id: int, key: tuple[str, str, int]) -> dict[int, int]:
-        """{iteration: graph} of the tensor ``key`` (node, io, slot) over the whole run: ``graph_id``'s
-        iterations first, then another graph's where it holds the same tensor (a PyTorch run's first
-        step is a graph of its own, and its nodes keep their names); ascending."""
-        ran = {it: graph_id for it in self.iterations(graph_id) if key in self.tensor_map(graph_id, it)}
+    def node_runs(self, graph_id: int, node: str) -> dict[int, int]:
+        """{iteration: graph} in which ``node`` was dumped, over the whole run: ``graph_id``'s iterations
+        first, then another graph's where it holds a node of that name (a PyTorch run's first step is a
+        graph of its own, and its nodes keep their names); ascending."""
+        ran = {it: graph_id for it in self.node_iterations(graph_id, node)}
         for g in self.graph_ids:
-            for it in self.iterations(g):
-                if it not in ran and key in self.tensor_map(g, it):
-                    ran[it] = g
+            for it in self.node_iterations(g, node) if g != graph_id else ():
+                ran.setdefault(it, g)
         return dict(sorted(ran.items()))
 
     def tensor(self, graph_id: int, iteration: int, node: str, io: str = "output", slot: int = 0) -> TensorRef:

@@ -99,7 +99,7 @@ def tensor_history(rank: Rank, ref: TensorRef, cache: StatsCache | None = None, 
     nodes keep their names); None where absent."""
     gid = ref.graph_id
     ran = {it: gid for it in rank.iterations(gid)}     # absent from its own graph's iterations: None
-    ran.update({it: g for it, g in rank.tensor_runs(gid, ref.key).items() if it not in ran})
+    ran.update({it: g for it, g in rank.node_runs(gid, ref.node).items() if it not in ran})
     pg = page(sorted(ran), begin, end)
     items = []
     for it in pg.items:

@@ -3,7 +3,7 @@ import { set, state } from '../../state.js';
 import { h, basename, empty, kindDot } from '../../dom.js';
 import { lineClass, lineTitle, plural, pyTokens, shortDir, stackRows } from './state.js';
 
-/** The user's files of a file list (a library file's folder is shown from its package on). */
+/** The user's files of a file list (not the framework's): what a user file's folder is shown relative to. */
 export const userFilesOf = (files) => files.filter((f) => !f.is_framework).map((f) => f.file);
 
 function highlightPython(line) {

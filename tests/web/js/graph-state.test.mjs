@@ -113,6 +113,9 @@ test('a fit of the drawn extent puts its right edge inside the box, not only the
   assert.ok(left >= 20 - 1e-9, left);
   const bodies = fitTransform(lay, W, 800, 100);
   assert.ok(bodies.k > t.k);                         // fitting the bodies alone scales too far for the stack
+  const snug = fitTransform({ width: 1180, height: 100, nodes: [] }, W, 800, 100);   // 944 px at 0.8: 56 px to spare
+  assert.equal(snug.k, 0.8);
+  assert.equal(snug.x, 28);                          // centred, not 40 px in with its right end cut
   const shifted = fitTransform(lay, W, 800, 100, [-10, -8, 990, 92]);
   assert.equal(shifted.x + -10 * shifted.k, (W - 1000 * shifted.k) / 2);   // an extent left of 0 is centred too
 });

@@ -179,7 +179,8 @@ export function fitTransform(lay, width, height, legendH, extent = [0, 0, lay.wi
   const H = Math.max(height - top - bottom, 120);
   const k = Math.max(0.8, Math.min(1.25, (W - 80) / Math.max(ew, 1), H / Math.max(eh, 1)));
   return {
-    k, x: (ew * k <= W - 16 ? (W - ew * k) / 2 : 40) - x0 * k,      // centred while it fits with 8 px to spare y: top + Math.max(0, (H - eh * k) / 2) - y0 * k,
+    // centred while it fits with 8 px to spare each side, else 40 px in from the left
+    k, x: (ew * k <= W - 16 ? (W - ew * k) / 2 : 40) - x0 * k, y: top + Math.max(0, (H - eh * k) / 2) - y0 * k,
     overflows: eh * k > H,
   };
 }

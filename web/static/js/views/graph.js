@@ -38,7 +38,7 @@ export function mount(root) {
   g.inspector.render();
   return {
     update: (changed) => update(g, changed),
-    destroy() { g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize); },
+    destroy() { g.destroyed = true; g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize); },
   };
 }
 
@@ -290,21 +290,25 @@ function renderInfo(g) {
   offerTriage(g);
 }
 
+/** The triage of the dump, asked once per dump while the pane lives (null: failed or given up). */
+function triageOf(g, dump) {
+  if (g.triage && g.triage.dump === dump) return g.triage.result;
+  const alive = () => state.dump === dump && !ctx.watchCount && !g.destroyed;
+  const result = waitTriage(dump, () => {}, alive).catch(() => null);     // the triage page says why it failed
+  g.triage = { dump, result };
+  result.then((r) => { if (!r && g.triage && g.triage.result === result) g.triage = null; });   // asked again later
+  return result;
+}
+
 // With no watchpoint the graph draws no hit badge, though the triage may have found problems: the
 // info line says so and offers the triage's watchpoints (as the triage page's "Watch these" does).
 async function offerTriage(g) {
   const dump = state.dump;
   g.offer.hidden = true;
   if (ctx.watchCount) return;
-  if (!g.triage || g.triage.dump !== dump) {
-    const alive = () => state.dump === dump && !ctx.watchCount;
-    let result;
-    try { result = await waitTriage(dump, () => {}, alive); } catch { return; }   // the triage page says why
-    if (!result) return;
-    g.triage = { dump, result };
-  }
-  const offer = triageOffer(ctx.watchCount, g.triage.result);
-  if (!offer || state.dump !== dump) return;
+  const result = await triageOf(g, dump);
+  const offer = triageOffer(ctx.watchCount, result);
+  if (!offer || state.dump !== dump || g.destroyed) return;
   const button = h('button', { class: 'btn btn-small', title: `Add the ${offer.preset} watchpoints: their hits show on the graph`,
     onclick: async () => { button.disabled = true; if (!await watchPreset(offer.preset)) button.disabled = false; } },
   'Watch these');

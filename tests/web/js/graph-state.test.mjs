@@ -2,8 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  childMarks, crumbParts, dominantKind, edgeLabelAt, edgePath, fitTransform, nodeClasses, nodeSubtitle, openPatch,
-  pagerOf, pathParents, shortLoc, structKey, tooltipLines, updatePlan,
+  childMarks, crumbFoldMax, crumbParts, dominantKind, drawnExtent, edgeLabelAt, edgePath, fitTransform, nodeClasses,
+  nodeOverhang, nodeSubtitle, openPatch, pagerOf, pathParents, shortLoc, structKey, tooltipLines, triageOffer, updatePlan,
 } from '../../../web/static/js/views/graph/state.js';
 import { zoomAt } from '../../../web/static/js/components/panzoom.js';
 import { setKinds } from '../../../web/static/js/kinds.js';
@@ -17,12 +17,24 @@ test('a scope path gives one crumb per level under the root', () => {
   assert.deepEqual(pathParents(''), [{ name: 'root', path: '' }]);
 });
 
-test('a deep path folds its middle into one crumb that opens the last hidden level', () => {
-  const parts = crumbParts(pathParents('a/b/c/d/e/f'));
-  assert.deepEqual(parts.map((p) => p.name), ['root', '…', 'd', 'e', 'f']);
-  assert.equal(parts[1].path, 'a/b/c');
-  assert.equal(parts[1].title, 'a › b › c');
-  assert.equal(crumbParts(pathParents('a/b/c/d')).length, 5);
+test('a path keeps every crumb until asked to fold, then folds from the root side into one crumb', () => {
+  const all = pathParents('a/b/c/d/e/f');
+  assert.deepEqual(crumbParts(all), all);
+  const two = crumbParts(all, 2);
+  assert.deepEqual(two.map((p) => p.name), ['root', '…', 'c', 'd', 'e', 'f']);
+  assert.equal(two[1].path, 'a/b');              // it opens the deepest level it hides
+  assert.equal(two[1].title, 'a/b');             // and its title is that level's full path
+  assert.deepEqual(two[1].folded, ['a', 'b']);
+});
+
+test('the scope and its parent are never folded', () => {
+  const all = pathParents('a/b/c/d/e/f');
+  assert.equal(crumbFoldMax(all.length), 4);
+  for (const hide of [4, 5, 99]) {
+    assert.deepEqual(crumbParts(all, hide).map((p) => p.name), ['root', '…', 'e', 'f']);
+  }
+  assert.deepEqual(crumbParts(pathParents('a/b'), 3), pathParents('a/b'));   // nothing between root and parent
+  assert.equal(crumbFoldMax(pathParents('a/b').length), 0);
 });
 
 test('a scope is drawn in its most frequent kind, other only when alone', () => {
@@ -72,6 +84,49 @@ test('a layout fits its box, small ones centred and large ones kept readable fro
   assert.equal(tall.k, 0.8);
   assert.equal(tall.y, 44);
   assert.equal(tall.overflows, true);
+});
+
+test('a group reaches 6 px right and below its body (the stack), a hit badge 7 px up and right', () => {
+  const n = { w: 120, h: 44 };
+  assert.deepEqual(nodeOverhang({ type: 'group', marks: {} }, n), [0, 0, 6, 6]);
+  assert.deepEqual(nodeOverhang(node({ marks: { hit: 2 } }), n), [0, 7, 7, 0]);
+  assert.deepEqual(nodeOverhang(node({ marks: { forward: 1 } }), n, { pillW: 50 }), [5, 8, 5, 5]);
+  assert.deepEqual(nodeOverhang(node({ marks: { forward: 1 } }), n, { pillW: 130 }), [5, 8, 18, 5]);   // a pill wider than the node
+  assert.deepEqual(nodeOverhang(node(), n, { tagW: 30 }), [0, 0, 0, 7]);
+  assert.deepEqual(nodeOverhang(node({ external_in: 1, external_out: 2 }), n), [0, 3, 0, 3]);
+});
+
+test('the drawn extent holds every node grown by its overhang and every extra box', () => {
+  const lay = { width: 300, height: 100, nodes: [{ id: 'a', x: 0, y: 0, w: 100, h: 40 }, { id: 'g', x: 200, y: 60, w: 100, h: 40 }] };
+  assert.deepEqual(drawnExtent(lay), [0, 0, 300, 100]);
+  const over = new Map([['g', [0, 0, 6, 6]], ['a', [5, 7, 0, 0]]]);
+  assert.deepEqual(drawnExtent(lay, over), [-5, -7, 306, 106]);
+  assert.deepEqual(drawnExtent(lay, over, [[150, 50, 340, 60]]), [-5, -7, 340, 106]);
+});
+
+test('a fit of the drawn extent puts its right edge inside the box, not only the bodies', () => {
+  const lay = { width: 1000, height: 100, nodes: [] };
+  const extent = [0, 0, 1006, 106];
+  const W = 1000, t = fitTransform(lay, W, 800, 100, extent);
+  const right = t.x + extent[2] * t.k, left = t.x + extent[0] * t.k;
+  assert.ok(right <= W - 20 + 1e-9, right);          // the stack's 6 px are in view
+  assert.ok(left >= 20 - 1e-9, left);
+  const bodies = fitTransform(lay, W, 800, 100);
+  assert.ok(bodies.k > t.k);                         // fitting the bodies alone scales too far for the stack
+  const snug = fitTransform({ width: 1180, height: 100, nodes: [] }, W, 800, 100);   // 944 px at 0.8: 56 px to spare
+  assert.equal(snug.k, 0.8);
+  assert.equal(snug.x, 28);                          // centred, not 40 px in with its right end cut
+  const shifted = fitTransform(lay, W, 800, 100, [-10, -8, 990, 92]);
+  assert.equal(shifted.x + -10 * shifted.k, (W - 1000 * shifted.k) / 2);   // an extent left of 0 is centred too
+});
+
+test('the info line offers the triage only with no watchpoint and some findings', () => {
+  const t = { preset: 'recommended', findings: [{}, {}, {}] };
+  assert.deepEqual(triageOffer(0, t), { text: 'No watchpoint set · triage found 3 problems:', preset: 'recommended' });
+  assert.equal(triageOffer(0, { ...t, findings: [{}] }).text, 'No watchpoint set · triage found 1 problem:');
+  assert.equal(triageOffer(2, t), null);
+  assert.equal(triageOffer(0, { ...t, findings: [] }), null);
+  assert.equal(triageOffer(0, null), null);
 });
 
 test('zoom keeps the point under the pointer in place, within 0.05-3', () => {

@@ -15,8 +15,11 @@ import { createSearch } from './graph/search.js';
 import { createMinimap, createPicker, renderScale } from './graph/overlay.js';
 import { overlayArgs } from './graph/overlay-state.js';
 import {
-  childMarks, crumbParts, fitTransform, openPatch, pagerOf, pathParents, shortLoc, structKey, updatePlan,
+  childMarks, crumbFoldMax, crumbParts, fitTransform, openPatch, pagerOf, pathParents, shortLoc, structKey, triageOffer,
+  updatePlan,
 } from './graph/state.js';
+import { waitTriage } from './triage.js';
+import { watchPreset } from './triage/cards.js';
 
 
 export function mount(root) {
@@ -35,7 +38,7 @@ export function mount(root) {
   g.inspector.render();
   return {
     update: (changed) => update(g, changed),
-    destroy() { g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize); },
+    destroy() { g.destroyed = true; g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize); },
   };
 }
 
@@ -49,6 +52,7 @@ function buildPane() {
     viewport: s('g', { class: 'viewport' }),
     overlay: h('div', { class: 'graph-overlay', hidden: true }),
     info: h('div', { class: 'graph-info' }),
+    offer: h('span', { class: 'triage-offer', hidden: true }),
     pager: h('div', { class: 'graph-pager', hidden: true }),
     scaleEl: h('div', { class: 'legend-overlay', hidden: true }),
     picker: createPicker(),
@@ -122,7 +126,7 @@ async function exportScope(button, format) {
 function wireEvents(g) {
   g.fwToggle.addEventListener('change', () => set({ framework: g.fwToggle.checked }));
   // A resized window refits the level, unless the user has panned or zoomed since it was drawn.
-  g.onResize = debounce(() => { if (!g.pz.userMoved) fitView(g); }, 120);
+  g.onResize = debounce(() => { renderCrumbs(g); if (!g.pz.userMoved) fitView(g); }, 120);
   window.addEventListener('resize', g.onResize);
 }
 
@@ -177,6 +181,7 @@ async function load(g, { relayout = true } = {}) {
     draw(g);
   }
   g.overlay.hidden = true;
+  renderCrumbs(g);
   renderInfo(g);
   g.mini.draw(g);
 }
@@ -222,7 +227,7 @@ function fitView(g) {
   const r = g.svg.getBoundingClientRect();
   const collapsed = g.legendBox.classList.contains('collapsed');
   const legendH = g.legendBox.getBoundingClientRect().height;
-  const t = fitTransform(g.lay, r.width, r.height, legendH);
+  const t = fitTransform(g.lay, r.width, r.height, legendH, g.extent);
   // A level too big to fit at a readable scale: the legend folds away so it covers no node.
   if (t.overflows && !collapsed) { g.legendBox.classList.add('collapsed'); fitView(g); return; }
   g.pz.tf = { x: t.x, y: t.y, k: t.k };
@@ -232,7 +237,7 @@ function fitView(g) {
 function draw(g) {
   clear(g.viewport);
   if (!g.data || !g.lay) return;
-  drawScene(g.viewport, g.data, g.lay, { selected: state.node, iteration: state.iteration, line: state.line,
+  g.extent = drawScene(g.viewport, g.data, g.lay, { selected: state.node, iteration: state.iteration, line: state.line,
     overlay: g.data.overlay, onOpen: (c) => openChild(g, c) });
 }
 
@@ -242,13 +247,27 @@ function markSelection(g) {
   for (const el of g.viewport.querySelectorAll('.gnode')) if (el.dataset.id === state.node) el.classList.add('selected');
 }
 
+// The crumbs: every level when the row has room; else the levels after the root fold into '…', the
+// outermost first, until the row fits. The scope and its parent are never folded.
 function renderCrumbs(g) {
-  const parts = crumbParts(g.data && g.data.path === state.scope ? g.data.parents : pathParents(state.scope));
+  const parents = g.data && g.data.path === state.scope ? g.data.parents : pathParents(state.scope);
+  const fits = () => g.crumbs.scrollWidth <= g.crumbs.clientWidth;
+  g.crumbs.classList.remove('tight', 'tighter');
+  for (let hide = 0; hide <= crumbFoldMax(parents.length); hide++) {
+    drawCrumbs(g, crumbParts(parents, hide));
+    if (fits()) return;
+  }
+  g.crumbs.classList.add('tight');            // then the root and '…' shrink, the parent last
+  if (!fits()) g.crumbs.classList.add('tighter');
+}
+
+function drawCrumbs(g, parts) {
   const graph = ctx.graphs.find((x) => x.graph === state.graph);
   put(clear(g.crumbs), parts.map((p, i) => {
     const last = i === parts.length - 1;
+    const role = last ? ' current' : i === parts.length - 2 && i > 0 ? ' parent' : p.folded ? ' folded' : '';
     const crumb = h(last ? 'span' : 'a', {
-      class: `crumb${last ? ' current' : ''}`, href: last ? undefined : '#', title: p.title || p.path || 'graph root',
+      class: `crumb${role}`, href: last ? undefined : '#', title: p.title || p.path || 'graph root',
       onclick: last ? undefined : (e) => { e.preventDefault(); g.begin = 0; set({ scope: p.path }); },
     }, i === 0 ? (graph ? `graph ${graph.graph}` : 'root') : p.name);
     return i ? [h('span', { class: 'crumb-sep' }, '›'), crumb] : crumb;
@@ -265,8 +284,36 @@ function renderInfo(g) {
     sep(), h('span', {}, `${g.data.edges.length} edge groups`),
     g.lay ? [sep(), h('span', { class: 'faint' }, `layout ${g.lay.ms.toFixed(0)} ms`)] : null,
     hits ? [sep(), h('span', { class: 'chip hit' }, `${hits} hit${hits > 1 ? 's' : ''} here`)] : null,
-    line ? [sep(), h('span', { class: 'chip fwd' }, `${line} from line`)] : null);
+    line ? [sep(), h('span', { class: 'chip fwd' }, `${line} from line`)] : null,
+    g.offer);
   renderPager(g, c);
+  offerTriage(g);
+}
+
+/** The triage of the dump, asked once per dump while the pane lives (null: failed or given up). */
+function triageOf(g, dump) {
+  if (g.triage && g.triage.dump === dump) return g.triage.result;
+  const alive = () => state.dump === dump && !ctx.watchCount && !g.destroyed;
+  const result = waitTriage(dump, () => {}, alive).catch(() => null);     // the triage page says why it failed
+  g.triage = { dump, result };
+  result.then((r) => { if (!r && g.triage && g.triage.result === result) g.triage = null; });   // asked again later
+  return result;
+}
+
+// With no watchpoint the graph draws no hit badge, though the triage may have found problems: the
+// info line says so and offers the triage's watchpoints (as the triage page's "Watch these" does).
+async function offerTriage(g) {
+  const dump = state.dump;
+  g.offer.hidden = true;
+  if (ctx.watchCount) return;
+  const result = await triageOf(g, dump);
+  const offer = triageOffer(ctx.watchCount, result);
+  if (!offer || state.dump !== dump || g.destroyed) return;
+  const button = h('button', { class: 'btn btn-small', title: `Add the ${offer.preset} watchpoints: their hits show on the graph`,
+    onclick: async () => { button.disabled = true; if (!await watchPreset(offer.preset)) button.disabled = false; } },
+  'Watch these');
+  put(clear(g.offer), h('span', { class: 'sep' }, '·'), h('span', {}, offer.text), button);
+  g.offer.hidden = false;
 }
 
 function renderPager(g, c) {

@@ -3,14 +3,15 @@
 import { put, s, fmt } from '../../dom.js';
 import { kinds, kindColor, kindLabel } from '../../kinds.js';
 import {
-  GROUP_H, NODE_H, SCOPE_H, childKind, childLabel, edgeLabelAt, edgePath, edgeWidth, nodeClasses, nodeSubtitle,
-  sizeSubtitle, tooltipLines,
+  GROUP_H, NODE_H, SCOPE_H, childKind, childLabel, drawnExtent, edgeLabelAt, edgePath, edgeWidth, nodeClasses,
+  nodeOverhang, nodeSubtitle, sizeSubtitle, tooltipLines,
 } from './state.js';
 import { childHeat } from './overlay.js';
 
 const FONT_B = '600 12px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_S = '600 13px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_SUB = '11px sans-serif';
+const FONT_EDGE = '600 10px sans-serif';     // the edges' count and type labels (graph.css)
 
 let measureCtx = null;       // made on first use: importing this module touches no document
 function textWidth(text, font) {
@@ -46,7 +47,7 @@ export function graphDefs() {
       s('feDropShadow', { dx: 0, dy: 1, stdDeviation: 1.2, 'flood-color': '#101828', 'flood-opacity': 0.12 })));
 }
 
-/** Draw a scope level into the (cleared) viewport group. */
+/** Draw a scope level into the (cleared) viewport group; its drawn box [x0, y0, x1, y1] (for Fit). */
 export function drawScene(viewport, data, lay, view) {
   const byId = new Map(data.children.items.map((c) => [c.id, c]));
   if (!data.children.items.length) {
@@ -54,6 +55,7 @@ export function drawScene(viewport, data, lay, view) {
   }
   const eg = s('g', { class: 'edges' });
   const lg = s('g', { class: 'edge-labels' });   // drawn after the nodes: a count never hides under one
+  const labelBoxes = [];
   const types = new Map(data.edges.map((e) => [`${e.source}\n${e.target}`, e.type || '']));
   for (const e of lay.edges) {
     const type = types.get(`${e.source}\n${e.target}`) || '';
@@ -63,18 +65,22 @@ export function drawScene(viewport, data, lay, view) {
     if (label) {
       const a = edgeLabelAt(e.points);
       put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: type ? 'edge-count edge-type' : 'edge-count' }, label));
+      labelBoxes.push([a[0] + 4, a[1] - 8, a[0] + 4 + textWidth(label, FONT_EDGE), a[1] + 6]);
     }
   }
   const ng = s('g', { class: 'nodes' });
+  const overhangs = new Map();
   for (const n of lay.nodes) {
     const c = byId.get(n.id);
-    if (c) put(ng, drawNode(c, n, view));
+    if (c) put(ng, drawNode(c, n, view, overhangs));
   }
   put(viewport, eg, ng, lg);
+  return drawnExtent(lay, overhangs, labelBoxes);
 }
 
-/** One child: body, kind strip, name and subtitle, kind bar (scopes), ports, line pill, hit badge. */
-function drawNode(c, n, view) {
+/** One child: body, kind strip, name and subtitle, kind bar (scopes), ports, line pill, hit badge;
+ * how far it reaches beyond its body goes into `overhangs`. */
+function drawNode(c, n, view, overhangs) {
   const hits = c.marks.hit || 0;
   const heat = childHeat(c, view.overlay);
   const g = s('g', { class: nodeClasses(c, view.selected).join(' ') + (heat ? (heat.fill ? ' ov-on' : ' ov-none') : ''),
@@ -97,8 +103,9 @@ function drawNode(c, n, view) {
   put(g, s('text', { class: 'n-title', x: textX, y: scope ? 20 : 17 }, fit(c.name, maxW, scope ? FONT_S : FONT_B)));
   put(g, s('text', { class: 'n-sub', x: textX, y: scope ? 36 : 32 }, fit(nodeSubtitle(c, fmt), maxW, FONT_SUB)));
   if (scope) drawKindBar(g, c, n);
-  drawMarks(g, c, n);
-  if (heat && heat.text) drawHeatValue(g, n, heat.text);
+  const pillW = drawMarks(g, c, n);
+  const tagW = heat && heat.text ? drawHeatValue(g, n, heat.text) : 0;
+  overhangs.set(c.id, nodeOverhang(c, n, { pillW, tagW }));
   g.addEventListener('click', (e) => { e.stopPropagation(); view.onOpen(c); });
   g.addEventListener('keydown', (e) => { if (e.key === 'Enter') g.dispatchEvent(new MouseEvent('click')); });
   return g;
@@ -119,16 +126,17 @@ function drawKindBar(g, c, n) {
   put(g, s('text', { class: 'n-open', x: n.w - 14, y: 21, 'text-anchor': 'middle' }, '›'));
 }
 
-/** Ports to outside the scope, the code line's pill and the watchpoint hit badge. */
+/** Ports to outside the scope, the code line's pill and the watchpoint hit badge; the pill's width. */
 function drawMarks(g, c, n) {
   if (c.external_in) put(g, s('circle', { class: 'port', cx: n.w / 2, cy: 0, r: 3 },
     s('title', {}, `${c.external_in} input${c.external_in > 1 ? 's' : ''} from outside this scope`)));
   if (c.external_out) put(g, s('circle', { class: 'port', cx: n.w / 2, cy: n.h, r: 3 },
     s('title', {}, `${c.external_out} output${c.external_out > 1 ? 's' : ''} used outside this scope`)));
   const fwd = c.marks.forward || 0, bwd = c.marks.backward || 0, hits = c.marks.hit || 0;
+  let pillW = 0;
   if (fwd || bwd) {
     const txt = [fwd ? `fwd ${fwd}` : '', bwd ? `bwd ${bwd}` : ''].filter(Boolean).join(' · ');
-    const w = textWidth(txt, '600 10px sans-serif') + 12;
+    const w = pillW = textWidth(txt, '600 10px sans-serif') + 12;
     put(g, s('rect', { class: 'pill', x: 8, y: -8, width: w, height: 15, rx: 7.5 }));
     put(g, s('text', { class: 'pill-text', x: 8 + w / 2, y: 3, 'text-anchor': 'middle' }, txt));
   }
@@ -136,11 +144,13 @@ function drawMarks(g, c, n) {
     put(g, s('circle', { class: 'hit-badge', cx: n.w - 2, cy: 2, r: 9 }));
     put(g, s('text', { class: 'hit-text', x: n.w - 2, y: 5.5, 'text-anchor': 'middle' }, hits > 99 ? '99+' : String(hits)));
   }
+  return pillW;
 }
 
-/** The overlay's value of a child, in a tag on its lower right corner. */
+/** The overlay's value of a child, in a tag on its lower right corner; the tag's width. */
 function drawHeatValue(g, n, text) {
   const w = textWidth(text, '600 10px sans-serif') + 10;
   put(g, s('rect', { class: 'ov-tag', x: n.w - w - 6, y: n.h - 7, width: w, height: 14, rx: 7 }));
   put(g, s('text', { class: 'ov-tag-text', x: n.w - 6 - w / 2, y: n.h + 3.5, 'text-anchor': 'middle' }, text));
+  return w;
 }

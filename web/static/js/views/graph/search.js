@@ -9,7 +9,8 @@ const NAME_RESULTS = 60, LINE_RESULTS = 40;
 
 /** The search box and its results list; returns its element. */
 export function createSearch() {
-  const input = h('input', { type: 'search', class: 'search-input', placeholder: 'Search nodes or FILE:LINE',
+  const input = h('input', { type: 'search', class: 'search-input', placeholder: 'Node or FILE:LINE',
+    title: 'Search the nodes by name, or the nodes a code line made (FILE:LINE)',
     'aria-label': 'search nodes' });
   const results = h('div', { class: 'search-results', hidden: true });
   const close = () => { results.hidden = true; input.blur(); };

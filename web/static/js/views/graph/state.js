@@ -24,19 +24,33 @@ export function pathParents(path) {
   return out;
 }
 
-/** Crumbs to draw: root › … › the last three levels when the path is deeper than five. */
-export function crumbParts(parents) {
-  if (parents.length <= 5) return parents;
-  const hidden = parents.slice(1, parents.length - 3);
-  return [parents[0], { name: '…', path: hidden[hidden.length - 1].path, title: hidden.map((p) => p.name).join(' › ') },
-    ...parents.slice(parents.length - 3)];
+/** Crumbs to draw, with the `hide` levels after the root folded into one '…' crumb (a row too narrow
+ * for every level folds its middle first); the scope and its parent are never folded. */
+export function crumbParts(parents, hide = 0) {
+  const n = Math.max(0, Math.min(hide, parents.length - 3));
+  if (!n) return parents;
+  const hidden = parents.slice(1, 1 + n);
+  const deepest = hidden[hidden.length - 1];
+  return [parents[0], { name: '…', path: deepest.path, title: deepest.path, folded: hidden.map((p) => p.name) },
+    ...parents.slice(1 + n)];
 }
+
+/** How many middle crumbs a path of `count` levels (root included) can fold at most. */
+export function crumbFoldMax(count) { return Math.max(0, count - 3); }
 
 /** Watchpoint hits and code-line nodes among the children shown. */
 export function childMarks(items) {
   const hits = items.reduce((a, x) => a + (x.marks.hit || 0), 0);
   const line = items.reduce((a, x) => a + (x.marks.forward || 0) + (x.marks.backward || 0), 0);
   return { hits, line };
+}
+
+/** What the info line offers when no watchpoint is set and the triage found problems (the graph then
+ * draws no hit badge for them): its words and the preset to watch; null otherwise. */
+export function triageOffer(watchCount, triage) {
+  if (watchCount || !triage || !triage.findings || !triage.findings.length) return null;
+  const n = triage.findings.length;
+  return { text: `No watchpoint set · triage found ${n} problem${n === 1 ? '' : 's'}:`, preset: triage.preset };
 }
 
 /** Whether the children need a pager, and the begin of the previous and next pages. */
@@ -122,17 +136,52 @@ export function openPatch(c) {
   return patch;
 }
 
-/** The scale and offset that fit a layout in a box of width x height, under the top bar and
- * above the legend. Too tall or too wide to read when fitted, it keeps a readable scale (0.8:
- * 12 px labels stay about 10 px) and starts at its top (the first nodes in execution order). */
-export function fitTransform(lay, width, height, legendH) {
+/** How far a child's drawing reaches beyond its body box, [left, top, right, bottom] px: the halo of
+ * a code line's nodes, a group's stacked rectangles, the hit badge, the line pill, the ports and the
+ * overlay's value tag. `pillW` and `tagW` are the measured widths of the pill and the tag (0: none). */
+export function nodeOverhang(c, n, { pillW = 0, tagW = 0 } = {}) {
+  const o = [0, 0, 0, 0];
+  const reach = (l, t, r, b) => { o[0] = Math.max(o[0], l); o[1] = Math.max(o[1], t); o[2] = Math.max(o[2], r); o[3] = Math.max(o[3], b); };
+  if (c.marks.forward || c.marks.backward) reach(5, 5, 5, 5);
+  if (c.type === 'group') reach(0, 0, 6, 6);                     // the stack: two rectangles 3 and 6 px off
+  if (c.external_in) reach(0, 3, 0, 0);
+  if (c.external_out) reach(0, 0, 0, 3);
+  if (c.marks.hit) reach(0, 7, 7, 0);                            // a badge of radius 9 at (w - 2, 2)
+  if (pillW) reach(0, 8, Math.max(0, 8 + pillW - n.w), 0);
+  if (tagW) reach(Math.max(0, tagW + 6 - n.w), 0, 0, 7);
+  return o;
+}
+
+/** The box [x0, y0, x1, y1] of everything drawn: each node's box grown by its overhang (a Map of
+ * id to [l, t, r, b]), and extra boxes such as the edges' labels. */
+export function drawnExtent(lay, overhangs = new Map(), boxes = []) {
+  let x0 = 0, y0 = 0, x1 = lay.width, y1 = lay.height;
+  for (const n of lay.nodes) {
+    const [l, t, r, b] = overhangs.get(n.id) || [0, 0, 0, 0];
+    x0 = Math.min(x0, n.x - l); y0 = Math.min(y0, n.y - t);
+    x1 = Math.max(x1, n.x + n.w + r); y1 = Math.max(y1, n.y + n.h + b);
+  }
+  for (const [bx0, by0, bx1, by1] of boxes) {
+    x0 = Math.min(x0, bx0); y0 = Math.min(y0, by0); x1 = Math.max(x1, bx1); y1 = Math.max(y1, by1);
+  }
+  return [x0, y0, x1, y1];
+}
+
+/** The scale and offset that fit a drawing (its box `extent`, the layout's own box by default) in
+ * a box of width x height, under the top bar and above the legend. Too tall or too wide to read
+ * when fitted, it keeps a readable scale (0.8: 12 px labels stay about 10 px) and starts at its top
+ * (the first nodes in execution order) and, when wider than the box, 40 px from its left edge. */
+export function fitTransform(lay, width, height, legendH, extent = [0, 0, lay.width, lay.height]) {
+  const [x0, y0, x1, y1] = extent;
+  const ew = x1 - x0, eh = y1 - y0;
   const W = Math.max(width, 200);
   const top = 44, bottom = legendH + 24;
   const H = Math.max(height - top - bottom, 120);
-  const k = Math.max(0.8, Math.min(1.25, (W - 80) / Math.max(lay.width, 1), H / Math.max(lay.height, 1)));
+  const k = Math.max(0.8, Math.min(1.25, (W - 80) / Math.max(ew, 1), H / Math.max(eh, 1)));
   return {
-    k, x: lay.width * k <= W - 40 ? (W - lay.width * k) / 2 : 40, y: top + Math.max(0, (H - lay.height * k) / 2),
-    overflows: lay.height * k > H,
+    // centred while it fits with 8 px to spare each side, else 40 px in from the left
+    k, x: (ew * k <= W - 16 ? (W - ew * k) / 2 : 40) - x0 * k, y: top + Math.max(0, (H - eh * k) / 2) - y0 * k,
+    overflows: eh * k > H,
   };
 }
 

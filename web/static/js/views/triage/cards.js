@@ -32,6 +32,20 @@ function findingRow(f, manyRanks) {
     h('div', { class: 'f-what small' }, hitText(x)));
 }
 
+/** Add a preset's watchpoints to the open dump and tell every pane (the triage page's and the graph's
+ * "Watch these"); false when it failed (a toast says why). */
+export async function watchPreset(preset) {
+  try {
+    const r = await api.addWatchpoint(state.dump, { preset });
+    touch('watchpoints');      // every pane that shows them: the hit badge, Run to next hit, the graph's marks
+    toast(r.created.length ? `${r.created.length} watchpoints added` : 'These watchpoints are already set');
+    return true;
+  } catch (e) {
+    toast(e.message, 'error');
+    return false;
+  }
+}
+
 export function findingsCard(t) {
   const head = h('div', { class: 'card-head' }, h('h2', {}, 'Findings'),
     h('span', { class: 'muted' }, t.findings.length
@@ -39,14 +53,7 @@ export function findingsCard(t) {
       : `the ${t.preset} watchpoints, ${t.checked.length} iterations`),
     h('span', { class: 'spacer' }),
     h('button', { class: 'btn btn-small', title: `Add the ${t.preset} watchpoints to this dump: their hits show in the graph and the replay`,
-      onclick: async () => {
-        try {
-          const r = await api.addWatchpoint(state.dump, { preset: t.preset });
-          touch('watchpoints');      // every pane that shows them: the hit badge, Run to next hit, the graph's marks
-          toast(r.created.length ? `${r.created.length} watchpoints added` : 'These watchpoints are already set');
-          set({ view: 'watch' });
-        } catch (e) { toast(e.message, 'error'); }
-      } }, 'Watch these'));
+      onclick: async () => { if (await watchPreset(t.preset)) set({ view: 'watch' }); } }, 'Watch these'));
   if (!t.findings.length) {
     return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
       h('div', { class: 'ok-box' }, `Nothing fired: no NaN/Inf, vanishing gradient, frozen or exploding weight, all-zero tensor, saturated or dead layer in ${t.checked.length} iterations.`),

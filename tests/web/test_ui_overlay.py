@@ -92,8 +92,14 @@ def test_the_overlay_follows_the_replay_slider(page: Any, planted: Any) -> None:
     _ready(page)
     layer = page.locator(f'.gnode[data-id*="/{PLANTED}-"]').get_attribute("data-id")
     assert _tag(page, layer) == pytest.approx(truth[4], rel=5e-3)
-    page.click("#it-prev")                          # iteration 2: before the fault
+    page.click("#it-prev")                          # iteration 3 ran a graph of its own (the planting)
+    page.wait_for_function("() => document.getElementById('it-value').textContent === '3'")
+    page.wait_for_function(f"() => document.getElementById('graph-select').value === '{_graph_of(srv, 3)}'")
+    _ready(page)
+    assert "ov=max_abs" in page.url and f"scope={mlp}" in page.url     # the overlay and the scope stay
+    page.click("#it-prev")                          # iteration 2: before the fault, in the first graph again
     page.wait_for_function("() => document.getElementById('it-value').textContent === '2'")
+    page.wait_for_function(f"() => document.getElementById('graph-select').value === '{graph}'")
     page.wait_for_function(f"(want) => {{ const t = document.querySelector('.gnode[data-id=\"{layer}\"] .ov-tag-text');"
                            f" return t && Math.abs(parseFloat(t.textContent) - want) < want * 5e-3; }}", arg=truth[2])
     assert page.locator(".gnode.ov-on").count() >= 3

@@ -84,6 +84,12 @@ def test_the_code_view_lists_files_under_folders_with_no_install_path(page: Any,
     assert "mindspore/nn/layer/" in folders
     assert not any(f.startswith("/") or "site-packages" in f for f in folders), folders
     assert not page.locator(".src-title .ellipsis").inner_text().startswith("/")
+    # drawn as written: the folder's trailing "/" to the right of its first letter (the box is right-to-left)
+    drawn_in_order = page.locator(".fi-dir").first.evaluate("""(el) => {
+      const t = el.firstChild, r = document.createRange();
+      r.setStart(t, 0); r.setEnd(t, 1); const first = r.getBoundingClientRect().x;
+      r.setStart(t, t.length - 1); r.setEnd(t, t.length); return r.getBoundingClientRect().x > first; }""")
+    assert drawn_in_order
 
 
 def test_the_code_api_gives_a_library_file_its_folder_from_the_package_on(sample_client: Any) -> None:

@@ -4,15 +4,20 @@ graph's iterations (one loss point for eight steps). Truth: the training loop's 
 norm, computed by plain torch."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
 from debugger import StatsCache, open_dump, triage
+from debugger.formats.records import GraphRecord, Kind, NodeRecord
+from debugger.formats.tdbg_h5.writer import DumpWriter
 
 STEPS = 6
+SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 
 
 def _train(out: str) -> tuple[list[float], list[float]]:
@@ -75,3 +80,47 @@ def test_the_triage_page_gets_every_point(run: Any, make_app: Any) -> None:
     t = r["result"]
     assert [p[1] for p in t["loss"][0]["points"]] == pytest.approx(losses, rel=1e-5)
     assert [p[1] for p in t["grad_norm"][0]["points"]] == pytest.approx(norms, rel=1e-4)
+
+
+def _graph_at(spans: list[list[int]], it: int) -> int:
+    return next(g for g, first, last in spans if first <= it <= last)
+
+
+def test_the_sample_with_two_ranks_and_three_graphs(make_app: Any) -> None:
+    """dumps_sample/torch_dp2: graphs 0, 1 and 2 ran iterations 0, 1 and 2-3; the loss values read with
+    numpy off the stored tensors of the graph that ran each iteration."""
+    client = make_app(SAMPLE).test_client()
+    deadline = time.time() + 60
+    r = client.get("/api/triage?dump=torch_dp2").get_json()
+    while r["state"] == "running" and time.time() < deadline:
+        time.sleep(0.1)
+        r = client.get("/api/triage?dump=torch_dp2").get_json()
+    t = r["result"]
+    dump = open_dump(os.path.join(SAMPLE, "torch_dp2"))
+    assert [c["rank"] for c in t["loss"]] == dump.rank_ids == [0, 1]
+    for c in t["loss"]:
+        rank = dump.rank(c["rank"])
+        assert [p[0] for p in c["points"]] == rank.iterations() == [0, 1, 2, 3]
+        for it, v in c["points"]:
+            gid = _graph_at(c["graph_spans"], it)
+            assert it in rank.iterations(gid)
+            value = np.asarray(rank.tensor(gid, it, c["node"], "output", 0).value(), np.float64)
+            assert v == pytest.approx(value.mean(), rel=1e-6)
+    assert all(len(c["points"]) == 4 for c in t["grad_norm"])
+
+
+def test_an_iteration_two_graphs_ran_takes_the_first_graph_holding_a_loss(tmp_path: Any) -> None:
+    """As MindSpore runs several graphs a step: graphs 0 and 1 both dumped a loss at iteration 0, only
+    graph 1 ran iteration 1."""
+    root = str(tmp_path / "two")
+    with DumpWriter(root, rank=0) as w:
+        for gid in (0, 1):
+            w.write_graph(GraphRecord(gid, f"g{gid}", [NodeRecord(f"loss{gid}", "Loss", "", kind=Kind.LOSS)], [], ""))
+        with w.iteration(0) as it:
+            it.add(0, "loss0", "Loss", "output", 0, values=np.full(4, 2.0, np.float32))
+            it.add(1, "loss1", "Loss", "output", 0, values=np.full(4, 7.0, np.float32))
+        with w.iteration(1) as it:
+            it.add(1, "loss1", "Loss", "output", 0, values=np.full(4, 3.0, np.float32))
+    (c,) = triage.loss_curves(open_dump(root), StatsCache(enabled=False))
+    assert c["points"] == [[0, 2.0], [1, 3.0]]
+    assert c["graph_spans"] == [[0, 0, 0], [1, 1, 1]]

@@ -52,3 +52,28 @@ test('a flat series still gets a readable axis', () => {
   assert.deepEqual(tickLabels([1.234567]), ['1.235']);
   assert.deepEqual(niceTicks(NaN, 1), []);
 });
+
+test('every range from 1e-9 to 1e9 wide, anywhere, gets round evenly spaced ticks whose labels read back', () => {
+  for (let e = -9; e <= 9; e++) {
+    for (let f = 1; f < 10; f += 0.37) {
+      for (let off = -3; off <= 3; off += 0.61) {
+        const span = f * 10 ** e;
+        for (const lo of [off * span * 1.7, off * span * 1.7 + 1.49]) {
+          const hi = lo + span;
+          const t = niceTicks(lo, hi, 4);
+          const labels = tickLabels(t);
+          const where = `[${lo}, ${hi}] -> ${t} ${labels}`;
+          assert.ok(t.length >= 2 && t.length <= 5, where);
+          const step = t[1] - t[0];
+          assert.ok(t.every((v) => v >= lo - step * 1e-9 && v <= hi + step * 1e-9), where);
+          const tol = (v) => Math.max(step * 1e-6, Math.abs(v) * 4e-16);     // float64's own spacing at v
+          t.forEach((v, i) => {
+            assert.ok(Math.abs(Number(labels[i]) - v) <= tol(v), `label ${labels[i]} reads as ${v}: ${where}`);
+            if (i) assert.ok(Math.abs(v - t[i - 1] - step) <= 2 * tol(v), `evenly spaced ${where}`);
+          });
+          assert.ok(distinct(labels), where);
+        }
+      }
+    }
+  }
+});

@@ -69,15 +69,19 @@ def test_the_curves_take_each_iteration_from_the_graph_that_ran_it(run: Any) -> 
     assert [p[0] for p in part["points"]] == [0, 1, 2]
 
 
-def test_the_triage_page_gets_every_point(run: Any, make_app: Any) -> None:
-    out, losses, norms = run
-    client = make_app(out).test_client()
+def _triage(client: Any, dump: str = "") -> dict[str, Any]:
+    """GET triage, once its background job is done."""
     deadline = time.time() + 60
-    r = client.get("/api/triage").get_json()
+    r = client.get(f"/api/triage?dump={dump}").get_json()
     while r["state"] == "running" and time.time() < deadline:
         time.sleep(0.1)
-        r = client.get("/api/triage").get_json()
-    t = r["result"]
+        r = client.get(f"/api/triage?dump={dump}").get_json()
+    return r["result"]
+
+
+def test_the_triage_page_gets_every_point(run: Any, make_app: Any) -> None:
+    out, losses, norms = run
+    t = _triage(make_app(out).test_client())
     assert [p[1] for p in t["loss"][0]["points"]] == pytest.approx(losses, rel=1e-5)
     assert [p[1] for p in t["grad_norm"][0]["points"]] == pytest.approx(norms, rel=1e-4)
 
@@ -89,13 +93,7 @@ def _graph_at(spans: list[list[int]], it: int) -> int:
 def test_the_sample_with_two_ranks_and_three_graphs(make_app: Any) -> None:
     """dumps_sample/torch_dp2: graphs 0, 1 and 2 ran iterations 0, 1 and 2-3; the loss values read with
     numpy off the stored tensors of the graph that ran each iteration."""
-    client = make_app(SAMPLE).test_client()
-    deadline = time.time() + 60
-    r = client.get("/api/triage?dump=torch_dp2").get_json()
-    while r["state"] == "running" and time.time() < deadline:
-        time.sleep(0.1)
-        r = client.get("/api/triage?dump=torch_dp2").get_json()
-    t = r["result"]
+    t = _triage(make_app(SAMPLE).test_client(), "torch_dp2")
     dump = open_dump(os.path.join(SAMPLE, "torch_dp2"))
     assert [c["rank"] for c in t["loss"]] == dump.rank_ids == [0, 1]
     for c in t["loss"]:

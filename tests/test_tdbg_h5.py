@@ -274,8 +274,22 @@ def test_big_tensor_read_in_bounded_memory(tmp_path: Any) -> None:
     assert np.array_equal(f_src.array(), big[:, :1024]) and f_src.digest() == digest_of(big[:, :1024])
 
 
-def _digest_in_child(src: H5Tensor) -> tuple[int, str]:
-    return os.getpid(), digest_of(src.array())
+def _digest_in_child(src: H5Tensor, conn: Any) -> None:
+    conn.send((os.getpid(), digest_of(src.array())))
+    conn.close()
+
+
+def _digest_forked(src: H5Tensor) -> tuple[int, str]:
+    """The digest a forked child reads; a child that dies or hangs fails the test (a Pool would wait forever)."""
+    ctx = multiprocessing.get_context("fork")
+    mine, theirs = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_digest_in_child, args=(src, theirs))
+    p.start()
+    theirs.close()
+    got = mine.recv() if mine.poll(60) else None
+    p.join(60)
+    assert got is not None and p.exitcode == 0, f"the forked reader ended with exit code {p.exitcode}"
+    return got
 
 
 def test_pickled_tensor_reads_in_forked_children(tmp_path: Any) -> None:
@@ -289,8 +303,7 @@ def test_pickled_tensor_reads_in_forked_children(tmp_path: Any) -> None:
         s.array()
     clone = pickle.loads(pickle.dumps(srcs[0]))
     assert clone == srcs[0] and clone.identity == srcs[0].identity
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        out = pool.map(_digest_in_child, srcs)
+    out = [_digest_forked(s) for s in srcs]
     assert {pid for pid, _ in out} - {os.getpid()}
     assert [d for _, d in out] == [digest_of(a) for a in arrays]
 

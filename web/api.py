@@ -125,9 +125,11 @@ def triage() -> dict[str, Any]:
     """What is wrong with the dump: ``{"state": "running", "progress"}`` while the background job
     works (poll again), then ``{"state": "done", "result"}`` (:func:`debugger.triage.triage`). Of a dump
     a running job is writing, the iterations it may still be writing are ``left_out`` and the warnings that
-    appeared since it was last quiet are ``pending_warnings``, as in ``GET info``."""
+    appeared since it was last quiet are ``pending_warnings``, as in ``GET info``. With ``start=0`` no job
+    is started: ``{"state": "idle"}`` when neither this server nor the cache knows it (the graph's offer of
+    the findings asks so, not to compete with the page it draws)."""
     dump_id = _dump_id()
-    out = _ws().triage(dump_id)
+    out = _ws().triage(dump_id, start=_flag("start", True))
     res = out.get("result")
     if res and res.get("below") is not None:     # made while a job was writing
         res = dict(res)

@@ -694,3 +694,10 @@ def test_index_preloads_every_module_the_page_imports(client: Any) -> None:
     assert modules - {"layout-worker.js"} == preloaded   # the worker loads in its own context
     for m in preloaded:
         assert client.get(f"/static/js/{m}").status_code == 200
+
+
+def test_triage_with_start_0_starts_no_job(make_app: Any, mlp_dump: str) -> None:
+    c = make_app(mlp_dump).test_client()
+    assert c.get("/api/triage?start=0").get_json() == {"state": "idle"}
+    assert c.get("/api/triage?start=0").get_json() == {"state": "idle"}       # still none
+    assert c.get("/api/triage").get_json()["state"] in ("running", "done")     # the landing page's ask starts it

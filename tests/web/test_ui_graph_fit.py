@@ -144,6 +144,12 @@ def _triage(srv: LiveServer) -> dict[str, Any]:
 def test_the_info_line_offers_the_triage_and_its_hits_show(page: Any, single: LiveServer) -> None:
     with urllib.request.urlopen(f"{single.url}api/watchpoints") as r:
         assert json.load(r)["total"] == 0
+    # opening the graph starts no triage (its scan would compete with the drawing): no offer yet
+    _open_graph(page, single, "")
+    page.wait_for_load_state("networkidle")
+    with urllib.request.urlopen(f"{single.url}api/triage?start=0") as r:
+        assert json.load(r)["state"] == "idle"
+    assert page.locator(".triage-offer").is_hidden()
     t = _triage(single)
     assert t["findings"]
     it = t["findings"][0]["first"]["iteration"]

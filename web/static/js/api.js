@@ -91,7 +91,7 @@ export const api = {
   dumps: () => get('/dumps', {}),
   kinds: () => get('/kinds', {}),
   info: (dump) => get('/info', { dump }, { reuse: false }),
-  triage: (dump) => get('/triage', { dump }, { reuse: false }),
+  triage: (dump, { start = true } = {}) => get('/triage', { dump, start: start ? undefined : 0 }, { reuse: false }),
   ranks: (dump) => get('/ranks', { dump }),
   band: ({ dump, graph, node, io, slot, stat }) => get('/band', { dump, graph, node, io, slot, stat }),
   rankPage: ({ dump, q, sort, offset, limit }) => get('/ranks', { dump, q, sort, offset, limit }, { reuse: false }),

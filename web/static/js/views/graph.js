@@ -294,7 +294,9 @@ function renderInfo(g) {
 function triageOf(g, dump) {
   if (g.triage && g.triage.dump === dump) return g.triage.result;
   const alive = () => state.dump === dump && !ctx.watchCount && !g.destroyed;
-  const result = waitTriage(dump, () => {}, alive).catch(() => null);     // the triage page says why it failed
+  // only a triage the server knows or is working out: opening the graph starts no scan that would
+  // compete with drawing it (the landing page, the triage, starts one)
+  const result = waitTriage(dump, () => {}, alive, { start: false }).catch(() => null);
   g.triage = { dump, result };
   result.then((r) => { if (!r && g.triage && g.triage.result === result) g.triage = null; });   // asked again later
   return result;

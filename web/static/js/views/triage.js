@@ -13,10 +13,11 @@ const POLL_MS = 400;
 
 
 /** The triage of a dump once known; ``onProgress(progress)`` while the server works on it. */
-export async function waitTriage(dump, onProgress, alive = () => true) {
+export async function waitTriage(dump, onProgress, alive = () => true, { start = true } = {}) {
   for (;;) {
-    const r = await api.triage(dump);
+    const r = await api.triage(dump, { start });
     if (r.state === 'done') return r.result;
+    if (r.state === 'idle') return null;          // not known, and not to be started (start: false)
     if (r.state === 'error') throw new Error(`Triage failed: ${r.error}`);
     if (!alive()) return null;
     onProgress(r.progress);

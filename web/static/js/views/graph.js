@@ -290,7 +290,8 @@ function renderInfo(g) {
   offerTriage(g);
 }
 
-/** The triage of the dump, asked once per dump while the pane lives (null: failed or given up). */
+/** The triage of the dump, asked once per dump while the pane lives (null: not known, failed or given
+ * up; asked again when the pane is opened again), not at every level or replay step. */
 function triageOf(g, dump) {
   if (g.triage && g.triage.dump === dump) return g.triage.result;
   const alive = () => state.dump === dump && !ctx.watchCount && !g.destroyed;
@@ -298,7 +299,6 @@ function triageOf(g, dump) {
   // compete with drawing it (the landing page, the triage, starts one)
   const result = waitTriage(dump, () => {}, alive, { start: false }).catch(() => null);
   g.triage = { dump, result };
-  result.then((r) => { if (!r && g.triage && g.triage.result === result) g.triage = null; });   // asked again later
   return result;
 }
 

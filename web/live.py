@@ -135,9 +135,11 @@ class Follower:
                 self.counts = {"watchpoints": len(w), "hits": len(w.hits()), "checked": len(w.checked())}
             finally:
                 lock.release()
+        # the watchpoints' count is a list's length, read at any time: a check that holds the lock (one
+        # may start at the first look) must not make a new page believe none is set
         out: dict[str, Any] = {"generation": self.generation, "looks": self.looks, "ranks": d.rank_ids,
                                "idle": round(self.changes.idle(), 3), "quiet": self.quiet, **self.counts,
-                               "checking": self.checking, "error": self.error}
+                               "watchpoints": len(w), "checking": self.checking, "error": self.error}
         if rank is not None and rank in d.rank_ids:
             out["rank"], out["iterations"] = rank, d.rank(rank).iterations()
         return out

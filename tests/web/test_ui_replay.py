@@ -94,11 +94,11 @@ def test_the_tensor_view_follows_the_replay_into_the_first_graph(page: Any, live
     page.wait_for_selector(".tensor-grid")
     page.keyboard.press("ArrowLeft")
     _at(page, 1)
-    page.wait_for_function("document.querySelector('.tensor-grid').textContent.includes('iteration 1')")
+    page.wait_for_function("(document.querySelector('.tensor-grid')?.textContent || '').includes('iteration 1')")
     page.keyboard.press("ArrowLeft")
     _at(page, 0)
     page.wait_for_function("document.getElementById('graph-select').value === '0'")
-    page.wait_for_function("document.querySelector('.tensor-grid').textContent.includes('iteration 0')")
+    page.wait_for_function("(document.querySelector('.tensor-grid')?.textContent || '').includes('iteration 0')")
     page.wait_for_load_state("networkidle")
     assert page.locator(".error-box").count() == 0
     assert _hash(page)["graph"] == "0"

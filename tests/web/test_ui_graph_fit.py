@@ -75,6 +75,8 @@ def test_every_crumb_navigates_to_its_level(page: Any, single: LiveServer) -> No
         c = _crumbs(page)[i]
         want = "" if i == 0 else c["title"]
         page.locator(".crumbs .crumb").nth(i).click()
+        if "folded" in c["cls"]:                                    # '…': its menu's deepest level
+            page.locator(".crumb-menu .crumb-menu-item").last.click()
         page.wait_for_function("(s) => (new URLSearchParams(location.hash.split('?')[1] || '').get('scope') || '') === s", arg=want)
         assert _scope_in_hash(page) == want
 
@@ -89,8 +91,20 @@ def test_a_narrow_row_folds_the_middle_never_the_scope(page: Any, single: LiveSe
     assert crumbs[-1]["right"] <= crumbs[-1]["box"] + 0.5
     folded = next(c for c in crumbs if "folded" in c["cls"])
     assert folded["text"] == "…" and DEEP.startswith(folded["title"] + "/")
+    # '…' lists the levels it folds, outermost first, each opening its level
     page.locator(".crumbs .crumb.folded").click()
-    page.wait_for_function("(s) => new URLSearchParams(location.hash.split('?')[1]).get('scope') === s", arg=folded["title"])
+    items = page.locator(".crumb-menu .crumb-menu-item")
+    items.first.wait_for()
+    titles = [items.nth(i).get_attribute("title") for i in range(items.count())]
+    levels = DEEP.split("/")
+    assert titles == ["/".join(levels[:i]) for i in range(1, len(titles) + 1)]
+    assert titles[-1] == folded["title"]
+    page.keyboard.press("Escape")
+    assert page.locator(".crumb-menu").count() == 0
+    page.locator(".crumbs .crumb.folded").click()
+    page.locator(".crumb-menu .crumb-menu-item").first.click()
+    page.wait_for_function("(s) => new URLSearchParams(location.hash.split('?')[1]).get('scope') === s", arg=titles[0])
+    assert page.locator(".crumb-menu").count() == 0
 
 
 OUTSIDE = """() => {

@@ -38,7 +38,10 @@ export function mount(root) {
   g.inspector.render();
   return {
     update: (changed) => update(g, changed),
-    destroy() { g.destroyed = true; g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize); },
+    destroy() {
+      g.destroyed = true; g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize);
+      document.removeEventListener('pointerdown', g.onPointer); document.removeEventListener('keydown', g.onKey);
+    },
   };
 }
 
@@ -128,6 +131,11 @@ function wireEvents(g) {
   // A resized window refits the level, unless the user has panned or zoomed since it was drawn.
   g.onResize = debounce(() => { renderCrumbs(g); if (!g.pz.userMoved) fitView(g); }, 120);
   window.addEventListener('resize', g.onResize);
+  // the crumbs' menu closes on a click elsewhere or Escape
+  g.onPointer = (e) => { if (g.crumbMenu && !e.target.closest('.crumb-menu, .crumb.folded')) closeCrumbMenu(g); };
+  g.onKey = (e) => { if (e.key === 'Escape') closeCrumbMenu(g); };
+  document.addEventListener('pointerdown', g.onPointer);
+  document.addEventListener('keydown', g.onKey);
 }
 
 function openChild(g, c) {
@@ -250,6 +258,7 @@ function markSelection(g) {
 // The crumbs: every level when the row has room; else the levels after the root fold into '…', the
 // outermost first, until the row fits. The scope and its parent are never folded.
 function renderCrumbs(g) {
+  closeCrumbMenu(g);
   const parents = g.data && g.data.path === state.scope ? g.data.parents : pathParents(state.scope);
   const fits = () => g.crumbs.scrollWidth <= g.crumbs.clientWidth;
   g.crumbs.classList.remove('tight', 'tighter');
@@ -266,12 +275,33 @@ function drawCrumbs(g, parts) {
   put(clear(g.crumbs), parts.map((p, i) => {
     const last = i === parts.length - 1;
     const role = last ? ' current' : i === parts.length - 2 && i > 0 ? ' parent' : p.folded ? ' folded' : '';
+    const open = p.levels ? (e) => { e.preventDefault(); toggleCrumbMenu(g, e.currentTarget, p.levels); }
+      : (e) => { e.preventDefault(); g.begin = 0; set({ scope: p.path }); };
     const crumb = h(last ? 'span' : 'a', {
       class: `crumb${role}`, href: last ? undefined : '#', title: p.title || p.path || 'graph root',
-      onclick: last ? undefined : (e) => { e.preventDefault(); g.begin = 0; set({ scope: p.path }); },
+      'aria-haspopup': p.levels ? 'menu' : undefined, onclick: last ? undefined : open,
     }, i === 0 ? (graph ? `graph ${graph.graph}` : 'root') : p.name);
     return i ? [h('span', { class: 'crumb-sep' }, '›'), crumb] : crumb;
   }));
+}
+
+// The '…' crumb lists the levels it folds, outermost first: one click opens any of them.
+function toggleCrumbMenu(g, crumb, levels) {
+  const wasOpen = !!g.crumbMenu;
+  closeCrumbMenu(g);
+  if (wasOpen) return;
+  const menu = h('div', { class: 'crumb-menu', role: 'menu' }, levels.map((l, i) => h('a', {
+    href: '#', class: 'crumb-menu-item', role: 'menuitem', title: l.path, style: { paddingLeft: `${10 + 12 * i}px` },
+    onclick: (e) => { e.preventDefault(); closeCrumbMenu(g); g.begin = 0; set({ scope: l.path }); },
+  }, l.name)));
+  const at = crumb.getBoundingClientRect(), box = g.canvas.getBoundingClientRect();
+  menu.style.left = `${Math.max(4, at.left - box.left)}px`;
+  g.canvas.append(menu);
+  g.crumbMenu = menu;
+}
+
+function closeCrumbMenu(g) {
+  if (g.crumbMenu) { g.crumbMenu.remove(); g.crumbMenu = null; }
 }
 
 function renderInfo(g) {

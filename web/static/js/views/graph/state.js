@@ -31,7 +31,8 @@ export function crumbParts(parents, hide = 0) {
   if (!n) return parents;
   const hidden = parents.slice(1, 1 + n);
   const deepest = hidden[hidden.length - 1];
-  return [parents[0], { name: '…', path: deepest.path, title: deepest.path, folded: hidden.map((p) => p.name) },
+  return [parents[0], { name: '…', path: deepest.path, title: deepest.path,
+    folded: hidden.map((p) => p.name), levels: hidden.map((p) => ({ name: p.name, path: p.path })) },
     ...parents.slice(1 + n)];
 }
 

@@ -48,8 +48,8 @@ def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list
             st = _output_stats(r, cache, gid, it, losses[-1])   # the last loss node is the one training minimises
             if st is not None:
                 points.append([it, _finite(st.mean)])
-        gid = _most_run(run)
-        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": _run_nodes(run, gid)[-1],
+        gid, losses = _main_graph(run)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": losses[-1] if losses else None,
                     "points": points})
     return out
 
@@ -70,12 +70,16 @@ def _runs_with(r: Any, kind: str, below: int | None) -> dict[int, tuple[int, lis
     return dict(sorted(out.items())) if found else None
 
 
-def _most_run(run: dict[int, tuple[int, list[str]]]) -> int | None:
-    """The graph that ran most of ``run``'s iterations (the lowest id on a tie); None when it is empty."""
+def _main_graph(run: dict[int, tuple[int, list[str]]]) -> tuple[int | None, list[str]]:
+    """The graph that ran most of ``run``'s iterations (the lowest id on a tie) and its nodes; (None, [])
+    when it is empty."""
     counts: dict[int, int] = {}
-    for gid, _ in run.values():
+    nodes: dict[int, list[str]] = {}
+    for gid, names in run.values():
         counts[gid] = counts.get(gid, 0) + 1
-    return min(counts, key=lambda g: (-counts[g], g)) if counts else None
+        nodes[gid] = names
+    gid = min(counts, key=lambda g: (-counts[g], g)) if counts else None
+    return gid, nodes.get(gid, []) if gid is not None else []
 
 
 def _spans(run: dict[int, tuple[int, list[str]]]) -> list[list[int]]:
@@ -88,11 +92,6 @@ def _spans(run: dict[int, tuple[int, list[str]]]) -> list[list[int]]:
         else:
             out.append([gid, it, it])
     return out
-
-
-def _run_nodes(run: dict[int, tuple[int, list[str]]], gid: int | None) -> list[str]:
-    """The nodes ``run`` names in graph ``gid`` ([""] when it names none)."""
-    return next((names for g, names in run.values() if g == gid), [""])
 
 
 def _output_stats(r: Any, cache: StatsCache, gid: int, it: int, node: str) -> Any:
@@ -176,9 +175,8 @@ def grad_norm_curves(dump: Dump, cache: StatsCache, below: int | None = None) ->
             norm = _global_norm(r, cache, gid, it, grads)
             if norm is not _ABSENT:
                 points.append([it, norm])
-        gid = _most_run(run)
-        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "nodes": len(_run_nodes(run, gid)),
-                    "points": points})
+        gid, grads = _main_graph(run)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "nodes": len(grads), "points": points})
     return out
 
 

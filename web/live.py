@@ -49,7 +49,7 @@ class Follower:
         self.next_look = 0.0
         self.cost: float | None = None    # seconds the last look took (None: none yet)
         self.checking = False
-        self.counts = {"watchpoints": 0, "hits": 0, "checked": 0}
+        self.counts = {"hits": 0, "checked": 0}      # as of the last look the lock allowed
         self.error: str | None = None
         self._lock = threading.Lock()
 
@@ -132,7 +132,7 @@ class Follower:
         w, lock = self.ws.watch(self.key), self.ws.lock(self.key)
         if lock.acquire(blocking=False):     # else a check runs: the counts as last seen, the ask does not wait
             try:
-                self.counts = {"watchpoints": len(w), "hits": len(w.hits()), "checked": len(w.checked())}
+                self.counts = {"hits": len(w.hits()), "checked": len(w.checked())}
             finally:
                 lock.release()
         # the watchpoints' count is a list's length, read at any time: a check that holds the lock (one

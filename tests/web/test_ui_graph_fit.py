@@ -101,6 +101,10 @@ def test_a_narrow_row_folds_the_middle_never_the_scope(page: Any, single: LiveSe
     assert titles[-1] == folded["title"]
     page.keyboard.press("Escape")
     assert page.locator(".crumb-menu").count() == 0
+    page.locator(".crumbs .crumb.folded").click()                    # a click elsewhere closes it too
+    page.locator(".crumb-menu").wait_for()
+    page.locator(".inspector").click()
+    assert page.locator(".crumb-menu").count() == 0
     page.locator(".crumbs .crumb.folded").click()
     page.locator(".crumb-menu .crumb-menu-item").first.click()
     page.wait_for_function("(s) => new URLSearchParams(location.hash.split('?')[1]).get('scope') === s", arg=titles[0])

@@ -24,7 +24,7 @@ test('a path keeps every crumb until asked to fold, then folds from the root sid
   assert.deepEqual(two.map((p) => p.name), ['root', '…', 'c', 'd', 'e', 'f']);
   assert.equal(two[1].path, 'a/b');              // it opens the deepest level it hides
   assert.equal(two[1].title, 'a/b');             // and its title is that level's full path
-  assert.deepEqual(two[1].folded, ['a', 'b']);
+  assert.deepEqual(two[1].levels.map((l) => l.name), ['a', 'b']);
   assert.deepEqual(two[1].levels, [{ name: 'a', path: 'a' }, { name: 'b', path: 'a/b' }]);   // its menu
 });
 

@@ -274,7 +274,7 @@ function drawCrumbs(g, parts) {
   const graph = ctx.graphs.find((x) => x.graph === state.graph);
   put(clear(g.crumbs), parts.map((p, i) => {
     const last = i === parts.length - 1;
-    const role = last ? ' current' : i === parts.length - 2 && i > 0 ? ' parent' : p.folded ? ' folded' : '';
+    const role = last ? ' current' : i === parts.length - 2 && i > 0 ? ' parent' : p.levels ? ' folded' : '';
     const open = p.levels ? (e) => { e.preventDefault(); toggleCrumbMenu(g, e.currentTarget, p.levels); }
       : (e) => { e.preventDefault(); g.begin = 0; set({ scope: p.path }); };
     const crumb = h(last ? 'span' : 'a', {

@@ -32,7 +32,7 @@ export function crumbParts(parents, hide = 0) {
   const hidden = parents.slice(1, 1 + n);
   const deepest = hidden[hidden.length - 1];
   return [parents[0], { name: '…', path: deepest.path, title: deepest.path,
-    folded: hidden.map((p) => p.name), levels: hidden.map((p) => ({ name: p.name, path: p.path })) },
+    levels: hidden.map((p) => ({ name: p.name, path: p.path })) },
     ...parents.slice(1 + n)];
 }
 

@@ -48,8 +48,8 @@ def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list
             st = _output_stats(r, cache, gid, it, losses[-1])   # the last loss node is the one training minimises
             if st is not None:
                 points.append([it, _finite(st.mean)])
-        gid, losses = _main_graph(run)
-        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": losses[-1] if losses else None,
+        gid, losses = _main_graph(r, Kind.LOSS, run)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": losses[-1],
                     "points": points})
     return out
 
@@ -70,16 +70,19 @@ def _runs_with(r: Any, kind: str, below: int | None) -> dict[int, tuple[int, lis
     return dict(sorted(out.items())) if found else None
 
 
-def _main_graph(run: dict[int, tuple[int, list[str]]]) -> tuple[int | None, list[str]]:
-    """The graph that ran most of ``run``'s iterations (the lowest id on a tie) and its nodes; (None, [])
-    when it is empty."""
+def _main_graph(r: Any, kind: str, run: dict[int, tuple[int, list[str]]]) -> tuple[int, list[str]]:
+    """The graph that ran most of ``run``'s iterations (the lowest id on a tie) and its nodes of ``kind``;
+    with no iteration (all at or after a running job's newest), the rank's first graph holding any."""
     counts: dict[int, int] = {}
     nodes: dict[int, list[str]] = {}
     for gid, names in run.values():
         counts[gid] = counts.get(gid, 0) + 1
         nodes[gid] = names
-    gid = min(counts, key=lambda g: (-counts[g], g)) if counts else None
-    return gid, nodes.get(gid, []) if gid is not None else []
+    if counts:
+        gid = min(counts, key=lambda g: (-counts[g], g))
+        return gid, nodes[gid]
+    return next((g, [n.name for n in r.graphs[g].nodes(kind)]) for g in r.graph_ids
+                if r.graphs.get(g) and r.graphs[g].nodes(kind))
 
 
 def _spans(run: dict[int, tuple[int, list[str]]]) -> list[list[int]]:
@@ -175,7 +178,7 @@ def grad_norm_curves(dump: Dump, cache: StatsCache, below: int | None = None) ->
             norm = _global_norm(r, cache, gid, it, grads)
             if norm is not _ABSENT:
                 points.append([it, norm])
-        gid, grads = _main_graph(run)
+        gid, grads = _main_graph(r, Kind.GRADIENT, run)
         out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "nodes": len(grads), "points": points})
     return out
 

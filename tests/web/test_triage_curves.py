@@ -67,6 +67,8 @@ def test_the_curves_take_each_iteration_from_the_graph_that_ran_it(run: Any) -> 
     # below a running job's newest iteration
     (part,) = triage.loss_curves(open_dump(out), cache, below=3)
     assert [p[0] for p in part["points"]] == [0, 1, 2]
+    (none,) = triage.loss_curves(open_dump(out), cache, below=0)     # a job writing its first step: the node still named
+    assert none["points"] == [] and none["node"] == loss["node"]
 
 
 def _triage(client: Any, dump: str = "") -> dict[str, Any]:

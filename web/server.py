@@ -2,6 +2,7 @@
 quiet unless asked for access logs."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -58,7 +59,20 @@ def stop(srv: Any) -> None:
     """Stop a server running in another thread: finish the requests in flight, then let its loop
     close every socket itself (closing them from here would pull them from under its select)."""
     srv.task_dispatcher.shutdown()
-    srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
+    try:
+        srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
+    except OSError:
+        # The trigger's pipe is gone (something else in the process closed its write end): the loop
+        # still wakes every asyncore_loop_timeout. Emptied, it ends at its next wake, and the sockets
+        # are closed once it can no longer be selecting on them. The trigger's own two descriptors
+        # are left alone: one of its numbers may be another file's by now.
+        dispatchers = list(srv._map.values())
+        srv._map.clear()
+        srv.trigger._closed = True
+        time.sleep(srv.adj.asyncore_loop_timeout + 0.1)
+        for d in dispatchers:
+            with contextlib.suppress(OSError):
+                wasyncore.dispatcher.close(d)
 
 
 def warm(app: Any) -> None:

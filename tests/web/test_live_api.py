@@ -74,7 +74,9 @@ def test_a_running_job_s_new_iterations_and_planted_nan_show_while_it_runs(tmp_p
         srv = LiveServer(create_app(out, {"CACHE_DIR": str(tmp_path / "cache")}))
         _watch(srv, "weight_overflow")
         first = _get(srv, "/api/live?rank=0")
-        assert first["generation"] == 0 and first["ranks"] == [0] and first["watchpoints"] == 1
+        # the first look runs beside this answer, and finds the job wrote since the listing: the generation
+        # may already have gone up once; what counts is that it keeps going up while the job writes
+        assert first["ranks"] == [0] and first["watchpoints"] == 1
         # a new iteration on disk is listed by the server within seconds (the page asks every second)
         delays = []
         for _ in range(4):
@@ -91,7 +93,7 @@ def test_a_running_job_s_new_iterations_and_planted_nan_show_while_it_runs(tmp_p
         assert trainer.poll() is None, "found only after the job ended"
         assert min(h["iteration"] for h in hits) == 12 and {h["watchpoint"] for h in hits} == {"weight_overflow"}
         live = _get(srv, "/api/live?rank=0")
-        assert live["generation"] > 0 and live["error"] is None
+        assert live["generation"] > first["generation"] and live["error"] is None
         graphs = _get(srv, "/api/ranks/0/graphs")["items"]
         assert max(i for g in graphs for i in g["iterations"]) >= 12     # the graph list follows too
     finally:

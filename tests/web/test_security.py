@@ -473,3 +473,15 @@ def test_tdbg_serve_runs_waitress_quietly_and_refuses_foreign_hosts(tmp_path: An
     assert b"development server" not in err and b"WARNING" not in err, err
     assert err.strip() == b""        # quiet: no access log without --access-log
     assert b"tdbg serving" in out
+
+
+def test_a_server_stops_even_when_its_wake_up_pipe_was_closed_under_it(make_app: Any, make_dump: Any) -> None:
+    """A library of the process closing the descriptor of the server's wake-up pipe (seen once in CI) must
+    not make stopping the server raise or leave its port open."""
+    srv = LiveServer(make_app(make_dump(iterations=1)))
+    assert raw(srv.port, "GET", "/api/dumps", {"Host": f"127.0.0.1:{srv.port}"})[0] == 200
+    os.close(srv.server.trigger.trigger)      # the pipe's write end, as a stray close would
+    srv.stop()
+    assert not srv.thread.is_alive()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from typing import Any, Callable
 
 from . import __version__, rankviews
@@ -40,56 +41,56 @@ def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list
     ``below``), each iteration from the graph that ran it (:func:`_runs_with`)."""
     out = []
     for r in dump.ranks:
-        run = _runs_with(r, Kind.LOSS, below)
-        if run is None:
+        holders = _graphs_with(r, Kind.LOSS)
+        if not holders:
             continue
+        run = _runs_with(r, holders, below)
         points = []
-        for it, (gid, losses) in run.items():
-            st = _output_stats(r, cache, gid, it, losses[-1])   # the last loss node is the one training minimises
+        for it, gid in run.items():
+            st = _output_stats(r, cache, gid, it, holders[gid][-1])   # the last loss node is the one training minimises
             if st is not None:
                 points.append([it, _finite(st.mean)])
-        gid, losses = _main_graph(r, Kind.LOSS, run)
-        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": losses[-1],
+        gid = _main_graph(run, holders)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": holders[gid][-1],
                     "points": points})
     return out
 
 
-def _runs_with(r: Any, kind: str, below: int | None) -> dict[int, tuple[int, list[str]]] | None:
-    """{iteration: (graph, its nodes of ``kind``)} of every iteration of the rank (below ``below``), each
-    from the first graph in rank order that ran it and holds nodes of ``kind``: a PyTorch run's first
-    step is a graph of its own, a MindSpore step may run several graphs. None when no graph holds any."""
-    out: dict[int, tuple[int, list[str]]] = {}
-    found = False
+def _graphs_with(r: Any, kind: str) -> dict[int, list[str]]:
+    """{graph: its nodes of ``kind``} of the rank's graphs holding any, in the rank's order."""
+    out = {}
     for gid in r.graph_ids:
         g = r.graphs.get(gid)
         names = [n.name for n in g.nodes(kind)] if g else []
-        found = found or bool(names)
-        for it in r.iterations(gid) if names else ():
+        if names:
+            out[gid] = names
+    return out
+
+
+def _runs_with(r: Any, holders: dict[int, list[str]], below: int | None) -> dict[int, int]:
+    """{iteration: graph} of every iteration of the rank (below ``below``) that a graph of ``holders`` ran,
+    the first of them in the rank's order: a PyTorch run's first step is a graph of its own, a MindSpore
+    step may run several graphs."""
+    out: dict[int, int] = {}
+    for gid in holders:
+        for it in r.iterations(gid):
             if below is None or it < below:
-                out.setdefault(it, (gid, names))
-    return dict(sorted(out.items())) if found else None
+                out.setdefault(it, gid)
+    return dict(sorted(out.items()))
 
 
-def _main_graph(r: Any, kind: str, run: dict[int, tuple[int, list[str]]]) -> tuple[int, list[str]]:
-    """The graph that ran most of ``run``'s iterations (the lowest id on a tie) and its nodes of ``kind``;
-    with no iteration (all at or after a running job's newest), the rank's first graph holding any."""
-    counts: dict[int, int] = {}
-    nodes: dict[int, list[str]] = {}
-    for gid, names in run.values():
-        counts[gid] = counts.get(gid, 0) + 1
-        nodes[gid] = names
-    if counts:
-        gid = min(counts, key=lambda g: (-counts[g], g))
-        return gid, nodes[gid]
-    return next((g, [n.name for n in r.graphs[g].nodes(kind)]) for g in r.graph_ids
-                if r.graphs.get(g) and r.graphs[g].nodes(kind))
+def _main_graph(run: dict[int, int], holders: dict[int, list[str]]) -> int:
+    """The graph that ran most of ``run``'s iterations (the lowest id on a tie); with no iteration (all at
+    or after a running job's newest), the first of ``holders``."""
+    counts = Counter(run.values())
+    return min(counts, key=lambda g: (-counts[g], g)) if counts else next(iter(holders))
 
 
-def _spans(run: dict[int, tuple[int, list[str]]]) -> list[list[int]]:
+def _spans(run: dict[int, int]) -> list[list[int]]:
     """``[[graph, first, last], ...]``: the runs of consecutive iterations of ``run`` from one graph (what
     a page needs to open the graph of an iteration, a few entries for 100,000 steps)."""
     out: list[list[int]] = []
-    for it, (gid, _) in run.items():
+    for it, gid in run.items():
         if out and out[-1][0] == gid:
             out[-1][2] = it
         else:
@@ -170,16 +171,18 @@ def grad_norm_curves(dump: Dump, cache: StatsCache, below: int | None = None) ->
     of the squared L2 norms of every gradient node's first output (None where one holds NaN/Inf)."""
     out = []
     for r in dump.ranks:
-        run = _runs_with(r, Kind.GRADIENT, below)
-        if run is None:
+        holders = _graphs_with(r, Kind.GRADIENT)
+        if not holders:
             continue
+        run = _runs_with(r, holders, below)
         points = []
-        for it, (gid, grads) in run.items():
-            norm = _global_norm(r, cache, gid, it, grads)
+        for it, gid in run.items():
+            norm = _global_norm(r, cache, gid, it, holders[gid])
             if norm is not _ABSENT:
                 points.append([it, norm])
-        gid, grads = _main_graph(r, Kind.GRADIENT, run)
-        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "nodes": len(grads), "points": points})
+        gid = _main_graph(run, holders)
+        out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "nodes": len(holders[gid]),
+                    "points": points})
     return out
 
 

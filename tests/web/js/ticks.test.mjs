@@ -2,7 +2,7 @@
 // iterations, flat and tiny ranges.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { niceTicks, tickLabels } from '../../../web/static/js/ticks.js';
+import { axis, labelRoom, niceTicks, tickLabels } from '../../../web/static/js/ticks.js';
 
 const distinct = (xs) => new Set(xs).size === xs.length;
 
@@ -76,4 +76,17 @@ test('every range from 1e-9 to 1e9 wide, anywhere, gets round evenly spaced tick
       }
     }
   }
+});
+
+test('an axis pairs its ticks with their labels: powers on a log axis, whole iterations on x', () => {
+  assert.deepEqual(axis(-3.2, 0.1, 4, { log: true }), { at: [-3, -2, -1, 0], labels: ['0.001', '0.010', '0.100', '1.000'] });
+  assert.deepEqual(axis(0, 20000, 4, { integer: true }), { at: [0, 5000, 10000, 15000, 20000], labels: ['0', '5000', '10000', '15000', '20000'] });
+  const flat = axis(0.7, 1.4, 4);
+  assert.equal(flat.at.length, flat.labels.length);
+});
+
+test('the room a y axis needs grows with its widest label', () => {
+  const narrow = labelRoom(['0', '0.5', '1']), wide = labelRoom(['1.49000', '1.49005', '1.49010']);
+  assert.ok(wide > narrow && wide >= 12 + 6 * 7, `${narrow} ${wide}`);
+  assert.equal(labelRoom([]), 12);
 });

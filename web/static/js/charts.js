@@ -1,18 +1,12 @@
 // Histogram, line plot across iterations, and heat map: plain SVG and canvas, no library.
 import { h, s, fmt } from './dom.js';
-import { niceTicks, tickLabels } from './ticks.js';
+import { axis, labelRoom, niceTicks } from './ticks.js';
 
 const PAD = { l: 52, r: 12, t: 10, b: 26 };
 
-/** The y axis's ticks and labels of a chart over [y0, y1] (``log``: log10 values, labelled as powers). */
-export function yAxis(y0, y1, log = false) {
-  const at = niceTicks(y0, y1, 4);
-  return { at, labels: tickLabels(log ? at.map((v) => 10 ** v) : at) };
-}
-
-/** The left padding that fits the widest of ``labels`` (about 6 px a character at the tick font). */
+/** The left padding of a chart whose y axis has ``labels``: the widest fits. */
 export function leftPad(labels) {
-  return Math.max(PAD.l, 12 + 6.2 * Math.max(0, ...labels.map((l) => l.length)));
+  return Math.max(PAD.l, labelRoom(labels));
 }
 
 /** Bars of ``{edges, counts}``. */
@@ -72,7 +66,7 @@ export function lineChart(series, { width = 520, height = 200, marker = null, on
   if (y0 === y1) { const d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
   const pad = (y1 - y0) * 0.06;
   y0 -= pad; y1 += pad;
-  const ya = yAxis(y0, y1, log);
+  const ya = axis(y0, y1, 4, { log });
   const L = leftPad(ya.labels);
   const W = width - L - PAD.r, H = height - PAD.t - PAD.b;
   const X = (v) => L + ((v - x0) / (x1 - x0)) * W;
@@ -82,9 +76,9 @@ export function lineChart(series, { width = 520, height = 200, marker = null, on
     el.append(s('text', { x: L - 6, y: Y(t) + 3, 'text-anchor': 'end', class: 'tick tick-y' }, ya.labels[i]));
   });
   const uniq = [...new Set(xs)].sort((a, b) => a - b);
-  const xt = niceTicks(uniq[0], uniq[uniq.length - 1], 10, { integer: true });
-  tickLabels(xt, { integer: true }).forEach((label, i) => {
-    el.append(s('text', { x: X(xt[i]), y: height - 8, 'text-anchor': 'middle', class: 'tick tick-x' }, label));
+  const xa = axis(uniq[0], uniq[uniq.length - 1], 10, { integer: true });
+  xa.labels.forEach((label, i) => {
+    el.append(s('text', { x: X(xa.at[i]), y: height - 8, 'text-anchor': 'middle', class: 'tick tick-x' }, label));
   });
   el.append(s('line', { x1: L, x2: L + W, y1: PAD.t + H, y2: PAD.t + H, class: 'axis' }));
   if (marker !== null && marker !== undefined) {

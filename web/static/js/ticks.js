@@ -26,6 +26,19 @@ function multiples(lo, hi, m, p) {
   return out;
 }
 
+/** An axis over [lo, hi]: about ``n`` round ticks ``at`` and their distinct ``labels``; ``log``: the values
+ *  are log10 and are labelled as the powers they stand for; ``integer``: whole numbers only. */
+export function axis(lo, hi, n, { log = false, integer = false } = {}) {
+  const at = niceTicks(lo, hi, n, { integer });
+  return { at, labels: tickLabels(log ? at.map((v) => 10 ** v) : at, { integer }) };
+}
+
+/** The width in px that the widest of ``labels`` takes at the tick font (about 6 px a character),
+ *  with the gap to the axis. */
+export function labelRoom(labels) {
+  return 12 + 6.2 * Math.max(0, ...labels.map((l) => l.length));
+}
+
 /** The labels of ascending tick ``values``, all distinct: as many decimals as their spacing needs
  *  (more if two still read the same), exponent form beyond 1e5 or below 1e-3; ``integer``: whole
  *  numbers as they are up to a million (iteration 20000, not 2e4). */

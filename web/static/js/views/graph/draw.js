@@ -11,7 +11,7 @@ import { childHeat } from './overlay.js';
 const FONT_B = '600 12px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_S = '600 13px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_SUB = '11px sans-serif';
-const FONT_EDGE = '600 10px sans-serif';     // the edges' count and type labels (graph.css)
+const FONT_TAG = '600 10px sans-serif';      // the edges' labels, the line pill and the value tag (graph.css)
 
 let measureCtx = null;       // made on first use: importing this module touches no document
 function textWidth(text, font) {
@@ -65,7 +65,7 @@ export function drawScene(viewport, data, lay, view) {
     if (label) {
       const a = edgeLabelAt(e.points);
       put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: type ? 'edge-count edge-type' : 'edge-count' }, label));
-      labelBoxes.push([a[0] + 4, a[1] - 8, a[0] + 4 + textWidth(label, FONT_EDGE), a[1] + 6]);
+      labelBoxes.push([a[0] + 4, a[1] - 8, a[0] + 4 + textWidth(label, FONT_TAG), a[1] + 6]);
     }
   }
   const ng = s('g', { class: 'nodes' });
@@ -136,7 +136,7 @@ function drawMarks(g, c, n) {
   let pillW = 0;
   if (fwd || bwd) {
     const txt = [fwd ? `fwd ${fwd}` : '', bwd ? `bwd ${bwd}` : ''].filter(Boolean).join(' · ');
-    const w = pillW = textWidth(txt, '600 10px sans-serif') + 12;
+    const w = pillW = textWidth(txt, FONT_TAG) + 12;
     put(g, s('rect', { class: 'pill', x: 8, y: -8, width: w, height: 15, rx: 7.5 }));
     put(g, s('text', { class: 'pill-text', x: 8 + w / 2, y: 3, 'text-anchor': 'middle' }, txt));
   }
@@ -149,7 +149,7 @@ function drawMarks(g, c, n) {
 
 /** The overlay's value of a child, in a tag on its lower right corner; the tag's width. */
 function drawHeatValue(g, n, text) {
-  const w = textWidth(text, '600 10px sans-serif') + 10;
+  const w = textWidth(text, FONT_TAG) + 10;
   put(g, s('rect', { class: 'ov-tag', x: n.w - w - 6, y: n.h - 7, width: w, height: 14, rx: 7 }));
   put(g, s('text', { class: 'ov-tag-text', x: n.w - 6 - w / 2, y: n.h + 3.5, 'text-anchor': 'middle' }, text));
   return w;

@@ -27,7 +27,7 @@ export function pathParents(path) {
 /** Crumbs to draw, with the `hide` levels after the root folded into one '…' crumb (a row too narrow
  * for every level folds its middle first); the scope and its parent are never folded. */
 export function crumbParts(parents, hide = 0) {
-  const n = Math.max(0, Math.min(hide, parents.length - 3));
+  const n = Math.max(0, Math.min(hide, crumbFoldMax(parents.length)));
   if (!n) return parents;
   const hidden = parents.slice(1, 1 + n);
   const deepest = hidden[hidden.length - 1];

@@ -2,8 +2,8 @@
 // a rank x iteration heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
 import { areaPath, bandExtent, cellAt, groupOf } from './state.js';
-import { leftPad, yAxis } from '../../charts.js';
-import { niceTicks, tickLabels } from '../../ticks.js';
+import { leftPad } from '../../charts.js';
+import { axis } from '../../ticks.js';
 
 const PAD = { l: 52, r: 64, t: 10, b: 26 };
 const OUTLIER_COLORS = ['#e03131', '#e8590c', '#ae3ec9', '#c2255c', '#f08c00', '#1098ad'];
@@ -22,7 +22,7 @@ export function bandChart(band, { width = 520, height = 240, marker = null, onRa
   const pad = (y1 - y0) * 0.06; y0 -= pad; y1 += pad;
   let x0 = xs[0], x1 = xs[xs.length - 1];
   if (x0 === x1) { x0 -= 1; x1 += 1; }
-  const ya = yAxis(y0, y1);
+  const ya = axis(y0, y1, 4);
   const L = leftPad(ya.labels);
   const W = width - L - PAD.r, H = height - PAD.t - PAD.b;
   const X = (v) => L + ((v - x0) / (x1 - x0)) * W;
@@ -31,8 +31,8 @@ export function bandChart(band, { width = 520, height = 240, marker = null, onRa
     el.append(s('line', { x1: L, x2: L + W, y1: Y(t), y2: Y(t), class: 'grid' }));
     el.append(s('text', { x: L - 6, y: Y(t) + 3, 'text-anchor': 'end', class: 'tick' }, ya.labels[i]));
   });
-  const xt = niceTicks(xs[0], xs[xs.length - 1], 10, { integer: true });
-  tickLabels(xt, { integer: true }).forEach((label, i) => el.append(s('text', { x: X(xt[i]), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, label)));
+  const xa = axis(xs[0], xs[xs.length - 1], 10, { integer: true });
+  xa.labels.forEach((label, i) => el.append(s('text', { x: X(xa.at[i]), y: height - 8, 'text-anchor': 'middle', class: 'tick' }, label)));
   if (marker !== null && marker !== undefined) el.append(s('line', { x1: X(marker), x2: X(marker), y1: PAD.t, y2: PAD.t + H, class: 'marker' }));
   el.append(s('path', { class: 'band-range', d: areaPath(xs, band.min, band.max, X, Y), fill: '#4c6ef5', 'fill-opacity': 0.12 }));
   el.append(s('path', { class: 'band-iqr', d: areaPath(xs, band.q1, band.q3, X, Y), fill: '#4c6ef5', 'fill-opacity': 0.3 }));

@@ -2,19 +2,19 @@
 // wheel to zoom) and a tensors x steps heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
 import { bandPath, bandRuns, bucketAt, colorOf, dragRange, extent, heatCell, scale, spikeNear } from './state.js';
-import { niceTicks, tickLabels } from '../../ticks.js';
+import { axis } from '../../ticks.js';
 
 const PAD = { l: 60, r: 30, t: 10, b: 24 };
 
 function axes(el, X, Y, x0, x1, y0, y1, W, H, log) {
-  const ys = niceTicks(y0, y1, 4);
-  tickLabels(log ? ys.map((v) => 10 ** v) : ys).forEach((label, i) => {
-    el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: Y(ys[i]), y2: Y(ys[i]), class: 'grid' }));
-    el.append(s('text', { x: PAD.l - 6, y: Y(ys[i]) + 3, 'text-anchor': 'end', class: 'tick' }, label));
+  const ya = axis(y0, y1, 4, { log });
+  ya.labels.forEach((label, i) => {
+    el.append(s('line', { x1: PAD.l, x2: PAD.l + W, y1: Y(ya.at[i]), y2: Y(ya.at[i]), class: 'grid' }));
+    el.append(s('text', { x: PAD.l - 6, y: Y(ya.at[i]) + 3, 'text-anchor': 'end', class: 'tick' }, label));
   });
-  const xs = niceTicks(x0, x1, 8, { integer: true });
-  tickLabels(xs, { integer: true }).forEach((label, i) => {
-    el.append(s('text', { x: X(xs[i]), y: PAD.t + H + 16, 'text-anchor': 'middle', class: 'tick' }, label));
+  const xa = axis(x0, x1, 8, { integer: true });
+  xa.labels.forEach((label, i) => {
+    el.append(s('text', { x: X(xa.at[i]), y: PAD.t + H + 16, 'text-anchor': 'middle', class: 'tick' }, label));
   });
 }
 

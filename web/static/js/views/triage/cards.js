@@ -105,8 +105,8 @@ export function lossCard(t) {
 function bandCard(cls, title, what, b) {
   // the graph that ran the iteration (null: the page picks it); a PyTorch run's first step is a graph of its own
   const graphOf = (iteration) => graphAt(b.graph_spans, iteration);
-  const open = (rank, iteration) => set(b.node ? { view: 'graph', rank, graph: graphOf(iteration), iteration, node: b.node, io: 'output', slot: 0, scope: '' }
-    : { view: 'graph', rank, graph: graphOf(iteration), iteration, scope: '' });
+  const open = (rank, iteration) => set({ view: 'graph', rank, graph: graphOf(iteration), iteration, scope: '',
+    ...(b.node ? { node: b.node, io: 'output', slot: 0 } : {}) });
   const names = b.outliers.map((o) => h('a', { href: '#', class: 'chip hit band-rank', 'data-rank': o.rank,
     onclick: (e) => { e.preventDefault(); open(o.rank, o.iterations[0]); } }, `rank ${o.rank}`));
   const body = h('div', { class: 'card-body' },

@@ -44,6 +44,8 @@ def _print_hits(result: ScanResult, out: TextIO) -> None:
     f = result.first
     out.write(f"\nFirst problem: {f.watchpoint} at iteration {f.iteration}, rank {f.rank}: "
               f"{_tensor_label(f)}  ({f.source or 'no user code line'})\n")
+    if f.note:
+        out.write(f"  {f.note}\n")
     groups: dict[str, list] = {}
     for h in result.hits:
         groups.setdefault(h.watchpoint, []).append(h)

@@ -186,6 +186,27 @@ class Batch:
             return None, f"{ref.location}: not computed"
         return res.stats, res.error
 
+    def stats_now(self, ref: TensorRef) -> tuple[Stats | None, str | None]:
+        """A tensor's statistics, read here if no step asked for them: for a rare look-up while evaluating
+        (a weight's value an iteration earlier, once a NaN is found), which planning it for every step
+        would cost on every healthy run."""
+        if ref.identity not in self.file_results:
+            if not ref.source.has_values:
+                self._take_stored(ref)
+            else:
+                self.file_results[ref.identity] = self._read_now(ref.source)
+        return self.stats(ref)
+
+    def _read_now(self, source: TensorSource) -> FileResult:
+        """One tensor's statistics from what the dump stores beside it, the cache, or a read (then cached)."""
+        stats = _stored_beside_values(source) or (self.cache.get(source.identity) if self.cache.enabled else None)
+        if stats is not None:
+            return FileResult(stats=stats)
+        res = run_file_task(FileTask(source))
+        if res.stats is not None and not res.error:
+            self.cache.put(source.identity, res.stats)
+        return res
+
     # -- running ----------------------------------------------------------------------------------
     def start(self, workers: Workers) -> Parts:
         """Look up the cache and hand what it lacks to the workers in chunks of similar byte volume."""

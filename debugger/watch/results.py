@@ -32,6 +32,7 @@ class Hit:
     order: int = 0          # the watchpoint's place in the scan's list
     collective: bool = False   # the node exchanges values between ranks (the reader's hint)
     shards: tuple[int, ...] = ()   # a logical tensor judged whole: the ranks holding its parts (() : a rank's own)
+    note: str = ""          # what the reader should know beside the numbers (an origin the dump does not hold)
 
     def sort_key(self) -> tuple:
         """(iteration, relayed, rank, execution order, watchpoint, io, slot, node): the hit order.
@@ -58,13 +59,15 @@ class Hit:
                 "iteration": self.iteration, "node": self.node, "kind": self.kind, "param": self.param,
                 "io": self.io, "slot": self.slot, "actual": self.actual, "threshold": self.threshold,
                 "source": self.source, "op_type": self.op_type, "position": self.position,
-                "watchpoint_index": self.order, "collective": self.collective, "shards": list(self.shards)}
+                "watchpoint_index": self.order, "collective": self.collective, "shards": list(self.shards),
+                "note": self.note}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Hit":
         """Inverse of :meth:`to_dict` (other keys, such as the web's ``watchpoint_id``, are ignored)."""
         return cls(**{k: d[k] for k in _HIT_FIELDS}, order=d.get("watchpoint_index", 0),
-                   collective=bool(d.get("collective", False)), shards=tuple(d.get("shards", ())))
+                   collective=bool(d.get("collective", False)), shards=tuple(d.get("shards", ())),
+                   note=str(d.get("note", "")))
 
 
 def max_cause() -> int:

@@ -226,7 +226,7 @@ watchpoints:
     node: fc1.*
 """
 HIT_KEYS = {"watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual", "threshold",
-            "source", "op_type", "position", "watchpoint_index", "collective", "shards"}
+            "source", "op_type", "position", "watchpoint_index", "collective", "shards", "note"}
 ERR_KEYS = {"watchpoint", "rank", "graph", "iteration", "node", "error", "watchpoint_index"}
 
 
@@ -271,7 +271,7 @@ def test_scan_json_shape(cli_dump):
                  "node": lay.gradient("fc1.weight"), "kind": "gradient", "param": "fc1.weight", "io": "output",
                  "slot": 0, "actual": {"abs_mean_lt": 2.0 ** -30}, "threshold": {"abs_mean_lt": 2.0 ** -29},
                  "source": h["source"], "op_type": "MatMul", "position": lay.position(lay.gradient("fc1.weight")),
-                 "watchpoint_index": 0, "collective": False, "shards": []}
+                 "watchpoint_index": 0, "collective": False, "shards": [], "note": ""}
     assert h["source"].endswith("/train_user.py:14")
     for e in out["errors"]:
         assert set(e) == ERR_KEYS

@@ -1,0 +1,80 @@
+"""Bookkeeping: values a training loop keeps beside the training, which the zero and overflow rules leave out.
+
+A loop recorded at every operator also records what it does around the training: nanoGPT's
+``losses = torch.zeros(eval_iters)`` that an evaluation fills with ``loss.item()``, the Hugging Face
+Trainer's ``tr_loss = torch.tensor(0.0)`` that accumulates ``loss.detach()`` and is reset with
+``tr_loss -= tr_loss``. Such a tensor is all zero on purpose, and a NaN it accumulates is the loss's,
+found at the loss. Judged as training values they make a healthy run fail.
+
+A node is bookkeeping, on a graph with data edges (a loss that reads something), when
+- no value it reads comes from a trained input: a weight, optimizer state or buffer, a backward node, or
+  a data input (an input that reaches the loss or is read with the model's weights); a value taken off
+  the loss's own computation (``loss.detach()``, the Trainer's detached step loss) counts as made from
+  no trained input: the loss and what computes it are judged themselves;
+- and its value never reaches a loss.
+The evaluation forward pass reads the weights, so its activations stay checked (a dead layer there is
+a dead layer). Decided once per graph (``Graph.derived``).
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterable
+
+from ..formats.records import Kind
+from ..model.graph import Graph
+
+BOOKKEEPING = ("bookkeeping: made from no trained input (weight, state, data) and never read by the loss "
+               "(an evaluation buffer, a loss accumulator)")
+# The rules that leave bookkeeping out: an all-zero or non-finite accumulator is no finding of its own.
+BOOKKEEPING_RULES = frozenset({"tensor_all_zero", "overflow", "tensor_overflow", "tensor_exploding"})
+
+
+def bookkeeping(graph: Graph | None) -> frozenset[str]:
+    """The graph's bookkeeping nodes (see the module's docstring); empty on a graph without data edges."""
+    if graph is None:
+        return frozenset()
+    return graph.derived(bookkeeping, _build)
+
+
+def _build(graph: Graph) -> frozenset[str]:
+    reads = {n: [src for src, edge in graph.record_of(n).inputs if edge == "data" and src in graph] for n in graph}
+    losses = [n for n in graph if graph.record_of(n).kind == Kind.LOSS]
+    if not any(reads[n] for n in losses):      # no data edges into the loss: reachability says nothing
+        return frozenset()
+    readers: dict[str, list[str]] = {}
+    for n, srcs in reads.items():
+        for src in srcs:
+            readers.setdefault(src, []).append(n)
+    to_loss = _closure(losses, reads, stop=set())
+    sources = [n for n in graph if _trained_source(graph, n)]
+    # a value taken off the loss's computation (a detached loss, a logged output) is not made from a
+    # trained input: the training values it copies are judged where they are made
+    stop = to_loss - set(sources)
+    model = _closure(sources, readers, stop)
+    data = [n for n in graph if graph.record_of(n).kind == Kind.INPUT
+            and (n in to_loss or any(r in model for r in readers.get(n, ())))]
+    trained = model | _closure(data, readers, stop)
+    return frozenset(n for n in graph if n not in to_loss and n not in trained)
+
+
+def _trained_source(graph: Graph, name: str) -> bool:
+    """A weight, optimizer state or buffer (a parameter node that is no input), or a backward node."""
+    rec = graph.record_of(name)
+    if rec.is_backward:
+        return True
+    return rec.is_parameter and rec.kind not in (Kind.INPUT, Kind.CONSTANT)
+
+
+def _closure(start: Iterable[str], edges: dict[str, list[str]], stop: set[str]) -> set[str]:
+    """Every node reached from ``start`` along ``edges`` (``start`` included), not going on from ``stop``."""
+    seen = set(start)
+    todo = deque(seen)
+    while todo:
+        n = todo.popleft()
+        if n in stop:
+            continue
+        for m in edges.get(n, ()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen

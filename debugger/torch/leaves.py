@@ -10,6 +10,7 @@ import torch
 from ..formats.records import LEVEL_OPS, LEVEL_PARAMETERS, Kind, NodeRecord, OutputType
 from . import capture as C
 from . import optstate
+from .compiled import compiled_anything
 
 
 class LeafCapture:
@@ -67,6 +68,13 @@ class LeafCapture:
         live = {C.reuse_key(t, self._writes) for t in self._leaf_tensors.values()}
         self._reuse = {k: v for k, v in self._reuse.items() if k in live}
 
+    def _after_updates(self) -> None:
+        """The optimizers' steps of this iteration are done: no capture of a trained weight or of optimizer
+        state from before them is reused. A fused or foreach kernel (``_fused_adamw_``, the Trainer's
+        default) writes them without bumping their version counters, which the reuse keys read."""
+        for ptr in self._param_ptrs | self._state_ptrs:
+            self._writes[ptr] = self._writes.get(ptr, 0) + 1
+
     def _key_of(self, t: torch.Tensor) -> Any:
         """The key of a leaf's memory: its storage address, or (address, offset) in a shared storage."""
         ptr = C.storage_ptr(t)
@@ -90,6 +98,12 @@ class LeafCapture:
                 if key and key not in self._before_step and C.is_plain(p) and p.dtype.is_floating_point:
                     self._before_step[key] = self._copy_of(key, p)
 
+    def _snapshot_ends(self) -> None:
+        """Statistics mode: each trained weight as this iteration leaves it, the "before" of the next
+        iteration's update (dropped by _begin when the next iteration is not recorded)."""
+        for opt in self.optimizers:
+            self._snapshot_weights(opt)
+
     def _copy_of(self, ptr: Any, p: torch.Tensor) -> torch.Tensor:
         """``p``'s values now, in a buffer kept for it on the CPU (a fresh one each step comes from mmap,
         page faults and all: as much again as the copy); elsewhere a fresh clone (the allocator caches)."""
@@ -100,8 +114,9 @@ class LeafCapture:
             buf = self._snapshots[ptr] = torch.empty_like(p, requires_grad=False, memory_format=torch.contiguous_format)
         return buf.copy_(p.detach())
 
-    def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
-        """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts."""
+    def _record_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, read: bool = True) -> None:
+        """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts (``read``: the
+        weights are as the backward pass read them, not yet updated)."""
         self._refresh_leaves()
         if self._replaying is not None and self._replay_gradients(g, opt, self._replaying.trace):
             return
@@ -131,7 +146,7 @@ class LeafCapture:
                 if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                     self._capture(name, "Gradient", "output", 0, grad, exact=True,
                                   same=None if same is None else same[2])
-                    if self._level == LEVEL_PARAMETERS:     # the weight as read (the step has not run: the
+                    if self._level == LEVEL_PARAMETERS and read:     # the weight as read (the step has not run: the
                         # capture at the previous step()'s end holds these bits, and is reused); at
                         # "modules" the modules' own reads of their weights are captured
                         self._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
@@ -150,6 +165,32 @@ class LeafCapture:
                           outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
                           kind=Kind.GRADIENT, param=pname, is_backward=True, is_collective=ddp,
                           value_inputs=tuple(sources))
+
+    def _late_gradients(self, g: C.IterationGraph) -> None:
+        """At step(), the gradients of the optimizers whose step hooks did not run in this iteration but
+        whose step did: an optimizer step inside ``torch.compile`` runs none (they step aside while
+        Dynamo traces). A step skipped on purpose (a loss scaler's, on overflow) moves no step count."""
+        moved = [opt for opt in self.optimizers if self._step_moved(opt)]
+        missed = [opt for opt in moved if id(opt) not in self._stepped]
+        # "ops" runs eagerly: its hooks ran whenever its optimizers stepped
+        if not missed or self._level == LEVEL_OPS or not compiled_anything():
+            return
+        found = False
+        for opt in missed:
+            self._stepped.add(id(opt))
+            if any(p.grad is not None for grp in opt.param_groups for p in grp["params"]):
+                self._record_gradients(g, opt, read=False)
+                found = True
+        self._compile_notes.step_compiled(self.iteration, found)
+
+    def _step_moved(self, opt: torch.optim.Optimizer) -> bool:
+        """Whether ``opt`` stepped since the last look: its state's step count moved (no count, as in SGD
+        without momentum: its hooks are all there is to go by)."""
+        count = next((st["step"] for st in opt.state.values() if "step" in st), None)
+        count = None if count is None else float(count)
+        before = self._step_counts.get(id(opt))
+        self._step_counts[id(opt)] = count
+        return count is not None and count != before
 
     def _tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""

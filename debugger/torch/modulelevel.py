@@ -359,8 +359,9 @@ class ModuleLevel:
         it (the hook holds no tensor and no graph: only names, and the iteration it belongs to)."""
         epoch = self._epoch
 
-        def hook(grad: torch.Tensor) -> None:
-            if epoch == self._epoch and self.rec._graph is self._graph and self._graph is not None:
+        def hook(grad: torch.Tensor | None) -> None:
+            # a compiled program's backward hands None for an output whose gradient it did not make
+            if grad is not None and epoch == self._epoch and self.rec._graph is self._graph and self._graph is not None:
                 self._safely(self._backward_nodes, self._graph, infos, grad)
         return hook
 

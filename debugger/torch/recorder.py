@@ -32,6 +32,8 @@ from ..stats import compiled_kernel
 from . import capture as C
 from . import activations as A
 from . import replay as R
+from . import wrappers as W
+from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
 from .layouts import rank_layout
 from .leaves import LeafCapture
 from .opslevel import OpsCapture, OpsMode
@@ -127,11 +129,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._graph_records: dict[int, GraphRecord] = {}
         self._history: dict[int, list[int]] = {}
         self._orig_backward: Any = None
-        root = model.module if _is_wrapper(model) else model
+        root = W.unwrap(model)
         self._root = root
         self._module_path = {id(m): C.clean_name(p) for p, m in root.named_modules()}
         # modules that only wrap another (DDP, FSDP1's units): named after it, no scope of their own
-        self._wrappers = {id(m) for m in (model, *root.modules()) if _is_wrapper(m)}
+        self._wrappers = {id(m) for m in (model, *root.modules()) if W.is_wrapper(m)}
         self._param_name = {id(p): C.clean_name(n) for n, p in root.named_parameters()}
         self._buffer_name = {id(b): C.clean_name(n) for n, b in root.named_buffers()}
         self._leaf_by_ptr: dict[Any, C.Leaf] = {}       # by LeafCapture._key_of
@@ -147,11 +149,20 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
         self._composites = A.Composites()
         self._module_level = ModuleLevel(self)     # level "modules": one node per module call
-        # statistics mode: each trained weight as the iteration's first optimizer step found it (its
-        # value at the end of the iteration before), for the update statistics stored at step()
+        # statistics mode: each trained weight as the previous iteration's step() left it (else as this
+        # iteration's first optimizer step found it), for the update statistics stored at step(): a
+        # change made between two steps, outside the optimizer, is part of the update
         self._before_step: dict[int, torch.Tensor] = {}
         self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
         self._init_series(series, series_flush_seconds, scaler, trigger, touch_file)
+        self._init_compiled()
+
+    def _init_compiled(self) -> None:
+        """What torch.compile needs the recorder to keep (debugger.torch.compiled)."""
+        self._compile_notes = CompileNotes()
+        self._module_hooks = False     # the global module hooks are in (from the first "ops"/"modules" iteration)
+        self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
+        self._step_counts: dict[int, float | None] = {}     # each optimizer's step count at the last step()
 
     def _init_series(self, series: bool, flush_seconds: float, scaler: Any, trigger: Trigger | None,
                      touch_file: "str | os.PathLike[str] | TouchFile | None") -> None:
@@ -191,9 +202,6 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
             # the `step` counters Adam keeps on the CPU beside a GPU model) take the compiled kernel
             compiled_kernel()
-        mm = torch.nn.modules.module
-        self._handles.append(mm.register_module_forward_pre_hook(self._pre_hook))
-        self._handles.append(mm.register_module_forward_hook(self._post_hook, always_call=True))
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
             self._handles.append(opt.register_step_post_hook(self._step_post))
@@ -201,8 +209,13 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._series_wanted:
             self._start_series()
         self._orig_backward = torch.autograd.backward
-        torch.autograd.backward = self._backward   # type: ignore[assignment]
+        # backward() is a graph break in compiled code: Dynamo runs it eagerly, but would trace the frame
+        # of a plain Python replacement (where the recorder steps aside); disabled, it runs as it is
+        torch.autograd.backward = torch.compiler.disable(self._backward)   # type: ignore[assignment]
         self._begin()
+        if self._graph is not None:     # the weights as training starts: iteration 0's "before" (no hook
+            with self._own_work():      # of a compiled optimizer step takes it)
+                self._snapshot_ends()
         if self._captures is not None:
             self._captures.took(self.iteration, self._level)
 
@@ -308,9 +321,24 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         except Exception as exc:     # never break the training
             self._series_off(exc)
 
-    def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        if self._series is not None:
+    def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
+            return None
+        if self._series is None:
+            return None
+        closure = _closure_of(args, kwargs)
+        if closure is None:
             self._series_call(self._series.on_optimizer_step, opt)
+            return None
+
+        # step(closure) (Lightning) runs the forward and backward inside step(): the gradients the
+        # update reads are there once the closure returns, not before
+        def series_closure() -> Any:
+            result = closure()
+            if self._series is not None:
+                self._series_call(self._series.on_optimizer_step, opt)
+            return result
+        return _with_closure(args, kwargs, series_closure)
 
     def _series_call(self, fn: Any, *args: Any) -> None:
         """A call into the series; its first failure warns once and turns the series off."""
@@ -334,8 +362,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def _begin(self) -> None:
         self._scopes.clear()
         self._level = self._plan.level_of(self.iteration)
+        if self._level in (LEVEL_OPS, LEVEL_MODULES):
+            self._hook_modules()
         if self._level is None:
             self._graph = None
+            self._before_step.clear()       # the next recorded iteration's update is its own step's
             self._stop_mode()
             return
         self._prune_reuse()
@@ -358,6 +389,18 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._mode is None:
             self._mode = OpsMode(self)
             self._mode.__enter__()
+
+    def _hook_modules(self) -> None:
+        """The global module hooks, from the first iteration at a level that looks at module calls
+        ("ops", "modules") on: "parameters" leaves every call as it is (nothing for Dynamo to trace, no
+        cost per call). Once in, they stay: a change of the global hooks recompiles compiled code."""
+        if self._module_hooks:
+            return
+        self._module_hooks = True
+        quiet_wrapper_warning()
+        mm = torch.nn.modules.module
+        self._handles.append(mm.register_module_forward_pre_hook(self._pre_hook))
+        self._handles.append(mm.register_module_forward_hook(self._post_hook, always_call=True))
 
     def _layout(self) -> RankLayout | None:
         """The rank's parallel layout (meshes, shards, stage); None, with a warning, when PyTorch's facts
@@ -404,6 +447,10 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
     def _end(self) -> None:
         g = self._graph
+        if g is not None and self._level in (LEVEL_MODULES, LEVEL_OPS) and not self._module_calls \
+                and next(self._root.children(), None) is not None:
+            self._note_compiled_model()     # a model with submodules whose calls were not seen
+        self._module_calls = 0
         if g is None:
             self._before_step.clear()
             return
@@ -419,6 +466,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             with self._own_work():
                 C.tag_pending(g)
                 self._refresh_leaves()
+                if replaying is None:
+                    self._late_gradients(g)
+                self._after_updates()
                 for ptr, leaf in list(self._leaf_by_ptr.items()):
                     t = self._leaf_tensors.get(ptr)
                     if t is None:
@@ -434,6 +484,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         finally:
             self._graph = None
             self._before_step.clear()
+        with self._own_work():
+            self._snapshot_ends()
         assert self._sink is not None
         self._sink.submit(job)
 
@@ -573,8 +625,14 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
     # ---- hooks ------------------------------------------------------------------------------
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
+        if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
+            return
         if self._graph is None or id(module) in self._wrappers:
             return
+        module = self._seen_as(module)
+        if self._scopes and self._scopes[-1][0] is module:
+            return      # the call its compiled wrapper stood for, run eagerly: one call, one scope
+        self._module_calls += module is not self._root
         path = self._module_path.get(id(module))
         parent_scope, parent_path = (self._scopes[-1][1], self._scopes[-1][2]) if self._scopes \
             else (self._micro.scope(), None)
@@ -592,8 +650,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             self._module_level.enter(module, inputs)      # guarded inside: never raises
 
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
+        if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
+            return
         if self._graph is None:
             return
+        module = self._seen_as(module)
         if self._composites.pending:
             with self._guarded():
                 self._composites.settle(module, output)
@@ -604,8 +665,34 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                 del self._scopes[i:]
                 break
 
+    def _seen_as(self, module: torch.nn.Module) -> torch.nn.Module:
+        """The module a call is recorded as: ``torch.compile(m)``'s wrapper runs eagerly around the
+        compiled call and stands for ``m``; notes what compilation hides at this level."""
+        if self._level == LEVEL_OPS and (in_compiled_region() or W.is_compiled_wrapper(module)):
+            self._compile_notes.ops_eager(self.iteration)
+        if not W.is_compiled_wrapper(module):
+            return module
+        inner = W.unwrap(module)
+        if self._level == LEVEL_MODULES:
+            self._compile_notes.module_compiled(self._module_path.get(id(inner)) or C.class_name(inner), boundary=True)
+        return inner
+
+    def _note_compiled_model(self) -> None:
+        """No module call inside the model was seen at level "modules" or "ops": say so when it is because
+        the model runs compiled (its module hooks were traced away with the rest of the program)."""
+        compiled = W.runs_compiled(self._root, self.model) or (["the model (inside a compiled function)"]
+                                                                if compiled_anything() else [])
+        if not compiled:
+            return
+        if self._level == LEVEL_OPS:
+            self._compile_notes.ops_eager(self.iteration, scopes=False)
+        else:
+            self._compile_notes.module_compiled(", ".join(compiled[:3]), boundary=False)
+
     def _backward(self, tensors: Any, *args: Any, **kwargs: Any) -> Any:
         assert self._orig_backward is not None
+        if compiling():
+            return self._orig_backward(tensors, *args, **kwargs)
         if self._series is not None and not self._busy:
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             self._series_call(self._series.on_backward, [t for t in roots if isinstance(t, torch.Tensor)])
@@ -649,6 +736,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         return self._module_level.made_by(t) if self._level == LEVEL_MODULES else None
 
     def _step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
+            return None
         g = self._graph
         if g is None:
             return None
@@ -690,6 +779,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
 
     def _step_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
+            return
         self._in_step = None
         self._grad_ptrs = set()
         g = self._graph
@@ -712,16 +803,6 @@ def _with_closure(args: Any, kwargs: Any, closure: Any) -> tuple[Any, Any]:
     if kwargs and kwargs.get("closure") is not None:
         return args, {**kwargs, "closure": closure}
     return (args[0], closure, *args[2:]), kwargs
-
-
-_WRAPPER_CLASSES = ("FullyShardedDataParallel", "CheckpointWrapper")
-
-
-def _is_wrapper(model: torch.nn.Module) -> bool:
-    """DistributedDataParallel, DataParallel, FSDP1's units: named after the wrapped module (``.module``),
-    no scope of their own."""
-    return isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) or \
-        (type(model).__name__ in _WRAPPER_CLASSES and isinstance(getattr(model, "module", None), torch.nn.Module))
 
 
 def _signature(record: GraphRecord) -> str:

@@ -1,0 +1,235 @@
+"""The recorder under torch.compile and fused optimizers, on a nanoGPT-style program (nanogpt_kit):
+every compile mode records at "parameters", with the series and at "modules" with losses and final
+weights bit-identical to the same compiled run unrecorded; level "ops" says that it runs eagerly; the
+fused AdamW's weights are read anew at every step; a weight changed between steps is the headline."""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from clirun import run_cli  # noqa: E402
+from nanogpt_kit import COMPILE_MODES, inf_into_weight_at, scale_weight_at, train  # noqa: E402
+from recorder_kit import tensors_by_iteration  # noqa: E402
+
+from debugger.formats.records import Kind  # noqa: E402
+from debugger.model import open_dump  # noqa: E402
+
+STEPS = 6
+LEVELS = {"parameters": {"level": "parameters"}, "series": {"level": "parameters", "series": True},
+          "modules": {"level": "modules"}}
+_plain: dict[tuple[str, bool], Any] = {}
+
+
+def _unrecorded(mode: str, fused: bool = True) -> Any:
+    """The run without the recorder (once per mode: its compiled code is then cached for the rest)."""
+    if (mode, fused) not in _plain:
+        _plain[(mode, fused)] = train(mode, STEPS, fused=fused)
+    return _plain[(mode, fused)]
+
+
+def _assert_same_training(a: Any, b: Any) -> None:
+    assert a.losses == b.losses, "the recorder changed a loss bit"
+    for name, w in a.weights.items():
+        assert torch.equal(w, b.weights[name]), f"the recorder changed {name}"
+
+
+def _kinds(dump: str) -> dict[int, dict[str, int]]:
+    """iteration -> kind -> how many nodes of that kind hold a stored output."""
+    out: dict[int, dict[str, int]] = {}
+    for it, tmap in tensors_by_iteration(dump).items():
+        for (_, io, _), ref in tmap.items():
+            if io == "output":
+                out.setdefault(it, {}).setdefault(ref.kind, 0)
+                out[it][ref.kind] += 1
+    return out
+
+
+@pytest.mark.parametrize("mode", [m for m in COMPILE_MODES if m != "eager"])
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_compiled_training_is_recorded_unchanged(tmp_path: Any, mode: str, level: str) -> None:
+    """Each compile mode x level: the same losses and weights, bit for bit, every iteration recorded
+    with its weights, gradients, optimizer state and loss, and a healthy run scans clean."""
+    dump = str(tmp_path / "d")
+    rec = train(mode, STEPS, record={**LEVELS[level], "save": "statistics"}, path=dump)
+    _assert_same_training(_unrecorded(mode), rec)
+    kinds = _kinds(dump)
+    assert sorted(kinds) == list(range(STEPS))
+    n_weights = len(rec.weights)
+    for it, k in kinds.items():
+        assert k.get(Kind.WEIGHT) == n_weights and k.get(Kind.GRADIENT) == n_weights, (it, k)
+        assert k.get(Kind.LOSS) == 1 and k.get(Kind.OPTIMIZER_STATE, 0) >= 2 * n_weights, (it, k)
+    said = " ".join(rec.warnings)
+    assert ("no optimizer step hook ran" in said) == (mode == "step"), said
+    if level == "modules":      # what compilation hides at "modules" is said
+        assert "runs compiled" in said, said
+    r = run_cli("scan", dump)
+    assert r.code == 0, r.out + r.err
+    assert "No watchpoint hit." in r.out
+
+
+def test_compiled_step_with_its_own_zero_grad_says_gradients_are_lost(tmp_path: Any) -> None:
+    """A compiled step that zeroes its gradients itself leaves none for rec.step(): said, not silent."""
+    import nanogpt_kit as K
+
+    torch.manual_seed(0)
+    model = K.GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    @torch.compile
+    def step(x: Any, y: Any) -> Any:
+        _, loss = model(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    from debugger.torch import Recorder
+    with pytest.warns(RuntimeWarning, match="gradients are not recorded .*call it before zero_grad"):
+        with Recorder(tmp_path / "d", model, opt, level="parameters", save="statistics") as rec:
+            for i in range(3):
+                step(*K.get_batch(i))
+                rec.step()
+    kinds = _kinds(str(tmp_path / "d"))
+    assert all(k.get(Kind.GRADIENT, 0) == 0 and k.get(Kind.WEIGHT) for k in kinds.values())
+
+
+def test_ops_on_a_compiled_model_says_it_runs_eagerly(tmp_path: Any) -> None:
+    """Level "ops" cannot see inside compiled code: the recorded iterations run eagerly, said once."""
+    rec = train("compile", 3, record={"level": "ops", "save": "statistics"}, path=tmp_path / "d")
+    eager = [w for w in rec.warnings if "runs eagerly" in w]
+    assert len(eager) == 1, rec.warnings
+    assert open_dump(str(tmp_path / "d")).rank(0).graphs
+
+
+def test_parameters_level_leaves_module_calls_alone(tmp_path: Any) -> None:
+    """At "parameters" no global module hook is installed (nothing for Dynamo to trace, no cost per
+    call); the first iteration at "modules" installs them."""
+    import nanogpt_kit as K
+    from debugger.torch import Recorder
+
+    hooks = torch.nn.modules.module._global_forward_pre_hooks
+    model = K.GPT()
+    opt = torch.optim.AdamW(model.parameters())
+    with Recorder(tmp_path / "d", model, opt, level={"parameters": "0-1", "modules": "2"}) as rec:
+        for i in range(3):
+            assert len(hooks) == (1 if i == 2 else 0), i
+            _, loss = model(*K.get_batch(i))
+            loss.backward()
+            opt.step()
+            rec.step()
+    assert not hooks
+
+
+@pytest.mark.parametrize("optimizer", ["adamw-fused", "adamw-foreach", "adam-fused", "sgd-fused"])
+@pytest.mark.parametrize("save", ["tensors", "statistics"])
+@pytest.mark.parametrize("level", ["parameters", "modules"])
+def test_every_optimizer_kernel_moves_the_recorded_weights(tmp_path: Any, optimizer: str, save: str,
+                                                           level: str) -> None:
+    """Fused and foreach kernels write weights and state without bumping their version counters: the
+    recorder reads them anew at every step (weights as plain torch saw them, a healthy run scans clean)."""
+    import nanogpt_kit as K
+    from debugger.torch import Recorder
+
+    torch.manual_seed(0)
+    model = K.GPT()
+    name, kind = optimizer.split("-")
+    cls = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}[name]
+    extra = {"momentum": 0.9} if name == "sgd" else {}
+    opt = cls(model.parameters(), lr=1e-3, **extra, **{kind: True})
+    truth = []
+    with Recorder(tmp_path / "d", model, opt, level=level, save=save) as rec:
+        for i in range(4):
+            opt.zero_grad()
+            model(*K.get_batch(i))[1].backward()
+            opt.step()
+            truth.append(model.h[0].c_fc.weight.detach().clone())
+            rec.step()
+    stored = tensors_by_iteration(str(tmp_path / "d"))
+    for i, want in enumerate(truth):
+        ref = stored[i][("h.0.c_fc.weight", "output", 0)]
+        if save == "tensors":
+            np.testing.assert_array_equal(ref.value(), want.numpy())
+        else:
+            assert ref.source.stored_stats()["max"] == pytest.approx(float(want.max()), rel=1e-6)
+    r = run_cli("scan", str(tmp_path / "d"))
+    assert r.code == 0, r.out
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile"])
+@pytest.mark.parametrize("save", ["tensors", "statistics"])
+@pytest.mark.parametrize("level", ["parameters", "modules"])
+def test_weight_scaled_between_steps_is_the_headline(tmp_path: Any, mode: str, save: str, level: str) -> None:
+    """A weight multiplied by 1e4 between steps (through .data: no version bump, no optimizer): its
+    update at that iteration is the first problem, compiled or not, in both save modes."""
+    dump = str(tmp_path / "d")
+    run = train(mode, STEPS, record={"level": level, "save": save}, path=dump, fault=scale_weight_at(3))
+    assert run.losses == train(mode, STEPS, fault=scale_weight_at(3)).losses
+    r = run_cli("scan", dump)
+    assert r.code == 1, r.out
+    assert "First problem: weight_change_too_large at iteration 3, rank 0: h.0.c_fc.weight" in r.out, r.out
+
+
+@pytest.mark.parametrize("mode", ["eager", "compile"])
+def test_inf_written_into_a_weight_is_the_headline(tmp_path: Any, mode: str) -> None:
+    """An inf written into a weight row between steps: the first non-finite tensor is the headline at
+    that iteration, never put off to an earlier iteration that reported nothing."""
+    dump = str(tmp_path / "d")
+    train(mode, STEPS, record={"level": "parameters", "save": "statistics"}, path=dump, fault=inf_into_weight_at(3))
+    r = run_cli("scan", dump)
+    assert r.code == 1, r.out
+    head = next(line for line in r.out.splitlines() if line.startswith("First problem"))
+    assert "iteration 3" in head and "h.0.c_fc.weight" in head, r.out
+
+
+# Dynamo looks up .grad of a non-leaf inside transformers' loss, and torch's own filter for that warning
+# does not hold against pytest's "error"
+@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
+def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any) -> None:
+    """transformers.Trainer with torch_compile=True and its default optimizer (fused AdamW on torch >= 2.8),
+    recorded by the callback at "parameters" with the series: the same losses, clean, weights moving."""
+    pytest.importorskip("transformers")
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
+
+    from debugger.torch.callbacks import TdbgTrainerCallback
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 32
+
+        def __getitem__(self, i: int) -> dict[str, Any]:
+            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids}
+
+    class Losses(TrainerCallback):
+        def __init__(self) -> None:
+            self.losses: list[float] = []
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            if logs and "loss" in logs:
+                self.losses.append(float(logs["loss"]))
+
+    def run(record: bool) -> tuple[list[float], str]:
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16))
+        args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=6, per_device_train_batch_size=4,
+                                 logging_steps=1, report_to=[], save_strategy="no", torch_compile=True,
+                                 use_cpu=True, seed=0, disable_tqdm=True)
+        losses = Losses()
+        cbs: list[Any] = [losses]
+        if record:
+            cbs.append(TdbgTrainerCallback(tmp_path / "d", level="parameters", save="statistics"))
+        Trainer(model=model, args=args, train_dataset=Data(), callbacks=cbs).train()
+        return losses.losses, str(args.optim)
+
+    plain, optim = run(False)
+    recorded, _ = run(True)
+    assert "fused" in optim.lower(), optim
+    assert plain == recorded and len(plain) == 6
+    r = run_cli("scan", str(tmp_path / "d"))
+    assert r.code == 0, r.out
+    assert "No watchpoint hit." in r.out

@@ -84,7 +84,8 @@ def rank_info(r: Rank) -> dict[str, Any]:
 
 
 def series_info(r: Rank) -> dict[str, Any] | None:
-    """What a rank's per-step series holds (None: it has none)."""
+    """What a rank's per-step series holds (None: it has none); ``origin`` "iterations": no series files, the
+    recorded iterations read as one."""
     series = r.series
     if series is None:
         return None
@@ -92,7 +93,7 @@ def series_info(r: Rank) -> dict[str, Any] | None:
     roles: dict[str, int] = {}
     for t in series.catalog():
         roles[t.role] = roles.get(t.role, 0) + 1
-    return {"steps": int(len(steps)), "first_step": int(steps[0]) if len(steps) else None,
+    return {"origin": series.origin, "steps": int(len(steps)), "first_step": int(steps[0]) if len(steps) else None,
             "last_step": int(steps[-1]) if len(steps) else None, "tensors_by_role": roles,
             "deep_steps": sorted(set(r.iterations()) & set(steps.tolist()))[:1000]}
 

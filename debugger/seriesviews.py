@@ -4,8 +4,12 @@
   each bucket's min and max (a one-step spike stays visible at any zoom);
 - :func:`heatmap`: a statistic of every tensor of a role (rows grouped by layer) x step buckets;
 - :func:`scalars`: the loss, learning rate, gradient norm and loss scale decimated the same way;
-- :func:`spikes`: the loss spikes (:func:`debugger.watch.spikes.find_spikes`) with, for each, the deep
-  capture (graph, iteration) nearest it, so a view can open it.
+- :func:`spikes`: the loss spikes (:func:`debugger.watch.spikes.find_spikes`, over the window that
+  :func:`debugger.watch.spikes.spike_window` adapts to the run's length) with, for each, the deep capture
+  (graph, iteration) nearest it, so a view can open it.
+
+The series is the rank's (:attr:`debugger.model.Rank.series`): the one recorded, else its recorded
+iterations when they are every step or most (``origin`` "iterations" in :func:`catalog`).
 
 Buckets split the step range evenly by step value, not by sample count, so the x axis stays linear in
 steps when the series has gaps (a resumed run). JSON-ready: NaN becomes None.
@@ -59,9 +63,10 @@ def catalog(rank: Rank) -> dict[str, Any]:
     if s is None:
         return {"available": False, "rank": rank.rank,
                 "message": f"rank {rank.rank} records no per-step series (Recorder(..., series=True) records one; "
+                           "iterations recorded every step, or most, at any level read as one; "
                            "tdbg convert --series makes one of a dump's iterations)"}
     steps = s.steps()
-    return {"available": True, "rank": rank.rank,
+    return {"available": True, "rank": rank.rank, "origin": s.origin,
             "tensors": [{"name": t.name, "role": t.role, "param": t.param, "layer": layer_of(t)} for t in s.catalog()],
             "steps": {"first": int(steps[0]) if len(steps) else None, "last": int(steps[-1]) if len(steps) else None,
                       "count": int(len(steps))},
@@ -246,19 +251,16 @@ def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top
     """The loss spikes of the rank's series, each with its ranked causes and the nearest deep capture (the
     last answer kept until the series or the deep captures change: a followed run's view refreshes often)."""
     s = series_of(rank)
-    opts: dict[str, Any] = {}
-    if window is not None:
-        opts["window"] = _count("window", window, 50, 100_000)
+    from .watch.spikes import find_spikes, spike_window     # numpy's series work: loaded when asked for
+    # the window adapts to a short run (spike_window), as `tdbg spikes`'s; the answer says the one used
+    opts: dict[str, Any] = {"window": _count("window", window, 50, 100_000) if window is not None
+                            else spike_window(len(s.steps()))}
     if z is not None:
         if not (math.isfinite(z) and z > 0):
             raise InvalidQueryError(f"bad z {z}: expected a positive number")
         opts["z"] = z
     if top is not None:
         opts["top"] = _count("top", top, 10, 1000)
-    try:
-        from .watch.spikes import find_spikes
-    except ImportError:      # the spike finder is another piece of the series work
-        return {"available": False, "spikes": [], "message": "this tdbg finds no loss spikes yet"}
     its = rank.iterations()
     key = (s.fingerprint(), len(its), its[-1] if its else None, tuple(sorted(opts.items())))
     with _matrix_lock:
@@ -286,7 +288,7 @@ def _spikes(rank: Rank, find_spikes: Any, opts: dict[str, Any]) -> dict[str, Any
         for c in d["causes"]:
             c["node"] = _node_in(rank, d["deep"], c)
         out.append(d)
-    return {"available": True, "spikes": out}
+    return {"available": True, "window": opts["window"], "spikes": out}
 
 
 def _node_in(rank: Rank, deep: dict[str, Any] | None, cause: dict[str, Any]) -> str | None:

@@ -71,5 +71,5 @@ LAYERS: tuple[Layer, ...] = (
 # The model package's own layers, bottom first: a module of debugger/model/ may import only the ones before it
 # (its __init__ re-exports them all and is not ranked). Source stacks know no graph; a graph knows no rank;
 # history, the top, reads tensors of ranks across iterations.
-MODEL_ORDER: tuple[str, ...] = ("source", "graph", "locate", "layers", "logical", "tensors", "shards", "rank", "dump",
-                                "history")
+MODEL_ORDER: tuple[str, ...] = ("source", "graph", "locate", "layers", "logical", "tensors", "stepseries", "shards",
+                                "rank", "dump", "history")

@@ -122,4 +122,5 @@ def _print_series(ranks: list[dict], out: TextIO) -> None:
     roles = ", ".join(f"{k} {v}" for k, v in s["tensors_by_role"].items())
     span = f"steps {s['first_step']}-{s['last_step']}" if s["steps"] else "no step"
     out.write(f"  per-step series on {len(have)} rank(s); rank {have[0]['rank']}: {span} ({s['steps']} steps), "
-              f"{len(s['deep_steps'])} deep; tensors: {roles}\n")
+              f"{len(s['deep_steps'])} deep; tensors: {roles}"
+              f"{' (no series files: read from the recorded iterations)' if s.get('origin') == 'iterations' else ''}\n")

@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from ..model import Dump
     from ..watch.series_conditions import SeriesHit
 
-NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True), or turn a dump's "
-             "iterations into one with `tdbg convert DUMP OUT --series`")
+NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True), or record every step, or most, "
+             "at any level (its iterations then read as the series), or turn a dump's iterations into one with "
+             "`tdbg convert DUMP OUT --series`")
 
 
 def split(wps: list[Watchpoint], over_series: bool = False) -> tuple[list[Watchpoint], list[Watchpoint]]:

@@ -155,6 +155,9 @@ class SeriesSource(ABC):
     and a few scalars (``SCALARS``: loss, lr, loss_scale, grad_norm). Values are float64, NaN where unknown."""
 
     warnings: list[str]
+    # where the steps come from: "recorded" (series files), "iterations" (a dump's recorded iterations, each
+    # one step: debugger.model.stepseries)
+    origin: str = "recorded"
 
     @abstractmethod
     def catalog(self) -> list[SeriesTensor]:

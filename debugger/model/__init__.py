@@ -5,6 +5,7 @@
 - ``locate``, ``layers``  facts derived from one graph (execution position, user line, a layer's nodes)
 - ``logical``  LogicalSource: a tensor whole from its shards on several ranks
 - ``tensors`` TensorRef
+- ``stepseries``  a rank's recorded iterations read as its per-step series (one step each)
 - ``shards``  ShardIndex: which ranks' tensors are parts of one logical tensor (dumps with a parallel layout)
 - ``rank``    Rank and GraphCache; ``dump``: Dump and opening dumps
 - ``history`` the one notion of a tensor's previous value

@@ -39,6 +39,7 @@ class Rank:
         self._maps: dict[tuple[int, int], dict[tuple[str, str, int], TensorRef]] = {}
         self._node_its: dict[int, dict[str, list[int]]] = {}
         self._info: RankInfo | None = None
+        self._from_iterations: "tuple[list[int], SeriesSource | None] | None" = None
         self.indexed = False      # the index was built once: its warnings are known (it may be released since)
 
     def __repr__(self) -> str:
@@ -112,8 +113,20 @@ class Rank:
     # -- tensors ------------------------------------------------------------------------------
     @property
     def series(self) -> "SeriesSource | None":
-        """The rank's per-step statistics series (None: the rank records none)."""
-        return self.reader.series()
+        """The rank's per-step statistics series: the one it recorded, else its recorded iterations read as
+        one when they are every step or most (stepseries.reads_as_series; ``origin`` "iterations"), else None."""
+        recorded = self.reader.series()
+        return recorded if recorded is not None else self._iteration_series()
+
+    def _iteration_series(self) -> "SeriesSource | None":
+        """The series read from the iterations, kept while they stay the same (a running job's grow)."""
+        from .stepseries import iteration_series   # numpy: not loaded by opening a dump (a cached re-scan)
+
+        its = self.iterations()
+        with self._lock:
+            if self._from_iterations is None or self._from_iterations[0] != its:
+                self._from_iterations = (its, iteration_series(self, its))
+            return self._from_iterations[1]
 
     @property
     def layout(self) -> "RankLayout | None":

@@ -7,8 +7,10 @@
     lightning.Trainer(callbacks=[TdbgLightningCallback("runs/x", iterations="0-9")])
 
 One iteration is one optimizer step (with gradient accumulation, every micro-batch before it). The
-options are the Recorder's (``save``, ``iterations``, ``modules``, ``ops``, ``compression``,
-``durable``); the rank is the trainer's global rank unless ``rank=`` says otherwise. Neither library
+options are every one of the Recorder's (``save``, ``iterations``, ``level``, ``modules``, ``ops``,
+``compression``, ``durable``, ``replay``, ``pipeline``, ``series``, ``series_flush_seconds``, ``scaler``,
+``trigger``, ``touch_file``), checked when the callback is made; the rank is the trainer's global rank
+unless ``rank=`` says otherwise. Neither library
 is imported until its class is asked for; a failure of the recorder is a ``RuntimeWarning`` and the
 training goes on unrecorded.
 """
@@ -20,9 +22,11 @@ import warnings
 from typing import Any, Iterable, Sequence
 
 from .levels import LevelPlan
+from .triggers import TouchFile, Trigger
 
 _CLASSES = {"TdbgTrainerCallback": "._hf", "TdbgLightningCallback": "._lightning"}
 _SAVE = ("tensors", "values", "statistics", "both")
+_COMPRESSION = (None, "gzip", "lzf")
 
 __all__ = ["RecordingSession", *_CLASSES]
 
@@ -40,17 +44,22 @@ class RecordingSession:
     step, closed when training ends; its failures warn and stop the recording, never the training."""
 
     def __init__(self, path: str | os.PathLike[str], *, save: str = "tensors",
-                 iterations: str | Iterable[int] | None = None, modules: Sequence[str] | None = None,
-                 ops: Sequence[str] | None = None, rank: int | None = None, compression: str | None = None,
-                 durable: bool = False, level: Any = "ops", replay: bool = True) -> None:
+                 iterations: str | Iterable[int] | None = None, level: Any = "ops",
+                 modules: Sequence[str] | None = None, ops: Sequence[str] | None = None, rank: int | None = None,
+                 compression: str | None = None, durable: bool = False, replay: bool = True,
+                 pipeline: Any = None, series: bool = False, series_flush_seconds: float | None = None,
+                 scaler: Any = None, trigger: Trigger | None = None,
+                 touch_file: "str | os.PathLike[str] | TouchFile | None" = None) -> None:
         # the options are checked here, where the user wrote them, not when the trainer starts
-        if save not in _SAVE:
-            raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
-        LevelPlan(level, iterations)
+        _check_options(save, level, iterations, compression, series, series_flush_seconds, trigger, touch_file)
         self.path = os.fspath(path)
         self.rank = rank
-        self.options: dict[str, Any] = dict(save=save, iterations=iterations, modules=modules, ops=ops,
-                                            compression=compression, durable=durable, level=level, replay=replay)
+        self.options: dict[str, Any] = dict(
+            save=save, iterations=iterations, modules=modules, ops=ops, compression=compression, durable=durable,
+            level=level, replay=replay, pipeline=pipeline, series=series, scaler=scaler, trigger=trigger,
+            touch_file=touch_file)
+        if series_flush_seconds is not None:      # None: the Recorder's default (its module imports torch)
+            self.options["series_flush_seconds"] = series_flush_seconds
         self.recorder: Any = None
         self.started = False
 
@@ -101,6 +110,22 @@ class RecordingSession:
                 rec.close()
             except Exception:       # already warned; a second message would say nothing new
                 pass
+
+
+def _check_options(save: str, level: Any, iterations: Any, compression: str | None, series: bool,
+                   flush_seconds: float | None, trigger: Any, touch_file: Any) -> None:
+    """The Recorder's own checks of its options, made without torch (ValueError / TypeError)."""
+    if save not in _SAVE:
+        raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
+    LevelPlan(level, iterations)
+    if compression not in _COMPRESSION:
+        raise ValueError(f"compression must be None, 'gzip' or 'lzf', got {compression!r}")
+    if flush_seconds is not None and not flush_seconds > 0:
+        raise ValueError(f"series_flush_seconds must be a positive number of seconds, got {flush_seconds!r}")
+    if trigger is not None and not isinstance(trigger, Trigger):
+        raise TypeError(f"trigger must be a debugger.torch.Trigger, got {type(trigger).__name__}")
+    if (trigger is not None or touch_file is not None) and not series:
+        raise ValueError("trigger= and touch_file= watch the per-step series: give series=True too")
 
 
 def torch_optimizers(optimizers: Iterable[Any]) -> list[Any]:

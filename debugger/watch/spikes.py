@@ -54,6 +54,17 @@ UNPRECEDENTED = 2.0
 # the optimizer (an optimizer's update grows at most about as much as both; the planted edits grow it
 # hundreds of times more)
 OUTSIDE_MARGIN = 10.0
+# the window a step is scored against, adapted to the run's length (spike_window)
+WINDOW, MIN_WINDOW, WINDOW_SHARE = 50, 10, 2
+
+
+def spike_window(steps: int) -> int:
+    """The window for a series of ``steps`` steps: ``min(50, max(10, steps // 2))``. A long run gets 50
+    steps; a short one half its steps (a 20-step run is scored over 10 steps from step 10 on, a 30-step
+    run over 15), instead of being refused for being shorter than 50; never under 10: over fewer steps
+    the median and spread of a noisy loss's changes are themselves noise (a healthy 20-step run then
+    shows false spikes at z 6-15)."""
+    return min(WINDOW, max(MIN_WINDOW, steps // WINDOW_SHARE))
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ def _assert_dump_holds(dump: str, truth: _Truth, final: dict[str, np.ndarray], t
 
 
 # ---- transformers.Trainer ------------------------------------------------------------------------
-def _hf_run(out: str, callback: Any, accumulate: int = 2, **args: Any) -> tuple[_Truth, dict[str, np.ndarray], Any]:
+def _hf_run(out: str, callback: Any, accumulate: int = 2, steps: int = STEPS,
+            **args: Any) -> tuple[_Truth, dict[str, np.ndarray], Any]:
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 
     class Ids(torch.utils.data.Dataset):
@@ -93,7 +94,7 @@ def _hf_run(out: str, callback: Any, accumulate: int = 2, **args: Any) -> tuple[
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
                                        bos_token_id=0, eos_token_id=0))
-    targs = TrainingArguments(output_dir=os.path.join(out, "hf"), max_steps=STEPS, per_device_train_batch_size=4,
+    targs = TrainingArguments(output_dir=os.path.join(out, "hf"), max_steps=steps, per_device_train_batch_size=4,
                               gradient_accumulation_steps=accumulate, report_to=[], use_cpu=True,
                               save_strategy="no", logging_strategy="no", disable_tqdm=True, seed=0, **args)
     trainer = Trainer(model, targs, train_dataset=Ids(), callbacks=[Watch()] + ([callback] if callback else []))
@@ -132,8 +133,59 @@ def test_hf_trainer_passes_the_recorders_options(tmp_path: Any) -> None:
     assert (rank["rank"], rank["saved"], rank["iterations"]) == (1, "statistics", [1, 2])
 
 
+def test_hf_trainer_records_the_per_step_series(tmp_path: Any) -> None:
+    """series=True through the callback (no deep step: iterations=()): one series step per optimizer step of
+    the Trainer, with its loss, its scheduler's learning rate as each step began, and every gradient."""
+    pytest.importorskip("transformers")
+    from debugger.torch.callbacks import TdbgTrainerCallback
+
+    dump = str(tmp_path / "dump")
+    _, _, trainer = _hf_run(str(tmp_path), TdbgTrainerCallback(dump, series=True, iterations=()), steps=6,
+                            learning_rate=1e-3, lr_scheduler_type="linear")
+    assert trainer.state.global_step == 6
+    r = open_dump(dump).rank(0)
+    assert r.iterations() == [] and r.series is not None and r.series.origin == "recorded"
+    assert r.series.steps().tolist() == list(range(trainer.state.global_step))
+    assert np.isfinite(r.series.scalar("loss")[1]).all()
+    assert np.allclose(r.series.scalar("lr")[1], 1e-3 * (1 - np.arange(6) / 6))     # the linear schedule
+    grads = {t.param for t in r.series.catalog() if t.role == "gradient"}
+    assert grads == {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+
+
+def test_callbacks_take_every_recorder_option() -> None:
+    """The callbacks' session takes each option of Recorder.__init__ (but what the trainer hands over)."""
+    import inspect
+
+    from debugger.torch import Recorder
+    from debugger.torch.callbacks import RecordingSession
+
+    rec = set(inspect.signature(Recorder.__init__).parameters) - {"self", "path", "model", "optimizer"}
+    assert rec - set(inspect.signature(RecordingSession.__init__).parameters) == set()
+
+
+def test_callbacks_check_the_options_where_they_are_written(tmp_path: Any) -> None:
+    """A trigger without the series, a bad flush period or compression: an error when the callback is made,
+    not when training starts; the series' options together are accepted."""
+    from debugger.torch import Trigger
+    from debugger.torch.callbacks import RecordingSession
+
+    with pytest.raises(ValueError, match="series=True"):
+        RecordingSession(tmp_path / "d", trigger=Trigger())
+    with pytest.raises(ValueError, match="series=True"):
+        RecordingSession(tmp_path / "d", touch_file=tmp_path / "now")
+    with pytest.raises(ValueError, match="series_flush_seconds"):
+        RecordingSession(tmp_path / "d", series=True, series_flush_seconds=0)
+    with pytest.raises(ValueError, match="compression"):
+        RecordingSession(tmp_path / "d", compression="zip")
+    with pytest.raises(TypeError, match="Trigger"):
+        RecordingSession(tmp_path / "d", series=True, trigger="loss")
+    s = RecordingSession(tmp_path / "d", series=True, series_flush_seconds=1.0, trigger=Trigger(steps=2),
+                         touch_file=tmp_path / "now", level="parameters", replay=False)
+    assert s.options["series"] and s.options["series_flush_seconds"] == 1.0 and s.options["level"] == "parameters"
+
+
 # ---- lightning.Trainer ---------------------------------------------------------------------------
-def _lightning_run(callback: Any, accumulate: int = 2) -> tuple[_Truth, dict[str, np.ndarray]]:
+def _lightning_run(callback: Any, accumulate: int = 2, steps: int = STEPS) -> tuple[_Truth, dict[str, np.ndarray]]:
     import lightning as L
 
     truth = _Truth()
@@ -161,7 +213,7 @@ def _lightning_run(callback: Any, accumulate: int = 2) -> tuple[_Truth, dict[str
     model = Net()
     x = torch.randn(48, 8, generator=torch.Generator().manual_seed(1))
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
-    trainer = L.Trainer(accelerator="cpu", max_steps=STEPS, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(accelerator="cpu", max_steps=steps, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False, accumulate_grad_batches=accumulate,
                         gradient_clip_val=0.5, callbacks=[Watch()] + ([callback] if callback else []))
     trainer.fit(model, data)
@@ -203,6 +255,34 @@ def test_a_recorder_that_cannot_start_warns_and_training_goes_on(tmp_path: Any) 
     _, plain_final = _lightning_run(None)
     assert all(np.array_equal(final[n], plain_final[n]) for n in final)
     assert blocked.read_text() == "not a folder"
+
+
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+def test_lightning_trainer_records_the_per_step_series(tmp_path: Any) -> None:
+    """series=True with level="parameters" through the Lightning callback, 2 batches a step: one series step
+    and one deep iteration per optimizer step of the Trainer, with its loss, learning rate and gradients."""
+    pytest.importorskip("lightning")
+    from debugger.torch.callbacks import TdbgLightningCallback
+
+    dump = str(tmp_path / "dump")
+    truth, _ = _lightning_run(TdbgLightningCallback(dump, series=True, level="parameters"), steps=5)
+    r = open_dump(dump).rank(0)
+    assert len(truth.grads) == 5 and r.series is not None and r.series.origin == "recorded"
+    assert r.series.steps().tolist() == r.iterations() == list(range(5))
+    assert np.allclose(r.series.scalar("lr")[1], 0.1) and np.isfinite(r.series.scalar("loss")[1]).all()
+    assert {t.param for t in r.series.catalog() if t.role == "gradient"} == set(truth.grads[0])
+
+
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+def test_lightning_series_gradients_are_the_ones_each_step_used(tmp_path: Any) -> None:
+    """The series' gradient of each step is the one its optimizer step used (as the deep capture's is)."""
+    pytest.importorskip("lightning")
+    from debugger.torch.callbacks import TdbgLightningCallback
+
+    dump = str(tmp_path / "dump")
+    truth, _ = _lightning_run(TdbgLightningCallback(dump, series=True, iterations=()), accumulate=1, steps=4)
+    _, l2 = open_dump(dump).rank(0).series.curve("net.0.weight.grad", "l2norm")
+    assert np.allclose(l2, [np.linalg.norm(g["net.0.weight"]) for g in truth.grads], rtol=1e-5)
 
 
 def test_recorder_follows_a_positional_step_closure(tmp_path: Any) -> None:

@@ -215,16 +215,21 @@ def test_the_recorders_series_ranks_a_scaled_layer_first_with_its_forward_line(t
     assert first.source == f"{inspect.getsourcefile(MLP)}:{line}"
 
 
-def test_a_series_shorter_than_the_window_says_so(tmp_path: Any) -> None:
+def test_a_short_series_gets_a_window_of_its_size_and_a_window_too_long_says_so(tmp_path: Any) -> None:
+    """20 steps: the default window is min(50, max(10, 20 // 2)) = 10, said in the output, and the spike at
+    step 15 is found; a window the user sets longer than the series is said to find nothing."""
     root = str(tmp_path / "short")
     with SeriesWriter(os.path.join(root, "rank_0"), ["w.grad"], roles=["gradient"], params=["w"]) as w:
         for step in range(20):
             w.add(step, np.ones((1, 13)), {"loss": 100.0 if step == 15 else 1.0})
     _write_empty_dump(root)
     r = run_cli("spikes", root)
+    assert r.code == 1 and "over a 10-step window" in r.out and "step 15: loss 100" in r.out and r.err == ""
+    r = run_cli("spikes", root, "--json")
+    assert r.code == 1 and r.json["window"] == 10 and [s["step"] for s in r.json["spikes"]] == [15]
+    assert r.json["series"] == "recorded" and r.json["warnings"] == []
+    r = run_cli("spikes", root, "--window", "50")
     assert r.code == 0 and "holds 20 steps" in r.err and "no loss spike" in r.out
-    r = run_cli("spikes", root, "--window", "10", "--json")
-    assert r.code == 1 and r.json["spikes"][0]["step"] == 15 and r.json["warnings"] == []
 
 
 def test_bad_usage_is_exit_2_naming_the_problem(runs: dict[str, str]) -> None:

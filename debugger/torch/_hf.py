@@ -20,7 +20,8 @@ class TdbgTrainerCallback(TrainerCallback):
                        **kwargs: Any) -> None:
         """The Trainer made its optimizer and wrapped it (accelerate): record the torch one under it."""
         self.session.begin(model, torch_optimizers([optimizer] if optimizer is not None else []),
-                           rank=int(getattr(args, "process_index", 0)))
+                           rank=int(getattr(args, "process_index", 0)),
+                           compiled=bool(getattr(args, "torch_compile", False)))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """Called once per optimizer step, after the micro-batches it accumulated."""

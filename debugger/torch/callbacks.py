@@ -21,7 +21,7 @@ import os
 import warnings
 from typing import Any, Iterable, Sequence
 
-from .levels import LevelPlan
+from .levels import COMPILED_OPS, LevelPlan
 from .triggers import TouchFile, Trigger
 
 _CLASSES = {"TdbgTrainerCallback": "._hf", "TdbgLightningCallback": "._lightning"}
@@ -49,22 +49,26 @@ class RecordingSession:
                  compression: str | None = None, durable: bool = False, replay: bool = True,
                  pipeline: Any = None, series: bool = False, series_flush_seconds: float | None = None,
                  scaler: Any = None, trigger: Trigger | None = None,
-                 touch_file: "str | os.PathLike[str] | TouchFile | None" = None) -> None:
+                 touch_file: "str | os.PathLike[str] | TouchFile | None" = None,
+                 compiled_ops: str = "boundary") -> None:
         # the options are checked here, where the user wrote them, not when the trainer starts
         _check_options(save, level, iterations, compression, series, series_flush_seconds, trigger, touch_file)
+        if compiled_ops not in COMPILED_OPS:
+            raise ValueError(f"compiled_ops must be one of {', '.join(COMPILED_OPS)}, got {compiled_ops!r}")
         self.path = os.fspath(path)
         self.rank = rank
         self.options: dict[str, Any] = dict(
             save=save, iterations=iterations, modules=modules, ops=ops, compression=compression, durable=durable,
             level=level, replay=replay, pipeline=pipeline, series=series, scaler=scaler, trigger=trigger,
-            touch_file=touch_file)
+            touch_file=touch_file, compiled_ops=compiled_ops)
         if series_flush_seconds is not None:      # None: the Recorder's default (its module imports torch)
             self.options["series_flush_seconds"] = series_flush_seconds
         self.recorder: Any = None
         self.started = False
 
-    def begin(self, model: Any, optimizers: Sequence[Any], rank: int) -> None:
-        """Start recording ``model`` trained by ``optimizers`` (torch optimizers) as ``rank``."""
+    def begin(self, model: Any, optimizers: Sequence[Any], rank: int, compiled: bool = False) -> None:
+        """Start recording ``model`` trained by ``optimizers`` (torch optimizers) as ``rank`` (``compiled``:
+        the trainer runs it through torch.compile, out of the recorder's sight)."""
         if self.started:
             warnings.warn(f"tdbg: {self.path} already holds this callback's recording; "
                           "this training is not recorded", RuntimeWarning, stacklevel=3)
@@ -75,6 +79,8 @@ class RecordingSession:
 
             rec = Recorder(self.path, model, list(optimizers), rank=self.rank if self.rank is not None else rank,
                            **self.options)
+            if compiled:
+                rec.note_compiled()
             rec.start()
         except Exception as exc:
             self._fail("could not start recording", exc)

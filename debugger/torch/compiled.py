@@ -3,7 +3,10 @@
 The recorder's hooks step aside while Dynamo traces (``torch.compiler.is_compiling()``), so a compiled
 program stays the program the user compiled: at levels "parameters" and "modules" the compiled code
 runs as it would unrecorded. Level "ops" records every operator through a dispatch mode, and Dynamo
-does not compile under one: those iterations run eagerly. Neither is silent: each is one warning.
+does not compile under one: an "ops" iteration of a compiled model is recorded at "modules" instead
+(``compiled_ops="boundary"``, the default), or run eagerly (``"eager"``). Neither is silent: each is one
+warning, and an iteration found compiled only while it ran at "ops" (a trainer that compiles the model
+where the recorder cannot see it) says that it ran eagerly.
 """
 from __future__ import annotations
 
@@ -11,6 +14,11 @@ import warnings
 
 import torch
 from torch._C._dynamo import eval_frame
+
+from .levels import COMPILED_OPS
+
+__all__ = ["COMPILED_OPS", "CompileNotes", "compiled_anything", "compiling", "in_compiled_region",
+           "quiet_wrapper_warning"]
 
 
 def in_compiled_region() -> bool:
@@ -30,16 +38,27 @@ class CompileNotes:
             self._said.add(key)
             warnings.warn(f"tdbg recorder: {text}", RuntimeWarning, stacklevel=4)
 
-    def ops_eager(self, iteration: int, scopes: bool = True) -> None:
-        """An iteration at level "ops" ran a compiled function or module, which then ran eagerly
-        (``scopes``: its module calls were seen, so its operators have their module scopes)."""
-        lost = "" if scopes else "; its module calls ran inside the compiled program's graph, so its " \
-            "operators carry no module scope"
-        self._say("ops", f"iteration {iteration} is recorded at level \"ops\" and runs eagerly: torch.compile "
-                  "steps aside while tdbg's dispatch mode sees every operator, so the iterations recorded at "
-                  "\"ops\" compute with eager kernels (their numbers can differ in the last bits from the "
-                  "compiled program's, and they run slower); levels \"modules\" and \"parameters\" keep the "
-                  f"compiled program{lost}")
+    def ops_eager(self, iteration: int, later: str, scopes: bool = True) -> None:
+        """An iteration at level "ops" ran a compiled function or module, which then ran eagerly (``later``:
+        the run's ``compiled_ops``; ``scopes``: its module calls were seen, its operators have scopes)."""
+        lost = "" if scopes else " (its module calls ran inside the compiled program's graph, so its " \
+            "operators carry no module scope)"
+        then = "; the next iterations at \"ops\" are recorded at the compiled program's boundary (level " \
+            "\"modules\"), the program left as compiled (Recorder(compiled_ops=\"eager\") records them eagerly)" \
+            if later == "boundary" else ", as Recorder(compiled_ops=\"eager\") asks for the iterations at \"ops\""
+        self._say("ops", f"iteration {iteration} is recorded at level \"ops\" and ran eagerly{lost}: "
+                  "torch.compile steps aside while tdbg's dispatch mode sees every operator, so it computed "
+                  "with eager kernels (its numbers can differ in the last bits from the compiled program's)"
+                  f"{then}")
+
+    def ops_at_boundary(self, iteration: int) -> None:
+        """An iteration at level "ops" of a compiled model is recorded at "modules" (compiled_ops="boundary")."""
+        self._said.add("modules")       # what "modules" sees of compiled code is said here
+        self._say("ops", f"iteration {iteration} and the next at level \"ops\" are recorded at level "
+                  "\"modules\": the model runs compiled, and recording every operator would run it eagerly, "
+                  "changing its numbers; a compiled module's call is then one node (inputs, outputs, their "
+                  "gradients), the calls inside it unseen; Recorder(compiled_ops=\"eager\") records every "
+                  "operator, eagerly")
 
     def module_compiled(self, name: str, boundary: bool) -> None:
         """At level "modules", a compiled module's call is one node (``boundary``: ``torch.compile(m)``'s
@@ -48,7 +67,7 @@ class CompileNotes:
             "records no node for its calls (the weights, gradients, optimizer state and loss as at " \
             "\"parameters\") and"
         self._say("modules", f"{name} runs compiled: level \"modules\" {call} sees no module call inside the "
-                  "compiled program (level \"ops\" sees them, running eagerly)")
+                  "compiled program (Recorder(compiled_ops=\"eager\") at level \"ops\" sees them, running eagerly)")
 
     def step_compiled(self, iteration: int, found: bool) -> None:
         """No optimizer step hook ran in a process that compiles: the step ran inside torch.compile

@@ -13,6 +13,8 @@ from ..formats.records import LEVEL_OPS, LEVELS
 from ..selection import parse_iterations
 
 Selection = Union[None, str, range, Iterable[int]]
+# Recorder(compiled_ops=...): what an "ops" iteration of a compiled model records (debugger.torch.compiled)
+COMPILED_OPS = ("boundary", "eager")
 
 
 def _as_selection(sel: Selection) -> "set[int] | range | None":

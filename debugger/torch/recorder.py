@@ -33,7 +33,7 @@ from . import capture as C
 from . import activations as A
 from . import replay as R
 from . import wrappers as W
-from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
+from .compiled import COMPILED_OPS, CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
 from .layouts import rank_layout
 from .leaves import LeafCapture
 from .opslevel import OpsCapture, OpsMode
@@ -74,6 +74,10 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     ``trigger``: a :class:`~debugger.torch.triggers.Trigger` (non-finite or spiking loss) and
     ``touch_file``: a path (or a :class:`~debugger.torch.triggers.TouchFile`) whose creation or touch
     records the next steps deep; both need ``series=True``, which keeps why each deep step was taken.
+    ``compiled_ops``: what an iteration at level "ops" of a model run by ``torch.compile`` records:
+    "boundary" (the default) records it at level "modules", the compiled program left as it is; "eager"
+    records every operator by running it eagerly (its numbers can differ in the last bits). Either is
+    said once per run (debugger.torch.compiled).
     """
 
     def __init__(self, path: str | os.PathLike[str], model: torch.nn.Module,
@@ -83,7 +87,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                  rank: int | None = None, compression: str | None = None, durable: bool = False,
                  replay: bool = True, pipeline: Any = None, series: bool = False,
                  series_flush_seconds: float = FLUSH_SECONDS, scaler: Any = None,
-                 trigger: Trigger | None = None, touch_file: "str | os.PathLike[str] | TouchFile | None" = None) -> None:
+                 trigger: Trigger | None = None, touch_file: "str | os.PathLike[str] | TouchFile | None" = None,
+                 compiled_ops: str = "boundary") -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -155,10 +160,14 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._before_step: dict[int, torch.Tensor] = {}
         self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
         self._init_series(series, series_flush_seconds, scaler, trigger, touch_file)
-        self._init_compiled()
+        self._init_compiled(compiled_ops)
 
-    def _init_compiled(self) -> None:
+    def _init_compiled(self, compiled_ops: str) -> None:
         """What torch.compile needs the recorder to keep (debugger.torch.compiled)."""
+        if compiled_ops not in COMPILED_OPS:
+            raise ValueError(f"compiled_ops must be one of {', '.join(COMPILED_OPS)}, got {compiled_ops!r}")
+        self._compiled_ops = compiled_ops
+        self._compiled_seen = False     # an "ops" iteration found the model compiled (its wrapper, its frames)
         self._compile_notes = CompileNotes()
         self._module_hooks = False     # the global module hooks are in (from the first "ops"/"modules" iteration)
         self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
@@ -362,6 +371,10 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def _begin(self) -> None:
         self._scopes.clear()
         self._level = self._plan.level_of(self.iteration)
+        if self._level == LEVEL_OPS and self._compiled_ops == "boundary" and self._runs_compiled():
+            # "ops" would run the compiled program eagerly: its boundary is recorded instead
+            self._level = LEVEL_MODULES
+            self._compile_notes.ops_at_boundary(self.iteration)
         if self._level in (LEVEL_OPS, LEVEL_MODULES):
             self._hook_modules()
         if self._level is None:
@@ -669,13 +682,23 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         """The module a call is recorded as: ``torch.compile(m)``'s wrapper runs eagerly around the
         compiled call and stands for ``m``; notes what compilation hides at this level."""
         if self._level == LEVEL_OPS and (in_compiled_region() or W.is_compiled_wrapper(module)):
-            self._compile_notes.ops_eager(self.iteration)
+            self._compiled_seen = True
+            self._compile_notes.ops_eager(self.iteration, later=self._compiled_ops)
         if not W.is_compiled_wrapper(module):
             return module
         inner = W.unwrap(module)
         if self._level == LEVEL_MODULES:
             self._compile_notes.module_compiled(self._module_path.get(id(inner)) or C.class_name(inner), boundary=True)
         return inner
+
+    def _runs_compiled(self) -> bool:
+        """Whether the model runs compiled: wrapped by or made with torch.compile, or found so."""
+        return self._compiled_seen or bool(W.runs_compiled(self._root, self.model))
+
+    def note_compiled(self) -> None:
+        """The model is run compiled by code the recorder does not see (a trainer's ``torch_compile``):
+        "ops" iterations are then taken as ``compiled_ops`` says from the first on."""
+        self._compiled_seen = True
 
     def _note_compiled_model(self) -> None:
         """No module call inside the model was seen at level "modules" or "ops": say so when it is because
@@ -685,7 +708,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if not compiled:
             return
         if self._level == LEVEL_OPS:
-            self._compile_notes.ops_eager(self.iteration, scopes=False)
+            self._compiled_seen = True
+            self._compile_notes.ops_eager(self.iteration, later=self._compiled_ops, scopes=False)
         else:
             self._compile_notes.module_compiled(", ".join(compiled[:3]), boundary=False)
 

@@ -309,7 +309,7 @@ PRESETS: dict[str, list[str]] = {
         "overflow",
         "gradient_vanishing:abs_mean_lt=1e-9,whole_layer=1",
         "weight_change_too_large:abs_mean_update_ratio_gt=10",
-        "weight_not_changed:rtol=1e-5,atol=1e-8,whole_layer=1",
+        "weight_not_changed:rtol=0,atol=0,whole_layer=1",
         "tensor_all_zero:zero_percentage_ge=100",
         "activation_saturated_layer:tolerance=1e-3,saturated_percentage_gt=50",
         "activation_dead_layer:zero_percentage_gt=90",

@@ -4,7 +4,7 @@ weights bit-identical to the same compiled run unrecorded; level "ops" says that
 fused AdamW's weights are read anew at every step; a weight changed between steps is the headline."""
 from __future__ import annotations
 
-import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -98,12 +98,29 @@ def test_compiled_step_with_its_own_zero_grad_says_gradients_are_lost(tmp_path: 
     assert all(k.get(Kind.GRADIENT, 0) == 0 and k.get(Kind.WEIGHT) for k in kinds.values())
 
 
-def test_ops_on_a_compiled_model_says_it_runs_eagerly(tmp_path: Any) -> None:
-    """Level "ops" cannot see inside compiled code: the recorded iterations run eagerly, said once."""
-    rec = train("compile", 3, record={"level": "ops", "save": "statistics"}, path=tmp_path / "d")
-    eager = [w for w in rec.warnings if "runs eagerly" in w]
-    assert len(eager) == 1, rec.warnings
-    assert open_dump(str(tmp_path / "d")).rank(0).graphs
+@pytest.mark.parametrize("mode", ["compile", "module.compile"])
+def test_ops_on_a_compiled_model_keeps_the_compiled_program(tmp_path: Any, mode: str) -> None:
+    """Level "ops" would run compiled code eagerly: by default its iterations are recorded at the compiled
+    program's boundary ("modules"), the training bit-identical, and that is said once."""
+    dump = str(tmp_path / "d")
+    rec = train(mode, STEPS, record={"level": "ops", "save": "statistics"}, path=dump)
+    _assert_same_training(_unrecorded(mode), rec)
+    said = [w for w in rec.warnings if 'are recorded at level "modules"' in w]
+    assert len(said) == 1 and "compiled_ops=\"eager\"" in said[0], rec.warnings
+    r = open_dump(dump).rank(0)
+    assert {r.graphs[g].level for g in r.graphs} == {"modules"}
+    assert run_cli("scan", dump).code == 0
+
+
+def test_ops_on_a_compiled_model_eagerly_when_asked(tmp_path: Any) -> None:
+    """compiled_ops="eager": every operator is recorded, the iterations running eagerly, said once."""
+    rec = train("compile", 3, record={"level": "ops", "save": "statistics", "compiled_ops": "eager"},
+                path=tmp_path / "d")
+    eager = [w for w in rec.warnings if "ran eagerly" in w]
+    assert len(eager) == 1 and "as Recorder(compiled_ops=\"eager\") asks" in eager[0], rec.warnings
+    r = open_dump(str(tmp_path / "d")).rank(0)
+    assert {r.graphs[g].level for g in r.graphs} == {"ops"}
+    assert sum(1 for g in r.graphs for _ in r.graphs[g].nodes()) > 500
 
 
 def test_parameters_level_leaves_module_calls_alone(tmp_path: Any) -> None:
@@ -189,9 +206,11 @@ def test_inf_written_into_a_weight_is_the_headline(tmp_path: Any, mode: str) -> 
 # Dynamo looks up .grad of a non-leaf inside transformers' loss, and torch's own filter for that warning
 # does not hold against pytest's "error"
 @pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
-def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any) -> None:
+@pytest.mark.parametrize("level", ["parameters", "ops"])
+def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any, level: str) -> None:
     """transformers.Trainer with torch_compile=True and its default optimizer (fused AdamW on torch >= 2.8),
-    recorded by the callback at "parameters" with the series: the same losses, clean, weights moving."""
+    recorded by the callback: the same losses, clean, weights moving; at "ops" the Trainer's compiling
+    (out of the recorder's sight) is known from its arguments: recorded at the boundary from step 0."""
     pytest.importorskip("transformers")
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments
 
@@ -222,12 +241,18 @@ def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any) -> None:
         losses = Losses()
         cbs: list[Any] = [losses]
         if record:
-            cbs.append(TdbgTrainerCallback(tmp_path / "d", level="parameters", save="statistics"))
+            cbs.append(TdbgTrainerCallback(tmp_path / "d", level=level, save="statistics"))
         Trainer(model=model, args=args, train_dataset=Data(), callbacks=cbs).train()
         return losses.losses, str(args.optim)
 
     plain, optim = run(False)
-    recorded, _ = run(True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recorded, _ = run(True)
+    said = [str(w.message) for w in caught if "tdbg" in str(w.message)]
+    assert said == ([] if level == "parameters" else [said[0]]), said
+    if level == "ops":
+        assert "iteration 0 and the next at level \"ops\" are recorded at level \"modules\"" in said[0]
     assert "fused" in optim.lower(), optim
     assert plain == recorded and len(plain) == 6
     r = run_cli("scan", str(tmp_path / "d"))

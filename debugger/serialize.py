@@ -91,7 +91,11 @@ def series_info(r: Rank) -> dict[str, Any] | None:
         return None
     steps = series.steps()
     roles: dict[str, int] = {}
-    for t in series.catalog():
+    # a series read from the iterations lists its tensors from every iteration: info counts the first's
+    # (a look at every iteration of every rank is the series' work, not info's)
+    first_step = getattr(series, "first_step_catalog", None)    # stepseries.IterationSeries's
+    catalog = first_step() if first_step is not None else series.catalog()
+    for t in catalog:
         roles[t.role] = roles.get(t.role, 0) + 1
     return {"origin": series.origin, "steps": int(len(steps)), "first_step": int(steps[0]) if len(steps) else None,
             "last_step": int(steps[-1]) if len(steps) else None, "tensors_by_role": roles,

@@ -195,6 +195,11 @@ class IterationSeries(SeriesSource):
         rows = self._step_rows()
         return [SeriesTensor(n, r, p) for n, r, p in zip(rows.names, rows.roles, rows.params)]
 
+    def first_step_catalog(self) -> list[SeriesTensor]:
+        """The tensors of the first step alone (cheap: one iteration read, where :meth:`catalog` reads all)."""
+        refs = kept(self.rank.tensors(iteration=self.iterations[0], local=True))
+        return [SeriesTensor(n, ROLE_OF_KIND[r.kind], r.param) for n, r in refs.items()]
+
     def steps(self) -> np.ndarray:
         """The recorded iterations, in order."""
         return np.asarray(self.iterations, dtype=np.int64)

@@ -141,6 +141,14 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._wrappers = {id(m) for m in (model, *root.modules()) if W.is_wrapper(m)}
         self._param_name = {id(p): C.clean_name(n) for n, p in root.named_parameters()}
         self._buffer_name = {id(b): C.clean_name(n) for n, b in root.named_buffers()}
+        self._init_leaves()
+        self._composites = A.Composites()
+        self._module_level = ModuleLevel(self)     # level "modules": one node per module call
+        self._init_series(series, series_flush_seconds, scaler, trigger, touch_file)
+        self._init_compiled(compiled_ops)
+
+    def _init_leaves(self) -> None:
+        """The leaves' bookkeeping (debugger.torch.leaves): found by storage, captures kept for reuse."""
         self._leaf_by_ptr: dict[Any, C.Leaf] = {}       # by LeafCapture._key_of
         self._shared_ptrs: set[int] = set()
         self._grad_ptrs: set[int] = set()
@@ -152,15 +160,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._writes: dict[int, int] = {}
         self._leaf_tensors: dict[Any, torch.Tensor] = {}
         self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
-        self._composites = A.Composites()
-        self._module_level = ModuleLevel(self)     # level "modules": one node per module call
         # statistics mode: each trained weight as the previous iteration's step() left it (else as this
         # iteration's first optimizer step found it), for the update statistics stored at step(): a
         # change made between two steps, outside the optimizer, is part of the update
         self._before_step: dict[int, torch.Tensor] = {}
         self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
-        self._init_series(series, series_flush_seconds, scaler, trigger, touch_file)
-        self._init_compiled(compiled_ops)
 
     def _init_compiled(self, compiled_ops: str) -> None:
         """What torch.compile needs the recorder to keep (debugger.torch.compiled)."""
@@ -195,8 +199,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
-        """Open the dump, install the hooks and start recording iteration 0 (when selected)."""
+    def start(self) -> "Recorder":
+        """Open the dump, install the hooks and start recording iteration 0 (when selected); the recorder
+        (``rec = Recorder(...).start()`` before a loop that is not to be re-indented)."""
         dist = torch.distributed
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         dev = next((p.device.type for p in self._root.parameters()), "cpu")
@@ -227,6 +232,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
                 self._snapshot_ends()
         if self._captures is not None:
             self._captures.took(self.iteration, self._level)
+        return self
 
     def step(self) -> None:
         """End the current iteration (hands it to the writer thread) and start the next."""

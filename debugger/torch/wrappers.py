@@ -41,6 +41,14 @@ def runs_compiled(root: torch.nn.Module, model: torch.nn.Module) -> list[str]:
     """Which of the model's modules are compiled now (``torch.compile(m)`` around it, ``m.compile()``)."""
     found = ["model"] if any(is_compiled_wrapper(m) for m in wrapper_chain(model)) else []
     for path, m in root.named_modules():
-        if getattr(m, "_compiled_call_impl", None) is not None or is_compiled_wrapper(m):
+        if getattr(m, "_compiled_call_impl", None) is not None or is_compiled_wrapper(m) or _compiled_forward(m):
             found.append(path or "model")
     return found
+
+
+def _compiled_forward(m: torch.nn.Module) -> bool:
+    """A forward replaced by its compiled self (Lightning's ``torch.compile(module)`` handling keeps the
+    module and swaps its forward; ``_compiler_ctx`` says so)."""
+    forward = m.__dict__.get("forward")
+    return getattr(m, "_compiler_ctx", None) is not None or \
+        getattr(forward, "_torchdynamo_orig_callable", None) is not None

@@ -99,12 +99,10 @@ def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fau
     model = GPT()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=fused or None)
     run, step_fn = _compiled(model, optimizer, compile_mode)
-    rec = Recorder(path, run, optimizer, **record) if record is not None else None
     losses: list[float] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if rec is not None:
-            rec.start()
+        rec = Recorder(path, run, optimizer, **record).start() if record is not None else None
         iter_num = 0
         while True:
             if iter_num % 3 == 0:

@@ -19,6 +19,9 @@ from recorder_kit import tensors_by_iteration  # noqa: E402
 from debugger.formats.records import Kind  # noqa: E402
 from debugger.model import open_dump  # noqa: E402
 
+# Dynamo looks up .grad of a non-leaf when it resumes after a graph break (transformers' loss, a
+# training_step's loss.item()), and torch's own filter for that warning does not hold against pytest's "error"
+pytestmark = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
 STEPS = 6
 LEVELS = {"parameters": {"level": "parameters"}, "series": {"level": "parameters", "series": True},
           "modules": {"level": "modules"}}
@@ -203,9 +206,6 @@ def test_inf_written_into_a_weight_is_the_headline(tmp_path: Any, mode: str) -> 
     assert "iteration 3" in head and "h.0.c_fc.weight" in head, r.out
 
 
-# Dynamo looks up .grad of a non-leaf inside transformers' loss, and torch's own filter for that warning
-# does not hold against pytest's "error"
-@pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
 @pytest.mark.parametrize("level", ["parameters", "ops"])
 def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any, level: str) -> None:
     """transformers.Trainer with torch_compile=True and its default optimizer (fused AdamW on torch >= 2.8),
@@ -258,3 +258,57 @@ def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any, level: st
     r = run_cli("scan", str(tmp_path / "d"))
     assert r.code == 0, r.out
     assert "No watchpoint hit." in r.out
+
+
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+@pytest.mark.parametrize("level", ["parameters", "modules", "ops"])
+def test_lightning_compiled_module(tmp_path: Any, level: str) -> None:
+    """Lightning fitting ``torch.compile(module)`` (it keeps the module and swaps its forward), fused
+    AdamW, recorded by the callback: the same losses at every level ("ops" at the boundary), clean."""
+    pytest.importorskip("lightning")
+    import lightning as L
+
+    import nanogpt_kit as K
+    from debugger.torch.callbacks import TdbgLightningCallback
+
+    class Lit(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gpt, self.losses = K.GPT(), []
+
+        def forward(self, x: Any, y: Any) -> Any:
+            return self.gpt(x, y)[1]
+
+        def training_step(self, batch: Any, i: int) -> Any:
+            loss = self(*batch)
+            self.losses.append(loss.item())
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.AdamW(self.parameters(), lr=1e-3, fused=True)
+
+    data = [tuple(t[0] for t in K.get_batch(i)) for i in range(6)]
+
+    def run(record: bool) -> list[float]:
+        torch.manual_seed(0)
+        lit = Lit()
+        cbs = [TdbgLightningCallback(tmp_path / "d", level=level, save="statistics")] if record else []
+        trainer = L.Trainer(max_steps=6, accelerator="cpu", logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, callbacks=cbs)
+        trainer.fit(torch.compile(lit), torch.utils.data.DataLoader(data, batch_size=2))
+        return lit.losses
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plain = run(False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            recorded = run(True)
+    finally:
+        torch.set_num_threads(threads)
+    assert plain == recorded and len(plain) == 6
+    said = " ".join(str(w.message) for w in caught if "tdbg" in str(w.message))
+    assert ("recorded at level \"modules\"" in said) == (level == "ops"), said
+    r = run_cli("scan", str(tmp_path / "d"))
+    assert r.code == 0, r.out

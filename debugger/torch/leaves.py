@@ -184,13 +184,13 @@ class LeafCapture:
         self._compile_notes.step_compiled(self.iteration, found)
 
     def _step_moved(self, opt: torch.optim.Optimizer) -> bool:
-        """Whether ``opt`` stepped since the last look: its state's step count moved (no count, as in SGD
-        without momentum: its hooks are all there is to go by)."""
+        """Whether ``opt`` may have stepped since the last look: its state's step count moved, or it keeps
+        none (SGD: taken as stepped, its gradients then read rather than lost)."""
         count = next((st["step"] for st in opt.state.values() if "step" in st), None)
         count = None if count is None else float(count)
         before = self._step_counts.get(id(opt))
         self._step_counts[id(opt)] = count
-        return count is not None and count != before
+        return count is None or count != before
 
     def _tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""

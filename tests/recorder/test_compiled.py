@@ -24,7 +24,7 @@ from debugger.model import open_dump  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
 STEPS = 6
 LEVELS = {"parameters": {"level": "parameters"}, "series": {"level": "parameters", "series": True},
-          "modules": {"level": "modules"}}
+          "modules": {"level": "modules"}, "ops": {"level": "ops"}}
 _plain: dict[tuple[str, bool], Any] = {}
 
 
@@ -52,11 +52,11 @@ def _kinds(dump: str) -> dict[int, dict[str, int]]:
     return out
 
 
-@pytest.mark.parametrize("mode", [m for m in COMPILE_MODES if m != "eager"])
-@pytest.mark.parametrize("level", list(LEVELS))
+@pytest.mark.parametrize("mode,level", [(m, lv) for m in COMPILE_MODES for lv in LEVELS if lv != "ops"] + [("eager", "ops")])
 def test_compiled_training_is_recorded_unchanged(tmp_path: Any, mode: str, level: str) -> None:
-    """Each compile mode x level: the same losses and weights, bit for bit, every iteration recorded
-    with its weights, gradients, optimizer state and loss, and a healthy run scans clean."""
+    """Each compile mode x level (and eager at every level): the same losses and weights, bit for bit,
+    every iteration recorded with its weights, gradients, optimizer state and loss, and the healthy run
+    (its evaluation buffer included) scans clean."""
     dump = str(tmp_path / "d")
     rec = train(mode, STEPS, record={**LEVELS[level], "save": "statistics"}, path=dump)
     _assert_same_training(_unrecorded(mode), rec)
@@ -68,8 +68,10 @@ def test_compiled_training_is_recorded_unchanged(tmp_path: Any, mode: str, level
         assert k.get(Kind.LOSS) == 1 and k.get(Kind.OPTIMIZER_STATE, 0) >= 2 * n_weights, (it, k)
     said = " ".join(rec.warnings)
     assert ("no optimizer step hook ran" in said) == (mode == "step"), said
-    if level == "modules":      # what compilation hides at "modules" is said
+    if level == "modules" and mode != "eager":      # what compilation hides at "modules" is said
         assert "runs compiled" in said, said
+    if mode == "eager":
+        assert not said, said
     r = run_cli("scan", dump)
     assert r.code == 0, r.out + r.err
     assert "No watchpoint hit." in r.out
@@ -113,6 +115,22 @@ def test_ops_on_a_compiled_model_keeps_the_compiled_program(tmp_path: Any, mode:
     r = open_dump(dump).rank(0)
     assert {r.graphs[g].level for g in r.graphs} == {"modules"}
     assert run_cli("scan", dump).code == 0
+
+
+def test_ops_in_a_compiled_step_says_the_first_iteration_ran_eagerly(tmp_path: Any) -> None:
+    """A compiled train step around an uncompiled model is found compiled only once it runs: the first
+    "ops" iteration ran eagerly (said, with its consequence), the next ones are taken at the boundary."""
+    dump = str(tmp_path / "d")
+    rec = train("step", 4, record={"level": "ops", "save": "statistics"}, path=dump)
+    said = [w for w in rec.warnings if "ran eagerly" in w]
+    assert len(said) == 1, rec.warnings
+    assert "the next iterations at \"ops\" are recorded at the compiled program's boundary" in said[0]
+    # found at the first iteration whose compiled step ran (or, its code cached by Dynamo from an earlier
+    # run, at the first that ran it without a module call): that one at "ops", the rest at the boundary
+    found = int(said[0].split("iteration ")[1].split()[0])
+    r = open_dump(dump).rank(0)
+    levels = {it: r.graphs[g].level for g in r.graphs for it in r.iterations(g)}
+    assert found <= 1 and levels == {i: "ops" if i <= found else "modules" for i in range(4)}, (found, levels)
 
 
 def test_ops_on_a_compiled_model_eagerly_when_asked(tmp_path: Any) -> None:

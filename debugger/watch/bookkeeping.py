@@ -47,6 +47,11 @@ def _build(graph: Graph) -> frozenset[str]:
             readers.setdefault(src, []).append(n)
     to_loss = _closure(losses, reads, stop=set())
     sources = [n for n in graph if _trained_source(graph, n)]
+    # an operator on the loss's way that reads a weight itself (MindSpore's Load of a parameter, a view
+    # or matmul of it) is made from it: what else reads its value (the optimizer's weight decay reading
+    # the Load) is made from a trained input, not taken off the loss
+    trained = set(sources)
+    sources += [n for n in to_loss if n not in trained and any(src in trained for src in reads[n])]
     # a value taken off the loss's computation (a detached loss, a logged output) is not made from a
     # trained input: the training values it copies are judged where they are made
     stop = to_loss - set(sources)
@@ -54,7 +59,15 @@ def _build(graph: Graph) -> frozenset[str]:
     data = [n for n in graph if graph.record_of(n).kind == Kind.INPUT
             and (n in to_loss or any(r in model for r in readers.get(n, ())))]
     trained = model | _closure(data, readers, stop)
-    return frozenset(n for n in graph if n not in to_loss and n not in trained)
+    # no constant (a graph's constants are judged apart), no weight or state: values a loop made
+    return frozenset(n for n in graph if n not in to_loss and n not in trained and _made(graph, n))
+
+
+def _made(graph: Graph, name: str) -> bool:
+    """A value the loop made: an operator's output or an input it made earlier (not a constant, weight,
+    buffer or optimizer state)."""
+    rec = graph.record_of(name)
+    return rec.kind == Kind.INPUT or not rec.is_parameter and rec.kind != Kind.CONSTANT
 
 
 def _trained_source(graph: Graph, name: str) -> bool:

@@ -330,3 +330,44 @@ def test_lightning_compiled_module(tmp_path: Any, level: str) -> None:
     assert ("recorded at level \"modules\"" in said) == (level == "ops"), said
     r = run_cli("scan", str(tmp_path / "d"))
     assert r.code == 0, r.out
+
+
+@pytest.mark.parametrize("level", ["parameters", "modules", "ops"])
+def test_recorder_started_after_the_model_compiled_and_ran(tmp_path: Any, level: str) -> None:
+    """The recorder started when the compiled model has already run (its code compiled without any hook):
+    the same losses at every level, and every iteration from the start on recorded."""
+    import nanogpt_kit as K
+    from debugger.torch import Recorder
+
+    def run(record: bool) -> list[float]:
+        torch.manual_seed(0)
+        model = K.GPT()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        compiled = torch.compile(model)
+        losses: list[float] = []
+        rec = None
+        for i in range(5):
+            if record and i == 2:
+                rec = Recorder(tmp_path / "d", compiled, opt, level=level, save="statistics").start()
+            _, loss = compiled(*K.get_batch(i))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+            if rec is not None:
+                rec.step()
+        if rec is not None:
+            rec.close()
+        return losses
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plain = run(False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # what compilation hides: said, tested above
+            recorded = run(True)
+    finally:
+        torch.set_num_threads(threads)
+    assert plain == recorded
+    assert open_dump(str(tmp_path / "d")).rank(0).iterations() == [0, 1, 2]

@@ -15,10 +15,7 @@ import warnings
 import torch
 from torch._C._dynamo import eval_frame
 
-from .levels import COMPILED_OPS
-
-__all__ = ["COMPILED_OPS", "CompileNotes", "compiled_anything", "compiling", "in_compiled_region",
-           "quiet_wrapper_warning"]
+__all__ = ["CompileNotes", "compiled_anything", "compiling", "in_compiled_region", "quiet_wrapper_warning"]
 
 
 def in_compiled_region() -> bool:

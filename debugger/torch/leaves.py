@@ -170,10 +170,13 @@ class LeafCapture:
         """At step(), the gradients of the optimizers whose step hooks did not run in this iteration but
         whose step did: an optimizer step inside ``torch.compile`` runs none (they step aside while
         Dynamo traces). A step skipped on purpose (a loss scaler's, on overflow) moves no step count."""
-        moved = [opt for opt in self.optimizers if self._step_moved(opt)]
-        missed = [opt for opt in moved if id(opt) not in self._stepped]
-        # "ops" runs eagerly: its hooks ran whenever its optimizers stepped
-        if not missed or self._level == LEVEL_OPS or not compiled_anything():
+        # "ops" runs eagerly: its hooks ran whenever its optimizers stepped. The step count is read only
+        # for an optimizer whose hooks did not run (a device count costs a synchronisation)
+        silent = [opt for opt in self.optimizers if id(opt) not in self._stepped]
+        if not silent or self._level == LEVEL_OPS or not compiled_anything():
+            return
+        missed = [opt for opt in silent if self._step_moved(opt)]
+        if not missed:
             return
         found = False
         for opt in missed:

@@ -33,12 +33,12 @@ from . import capture as C
 from . import activations as A
 from . import replay as R
 from . import wrappers as W
-from .compiled import COMPILED_OPS, CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
+from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
 from .layouts import rank_layout
 from .leaves import LeafCapture
 from .opslevel import OpsCapture, OpsMode
 from .replay import ReplayCapture
-from .levels import LevelPlan, Selection
+from .levels import COMPILED_OPS, LevelPlan, Selection
 from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
 from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row

@@ -80,12 +80,10 @@ def train(compile_mode: str = "eager", max_iters: int = 6, record: dict[str, Any
     One thread: Inductor's CPU kernels for the embedding's backward add in parallel in whatever order
     the threads run, so a compiled run on several threads is not bit-reproducible under load (once seen
     here: 1 ulp in 2 elements of wte.weight), recorded or not."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    from models.corpus import quiet_threads   # one intra-op thread, as the corpus runs
+
+    with quiet_threads():
         return _train(compile_mode, max_iters, record, fault, fused, path)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fault: Fault | None, fused: bool,

@@ -13,6 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from clirun import run_cli  # noqa: E402
+from models.corpus import quiet_threads  # noqa: E402
 from nanogpt_kit import COMPILE_MODES, inf_into_weight_at, scale_weight_at, train  # noqa: E402
 from recorder_kit import tensors_by_iteration  # noqa: E402
 
@@ -316,15 +317,11 @@ def test_lightning_compiled_module(tmp_path: Any, level: str) -> None:
         trainer.fit(torch.compile(lit), torch.utils.data.DataLoader(data, batch_size=2))
         return lit.losses
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with quiet_threads():
         plain = run(False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             recorded = run(True)
-    finally:
-        torch.set_num_threads(threads)
     assert plain == recorded and len(plain) == 6
     said = " ".join(str(w.message) for w in caught if "tdbg" in str(w.message))
     assert ("recorded at level \"modules\"" in said) == (level == "ops"), said
@@ -360,14 +357,10 @@ def test_recorder_started_after_the_model_compiled_and_ran(tmp_path: Any, level:
             rec.close()
         return losses
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with quiet_threads():
         plain = run(False)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)     # what compilation hides: said, tested above
             recorded = run(True)
-    finally:
-        torch.set_num_threads(threads)
     assert plain == recorded
     assert open_dump(str(tmp_path / "d")).rank(0).iterations() == [0, 1, 2]

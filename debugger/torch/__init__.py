@@ -3,7 +3,8 @@
 Needs torch (``pip install "tdbg[torch]"``); nothing else in tdbg imports it, and reading a dump
 it wrote never needs it.
 """
+from .graphtaps import tdbg_backend
 from .recorder import Recorder
 from .triggers import TouchFile, Trigger
 
-__all__ = ["Recorder", "TouchFile", "Trigger"]
+__all__ = ["Recorder", "TouchFile", "Trigger", "tdbg_backend"]

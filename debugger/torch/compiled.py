@@ -48,14 +48,31 @@ class CompileNotes:
                   "with eager kernels (its numbers can differ in the last bits from the compiled program's)"
                   f"{then}")
 
-    def ops_at_boundary(self, iteration: int) -> None:
-        """An iteration at level "ops" of a compiled model is recorded at "modules" (compiled_ops="boundary")."""
-        self._said.add("modules")       # what "modules" sees of compiled code is said here
+    def boundary_begins(self) -> None:
+        """An "ops" iteration of a compiled model is recorded at its boundary: what "modules" would say
+        of compiled code is said by :meth:`ops_at_boundary` instead."""
+        self._said.add("modules")
+
+    def ops_at_boundary(self, iteration: int, graph_ops: int) -> None:
+        """An iteration at level "ops" of a compiled model was recorded at "modules" (compiled_ops=
+        "boundary"), with ``graph_ops`` compiled graphs' operators from the "tdbg" backend."""
+        if graph_ops:
+            self._say("ops", f"iteration {iteration} and the next at level \"ops\" record the operators of the "
+                      "compiled program (the \"tdbg\" backend's graphs: decomposed ATen operators, as Inductor "
+                      "compiled them, with their statistics computed inside the compiled code), and the "
+                      "compiled call's boundary; the program and its numbers are unchanged")
+            return
         self._say("ops", f"iteration {iteration} and the next at level \"ops\" are recorded at level "
                   "\"modules\": the model runs compiled, and recording every operator would run it eagerly, "
                   "changing its numbers; a compiled module's call is then one node (inputs, outputs, their "
-                  "gradients), the calls inside it unseen; Recorder(compiled_ops=\"eager\") records every "
-                  "operator, eagerly")
+                  "gradients), the calls inside it unseen. torch.compile(..., backend=\"tdbg\") records the "
+                  "compiled program's operators; Recorder(compiled_ops=\"eager\") records every operator, eagerly")
+
+    def graph_values(self) -> None:
+        """The compiled program's operators hold statistics only: a values recording stores none."""
+        self._say("graph values", "the compiled program's operators (backend \"tdbg\") are recorded as nodes "
+                  "without values: the compiled code computes their statistics, not copies; "
+                  "Recorder(save=\"statistics\") stores those statistics")
 
     def module_compiled(self, name: str, boundary: bool) -> None:
         """At level "modules", a compiled module's call is one node (``boundary``: ``torch.compile(m)``'s

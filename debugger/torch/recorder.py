@@ -35,6 +35,7 @@ from . import replay as R
 from . import wrappers as W
 from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
 from .layouts import rank_layout
+from .graphnodes import GraphNodes
 from .leaves import LeafCapture
 from .opslevel import OpsCapture, OpsMode
 from .replay import ReplayCapture
@@ -52,7 +53,7 @@ _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "b
 _MAX_GRAPHS = 64
 
 
-class Recorder(OpsCapture, ReplayCapture, LeafCapture):
+class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
@@ -267,6 +268,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         if self._writer is None:
             return
         self._stop_mode()
+        self._take_graphs(False)
         self._graph = None
         if self._orig_backward is not None:
             torch.autograd.backward = self._orig_backward   # type: ignore[assignment]
@@ -377,10 +379,14 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def _begin(self) -> None:
         self._scopes.clear()
         self._level = self._plan.level_of(self.iteration)
-        if self._level == LEVEL_OPS and self._compiled_ops == "boundary" and self._runs_compiled():
-            # "ops" would run the compiled program eagerly: its boundary is recorded instead
+        graph_ops = self._level == LEVEL_OPS and self._compiled_ops == "boundary" and self._runs_compiled()
+        if graph_ops:
+            # "ops" would run the compiled program eagerly: its boundary is recorded instead, with the
+            # operators of the graphs compiled by the "tdbg" backend (debugger.torch.graphtaps)
             self._level = LEVEL_MODULES
-            self._compile_notes.ops_at_boundary(self.iteration)
+            self._compile_notes.boundary_begins()
+        self._take_graphs(graph_ops)
+        self._tapped_graphs = 0
         if self._level in (LEVEL_OPS, LEVEL_MODULES):
             self._hook_modules()
         if self._level is None:
@@ -466,6 +472,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
 
     def _end(self) -> None:
         g = self._graph
+        if self._taking_graph and g is not None:
+            self._compile_notes.ops_at_boundary(self.iteration, self._tapped_graphs)
         if g is not None and self._level in (LEVEL_MODULES, LEVEL_OPS) and not self._module_calls \
                 and next(self._root.children(), None) is not None:
             self._note_compiled_model()     # a model with submodules whose calls were not seen
@@ -511,8 +519,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     def _job(self, g: C.IterationGraph) -> Job:
         mark_loss_scaler(g.nodes)
         outputs = list(g.losses)
+        level = LEVEL_OPS if self._tapped_graphs else (self._level or LEVEL_OPS)
         record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order,
-                             level=self._level or LEVEL_OPS)
+                             level=level)
         sig = _signature(record)
         gid = self._graph_ids.get(sig)
         new: list[GraphRecord] = []

@@ -74,7 +74,8 @@ Fault = Callable[[GPT, int], None]     # called before each step's forward: may 
 
 
 def train(compile_mode: str = "eager", max_iters: int = 6, record: dict[str, Any] | None = None,
-          fault: Fault | None = None, fused: bool = True, path: str | os.PathLike[str] | None = None) -> Run:
+          fault: Fault | None = None, fused: bool = True, path: str | os.PathLike[str] | None = None,
+          backend: str = "inductor") -> Run:
     """nanoGPT's loop: ``while True``, ``start()`` before and ``close()`` after (no re-indent), an
     evaluation buffer every 3 steps; recorded with ``Recorder(path, ..., **record)`` when ``record``.
     One thread: Inductor's CPU kernels for the embedding's backward add in parallel in whatever order
@@ -83,11 +84,11 @@ def train(compile_mode: str = "eager", max_iters: int = 6, record: dict[str, Any
     from models.corpus import quiet_threads   # one intra-op thread, as the corpus runs
 
     with quiet_threads():
-        return _train(compile_mode, max_iters, record, fault, fused, path)
+        return _train(compile_mode, max_iters, record, fault, fused, path, backend)
 
 
 def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fault: Fault | None, fused: bool,
-           path: str | os.PathLike[str] | None) -> Run:
+           path: str | os.PathLike[str] | None, backend: str) -> Run:
     """:func:`train` on the threads set."""
     import warnings
 
@@ -96,7 +97,7 @@ def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fau
     torch.manual_seed(1337)
     model = GPT()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=fused or None)
-    run, step_fn = _compiled(model, optimizer, compile_mode)
+    run, step_fn = _compiled(model, optimizer, compile_mode, backend)
     losses: list[float] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -123,20 +124,22 @@ def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fau
     return Run(losses, {n: p.detach().clone() for n, p in model.named_parameters()}, said)
 
 
-def _compiled(model: GPT, optimizer: torch.optim.Optimizer, mode: str) -> tuple[nn.Module, Callable[..., Any]]:
-    """What the loop calls for the forward pass, and its train step, compiled as ``mode`` says."""
+def _compiled(model: GPT, optimizer: torch.optim.Optimizer, mode: str,
+              backend: str = "inductor") -> tuple[nn.Module, Callable[..., Any]]:
+    """What the loop calls for the forward pass, and its train step, compiled as ``mode`` says (with
+    torch.compile's ``backend``)."""
     run: nn.Module = model
     if mode == "compile":
-        run = torch.compile(model)
+        run = torch.compile(model, backend=backend)
     elif mode == "module.compile":
-        model.compile()
+        model.compile(backend=backend)
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         _, loss = run(x, y)
         loss.backward()
         optimizer.step()
         return loss
-    return run, (torch.compile(step) if mode == "step" else step)
+    return run, (torch.compile(step, backend=backend) if mode == "step" else step)
 
 
 def scale_weight_at(step: int, factor: float = 1e4) -> Fault:

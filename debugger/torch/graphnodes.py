@@ -1,0 +1,132 @@
+"""Level "ops" on code compiled with the ``"tdbg"`` backend: the compiled program's operators as nodes.
+
+At an "ops" iteration of a compiled model the recorder records the compiled call's boundary (level
+"modules") and takes what the backend's tapped builds return (debugger.torch.graphtaps): each graph
+operator becomes a node ``{scope}/{op}-{k}`` in the scope of its module (a backward operator under
+``backward/``, as at level "ops"), with its source frames, edges from the graph's own operators, and
+for the graph's inputs from whatever made them (a parameter, an earlier graph's output, the data);
+its statistics are the row the compiled program computed.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
+from . import activations as A
+from . import capture as C
+from . import wrappers as W
+from .graphtaps import TAKER, Tap, TappedGraph, parse_stack
+from .stacks import MAX_FRAMES, is_user_file
+
+
+class GraphNodes:
+    """The Recorder's nodes from compiled graphs (a mixin: the state is the Recorder's)."""
+
+    _taking_graph = False
+    _tap_base = "model"          # the scope the last forward graph ran in
+    _tapped_graphs = 0           # graphs whose operators this iteration recorded
+
+    def takes_graph(self) -> bool:
+        """Whether a compiled graph run now should run its tapped build (an "ops" iteration)."""
+        return self._taking_graph and self._graph is not None and not self._busy
+
+    def _take_graphs(self, on: bool) -> None:
+        """Be (or stop being) the recorder the ``"tdbg"`` backend's graphs report to."""
+        self._taking_graph = on
+        if on:
+            TAKER[0] = self
+        elif TAKER[0] is self:
+            TAKER[0] = None
+
+    def _compiled_scope(self) -> str:
+        """The scope of a graph run outside any module call the hooks saw: that of the compiled module
+        (``m.compile()`` runs with no hook), else global (a compiled function)."""
+        found = W.runs_compiled(self._root, self.model)
+        if not found:
+            return C.GLOBAL_SCOPE
+        if found[0] == "model":
+            return "model"
+        return f"model/{found[0]}-{C.class_name(self._root.get_submodule(found[0]))}"
+
+    def graph_ran(self, info: TappedGraph, inputs: list[Any], outputs: list[Any], rows: torch.Tensor) -> None:
+        """A tapped build ran: its operators become this iteration's nodes (a failure drops the
+        iteration, never the training)."""
+        with self._guarded():
+            g = self._graph
+            if g is not None:
+                self._graph_nodes(g, info, inputs, outputs, rows)
+
+    def _graph_nodes(self, g: C.IterationGraph, info: TappedGraph, inputs: list[Any], outputs: list[Any],
+                     rows: torch.Tensor) -> None:
+        forward = not info.backward
+        if forward:
+            self._tap_base = self._scopes[-1][1] if self._scopes else self._compiled_scope()
+        base = self._tap_base if forward else f"{C.BACKWARD_SCOPE}/{self._tap_base}"
+        names: dict[tuple[str, int], str] = {}
+        placed: dict[int, str] = {}
+
+        def source(ref: tuple[str, int]) -> str | None:
+            node, slot = ref
+            if not node.startswith("#"):
+                return names.get((node, slot))
+            k = int(node[1:])
+            if k not in placed and k < len(inputs) and isinstance(inputs[k], torch.Tensor):
+                placed[k] = self._tracker.source(inputs[k], data=forward, read=False)[0]
+            return placed.get(k)
+
+        for i, tap in enumerate(info.taps):
+            scope = _scope(tap, base)
+            name = g.fresh_name(scope, tap.op)
+            names[(tap.node, tap.slot)] = name
+            ins = [s for s in (source(r) for r in tap.inputs) if s is not None]
+            activation = A.activation_of(tap.op, (), {}) if forward else ""
+            rec = NodeRecord(name, tap.op, scope, inputs=[(s, "data") for s in ins],
+                             outputs=[OutputType(tap.dtype, tap.shape)], stack=_frames(tap, forward),
+                             module=tap.module, kind=Kind.ACTIVATION if activation else Kind.OTHER,
+                             is_backward=not forward, value_inputs=tuple(ins), activation=activation)
+            g.nodes.append(rec)
+            g.order.append(name)
+            if forward:
+                g.info[name] = (scope, rec.stack, tap.module)
+            if not self.values and self._want(tap.module, tap.op):
+                g.captured.append(C.Captured(name, tap.op, "output", 0, stats=rows[i], shape=tap.shape,
+                                             dtype="float32" if tap.dtype == "bfloat16" else tap.dtype))
+        if self.values and info.taps:
+            self._compile_notes.graph_values()
+        for ref, t in zip(info.outputs, outputs):
+            if ref is not None and isinstance(t, torch.Tensor) and ref in names:
+                self._tracker.register(t, names[ref])
+        self._tapped_graphs += 1
+
+
+def _scope(tap: Tap, base: str) -> str:
+    """``model/h.0-Block/ln_1-LayerNorm``: the scope the recorder's module hooks give the same call."""
+    parts: list[str] = [base]
+    prev = ""
+    for path, cls in tap.chain:
+        if path == "":
+            parts = [base.rsplit("/", 1)[0] + "/model" if "/" in base else "model"]
+            prev = ""
+            continue
+        rel = path[len(prev) + 1:] if prev and path.startswith(prev + ".") else path
+        parts.append(f"{rel}-{cls}")
+        prev = path
+    return "/".join(parts)
+
+
+_frames_cache: dict[tuple[str, bool], tuple[StackFrame, ...]] = {}
+
+
+def _frames(tap: Tap, forward: bool) -> tuple[StackFrame, ...]:
+    """The user's frames of the operator's source stack, innermost first (a backward operator's are
+    those of the forward code it derives from)."""
+    key = (tap.stack, forward)
+    got = _frames_cache.get(key)
+    if got is None:
+        got = _frames_cache[key] = tuple(
+            StackFrame(os.path.abspath(f), line, code=code, forward_candidate=not forward)
+            for f, line, code in parse_stack(tap.stack) if is_user_file(f))[:MAX_FRAMES]
+    return got

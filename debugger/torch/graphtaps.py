@@ -1,0 +1,315 @@
+"""The ``"tdbg"`` torch.compile backend: Inductor, plus a second build of each graph that also returns
+the statistics of every operator's output, run at the iterations the recorder records at "ops".
+
+``torch.compile(model, backend="tdbg")`` (or ``backend=tdbg_backend``; the Trainer's
+``torch_compile_backend="tdbg"``) compiles each forward and backward graph twice with Inductor: as
+Inductor would (run at every other iteration: the user's program, unchanged) and *tapped*: the same
+graph with, for each operator's floating-point output, its statistics row computed inside the graph
+and stacked into one extra output (Inductor fuses the reductions into its kernels). A graph's operators
+are the decomposed ATen operators Inductor compiles (LayerNorm as ``var_mean``, ``rsqrt``, ``mul`` ...);
+each keeps its source line (``stack_trace``) and module (``nn_module_stack``; a backward operator that of
+the forward operator it derives from). Nothing here knows the recorder: it is told who takes the
+statistics through :data:`TAKER`.
+"""
+from __future__ import annotations
+
+import functools
+import operator
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+# (the recorder taking graph statistics now, or None): set by the recorder at its "ops" iterations
+TAKER: list[Any] = [None]
+# Ops whose output is a view of an input or a pure data movement: their values are their input's
+_ROUTING = frozenset({"view", "_unsafe_view", "reshape", "permute", "expand", "t", "transpose", "squeeze",
+                      "unsqueeze", "slice", "select", "alias", "as_strided", "clone", "split", "split_with_sizes",
+                      "unbind", "detach", "_to_copy", "convert_element_type", "copy", "full", "scalar_tensor",
+                      "iota", "empty", "zeros", "ones"})
+_LIB = re.compile(r"\[(\d+)\]|\._modules\[['\"]([^'\"]+)['\"]\]|\[['\"]([^'\"]+)['\"]\]")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n(?:\s*(.*))?')
+
+
+@dataclass
+class Tap:
+    """One operator of a compiled graph whose output statistics the tapped build returns."""
+
+    node: str                       # the FX node's name (unique in its graph)
+    op: str                         # ATen overload packet ("addmm", "var_mean")
+    slot: int                       # the output of a multi-output operator
+    module: str                     # dotted module path ("" outside any module)
+    chain: tuple[tuple[str, str], ...]   # (module path, class name) outermost first
+    stack: str                      # the FX node's stack_trace
+    inputs: tuple[tuple[str, int], ...]  # per input: ("node", slot) of a tapped producer, ("#k", -1) placeholder k
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class TappedGraph:
+    """What a tapped build's extra output holds, row by row, and how the graph's outputs map to taps."""
+
+    taps: list[Tap]
+    outputs: list[tuple[str, int] | None]   # per graph output: its tapped producer (or None)
+    backward: bool
+    placeholders: int
+
+
+@dataclass
+class _Compile:
+    """One torch.compile graph's forward and backward builds: the forward's modules by sequence number."""
+
+    modules: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+
+
+def tdbg_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+    """torch.compile backend: Inductor, and at the recorder's "ops" iterations a tapped build."""
+    from torch._inductor.compile_fx import compile_fx
+    # the AOT cache would hand back a build without its tapped twin: off for this backend's graphs
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        return compile_fx(gm, example_inputs, inner_compile=functools.partial(_inner, state=_Compile()))
+
+
+def _inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], state: _Compile, **kwargs: Any) -> Any:
+    from torch._inductor.compile_fx import compile_fx_inner
+    backward = bool(kwargs.get("is_backward"))
+    tapped_gm = info = None
+    try:
+        tapped_gm, info = tap_graph(gm, example_inputs, backward, state)
+    except Exception as exc:     # never stop the compilation: the graph runs as Inductor builds it
+        _warn_once(f"this graph's operators are not recorded: {type(exc).__name__}: {exc}")
+    plain = compile_fx_inner(gm, example_inputs, **kwargs)
+    if tapped_gm is None or not info.taps:
+        return plain
+    try:
+        tapped = _second_build(tapped_gm, example_inputs, kwargs)
+    except Exception as exc:
+        _warn_once(f"this graph's operators are not recorded: {type(exc).__name__}: {exc}")
+        return plain
+    return _switch_class()(plain, tapped, info)
+
+
+def _second_build(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Inductor's build of the tapped graph; the output strides it reports to AOT (those of the plain
+    build, which AOT runs the outputs through) are left as the plain build set them."""
+    from torch._inductor.compile_fx import compile_fx_inner
+    context = torch._guards.TracingContext.try_get()
+    kept = None
+    if context is not None and context.output_strides is not None:
+        kept = list(context.output_strides)
+        context.output_strides.clear()
+    try:
+        return compile_fx_inner(gm, example_inputs, **kwargs)
+    finally:
+        if kept is not None:
+            context.output_strides[:] = kept
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(text: str) -> None:
+    if text not in _warned:
+        _warned.add(text)
+        warnings.warn(f"tdbg backend: {text}", RuntimeWarning, stacklevel=3)
+
+
+@functools.cache
+def _switch_class() -> type:
+    """:class:`_Switch`'s class, made on first use: Inductor is imported only by code that compiles."""
+    from torch._inductor.output_code import OutputCode
+
+    class _Switch(OutputCode):      # type: ignore[misc]
+        """Runs the plain build, or the tapped one while a recorder takes graph statistics."""
+
+        def __init__(self, plain: Any, tapped: Any, info: TappedGraph) -> None:
+            self.plain, self.tapped, self.info = plain, tapped, info
+            # an instance attribute: AOT's wrappers copy the instance's __dict__, not the class's
+            self._boxed_call = True
+
+        def __call__(self, inputs: list[Any]) -> Any:
+            taker = TAKER[0]
+            if taker is None or not taker.takes_graph():
+                return self.plain(inputs)
+            held = list(inputs)           # the boxed call empties the list: the taker links placeholders
+            outs = list(self.tapped(inputs))
+            rows = outs.pop()
+            taker.graph_ran(self.info, held, outs, rows)     # guarded inside: never raises
+            return outs
+
+        def post_compile(self, *args: Any, **kwargs: Any) -> None:
+            pass        # both builds were finished by compile_fx_inner
+
+        def prepare_for_serialization(self) -> None:
+            raise NotImplementedError("tdbg backend builds are not cached")
+
+        def set_triton_bundle(self, triton_bundle: Any) -> None:
+            self.plain.set_triton_bundle(triton_bundle)
+
+    return _Switch
+
+
+def tap_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backward: bool,
+              state: _Compile) -> tuple[torch.fx.GraphModule, TappedGraph]:
+    """A copy of ``gm`` that also returns one float64 row of statistics per tapped output, stacked."""
+    graph = torch.fx.Graph()
+    env: dict[torch.fx.Node, torch.fx.Node] = {}
+    out_value = graph.graph_copy(gm.graph, env)
+    placeholders = {n: k for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
+    made: dict[torch.fx.Node, tuple[str, int] | None] = {}
+    taps: list[Tap] = []
+    rows: list[torch.fx.Node] = []
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        made[n] = _maker(n, made, placeholders)
+        tap = _tap_of(n, made, placeholders, backward, state)
+        if tap is not None:
+            taps.append(tap)
+            made[n] = (tap.node, tap.slot)
+            rows.append(_emit_row(graph, env[n]))
+    outputs = [made.get(a) if isinstance(a, torch.fx.Node) else None for a in _outputs(gm)]
+    stacked = graph.call_function(torch.ops.aten.view.default, (
+        graph.call_function(torch.ops.aten.cat.default, (rows,)), [len(rows), -1])) if rows else None
+    new_out = graph.output((*out_value, stacked) if rows else out_value)
+    # the output's metadata (which outputs the user sees ...), its strides recorded anew below
+    new_out.meta = {k: v for k, v in _output_node(gm).meta.items() if k != "original_output_strides"}
+    tapped = torch.fx.GraphModule(gm, graph)
+    _propagate(tapped, example_inputs)
+    from torch._inductor.compile_fx import record_original_output_strides
+    record_original_output_strides(tapped)
+    return tapped, TappedGraph(taps, outputs, backward, len(placeholders))
+
+
+def _output_node(gm: torch.fx.GraphModule) -> torch.fx.Node:
+    return next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+
+
+def _outputs(gm: torch.fx.GraphModule) -> list[Any]:
+    """The graph's output values, in order."""
+    return list(_output_node(gm).args[0])
+
+
+def _maker(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict[torch.fx.Node, int]) -> Any:
+    """Where the value of a node that passes its input on comes from (a routing op, a getitem)."""
+    if n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node):
+        return made.get(n.args[0])
+    first = next((a for a in n.args if isinstance(a, torch.fx.Node)), None)
+    if first is None:
+        return None
+    return ("#%d" % placeholders[first], -1) if first in placeholders else made.get(first)
+
+
+def _tap_of(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict[torch.fx.Node, int],
+            backward: bool, state: _Compile) -> Tap | None:
+    """The tap of an operator's floating-point output (None: a routing op, or not a float tensor)."""
+    val = n.meta.get("val")
+    target, slot, op = n, 0, getattr(n.target, "__name__", str(n.target)).split(".")[0]
+    if n.target is operator.getitem:
+        parent = n.args[0]
+        if not isinstance(parent, torch.fx.Node) or not isinstance(n.args[1], int) or \
+                not isinstance(parent.meta.get("val"), (tuple, list)):
+            return None
+        target, slot, op = parent, n.args[1], getattr(parent.target, "__name__", str(parent.target)).split(".")[0]
+    if op in _ROUTING or not isinstance(val, torch.Tensor) or not val.dtype.is_floating_point:
+        return None
+    module, chain = _module_of(target, backward, state)
+    ins = []
+    for a in target.args:
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(x, torch.fx.Node):
+                src = ("#%d" % placeholders[x], -1) if x in placeholders else made.get(x)
+                if src is not None:
+                    ins.append(src)
+    return Tap(target.name, op, slot, module, chain, target.meta.get("stack_trace") or "", tuple(ins),
+               str(val.dtype).replace("torch.", ""), tuple(int(d) for d in val.shape))
+
+
+def _module_of(n: torch.fx.Node, backward: bool, state: _Compile) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(module path, chain) of a node: from its nn_module_stack, or in backward that of the forward
+    operator with its sequence number."""
+    stack = n.meta.get("nn_module_stack")
+    seq = n.meta.get("seq_nr")
+    if stack:
+        chain = tuple((_clean_path(path), getattr(cls, "__name__", str(cls).rsplit(".", 1)[-1].strip("'>")))
+                      for path, cls in stack.values())
+        if not backward and isinstance(seq, int):
+            state.modules.setdefault(seq, (chain[-1][0], chain))
+        return chain[-1][0], chain
+    if isinstance(seq, int) and seq in state.modules:
+        return state.modules[seq]
+    return "", ()
+
+
+def _clean_path(path: str) -> str:
+    """``transformer.h.0.attn`` for Dynamo's ``L['self'].transformer.h[0].attn``."""
+    if path.startswith(("L[", "G[")):
+        end = path.find("]")
+        path = path[end + 1:]
+    path = _LIB.sub(lambda m: "." + (m.group(1) or m.group(2) or m.group(3)), path)
+    return path.lstrip(".")
+
+
+def parse_stack(text: str) -> list[tuple[str, int, str]]:
+    """(file, line, code) of each frame of an FX ``stack_trace``, innermost first."""
+    frames = [(m.group(1), int(m.group(2)), (m.group(4) or "").strip()) for m in _FRAME.finditer(text)]
+    return frames[::-1]
+
+
+def _emit_row(graph: torch.fx.Graph, x: torch.fx.Node) -> torch.fx.Node:
+    """Nodes computing debugger.torch.devstats' row of ``x`` (13 float64 columns), appended after the
+    user's computation, which is built as before."""
+    aten = torch.ops.aten
+    f64 = torch.float64
+
+    def call(op: Callable[..., Any], *args: Any, **kwargs: Any) -> torch.fx.Node:
+        return graph.call_function(op, args, kwargs)
+
+    xf32 = call(torch.ops.prims.convert_element_type.default, x, torch.float32) \
+        if x.meta["val"].dtype not in (torch.float32, torch.float64) else x
+    # only operators Inductor lowers as they are (isposinf, isfinite ... are decomposed before)
+    nan = call(aten.sum.dim_IntList, call(aten.ne.Tensor, xf32, xf32), [], dtype=f64)
+    pinf = call(aten.sum.dim_IntList, call(aten.eq.Scalar, xf32, float("inf")), [], dtype=f64)
+    ninf = call(aten.sum.dim_IntList, call(aten.eq.Scalar, xf32, float("-inf")), [], dtype=f64)
+    fin = call(aten.lt.Scalar, call(aten.abs.default, xf32), float("inf"))      # NaN compares false
+    nf = call(aten.sum.dim_IntList, fin, [], dtype=f64)
+    zero = call(aten.scalar_tensor.default, 0.0, dtype=xf32.meta["val"].dtype if "val" in xf32.meta else torch.float32)
+    xf = call(aten.where.self, fin, xf32, zero)
+    total = call(aten.add.Tensor, call(aten.add.Tensor, call(aten.add.Tensor, nf, nan), pinf), ninf)
+    zeros = call(aten.sub.Tensor, call(aten.sum.dim_IntList, call(aten.eq.Scalar, xf, 0), [], dtype=f64),
+                 call(aten.sub.Tensor, total, nf))
+    pos = call(aten.sum.dim_IntList, call(aten.gt.Scalar, xf, 0), [], dtype=f64)
+    neg = call(aten.sum.dim_IntList, call(aten.lt.Scalar, xf, 0), [], dtype=f64)
+    big = call(aten.scalar_tensor.default, float("inf"), dtype=torch.float32)
+    mn = call(torch.ops.prims.convert_element_type.default,
+              call(aten.amin.default, call(aten.where.self, fin, xf32, big), []), f64)
+    mx = call(torch.ops.prims.convert_element_type.default,
+              call(aten.amax.default, call(aten.where.self, fin, xf32, call(aten.neg.default, big)), []), f64)
+    s = call(aten.sum.dim_IntList, xf, [], dtype=f64)
+    mean = call(aten.div.Tensor, s, nf)
+    d = call(aten.sub.Tensor, call(torch.ops.prims.convert_element_type.default, xf, f64), mean)
+    d = call(aten.where.self, fin, d, call(aten.scalar_tensor.default, 0.0, dtype=f64))
+    m2 = call(aten.sum.dim_IntList, call(aten.mul.Tensor, d, d), [])
+    abs_mean = call(aten.div.Tensor, call(aten.sum.dim_IntList, call(aten.abs.default, xf), [], dtype=f64), nf)
+    var = call(aten.div.Tensor, m2, call(aten.clamp_min.default, call(aten.sub.Tensor, nf, 1), 1))
+    std = call(aten.where.self, call(aten.gt.Scalar, nf, 1), call(aten.sqrt.default, var),
+               call(aten.scalar_tensor.default, 0.0, dtype=f64))
+    l2 = call(aten.sqrt.default, call(aten.clamp_min.default,
+                                      call(aten.add.Tensor, m2, call(aten.mul.Tensor, call(aten.mul.Tensor, mean, mean), nf)), 0))
+    none = call(aten.eq.Scalar, nf, 0)
+    nanv = call(aten.scalar_tensor.default, float("nan"), dtype=f64)
+    vals = [call(aten.where.self, none, nanv, v) for v in (mn, mx, mean, abs_mean, std, l2)]
+    # cat of 1-element views: Inductor decomposes stack
+    return call(aten.cat.default, [call(aten.view.default, v, [1])
+                                   for v in (total, nan, pinf, ninf, zeros, pos, neg, *vals)])
+
+
+def _propagate(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
+    """Fill in the new nodes' ``val`` metadata (Inductor's lowering reads it) with fake tensors."""
+    from torch._guards import detect_fake_mode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+    mode = detect_fake_mode(example_inputs)
+    FakeTensorProp(gm, mode=mode).propagate_dont_convert_inputs(*example_inputs)

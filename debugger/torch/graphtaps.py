@@ -1,8 +1,8 @@
 """The ``"tdbg"`` torch.compile backend: Inductor, plus a second build of each graph that also returns
 the statistics of every operator's output, run at the iterations the recorder records at "ops".
 
-``torch.compile(model, backend="tdbg")`` (or ``backend=tdbg_backend``; the Trainer's
-``torch_compile_backend="tdbg"``) compiles each forward and backward graph twice with Inductor: as
+``torch.compile(model, backend="tdbg")`` (or ``backend=tdbg_backend``, ``model.compile(backend="tdbg")``)
+compiles each forward, backward and inference graph twice with Inductor: as
 Inductor would (run at every other iteration: the user's program, unchanged) and *tapped*: the same
 graph with, for each operator's floating-point output, its statistics row computed inside the graph
 and stacked into one extra output (Inductor fuses the reductions into its kernels). A graph's operators
@@ -55,7 +55,6 @@ class TappedGraph:
     taps: list[Tap]
     outputs: list[tuple[str, int] | None]   # per graph output: its tapped producer (or None)
     backward: bool
-    placeholders: int
 
 
 @dataclass
@@ -170,7 +169,8 @@ def tap_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backward:
         if tap is not None:
             taps.append(tap)
             made[n] = (tap.node, tap.slot)
-            rows.append(_emit_row(graph, env[n]))
+            with graph.inserting_before(env[n].next):    # right after it: its buffer need not live on
+                rows.append(_emit_row(graph, env[n]))
     outputs = [made.get(a) if isinstance(a, torch.fx.Node) else None for a in _outputs(gm)]
     stacked = graph.call_function(torch.ops.aten.view.default, (
         graph.call_function(torch.ops.aten.cat.default, (rows,)), [len(rows), -1])) if rows else None
@@ -181,7 +181,7 @@ def tap_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backward:
     _propagate(tapped, example_inputs)
     from torch._inductor.compile_fx import record_original_output_strides
     record_original_output_strides(tapped)
-    return tapped, TappedGraph(taps, outputs, backward, len(placeholders))
+    return tapped, TappedGraph(taps, outputs, backward)
 
 
 def _output_node(gm: torch.fx.GraphModule) -> torch.fx.Node:
@@ -260,51 +260,29 @@ def parse_stack(text: str) -> list[tuple[str, int, str]]:
 
 
 def _emit_row(graph: torch.fx.Graph, x: torch.fx.Node) -> torch.fx.Node:
-    """Nodes computing debugger.torch.devstats' row of ``x`` (13 float64 columns), appended after the
-    user's computation, which is built as before."""
-    aten = torch.ops.aten
-    f64 = torch.float64
+    """A call of ``tdbg::stats_row`` on ``x``: one node (Inductor runs it as an extern kernel on the
+    buffer its kernels wrote), so the graph compiles about as fast as the untapped one."""
+    return graph.call_function(_stats_op(), (x,))
 
-    def call(op: Callable[..., Any], *args: Any, **kwargs: Any) -> torch.fx.Node:
-        return graph.call_function(op, args, kwargs)
 
-    xf32 = call(torch.ops.prims.convert_element_type.default, x, torch.float32) \
-        if x.meta["val"].dtype not in (torch.float32, torch.float64) else x
-    # only operators Inductor lowers as they are (isposinf, isfinite ... are decomposed before)
-    nan = call(aten.sum.dim_IntList, call(aten.ne.Tensor, xf32, xf32), [], dtype=f64)
-    pinf = call(aten.sum.dim_IntList, call(aten.eq.Scalar, xf32, float("inf")), [], dtype=f64)
-    ninf = call(aten.sum.dim_IntList, call(aten.eq.Scalar, xf32, float("-inf")), [], dtype=f64)
-    fin = call(aten.lt.Scalar, call(aten.abs.default, xf32), float("inf"))      # NaN compares false
-    nf = call(aten.sum.dim_IntList, fin, [], dtype=f64)
-    zero = call(aten.scalar_tensor.default, 0.0, dtype=xf32.meta["val"].dtype if "val" in xf32.meta else torch.float32)
-    xf = call(aten.where.self, fin, xf32, zero)
-    total = call(aten.add.Tensor, call(aten.add.Tensor, call(aten.add.Tensor, nf, nan), pinf), ninf)
-    zeros = call(aten.sub.Tensor, call(aten.sum.dim_IntList, call(aten.eq.Scalar, xf, 0), [], dtype=f64),
-                 call(aten.sub.Tensor, total, nf))
-    pos = call(aten.sum.dim_IntList, call(aten.gt.Scalar, xf, 0), [], dtype=f64)
-    neg = call(aten.sum.dim_IntList, call(aten.lt.Scalar, xf, 0), [], dtype=f64)
-    big = call(aten.scalar_tensor.default, float("inf"), dtype=torch.float32)
-    mn = call(torch.ops.prims.convert_element_type.default,
-              call(aten.amin.default, call(aten.where.self, fin, xf32, big), []), f64)
-    mx = call(torch.ops.prims.convert_element_type.default,
-              call(aten.amax.default, call(aten.where.self, fin, xf32, call(aten.neg.default, big)), []), f64)
-    s = call(aten.sum.dim_IntList, xf, [], dtype=f64)
-    mean = call(aten.div.Tensor, s, nf)
-    d = call(aten.sub.Tensor, call(torch.ops.prims.convert_element_type.default, xf, f64), mean)
-    d = call(aten.where.self, fin, d, call(aten.scalar_tensor.default, 0.0, dtype=f64))
-    m2 = call(aten.sum.dim_IntList, call(aten.mul.Tensor, d, d), [])
-    abs_mean = call(aten.div.Tensor, call(aten.sum.dim_IntList, call(aten.abs.default, xf), [], dtype=f64), nf)
-    var = call(aten.div.Tensor, m2, call(aten.clamp_min.default, call(aten.sub.Tensor, nf, 1), 1))
-    std = call(aten.where.self, call(aten.gt.Scalar, nf, 1), call(aten.sqrt.default, var),
-               call(aten.scalar_tensor.default, 0.0, dtype=f64))
-    l2 = call(aten.sqrt.default, call(aten.clamp_min.default,
-                                      call(aten.add.Tensor, m2, call(aten.mul.Tensor, call(aten.mul.Tensor, mean, mean), nf)), 0))
-    none = call(aten.eq.Scalar, nf, 0)
-    nanv = call(aten.scalar_tensor.default, float("nan"), dtype=f64)
-    vals = [call(aten.where.self, none, nanv, v) for v in (mn, mx, mean, abs_mean, std, l2)]
-    # cat of 1-element views: Inductor decomposes stack
-    return call(aten.cat.default, [call(aten.view.default, v, [1])
-                                   for v in (total, nan, pinf, ninf, zeros, pos, neg, *vals)])
+@functools.cache
+def _stats_op() -> Any:
+    """The operator ``tdbg::stats_row(Tensor x) -> Tensor``: debugger.torch.devstats' statistics of ``x``
+    as one float64 row of 13 columns on ``x``'s device."""
+    from .devstats import NCOLS, stats_row
+
+    @torch.library.custom_op("tdbg::stats_row", mutates_args=())
+    def row(x: torch.Tensor) -> torch.Tensor:
+        got = stats_row(x)
+        if isinstance(got, dict):        # the CPU's one-pass kernel gives the numbers at once
+            return torch.tensor([float("nan") if v is None else v for v in got.values()], dtype=torch.float64)
+        return got
+
+    @row.register_fake
+    def _(x: torch.Tensor) -> torch.Tensor:
+        return x.new_empty((NCOLS,), dtype=torch.float64)
+
+    return torch.ops.tdbg.stats_row.default
 
 
 def _propagate(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:

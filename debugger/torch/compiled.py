@@ -53,14 +53,19 @@ class CompileNotes:
         of compiled code is said by :meth:`ops_at_boundary` instead."""
         self._said.add("modules")
 
-    def ops_at_boundary(self, iteration: int, graph_ops: int) -> None:
+    def ops_at_boundary(self, iteration: int, graph_ops: int, every: bool = False) -> None:
         """An iteration at level "ops" of a compiled model was recorded at "modules" (compiled_ops=
-        "boundary"), with ``graph_ops`` compiled graphs' operators from the "tdbg" backend."""
+        "boundary"), with ``graph_ops`` compiled graphs' operators from the "tdbg" backend (``every``:
+        its option operators="all")."""
         if graph_ops:
+            which = ("every operator's result, each stored for its statistics: the compiled kernels are cut "
+                     "there, which can change the training's last bits (options operators=\"all\")") if every else \
+                ("the results the compiled program stores (library calls such as matmuls, reductions, what "
+                 "backward keeps), read where they lie: the program and its numbers are unchanged; results "
+                 "kept inside fused kernels are not seen (options={\"operators\": \"all\"} records them)")
             self._say("ops", f"iteration {iteration} and the next at level \"ops\" record the operators of the "
-                      "compiled program (the \"tdbg\" backend's graphs: decomposed ATen operators, as Inductor "
-                      "compiled them, with their statistics computed inside the compiled code), and the "
-                      "compiled call's boundary; the program and its numbers are unchanged")
+                      f"compiled program (the \"tdbg\" backend's graphs: decomposed ATen operators as Inductor "
+                      f"compiled them) and the compiled call's boundary; recorded: {which}")
             return
         self._say("ops", f"iteration {iteration} and the next at level \"ops\" are recorded at level "
                   "\"modules\": the model runs compiled, and recording every operator would run it eagerly, "

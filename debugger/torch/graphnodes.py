@@ -28,6 +28,7 @@ class GraphNodes:
     _taking_graph = False
     _tap_base = "model"          # the scope the last forward graph ran in
     _tapped_graphs = 0           # graphs whose operators this iteration recorded
+    _tapped_every = False        # one of them tapped every operator (the backend's operators="all")
 
     def takes_graph(self) -> bool:
         """Whether a compiled graph run now should run its tapped build (an "ops" iteration)."""
@@ -100,6 +101,7 @@ class GraphNodes:
             if ref is not None and isinstance(t, torch.Tensor) and ref in names:
                 self._tracker.register(t, names[ref])
         self._tapped_graphs += 1
+        self._tapped_every = self._tapped_every or info.every
 
 
 def _scope(tap: Tap, base: str) -> str:

@@ -2,14 +2,14 @@
 the statistics of every operator's output, run at the iterations the recorder records at "ops".
 
 ``torch.compile(model, backend="tdbg")`` (or ``backend=tdbg_backend``, ``model.compile(backend="tdbg")``)
-compiles each forward, backward and inference graph twice with Inductor: as
-Inductor would (run at every other iteration: the user's program, unchanged) and *tapped*: the same
-graph with, for each operator's floating-point output, its statistics row computed inside the graph
-and stacked into one extra output (Inductor fuses the reductions into its kernels). A graph's operators
-are the decomposed ATen operators Inductor compiles (LayerNorm as ``var_mean``, ``rsqrt``, ``mul`` ...);
-each keeps its source line (``stack_trace``) and module (``nn_module_stack``; a backward operator that of
-the forward operator it derives from). Nothing here knows the recorder: it is told who takes the
-statistics through :data:`TAKER`.
+compiles each forward, backward and inference graph twice with Inductor: as Inductor would (run at
+every other iteration: the user's program, unchanged) and *tapped*: the same
+graph where each operator's floating-point output also goes to ``tdbg::stats_row`` (one extern call
+on the buffer the compiled kernels wrote: the recorder's one-pass statistics), the rows stacked into
+one extra output. A graph's operators are the decomposed ATen operators Inductor compiles (LayerNorm
+as ``var_mean``, ``rsqrt``, ``mul`` ...); each keeps its source line (``stack_trace``) and module
+(``nn_module_stack``; a backward operator that of the forward operator it derives from). Nothing here
+knows the recorder: it is told who takes the statistics through :data:`TAKER`.
 """
 from __future__ import annotations
 
@@ -29,6 +29,15 @@ _ROUTING = frozenset({"view", "_unsafe_view", "reshape", "permute", "expand", "t
                       "unsqueeze", "slice", "select", "alias", "as_strided", "clone", "split", "split_with_sizes",
                       "unbind", "detach", "_to_copy", "convert_element_type", "copy", "full", "scalar_tensor",
                       "iota", "empty", "zeros", "ones"})
+# Operators whose results Inductor stores whatever consumes them: library calls and reductions
+_STORED = frozenset({
+    "mm", "addmm", "bmm", "baddbmm", "_int_mm", "convolution", "convolution_backward",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward", "_efficient_attention_forward",
+    "var_mean", "sum", "mean", "amax", "amin", "prod", "linalg_vector_norm"})
 _LIB = re.compile(r"\[(\d+)\]|\._modules\[['\"]([^'\"]+)['\"]\]|\[['\"]([^'\"]+)['\"]\]")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n(?:\s*(.*))?')
 
@@ -55,21 +64,30 @@ class TappedGraph:
     taps: list[Tap]
     outputs: list[tuple[str, int] | None]   # per graph output: its tapped producer (or None)
     backward: bool
+    every: bool                     # every operator tapped (not only what the program stores)
 
 
 @dataclass
 class _Compile:
     """One torch.compile graph's forward and backward builds: the forward's modules by sequence number."""
 
+    every: bool = False         # tap every operator, not only those whose result the program stores
     modules: dict[int, tuple[str, tuple[tuple[str, str], ...]]] = field(default_factory=dict)
 
 
-def tdbg_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-    """torch.compile backend: Inductor, and at the recorder's "ops" iterations a tapped build."""
+def tdbg_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **options: Any) -> Any:
+    """torch.compile backend: Inductor, and at the recorder's "ops" iterations a tapped build.
+    ``options={"operators": "stored"}`` (default) taps what the compiled program stores anyway,
+    ``"all"`` every operator (its numbers can then differ in the last bits: see :func:`_tap_of`)."""
     from torch._inductor.compile_fx import compile_fx
+    which = options.pop("operators", "stored")
+    if which not in ("stored", "all") or options:
+        raise ValueError(f"tdbg backend: options are {{'operators': 'stored' | 'all'}}, got "
+                         f"{dict(options, operators=which)!r}")
     # the AOT cache would hand back a build without its tapped twin: off for this backend's graphs
     with torch._functorch.config.patch(enable_autograd_cache=False):
-        return compile_fx(gm, example_inputs, inner_compile=functools.partial(_inner, state=_Compile()))
+        return compile_fx(gm, example_inputs,
+                          inner_compile=functools.partial(_inner, state=_Compile(every=which == "all")))
 
 
 def _inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], state: _Compile, **kwargs: Any) -> Any:
@@ -158,20 +176,22 @@ def tap_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backward:
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     out_value = graph.graph_copy(gm.graph, env)
     placeholders = {n: k for k, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
-    made: dict[torch.fx.Node, tuple[str, int] | None] = {}
+    made: dict[torch.fx.Node, tuple[Ref, ...]] = {}
+    kept = {a for a in _outputs(gm) if isinstance(a, torch.fx.Node)}
     taps: list[Tap] = []
     rows: list[torch.fx.Node] = []
     for n in gm.graph.nodes:
         if n.op != "call_function":
             continue
         made[n] = _maker(n, made, placeholders)
-        tap = _tap_of(n, made, placeholders, backward, state)
+        tap = _tap_of(n, made, placeholders, backward, state, kept)
         if tap is not None:
             taps.append(tap)
-            made[n] = (tap.node, tap.slot)
+            made[n] = ((tap.node, tap.slot),)
             with graph.inserting_before(env[n].next):    # right after it: its buffer need not live on
                 rows.append(_emit_row(graph, env[n]))
-    outputs = [made.get(a) if isinstance(a, torch.fx.Node) else None for a in _outputs(gm)]
+    outputs = [made[a][0] if isinstance(a, torch.fx.Node) and len(made.get(a, ())) == 1 else None
+               for a in _outputs(gm)]
     stacked = graph.call_function(torch.ops.aten.view.default, (
         graph.call_function(torch.ops.aten.cat.default, (rows,)), [len(rows), -1])) if rows else None
     new_out = graph.output((*out_value, stacked) if rows else out_value)
@@ -181,7 +201,7 @@ def tap_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backward:
     _propagate(tapped, example_inputs)
     from torch._inductor.compile_fx import record_original_output_strides
     record_original_output_strides(tapped)
-    return tapped, TappedGraph(taps, outputs, backward)
+    return tapped, TappedGraph(taps, outputs, backward, state.every)
 
 
 def _output_node(gm: torch.fx.GraphModule) -> torch.fx.Node:
@@ -193,19 +213,33 @@ def _outputs(gm: torch.fx.GraphModule) -> list[Any]:
     return list(_output_node(gm).args[0])
 
 
-def _maker(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict[torch.fx.Node, int]) -> Any:
-    """Where the value of a node that passes its input on comes from (a routing op, a getitem)."""
+Ref = tuple[str, int]      # (tapped FX node, output slot), or ("#k", -1): the graph's k-th input
+
+
+def _maker(n: torch.fx.Node, made: dict[torch.fx.Node, tuple[Ref, ...]],
+           placeholders: dict[torch.fx.Node, int]) -> tuple[Ref, ...]:
+    """What the value of an untapped node is made from: its input's makers (a view, a getitem: the
+    first input's only; a computation left untapped: every input's)."""
     if n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node):
-        return made.get(n.args[0])
-    first = next((a for a in n.args if isinstance(a, torch.fx.Node)), None)
-    if first is None:
-        return None
-    return ("#%d" % placeholders[first], -1) if first in placeholders else made.get(first)
+        return made.get(n.args[0], ())
+    op = getattr(n.target, "__name__", str(n.target)).split(".")[0]
+    args = [x for a in n.args for x in (a if isinstance(a, (list, tuple)) else (a,)) if isinstance(x, torch.fx.Node)]
+    refs: list[Ref] = []
+    for x in args[:1] if op in _ROUTING else args:
+        for r in ((("#%d" % placeholders[x], -1),) if x in placeholders else made.get(x, ())):
+            if r not in refs:
+                refs.append(r)
+    return tuple(refs)
 
 
 def _tap_of(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict[torch.fx.Node, int],
-            backward: bool, state: _Compile) -> Tap | None:
-    """The tap of an operator's floating-point output (None: a routing op, or not a float tensor)."""
+            backward: bool, state: _Compile, kept: set[torch.fx.Node]) -> Tap | None:
+    """The tap of an operator's floating-point output (None: a routing op, no float tensor). Unless
+    ``state.every``, only of a result the compiled program stores anyway: an operator Inductor runs
+    as a library call or a reduction (:data:`_STORED`), or a graph output (``kept``: returned, saved
+    for backward). A result Inductor keeps inside a fused kernel (an embedding added to a position
+    embedding and normalised ...), stored for its statistics, cuts that kernel there, and the kernels on
+    either side may then round differently: the training's last bits change."""
     val = n.meta.get("val")
     target, slot, op = n, 0, getattr(n.target, "__name__", str(n.target)).split(".")[0]
     if n.target is operator.getitem:
@@ -216,15 +250,11 @@ def _tap_of(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict
         target, slot, op = parent, n.args[1], getattr(parent.target, "__name__", str(parent.target)).split(".")[0]
     if op in _ROUTING or not isinstance(val, torch.Tensor) or not val.dtype.is_floating_point:
         return None
+    if not (state.every or op in _STORED or n in kept):
+        return None
     module, chain = _module_of(target, backward, state)
-    ins = []
-    for a in target.args:
-        for x in (a if isinstance(a, (list, tuple)) else (a,)):
-            if isinstance(x, torch.fx.Node):
-                src = ("#%d" % placeholders[x], -1) if x in placeholders else made.get(x)
-                if src is not None:
-                    ins.append(src)
-    return Tap(target.name, op, slot, module, chain, target.meta.get("stack_trace") or "", tuple(ins),
+    ins = made.get(target, ())      # set for ``n`` by the caller before this call
+    return Tap(target.name, op, slot, module, chain, target.meta.get("stack_trace") or "", ins,
                str(val.dtype).replace("torch.", ""), tuple(int(d) for d in val.shape))
 
 

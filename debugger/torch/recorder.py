@@ -473,7 +473,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
     def _end(self) -> None:
         g = self._graph
         if self._taking_graph and g is not None:
-            self._compile_notes.ops_at_boundary(self.iteration, self._tapped_graphs)
+            self._compile_notes.ops_at_boundary(self.iteration, self._tapped_graphs, self._tapped_every)
         if g is not None and self._level in (LEVEL_MODULES, LEVEL_OPS) and not self._module_calls \
                 and next(self._root.children(), None) is not None:
             self._note_compiled_model()     # a model with submodules whose calls were not seen

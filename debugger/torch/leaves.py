@@ -67,7 +67,10 @@ class LeafCapture:
 
     def _leaves_stamp(self) -> tuple[Any, ...]:
         """Equal while the leaf table stays right: the model's tensors and their memory, the optimizers'
-        groups and state tensors (state appears at the first step, a loaded state dict brings new ones)."""
+        groups and state tensors (state appears at the first step, a loaded state dict brings new ones).
+        Ids are safe to compare: the table keeps every tensor it was made from alive, so none of their
+        ids can pass to a new object while it stands; a tensor's memory may move (``p.data = ...``), and
+        the model's storage addresses are compared too."""
         buffers, params = self._named or ((), ())
         return (tuple(id(t) for _, t in buffers), tuple(id(t) for _, t in params),
                 tuple(C.storage_ptr(C.local(t)) for _, t in buffers), tuple(C.storage_ptr(C.local(t)) for _, t in params),

@@ -12,6 +12,7 @@ import math
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..stats import (ASYMPTOTES, CHUNK, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, compiled_kernel,
@@ -63,11 +64,24 @@ def as_float32(t: torch.Tensor) -> torch.Tensor:
 
 
 def _cpu_stats(t: torch.Tensor) -> dict[str, float | None]:
+    return cpu_stats_view(t)[0]
+
+
+def cpu_stats_view(t: torch.Tensor) -> tuple[dict[str, float | None], np.ndarray]:
+    """:func:`stats_row` of a CPU tensor and the numpy view of the memory it read (a bfloat16 tensor's
+    float32 copy in the shared buffer of :func:`as_float32`: read it before the next call), which is
+    what the tensor's digest hashes: one conversion for both."""
+    if t.requires_grad:
+        t = t.detach()
     if t.dtype == torch.bfloat16:
         t = as_float32(t)
     if t.is_conj() or t.is_neg():      # (two operator calls saved on every plain tensor)
         t = t.resolve_conj().resolve_neg()
     a = C.host_view(t)
+    return _view_stats(a), a
+
+
+def _view_stats(a: np.ndarray) -> dict[str, float | None]:
     quick = quick_stats(a)      # one kernel call for the common case (about 10 us less per tensor)
     if quick is not None:
         return dict(zip(STAT_NAMES, quick))

@@ -21,6 +21,10 @@ class LeafCapture:
         ``walk``: list the model's parameters and buffers anew (once an iteration: it walks every module)."""
         if walk or self._named is None:
             self._named = (list(self._root.named_buffers()), list(self._root.named_parameters()))
+        stamp = self._leaves_stamp()
+        if stamp == self._leaves_made_of:
+            return      # called up to three times an iteration: the table is rebuilt only when it changed
+        self._leaves_made_of = stamp
         buffers, params = self._named
         by: dict[int, C.Leaf] = {}
         tensors: dict[int, torch.Tensor] = {}
@@ -60,6 +64,19 @@ class LeafCapture:
         self._state_ptrs = states
         self._leaf_by_ptr = by
         self._leaf_tensors = tensors
+
+    def _leaves_stamp(self) -> tuple[Any, ...]:
+        """Equal while the leaf table stays right: the model's tensors and their memory, the optimizers'
+        groups and state tensors (state appears at the first step, a loaded state dict brings new ones).
+        Ids are safe to compare: the table keeps every tensor it was made from alive, so none of their
+        ids can pass to a new object while it stands; a tensor's memory may move (``p.data = ...``), and
+        the model's storage addresses are compared too."""
+        buffers, params = self._named or ((), ())
+        return (tuple(id(t) for _, t in buffers), tuple(id(t) for _, t in params),
+                tuple(C.storage_ptr(C.local(t)) for _, t in buffers), tuple(C.storage_ptr(C.local(t)) for _, t in params),
+                tuple(id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]),
+                tuple(id(v) for opt in self.optimizers for st in opt.state.values() for v in st.values()),
+                tuple(id(p) for opt in self.optimizers for p in opt.state))
 
     def _prune_reuse(self) -> None:
         """Keep reusable captures only for the leaves as they are now (bounded: one per leaf)."""

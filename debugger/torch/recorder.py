@@ -42,7 +42,7 @@ from .replay import ReplayCapture
 from .levels import COMPILED_OPS, LevelPlan, Selection
 from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
-from .devstats import as_float32, extras_to_host, rows_to_dicts, stats_row, update_row
+from .devstats import as_float32, cpu_stats_view, extras_to_host, rows_to_dicts, stats_row, update_row
 from .series import FLUSH_SECONDS, SeriesCapture, warn_off
 from .triggers import CaptureLog, TouchFile, Trigger
 from .sink import DigestBox, Job, Row, Sink
@@ -161,6 +161,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._writes: dict[int, int] = {}
         self._leaf_tensors: dict[Any, torch.Tensor] = {}
         self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
+        self._leaves_made_of: tuple[Any, ...] | None = None     # what the leaf table was last made from
         # statistics mode: each trained weight as the previous iteration's step() left it (else as this
         # iteration's first optimizer step found it), for the update statistics stored at step(): a
         # change made between two steps, outside the optimizer, is part of the update
@@ -621,6 +622,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
                 h = h.to(torch.float32)      # numpy has no bfloat16: stored as float32
             c.values = h.numpy()
             c.dtype = str(c.values.dtype)
+        elif exact and t.device.type == "cpu":     # the statistics and the digest read one view
+            c.stats, host = cpu_stats_view(t)
+            c.dtype = "float32" if t.dtype == torch.bfloat16 else C.dtype_name(t.dtype)
+            c.host = DigestBox(host)
+            c.host.hexdigest()      # at once: a bfloat16 tensor's view is the shared buffer
         else:
             c.stats = stats_row(t)
             c.dtype = "float32" if t.dtype == torch.bfloat16 else C.dtype_name(t.dtype)

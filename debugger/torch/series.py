@@ -88,10 +88,11 @@ class SeriesCapture:
 
     def end_step(self, step: int) -> None:
         """``rec.step()`` ends step ``step``: its row of statistics is added to the series."""
-        late = [p for p in self._trained() if p.grad is not None and id(p) not in self._grad_rows]
+        trained = self._trained()       # (read once a step: four uses below)
+        late = [p for p in trained if p.grad is not None and id(p) not in self._grad_rows]
         self._take_grads(late)      # the optimizer did not step (a loss scaler skipped it)
-        tensors, names, roles, params, grad_ids = self._tensors()
-        rows = self._rows(tensors, grad_ids)
+        tensors, names, roles, params, grad_ids = self._tensors(trained)
+        rows = self._rows(tensors, grad_ids, trained)
         scalars = self._scalars(grad_ids)
         self._grad_rows = {}
         self._loss = None
@@ -132,7 +133,8 @@ class SeriesCapture:
                         seen.setdefault(id(p), p)
         return list(seen.values())
 
-    def _tensors(self) -> tuple[list[torch.Tensor], list[str], list[str], list[str], list[int]]:
+    def _tensors(self, trained: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[str], list[str], list[str],
+                                                             list[int]]:
         """Weights, optimizer state and updates (gradients come from their rows taken at step())."""
         tensors: list[torch.Tensor] = []
         names: list[str] = []
@@ -140,7 +142,7 @@ class SeriesCapture:
         params: list[str] = []
         grad_ids: list[int] = []
         multi = len(self.optimizers) > 1
-        for p in self._trained():
+        for p in trained:
             pname = self.param_name[id(p)]
             w = C.local(p).detach()
             tensors.append(w)
@@ -167,7 +169,7 @@ class SeriesCapture:
                         names.append(f"{prefix}{key}.{pname}")
                         roles.append("optimizer_state")
                         params.append(pname)
-        for p in self._trained():
+        for p in trained:
             if id(p) in self._grad_rows:
                 pname = self.param_name[id(p)]
                 names.append(f"{pname}.grad")
@@ -187,11 +189,11 @@ class SeriesCapture:
             for i, p in enumerate(group):
                 self._grad_rows[id(p)] = rows[i]
 
-    def _rows(self, tensors: list[torch.Tensor], grad_ids: list[int]) -> Any:
+    def _rows(self, tensors: list[torch.Tensor], grad_ids: list[int], trained: list[torch.Tensor]) -> Any:
         """The step's rows (weights/updates/state, then gradients), then the update buffers refreshed."""
         rows = rows_of(tensors)
         grads = [self._grad_rows[i] for i in grad_ids]
-        self._snapshot_all()
+        self._snapshot_all(trained)
         if isinstance(rows, np.ndarray) and all(isinstance(g, np.ndarray) for g in grads):
             return np.concatenate([rows, np.stack(grads)]) if grads else rows
         dev = next(g.device for g in [rows, *grads] if isinstance(g, torch.Tensor))
@@ -200,9 +202,9 @@ class SeriesCapture:
             parts.append(torch.stack([torch.as_tensor(g, device=dev) for g in grads]))
         return torch.cat(parts)
 
-    def _snapshot_all(self) -> None:
+    def _snapshot_all(self, trained: list[torch.Tensor] | None = None) -> None:
         """Each trained weight's value now, in a buffer kept for it (the next step's update)."""
-        for p in self._trained():
+        for p in self._trained() if trained is None else trained:
             w = C.local(p).detach()
             buf = self._prev.get(id(p))
             if buf is None or buf.shape != w.shape or buf.dtype != w.dtype or buf.device != w.device:

@@ -1,17 +1,19 @@
 """Cost of level "ops" on a compiled model: the operators of the compiled program (backend "tdbg",
-debugger.torch.graphtaps) recorded every step, against the same compiled step unrecorded; beside it
-the eager alternative (compiled_ops="eager": every ATen operator, the model run eagerly) and the
+debugger.torch.graphtaps; the results the program stores, or with --operators all every operator)
+recorded every step, against the same compiled step unrecorded; beside it "parameters" every step
+(what "ops" records besides the operators), the eager alternative (compiled_ops="eager": every ATen operator, the model run eagerly) and the
 compilation time of the "tdbg" backend (two Inductor builds per graph) against Inductor's.
 
 The model and step are bench_compiled_recorder.py's (GPT-2 from a config, bf16 autocast, AdamW, CPU).
 One process, rounds of a plain block and one block per mode, K steps each; a recorded block opens its
 Recorder before its first step and waits for its files inside its last.
 
-    python benchmarks/bench_compiled_ops.py [--rounds 4] [--block 6]
+    python benchmarks/bench_compiled_ops.py [--rounds 4] [--block 6] [--operators stored|all]
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -29,8 +31,10 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 from bench_compiled_recorder import build, step  # noqa: E402
+from debugger.torch import tdbg_backend  # noqa: E402
 
-MODES = {"ops (compiled program)": {}, "ops (compiled_ops=\"eager\")": {"compiled_ops": "eager"}}
+MODES = {"parameters": {"level": "parameters"}, "ops (compiled program)": {},
+         "ops (compiled_ops=\"eager\")": {"compiled_ops": "eager"}}
 
 
 def compile_seconds(backend: str) -> float:
@@ -44,9 +48,9 @@ def compile_seconds(backend: str) -> float:
 
 
 def block(mode: str | None, k: int, run: Any, opt: Any, ids: Any, out: str) -> float:
-    """Seconds per step of ``k`` steps, recorded at "ops" every step as ``mode`` says (None: plain)."""
+    """Seconds per step of ``k`` steps, recorded every step as ``mode`` says (None: plain)."""
     from debugger.torch import Recorder
-    rec = None if mode is None else Recorder(out, run, opt, save="statistics", level="ops", **MODES[mode]).start()
+    rec = None if mode is None else Recorder(out, run, opt, save="statistics", **{"level": "ops", **MODES[mode]}).start()
     try:
         t0 = time.perf_counter()
         for _ in range(k):
@@ -66,6 +70,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--block", type=int, default=6, help="steps per block")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--operators", choices=("stored", "all"), default="stored",
+                    help="the backend's taps: what the program stores (default) or every operator")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     warnings.simplefilter("ignore")
@@ -73,7 +79,8 @@ def main() -> None:
     res: dict[str, Any] = {"compile_s": {b: round(compile_seconds(b), 1) for b in ("inductor", "tdbg")}}
     torch._dynamo.reset()
     model, _, opt, ids = build(False)
-    run = torch.compile(model, backend="tdbg")
+    # one compiled wrapper per process (two around one model would share Dynamo's cache entries)
+    run = torch.compile(model, backend=functools.partial(tdbg_backend, operators=a.operators))
     tmp = tempfile.mkdtemp(prefix="tdbg-bench-")
     times: dict[str | None, list[float]] = {m: [] for m in (None, *MODES)}
     try:

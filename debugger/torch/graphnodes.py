@@ -18,7 +18,8 @@ from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
 from . import activations as A
 from . import capture as C
 from . import wrappers as W
-from .graphtaps import TAKER, Tap, TappedGraph, parse_stack
+from .devstats import NCOLS
+from .graphtaps import SHAPE_DIMS, TAKER, Tap, TappedGraph, parse_stack
 from .stacks import MAX_FRAMES, is_user_file
 
 
@@ -78,14 +79,16 @@ class GraphNodes:
                 placed[k] = self._tracker.source(inputs[k], data=forward, read=False)[0]
             return placed.get(k)
 
+        sizes = _runtime_shapes(info, rows)
         for i, tap in enumerate(info.taps):
+            shape = sizes.get(i, tap.shape)
             scope = _scope(tap, base)
             name = g.fresh_name(scope, tap.op)
             names[(tap.node, tap.slot)] = name
             ins = [s for s in (source(r) for r in tap.inputs) if s is not None]
             activation = A.activation_of(tap.op, (), {}) if forward else ""
             rec = NodeRecord(name, tap.op, scope, inputs=[(s, "data") for s in ins],
-                             outputs=[OutputType(tap.dtype, tap.shape)], stack=_frames(tap, forward),
+                             outputs=[OutputType(tap.dtype, shape)], stack=_frames(tap, forward),
                              module=tap.module, kind=Kind.ACTIVATION if activation else Kind.OTHER,
                              is_backward=not forward, value_inputs=tuple(ins), activation=activation)
             g.nodes.append(rec)
@@ -93,7 +96,7 @@ class GraphNodes:
             if forward:
                 g.info[name] = (scope, rec.stack, tap.module)
             if not self.values and self._want(tap.module, tap.op):
-                g.captured.append(C.Captured(name, tap.op, "output", 0, stats=rows[i], shape=tap.shape,
+                g.captured.append(C.Captured(name, tap.op, "output", 0, stats=rows[i, :NCOLS], shape=shape,
                                              dtype="float32" if tap.dtype == "bfloat16" else tap.dtype))
         if self.values and info.taps:
             self._compile_notes.graph_values()
@@ -102,6 +105,17 @@ class GraphNodes:
                 self._tracker.register(t, names[ref])
         self._tapped_graphs += 1
         self._tapped_every = self._tapped_every or info.every
+
+
+def _runtime_shapes(info: TappedGraph, rows: torch.Tensor) -> dict[int, tuple[int, ...]]:
+    """The shapes, as this run had them, of the taps whose graph left a size symbolic (dynamic shapes):
+    from their rows, copied to the host once."""
+    todo = [i for i, tap in enumerate(info.taps) if None in tap.shape]
+    if not todo:
+        return {}
+    dims = rows[todo, NCOLS:].tolist()
+    return {i: tuple(int(d) for d in row[1:1 + int(row[0])]) for i, row in zip(todo, dims)
+            if 0 <= int(row[0]) <= SHAPE_DIMS}
 
 
 def _scope(tap: Tap, base: str) -> str:

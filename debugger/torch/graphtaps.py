@@ -4,7 +4,7 @@ the statistics of every operator's output, run at the iterations the recorder re
 ``torch.compile(model, backend="tdbg")`` (or ``backend=tdbg_backend``, ``model.compile(backend="tdbg")``)
 compiles each forward, backward and inference graph twice with Inductor: as Inductor would (run at
 every other iteration: the user's program, unchanged) and *tapped*: the same
-graph where each operator's floating-point output also goes to ``tdbg::stats_row`` (one extern call
+graph where operators' floating-point results also go to ``tdbg::stats_row22`` (one extern call
 on the buffer the compiled kernels wrote: the recorder's one-pass statistics), the rows stacked into
 one extra output. A graph's operators are the decomposed ATen operators Inductor compiles (LayerNorm
 as ``var_mean``, ``rsqrt``, ``mul`` ...); each keeps its source line (``stack_trace``) and module
@@ -29,6 +29,7 @@ _ROUTING = frozenset({"view", "_unsafe_view", "reshape", "permute", "expand", "t
                       "unsqueeze", "slice", "select", "alias", "as_strided", "clone", "split", "split_with_sizes",
                       "unbind", "detach", "_to_copy", "convert_element_type", "copy", "full", "scalar_tensor",
                       "iota", "empty", "zeros", "ones"})
+SHAPE_DIMS = 8       # sizes a statistics row carries (a tensor of higher rank keeps its symbolic ones unknown)
 # Operators whose results Inductor stores whatever consumes them: library calls and reductions
 _STORED = frozenset({
     "mm", "addmm", "bmm", "baddbmm", "_int_mm", "convolution", "convolution_backward",
@@ -54,7 +55,7 @@ class Tap:
     stack: str                      # the FX node's stack_trace
     inputs: tuple[tuple[str, int], ...]  # per input: ("node", slot) of a tapped producer, ("#k", -1) placeholder k
     dtype: str
-    shape: tuple[int, ...]
+    shape: tuple[int | None, ...]   # None: a dimension the graph leaves symbolic (its row holds it)
 
 
 @dataclass
@@ -255,7 +256,9 @@ def _tap_of(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict
     module, chain = _module_of(target, backward, state)
     ins = made.get(target, ())      # set for ``n`` by the caller before this call
     return Tap(target.name, op, slot, module, chain, target.meta.get("stack_trace") or "", ins,
-               str(val.dtype).replace("torch.", ""), tuple(int(d) for d in val.shape))
+               str(val.dtype).replace("torch.", ""),
+               # a symbolic size is never made an int here: that would add a guard (a recompilation)
+               tuple(d if type(d) is int else None for d in val.shape))
 
 
 def _module_of(n: torch.fx.Node, backward: bool, state: _Compile) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -290,29 +293,36 @@ def parse_stack(text: str) -> list[tuple[str, int, str]]:
 
 
 def _emit_row(graph: torch.fx.Graph, x: torch.fx.Node) -> torch.fx.Node:
-    """A call of ``tdbg::stats_row`` on ``x``: one node (Inductor runs it as an extern kernel on the
+    """A call of ``tdbg::stats_row22`` on ``x``: one node (Inductor runs it as an extern kernel on the
     buffer its kernels wrote), so the graph compiles about as fast as the untapped one."""
     return graph.call_function(_stats_op(), (x,))
 
 
 @functools.cache
 def _stats_op() -> Any:
-    """The operator ``tdbg::stats_row(Tensor x) -> Tensor``: debugger.torch.devstats' statistics of ``x``
-    as one float64 row of 13 columns on ``x``'s device."""
+    """The operator ``tdbg::stats_row22(Tensor x) -> Tensor``: debugger.torch.devstats' statistics of ``x``
+    (its first ``NCOLS`` columns, float64, on ``x``'s device), then ``x``'s rank and its first
+    :data:`SHAPE_DIMS` sizes (a graph compiled for dynamic shapes knows them only when it runs)."""
     from .devstats import NCOLS, stats_row
 
-    @torch.library.custom_op("tdbg::stats_row", mutates_args=())
+    # the row's width in the name: Inductor's on-disk cache keys compiled code by the operator's name,
+    # and code compiled for another width would be reused as it is
+    name = f"stats_row{NCOLS + 1 + SHAPE_DIMS}"
+
+    @torch.library.custom_op(f"tdbg::{name}", mutates_args=())
     def row(x: torch.Tensor) -> torch.Tensor:
+        dims = [float(x.dim())] + [float(d) for d in x.shape[:SHAPE_DIMS]]
+        dims += [-1.0] * (SHAPE_DIMS + 1 - len(dims))
         got = stats_row(x)
         if isinstance(got, dict):        # the CPU's one-pass kernel gives the numbers at once
-            return torch.tensor([float("nan") if v is None else v for v in got.values()], dtype=torch.float64)
-        return got
+            return torch.tensor([float("nan") if v is None else v for v in got.values()] + dims, dtype=torch.float64)
+        return torch.cat([got, torch.tensor(dims, dtype=torch.float64, device=got.device)])
 
     @row.register_fake
     def _(x: torch.Tensor) -> torch.Tensor:
-        return x.new_empty((NCOLS,), dtype=torch.float64)
+        return x.new_empty((NCOLS + 1 + SHAPE_DIMS,), dtype=torch.float64)
 
-    return torch.ops.tdbg.stats_row.default
+    return getattr(torch.ops.tdbg, name).default
 
 
 def _propagate(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:

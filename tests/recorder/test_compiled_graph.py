@@ -194,6 +194,46 @@ def test_bfloat16_autocast_training_bit_identical(tmp_path: Any) -> None:
     assert len(_nodes(str(tmp_path / "all"))) > len(_nodes(str(tmp_path / "d"))) + 50
 
 
+def _dynamic_run(backend: str, path: Any) -> tuple[int, list[float]]:
+    """Three steps of sequence lengths 16, 8, 12 compiled with dynamic=True (recorded at "ops" when
+    ``path``): Dynamo's number of graphs, and the losses."""
+    import nanogpt_kit as K
+    from torch._dynamo.utils import counters
+
+    from debugger.torch import Recorder
+    torch._dynamo.reset()
+    counters.clear()
+    with quiet_threads(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(1337)
+        model = K.GPT()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        run = torch.compile(model, backend=backend, dynamic=True)
+        rec = Recorder(path, run, opt, **OPS).start() if path else None
+        losses = []
+        for i, t in enumerate((16, 8, 12)):
+            x, y = K.get_batch(i)
+            loss = run(x[:, :t], y[:, :t])[1]
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            if rec is not None:
+                rec.step()
+        if rec is not None:
+            rec.close()
+    return counters["stats"]["unique_graphs"], losses
+
+
+def test_dynamic_shapes_keep_one_graph(tmp_path: Any) -> None:
+    """dynamic=True: the tapped graphs add no guard (the same one graph as Inductor's, the same losses),
+    and each iteration's operators have the shapes that iteration ran with."""
+    plain = _dynamic_run("inductor", None)
+    assert _dynamic_run("tdbg", tmp_path / "d") == plain and plain[0] == 1
+    tensors = tensors_by_iteration(str(tmp_path / "d"))
+    assert [tensors[i][(C_FC, "output", 0)].shape for i in range(3)] == [(64, 128), (32, 128), (48, 128)]
+
+
 def test_backend_options_are_checked() -> None:
     """An unknown option of the backend is a clear error at compilation."""
     import nanogpt_kit as K

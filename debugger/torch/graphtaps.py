@@ -95,6 +95,11 @@ def _inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], state: _Comp
     from torch._inductor.compile_fx import compile_fx_inner
     backward = bool(kwargs.get("is_backward"))
     tapped_gm = info = None
+    if getattr(kwargs.get("cudagraphs"), "value", kwargs.get("cudagraphs")):
+        # a CUDA graph replays recorded kernels: the statistics operator's host work cannot be in one
+        _warn_once("graphs run as CUDA graphs (mode=\"reduce-overhead\") are not tapped: their operators "
+                   "are not recorded")
+        return compile_fx_inner(gm, example_inputs, **kwargs)
     try:
         tapped_gm, info = tap_graph(gm, example_inputs, backward, state)
     except Exception as exc:     # never stop the compilation: the graph runs as Inductor builds it

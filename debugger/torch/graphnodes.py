@@ -19,7 +19,7 @@ from . import activations as A
 from . import capture as C
 from . import wrappers as W
 from .devstats import NCOLS
-from .graphtaps import SHAPE_DIMS, TAKER, Tap, TappedGraph, parse_stack
+from .graphtaps import FAILED, SHAPE_DIMS, TAKER, Tap, TappedGraph, parse_stack
 from .stacks import MAX_FRAMES, is_user_file
 
 
@@ -63,6 +63,8 @@ class GraphNodes:
 
     def _graph_nodes(self, g: C.IterationGraph, info: TappedGraph, inputs: list[Any], outputs: list[Any],
                      rows: torch.Tensor) -> None:
+        if info.taps and bool((rows[:, 0] == FAILED).any()):
+            raise RuntimeError("the statistics of a compiled operator could not be computed")
         forward = not info.backward
         if forward:
             self._tap_base = self._scopes[-1][1] if self._scopes else self._compiled_scope()
@@ -123,9 +125,8 @@ def _scope(tap: Tap, base: str) -> str:
     parts: list[str] = [base]
     prev = ""
     for path, cls in tap.chain:
-        if path == "":
-            parts = [base.rsplit("/", 1)[0] + "/model" if "/" in base else "model"]
-            prev = ""
+        if path == "":      # the model itself, reached inside a compiled function: its own scope
+            parts = [f"{C.BACKWARD_SCOPE}/model" if base.startswith(C.BACKWARD_SCOPE + "/") else "model"]
             continue
         rel = path[len(prev) + 1:] if prev and path.startswith(prev + ".") else path
         parts.append(f"{rel}-{cls}")

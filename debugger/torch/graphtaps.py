@@ -29,6 +29,8 @@ _ROUTING = frozenset({"view", "_unsafe_view", "reshape", "permute", "expand", "t
                       "unsqueeze", "slice", "select", "alias", "as_strided", "clone", "split", "split_with_sizes",
                       "unbind", "detach", "_to_copy", "convert_element_type", "copy", "full", "scalar_tensor",
                       "iota", "empty", "zeros", "ones"})
+_TAPPED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)   # what the statistics read
+FAILED = -1.0        # the count column of a row whose statistics could not be computed
 SHAPE_DIMS = 8       # sizes a statistics row carries (a tensor of higher rank keeps its symbolic ones unknown)
 # Operators whose results Inductor stores whatever consumes them: library calls and reductions
 _STORED = frozenset({
@@ -254,7 +256,7 @@ def _tap_of(n: torch.fx.Node, made: dict[torch.fx.Node, Any], placeholders: dict
                 not isinstance(parent.meta.get("val"), (tuple, list)):
             return None
         target, slot, op = parent, n.args[1], getattr(parent.target, "__name__", str(parent.target)).split(".")[0]
-    if op in _ROUTING or not isinstance(val, torch.Tensor) or not val.dtype.is_floating_point:
+    if op in _ROUTING or not isinstance(val, torch.Tensor) or val.dtype not in _TAPPED_DTYPES:
         return None
     if not (state.every or op in _STORED or n in kept):
         return None
@@ -308,6 +310,7 @@ def _stats_op() -> Any:
     """The operator ``tdbg::stats_row22(Tensor x) -> Tensor``: debugger.torch.devstats' statistics of ``x``
     (its first ``NCOLS`` columns, float64, on ``x``'s device), then ``x``'s rank and its first
     :data:`SHAPE_DIMS` sizes (a graph compiled for dynamic shapes knows them only when it runs)."""
+    from ..stats import STAT_NAMES
     from .devstats import NCOLS, stats_row
 
     # the row's width in the name: Inductor's on-disk cache keys compiled code by the operator's name,
@@ -318,7 +321,10 @@ def _stats_op() -> Any:
     def row(x: torch.Tensor) -> torch.Tensor:
         dims = [float(x.dim())] + [float(d) for d in x.shape[:SHAPE_DIMS]]
         dims += [-1.0] * (SHAPE_DIMS + 1 - len(dims))
-        got = stats_row(x)
+        try:
+            got = stats_row(x)
+        except Exception:       # never stop the training: a count of -1 tells the recorder (FAILED)
+            got = {"count": FAILED, **{k: None for k in STAT_NAMES[1:]}}
         if isinstance(got, dict):        # the CPU's one-pass kernel gives the numbers at once
             return torch.tensor([float("nan") if v is None else v for v in got.values()] + dims, dtype=torch.float64)
         return torch.cat([got, torch.tensor(dims, dtype=torch.float64, device=got.device)])

@@ -146,74 +146,25 @@ def test_values_recording_keeps_nodes_and_says_why_no_values(tmp_path: Any) -> N
     assert tensors[("h.0.c_fc.weight", "output", 0)].has_values
 
 
-def _bf16_losses(backend: Any, record: dict[str, Any] | None, path: Any) -> list[float]:
-    """Three nanoGPT steps under bfloat16 autocast, compiled with ``backend``, recorded when ``record``."""
+def _steps(backend: Any, path: Any = None, lengths: tuple[int, ...] = (16, 16, 16), bf16: bool = False,
+           dynamic: bool = False) -> tuple[list[float], list[str]]:
+    """nanoGPT steps of these sequence lengths compiled with ``backend`` (under bfloat16 autocast when
+    ``bf16``), recorded at "ops" when ``path``: the losses and the recorder's warnings."""
     import nanogpt_kit as K
     from debugger.torch import Recorder
     torch._dynamo.reset()
-    with quiet_threads():
+    with quiet_threads(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         torch.manual_seed(1337)
         model = K.GPT()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        run = torch.compile(model, backend=backend)
-        with warnings.catch_warnings(record=True) as said:
-            warnings.simplefilter("always")
-            losses = _bf16_steps(Recorder(path, run, opt, **record).start() if record else None, run, opt)
-    assert not record or len([w for w in said if "tdbg" in str(w.message)]) == 1
-    return losses
-
-
-def _bf16_steps(rec: Any, run: Any, opt: Any) -> list[float]:
-    """The three steps of :func:`_bf16_losses`."""
-    import nanogpt_kit as K
-    losses = []
-    for i in range(3):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            loss = run(*K.get_batch(i))[1]
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if rec is not None:
-            rec.step()
-    if rec is not None:
-        rec.close()
-    return losses
-
-
-def test_bfloat16_autocast_training_bit_identical(tmp_path: Any) -> None:
-    """Under bfloat16 autocast Inductor keeps fused results in float32 registers: the default taps only
-    read what the program stores anyway (matmuls, reductions, graph outputs), so the losses are Inductor's
-    to the bit; options={"operators": "all"} records every operator (more nodes), said in the docs to
-    possibly change the last bits."""
-    from debugger.torch import tdbg_backend
-    plain = _bf16_losses("inductor", None, None)
-    assert _bf16_losses("tdbg", OPS, tmp_path / "d") == plain
-    every = functools.partial(tdbg_backend, operators="all")
-    _bf16_losses(every, OPS, tmp_path / "all")
-    assert len(_nodes(str(tmp_path / "all"))) > len(_nodes(str(tmp_path / "d"))) + 50
-
-
-def _dynamic_run(backend: str, path: Any) -> tuple[int, list[float]]:
-    """Three steps of sequence lengths 16, 8, 12 compiled with dynamic=True (recorded at "ops" when
-    ``path``): Dynamo's number of graphs, and the losses."""
-    import nanogpt_kit as K
-    from torch._dynamo.utils import counters
-
-    from debugger.torch import Recorder
-    torch._dynamo.reset()
-    counters.clear()
-    with quiet_threads(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.manual_seed(1337)
-        model = K.GPT()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        run = torch.compile(model, backend=backend, dynamic=True)
+        run = torch.compile(model, backend=backend, dynamic=dynamic or None)
         rec = Recorder(path, run, opt, **OPS).start() if path else None
         losses = []
-        for i, t in enumerate((16, 8, 12)):
+        for i, t in enumerate(lengths):
             x, y = K.get_batch(i)
-            loss = run(x[:, :t], y[:, :t])[1]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = run(x[:, :t], y[:, :t])[1]
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -222,14 +173,33 @@ def _dynamic_run(backend: str, path: Any) -> tuple[int, list[float]]:
                 rec.step()
         if rec is not None:
             rec.close()
-    return counters["stats"]["unique_graphs"], losses
+    return losses, [str(w.message) for w in caught if "tdbg" in str(w.message)]
+
+
+def test_bfloat16_autocast_training_bit_identical(tmp_path: Any) -> None:
+    """Under bfloat16 autocast Inductor keeps fused results in float32 registers: the default taps only
+    read what the program stores anyway (matmuls, reductions, graph outputs), so the losses are Inductor's
+    to the bit; options={"operators": "all"} records every operator (more nodes), said in the docs to
+    possibly change the last bits."""
+    from debugger.torch import tdbg_backend
+    plain, _ = _steps("inductor", bf16=True)
+    losses, said = _steps("tdbg", tmp_path / "d", bf16=True)
+    assert losses == plain and len(said) == 1, said
+    _steps(functools.partial(tdbg_backend, operators="all"), tmp_path / "all", bf16=True)
+    assert len(_nodes(str(tmp_path / "all"))) > len(_nodes(str(tmp_path / "d"))) + 50
 
 
 def test_dynamic_shapes_keep_one_graph(tmp_path: Any) -> None:
     """dynamic=True: the tapped graphs add no guard (the same one graph as Inductor's, the same losses),
     and each iteration's operators have the shapes that iteration ran with."""
-    plain = _dynamic_run("inductor", None)
-    assert _dynamic_run("tdbg", tmp_path / "d") == plain and plain[0] == 1
+    from torch._dynamo.utils import counters
+
+    graphs = []
+    for backend, path in (("inductor", None), ("tdbg", tmp_path / "d")):
+        counters.clear()
+        losses, _ = _steps(backend, path, lengths=(16, 8, 12), dynamic=True)
+        graphs.append((counters["stats"]["unique_graphs"], losses))
+    assert graphs[0] == graphs[1] and graphs[0][0] == 1
     tensors = tensors_by_iteration(str(tmp_path / "d"))
     assert [tensors[i][(C_FC, "output", 0)].shape for i in range(3)] == [(64, 128), (32, 128), (48, 128)]
 
@@ -256,3 +226,17 @@ def test_backend_is_inductor_outside_recording() -> None:
             loss.backward()
             outs.append((loss.detach(), model.h[0].c_fc.weight.grad.clone()))
     assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+
+
+def test_statistics_operator_never_raises() -> None:
+    """The operator the tapped graphs call answers every input: its statistics where it can read them
+    (a transposed view, NaN counted), else a row whose count is FAILED (a sparse tensor), which the
+    recorder turns into a dropped iteration with a warning instead of an error inside the training."""
+    from debugger.torch import graphtaps as G
+    from debugger.torch.devstats import NCOLS
+    op = G._stats_op()
+    sparse = op(torch.randn(3, 3).to_sparse())
+    assert sparse[0].item() == G.FAILED and sparse.shape == (NCOLS + 1 + G.SHAPE_DIMS,)
+    view = op(torch.arange(6.0).reshape(2, 3).t())
+    assert view[:2].tolist() == [6.0, 0.0] and view[NCOLS:NCOLS + 3].tolist() == [2.0, 3.0, 2.0]
+    assert op(torch.tensor([1.0, float("nan")]))[1].item() == 1.0

@@ -47,6 +47,8 @@ def _print_header(result: CompareResult, out: TextIO) -> None:
     else:
         out.write(f"Compared {result.a} (a)\n    with {result.b} (b, baseline)\n"
                   f"  ranks {ranges_text(result.ranks)}, iterations {its}: {s['pairs']} pair(s)\n")
+        for p in result.programs:
+            out.write(f"  {p.text()}\n")
     f = result.first_divergence
     nothing = result.nothing_compared()
     if nothing is not None:

@@ -11,6 +11,10 @@ Nodes are paired in three steps:
    paired through the kernels already paired: the parameter read at input slot s of kernel k on
    side a is the one read at slot s of k's partner on side b.
 
+When one graph is a compiled program and the other is not (debugger.compare.programs), steps 2 and 3
+are replaced: weights, gradients, optimizer state and the loss pair by name, operators by module scope,
+operator type and output shapes ("program"); operators without a counterpart are not compared.
+
 A tensor is (node, io, slot): tensors of paired nodes pair by io and slot; a tensor without a
 partner is reported as missing on the other side.
 """
@@ -24,8 +28,9 @@ from typing import Callable, Iterator, Mapping
 from ..errors import DumpError
 from ..model.graph import Graph
 from ..model import TensorRef
+from .programs import ProgramPairing, named_alike, pair_operators, programs_differ
 
-EXACT, FUZZY, MAPPING = "exact", "fuzzy", "mapping"
+EXACT, FUZZY, MAPPING, PROGRAM = "exact", "fuzzy", "mapping", "program"
 
 Key = tuple[str, str, int]
 
@@ -37,6 +42,16 @@ class NodeMatch:
     pairs: dict[str, tuple[str, str]] = field(default_factory=dict)
     taken: set[str] = field(default_factory=set)       # side-b nodes paired with another name
     identity: bool = False                              # both sides are the same graph
+    programs: ProgramPairing | None = None              # the two graphs are different programs
+    skipped_a: set[str] = field(default_factory=set)    # side-a nodes not compared: no counterpart
+    skipped_b: set[str] = field(default_factory=set)
+
+    def compares(self, node: str, io: str, side_b: bool = False) -> bool:
+        """Whether a tensor of ``node`` (of side a, or b) is compared at all: across programs, only the
+        outputs of paired operators (an input is another operator's output) and what pairs by name."""
+        if node in (self.skipped_b if side_b else self.skipped_a):
+            return False
+        return self.programs is None or io == "output" or node not in (self.taken if side_b else self.pairs)
 
     def partner(self, node: str) -> tuple[str | None, str]:
         """(side-b node, method) of a side-a node; (None, "") when it has none."""
@@ -77,9 +92,11 @@ def resolve(graph: Graph | None, name: str, alias: Callable[[str], str | None] |
 
 def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] | None = None,
                  warnings: list[str] | None = None,
-                 aliases: tuple[Callable[[str], str | None], Callable[[str], str | None]] | None = None) -> NodeMatch:
+                 aliases: tuple[Callable[[str], str | None], Callable[[str], str | None]] | None = None,
+                 rank: int = 0, graph_id: int = 0) -> NodeMatch:
     """Pair the nodes of two graphs (either may be None: then names only); ``aliases`` resolve the
-    other spellings of node names the mapping may use, per side."""
+    other spellings of node names the mapping may use, per side; ``rank`` and ``graph_id`` name the
+    graphs in what the pairing reports."""
     warnings = warnings if warnings is not None else []
     if ga is not None and ga is gb and not mapping:
         return NodeMatch(identity=True)
@@ -94,6 +111,9 @@ def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] 
         nm.taken.add(nb)
     if ga is None or gb is None:
         return nm
+    if programs_differ(ga, gb):
+        _match_programs(ga, gb, nm, rank, graph_id)
+        return nm
 
     def paired_a(n: str) -> bool:   # mapped, fuzzy-paired, or its namesake on side b is free
         return n in nm.pairs or (n in gb and n not in nm.taken)
@@ -105,6 +125,19 @@ def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] 
         _align(ga, gb, nm, paired_a, paired_b)
     _pair_parameters(ga, gb, nm, paired_a, paired_b)
     return nm
+
+
+def _match_programs(ga: Graph, gb: Graph, nm: NodeMatch, rank: int, graph_id: int) -> None:
+    """Pairs across a compiled and an eager program: by name what means the same, operators by kind."""
+    alike = named_alike(ga, gb)
+    taken_a = set(nm.pairs) | alike
+    taken_b = set(nm.taken) | alike
+    nm.programs = pair_operators(ga, gb, taken_a, taken_b, rank, graph_id)
+    for a, b in nm.programs.paired:
+        nm.pairs[a] = (b, PROGRAM)
+        nm.taken.add(b)
+    nm.skipped_a.update(nm.programs.alone_a)
+    nm.skipped_b.update(nm.programs.alone_b)
 
 
 def _align(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
@@ -168,6 +201,8 @@ def match_tensors(tmap_a: Mapping[Key, TensorRef], tmap_b: Mapping[Key, TensorRe
     used: set[Key] = set()
     for key, ra in tmap_a.items():
         node, io, slot = key
+        if not nm.compares(node, io):
+            continue
         nb, method = (node, EXACT) if nm.identity else nm.partner(node)
         rb = None
         if nb is not None:
@@ -177,7 +212,9 @@ def match_tensors(tmap_a: Mapping[Key, TensorRef], tmap_b: Mapping[Key, TensorRe
                 used.add(kb)
                 yield ra, rb, method
                 continue
-        yield ra, None, ""
+        if method != PROGRAM:       # an output one program's operator has and its counterpart lacks
+            yield ra, None, ""
     for kb2, rb2 in tmap_b.items():
-        if kb2 not in used:
+        if kb2 not in used and nm.compares(kb2[0], kb2[1], side_b=True) and not (
+                nm.programs is not None and kb2[0] in nm.taken):
             yield None, rb2, ""

@@ -19,6 +19,7 @@ from ..selection import parse_iterations, ranges_text
 from .grades import ERROR, PASS, WARNING, GradeThresholds
 from .outcome import Metrics, Outcome
 from .precision import coarser, declared_dtype
+from .programs import ProgramPairing
 
 MISSING_ON_A, MISSING_ON_B = "missing on a", "missing on b"
 
@@ -138,6 +139,7 @@ class CompareResult:
     # Passing pairs counted, not kept (a comparison of many ranks keeps what diverged): per iteration,
     # [pairs, counted, identical]
     folded: dict[int, list[int]] = field(default_factory=dict)
+    programs: list[ProgramPairing] = field(default_factory=list)   # graphs of different programs, paired by operator
 
     def keep(self, pairs: Iterable[Pair], passes: bool) -> None:
         """Add graded ``pairs``; passing ones only counted unless ``passes`` (they never make a divergence)."""
@@ -215,7 +217,8 @@ class CompareResult:
                 "iterations": self.iterations, "thresholds": self.thresholds.to_dict(),
                 "summary": self.summary(),
                 "first_divergence": self.first_divergence.to_dict() if self.first_divergence else None,
-                "pairs": [p.to_dict() for p in shown], "warnings": list(self.warnings)}
+                "pairs": [p.to_dict() for p in shown], "warnings": list(self.warnings),
+                "programs": [p.to_dict() for p in self.programs]}
 
 
 def open_any(dump: "Dump | str") -> Dump:
@@ -254,6 +257,11 @@ def make_pair(it: int, side_a: Side, side_b: Side, gid: int, ra: TensorRef | Non
     assert ref is not None
     graph = ga if ra is not None else gb
     pos, group = graph_place(graph, ref.node, ref.io)
+    if group == -1 and ra is not None and rb is not None and ga is not None and gb is not None \
+            and gb is not ga and rb.node in optimizer_slots(gb):
+        # a weight side a records without its optimizer (a compiled program's operators, a coarser
+        # level) that side b's optimizer updates: its value is the step's result, placed after a's kernels
+        pos, group = len(ga.execution_order) + graph_place(gb, rb.node, rb.io)[0], 2
     node_b = rb.node if rb is not None and ra is not None and rb.node != ra.node else None
     param = ref.param if ref.param is not None else (rb.param if rb else None)
     kind = ref.kind

@@ -82,7 +82,9 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
     for gid in sorted(gids_a & gids_b):
         ga, gb = ga_all.get(gid), gb_all.get(gid)
         nm: NodeMatch = match_graphs(ga, gb, names, result.warnings,
-                                     (ra.alias_resolver(gid), rb.alias_resolver(gid)))
+                                     (ra.alias_resolver(gid), rb.alias_resolver(gid)), ra.rank, gid)
+        if nm.programs is not None:
+            result.programs.append(nm.programs)
         its_a, its_b = set(ra.iterations(gid)), set(rb.iterations(gid))
         if sel is not None:
             its_a, its_b = its_a & sel, its_b & sel

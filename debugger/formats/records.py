@@ -142,6 +142,9 @@ class GraphRecord:
     # LEVEL_MODULES (one node per module call) or LEVEL_PARAMETERS (weights, gradients, optimizer
     # state and the loss only): what the watchpoints can answer on it
     level: str = "ops"
+    # its operators are those of a compiled program (torch.compile's graphs as Inductor built them):
+    # decomposed and fused, so an operator of the same code run eagerly may have no counterpart here
+    compiled: bool = False
 
     def __post_init__(self) -> None:
         for n in self.nodes:

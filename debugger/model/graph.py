@@ -155,6 +155,7 @@ class Graph:
         self.source_file = record.source_file
         self.outputs = list(record.outputs)
         self.level = record.level       # formats.records.LEVELS: how finely the run was recorded
+        self.compiled = record.compiled  # operators of a compiled program (decomposed, fused)
         import networkx  # ~0.1 s to import: only when a graph is read
 
         # a name read twice keeps its first place and its last record, as the graph always did

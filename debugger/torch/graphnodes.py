@@ -53,6 +53,20 @@ class GraphNodes:
             return "model"
         return f"model/{found[0]}-{C.class_name(self._root.get_submodule(found[0]))}"
 
+    def _tap_record(self, g: C.IterationGraph, tap: Tap, base: str, forward: bool, ins: list[str]) -> NodeRecord:
+        """The node of a tapped operator, added to the iteration (its outputs filled by the caller)."""
+        scope = _scope(tap, base)
+        name = g.fresh_name(scope, tap.op)
+        activation = A.activation_of(tap.op, (), {}) if forward else ""
+        rec = NodeRecord(name, tap.op, scope, inputs=[(s, "data") for s in ins], stack=_frames(tap, forward),
+                         module=tap.module, kind=Kind.ACTIVATION if activation else Kind.OTHER,
+                         is_backward=not forward, value_inputs=tuple(ins), activation=activation)
+        g.nodes.append(rec)
+        g.order.append(name)
+        if forward:
+            g.info[name] = (scope, rec.stack, tap.module)
+        return rec
+
     def graph_ran(self, info: TappedGraph, inputs: list[Any], outputs: list[Any], rows: torch.Tensor) -> None:
         """A tapped build ran: its operators become this iteration's nodes (a failure drops the
         iteration, never the training)."""
@@ -82,23 +96,17 @@ class GraphNodes:
             return placed.get(k)
 
         sizes = _runtime_shapes(info, rows)
+        made: dict[str, NodeRecord] = {}       # FX node -> its record: a multi-output operator is one node
         for i, tap in enumerate(info.taps):
             shape = sizes.get(i, tap.shape)
-            scope = _scope(tap, base)
-            name = g.fresh_name(scope, tap.op)
-            names[(tap.node, tap.slot)] = name
-            ins = [s for s in (source(r) for r in tap.inputs) if s is not None]
-            activation = A.activation_of(tap.op, (), {}) if forward else ""
-            rec = NodeRecord(name, tap.op, scope, inputs=[(s, "data") for s in ins],
-                             outputs=[OutputType(tap.dtype, shape)], stack=_frames(tap, forward),
-                             module=tap.module, kind=Kind.ACTIVATION if activation else Kind.OTHER,
-                             is_backward=not forward, value_inputs=tuple(ins), activation=activation)
-            g.nodes.append(rec)
-            g.order.append(name)
-            if forward:
-                g.info[name] = (scope, rec.stack, tap.module)
+            rec = made.get(tap.node)
+            if rec is None:
+                rec = made[tap.node] = self._tap_record(g, tap, base, forward, [s for s in map(source, tap.inputs) if s])
+            rec.outputs.extend(OutputType(None, None) for _ in range(len(rec.outputs), tap.slot + 1))
+            rec.outputs[tap.slot] = OutputType(tap.dtype, shape)
+            names[(tap.node, tap.slot)] = rec.name
             if not self.values and self._want(tap.module, tap.op):
-                g.captured.append(C.Captured(name, tap.op, "output", 0, stats=rows[i, :NCOLS], shape=shape,
+                g.captured.append(C.Captured(rec.name, tap.op, "output", tap.slot, stats=rows[i, :NCOLS], shape=shape,
                                              dtype="float32" if tap.dtype == "bfloat16" else tap.dtype))
         if self.values and info.taps:
             self._compile_notes.graph_values()

@@ -522,7 +522,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         outputs = list(g.losses)
         level = LEVEL_OPS if self._tapped_graphs else (self._level or LEVEL_OPS)
         record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order,
-                             level=level)
+                             level=level, compiled=bool(self._tapped_graphs))
         sig = _signature(record)
         gid = self._graph_ids.get(sig)
         new: list[GraphRecord] = []
@@ -858,5 +858,5 @@ def _signature(record: GraphRecord) -> str:
         h.update(f"{n.name}\0{n.op_type}\0{n.kind}\0{','.join(s for s, _ in n.inputs)}\0"
                  f"{n.outputs and [(o.dtype, o.shape) for o in n.outputs]}\0{hash(n.stack)}\0{n.module}\n"
                  .encode("utf-8", "replace"))
-    h.update(repr((record.outputs, record.level)).encode())
+    h.update(repr((record.outputs, record.level, record.compiled)).encode())
     return h.hexdigest()

@@ -75,20 +75,21 @@ Fault = Callable[[GPT, int], None]     # called before each step's forward: may 
 
 def train(compile_mode: str = "eager", max_iters: int = 6, record: dict[str, Any] | None = None,
           fault: Fault | None = None, fused: bool = True, path: str | os.PathLike[str] | None = None,
-          backend: str = "inductor") -> Run:
+          backend: str = "inductor", prepare: Callable[[GPT], None] | None = None) -> Run:
     """nanoGPT's loop: ``while True``, ``start()`` before and ``close()`` after (no re-indent), an
-    evaluation buffer every 3 steps; recorded with ``Recorder(path, ..., **record)`` when ``record``.
+    evaluation buffer every 3 steps; recorded with ``Recorder(path, ..., **record)`` when ``record``;
+    ``prepare`` sees the model before it is compiled.
     One thread: Inductor's CPU kernels for the embedding's backward add in parallel in whatever order
     the threads run, so a compiled run on several threads is not bit-reproducible under load (once seen
     here: 1 ulp in 2 elements of wte.weight), recorded or not."""
     from models.corpus import quiet_threads   # one intra-op thread, as the corpus runs
 
     with quiet_threads():
-        return _train(compile_mode, max_iters, record, fault, fused, path, backend)
+        return _train(compile_mode, max_iters, record, fault, fused, path, backend, prepare)
 
 
 def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fault: Fault | None, fused: bool,
-           path: str | os.PathLike[str] | None, backend: str) -> Run:
+           path: str | os.PathLike[str] | None, backend: str, prepare: Callable[[GPT], None] | None) -> Run:
     """:func:`train` on the threads set."""
     import warnings
 
@@ -96,6 +97,8 @@ def _train(compile_mode: str, max_iters: int, record: dict[str, Any] | None, fau
 
     torch.manual_seed(1337)
     model = GPT()
+    if prepare is not None:
+        prepare(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1, fused=fused or None)
     run, step_fn = _compiled(model, optimizer, compile_mode, backend)
     losses: list[float] = []
@@ -148,6 +151,14 @@ def scale_weight_at(step: int, factor: float = 1e4) -> Fault:
         if i == step:
             model.h[0].c_fc.weight.data.mul_(factor)
     return fault
+
+
+def miscompiled_mlp(model: GPT, factor: float = 1.01) -> None:
+    """What a compiler bug does: the compiled program (only) computes something else, here block 1's
+    MLP input scaled by ``factor`` (a pre-hook that Dynamo traces into the graph)."""
+    def hook(module: nn.Module, args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...] | None:
+        return (args[0] * factor,) if torch.compiler.is_compiling() else None
+    model.h[1].c_fc.register_forward_pre_hook(hook)
 
 
 def inf_into_weight_at(step: int) -> Fault:

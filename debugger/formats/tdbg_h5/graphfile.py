@@ -39,6 +39,8 @@ def write_graph(f: Any, record: GraphRecord, run_history: Sequence[int]) -> None
     f.attrs.update({"format": FORMAT_NAME, "version": VERSION, "kind": "graph",
                     "graph_id": record.graph_id, "name": record.name,
                     "source_file": record.source_file, "key": graph_key(record), "level": record.level})
+    if record.compiled:
+        f.attrs["compiled"] = 1
     nodes = record.nodes
     g = f.create_group("nodes")
     for name in _STR_FIELDS:
@@ -135,7 +137,8 @@ def read_graph(f: Any, path: str) -> tuple[GraphRecord, list[int], str]:
         raise CorruptFileError(path, "outputs/dims does not match outputs/ndim")
     record = GraphRecord(int(a["graph_id"]), str(a.get("name", "")), nodes,
                          strings(read_table_column(f, "graph_outputs", path)), str(a.get("source_file", "")),
-                         strings(read_table_column(f, "execution_order", path)), _level(a.get("level"), path))
+                         strings(read_table_column(f, "execution_order", path)), _level(a.get("level"), path),
+                         compiled=bool(a.get("compiled", 0)))
     history = [int(i) for i in read_table_column(f, "run_history", path)]
     return record, history, str(a.get("key", ""))
 

@@ -285,10 +285,14 @@ def _module_of(n: torch.fx.Node, backward: bool, state: _Compile) -> tuple[str, 
 
 
 def _clean_path(path: str) -> str:
-    """``transformer.h.0.attn`` for Dynamo's ``L['self'].transformer.h[0].attn``."""
+    """``transformer.h.0.attn`` for Dynamo's ``L['self'].transformer.h[0].attn`` (or
+    ``L['args'][0].transformer...`` when the model's forward is wrapped and takes ``self`` positionally)."""
     if path.startswith(("L[", "G[")):
         end = path.find("]")
         path = path[end + 1:]
+        lead = re.match(r"\[\d+\]", path)
+        if lead:
+            path = path[lead.end():]
     path = _LIB.sub(lambda m: "." + (m.group(1) or m.group(2) or m.group(3)), path)
     return path.lstrip(".")
 

@@ -156,6 +156,51 @@ def test_cli_reports_the_programs(fp32: dict[str, str]) -> None:
     assert prog["a_only"] > 0 and prog["b_only"] > 0 and prog["b_only_examples"]
 
 
+def _llama(path: str, backend: str) -> list[float]:
+    """Two steps of a tiny Hugging Face Llama (built from its config; its forward is wrapped, so Dynamo
+    names the model ``L['args'][0]``), fused AdamW, eager or compiled, the first recorded at "ops"."""
+    import warnings
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from debugger.torch import Recorder
+    torch._dynamo.reset()
+    with quiet_threads(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                                             num_attention_heads=4, num_key_value_heads=2, vocab_size=128))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
+        run = model if backend == "eager" else torch.compile(model, backend=backend)
+        losses = []
+        with Recorder(path, run, opt, **FIRST) as rec:
+            for i in range(2):
+                ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(i))
+                loss = run(input_ids=ids, labels=ids).loss
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+                rec.step()
+    return losses
+
+
+def test_hugging_face_llama_eager_against_compiled(tmp_path: Any) -> None:
+    """A model nobody here wrote: every projection's matmul of the compiled Llama pairs with the eager
+    one of its own module (the compiled scopes are the eager ones), and the comparison is clean."""
+    pytest.importorskip("transformers")
+    eager, compiled = str(tmp_path / "eager"), str(tmp_path / "compiled")
+    _llama(eager, "eager")
+    _llama(compiled, "tdbg")
+    res = compare_runs(compiled, eager)
+    assert res.exit_code == 0 and res.first_divergence is None
+    prog, = res.programs
+    partner = dict(prog.paired)
+    projections = [n for n in open_dump(compiled).rank(0).graph(0).names()
+                   if not n.startswith("backward/") and "_proj-Linear/mm-" in n]
+    assert len(projections) == 2 * 7 and all(partner.get(n) == n for n in projections)
+
+
 def test_two_compiled_runs_pair_by_name(fp32: dict[str, str]) -> None:
     """Two dumps of the same program keep the name pairing (no program pairing, nothing left out)."""
     res = compare_runs(fp32["miscompiled"], fp32["compiled"])

@@ -9,7 +9,7 @@ compiled and the other is not (``Graph.compiled``):
 - weights, gradients, optimizer state and the loss keep their names in both programs: paired by name;
 - an operator pairs with an operator of the other program in the same module scope, of the same
   operator type and with a first output of the same shape (a loss with a loss), in execution order:
-  one :class:`difflib.SequenceMatcher` alignment of the two iterations' operators; the outputs both
+  a longest common subsequence of the two iterations' operators; the outputs both
   record are compared (its inputs are other operators' outputs, compared there);
 - what has no counterpart (decomposed, fused, recorded on one side only, or of unknown origin: an
   operator outside any scope, a state one program's optimizer reads as an operator input) is not
@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
+
+import numpy as np
 
 from ..formats.records import Kind
 from ..model.graph import Graph, Node
@@ -92,13 +94,47 @@ def pair_operators(ga: Graph, gb: Graph, taken_a: set[str], taken_b: set[str], r
     # operator in some of the calls only pairs each call with its own
     ta = [(n, (k, _first_shape(ga, n))) for n, k in seq_a if k in both]
     tb = [(n, (k, _first_shape(gb, n))) for n, k in seq_b if k in both]
-    sm = SequenceMatcher(None, [t for _, t in ta], [t for _, t in tb], autojunk=False)
-    for block in sm.get_matching_blocks():
-        out.paired.extend((ta[block.a + i][0], tb[block.b + i][0]) for i in range(block.size))
+    out.paired = [(ta[i][0], tb[j][0]) for i, j in _aligned([t for _, t in ta], [t for _, t in tb])]
     done_a, done_b = {a for a, _ in out.paired}, {b for _, b in out.paired}
     out.alone_a = [n for n, _ in seq_a if n not in done_a]
     out.alone_b = [n for n, _ in seq_b if n not in done_b]
     return out
+
+
+_LCS_CELLS = 20_000_000      # beyond this (4,000 x 5,000 operators: 40 MB of rows) the greedy alignment
+
+
+def _aligned(ta: list[Any], tb: list[Any]) -> list[tuple[int, int]]:
+    """The (i, j) of a longest common subsequence of two token lists. A true LCS, not difflib's
+    longest-block-first: a compiled program interleaves operators of its own (a GELU's decomposition)
+    that break the contiguous blocks, and the greedy choice then pairs a training call's operators
+    with an evaluation call's. One numpy pass per row (a row is a running maximum); rows kept as
+    uint16 for the way back."""
+    n, m = len(ta), len(tb)
+    if not n or not m:
+        return []
+    if n * m > _LCS_CELLS or min(n, m) >= 65535:
+        sm = SequenceMatcher(None, ta, tb, autojunk=False)
+        return [(b.a + k, b.b + k) for b in sm.get_matching_blocks() for k in range(b.size)]
+    ids: dict[Any, int] = {}
+    a = np.array([ids.setdefault(t, len(ids)) for t in ta])
+    b = np.array([ids.setdefault(t, len(ids)) for t in tb])
+    rows = np.zeros((n + 1, m + 1), dtype=np.uint16)
+    for i in range(n):
+        prev = rows[i]
+        t = np.maximum(prev[1:], np.where(b == a[i], prev[:-1] + 1, 0))
+        np.maximum.accumulate(t, out=rows[i + 1, 1:])
+    out: list[tuple[int, int]] = []
+    i, j = n, m
+    while i and j:
+        if a[i - 1] == b[j - 1] and rows[i, j] == rows[i - 1, j - 1] + 1:
+            out.append((i - 1, j - 1))
+            i, j = i - 1, j - 1
+        elif rows[i - 1, j] >= rows[i, j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    return out[::-1]
 
 
 def _operators(g: Graph, taken: set[str]) -> list[tuple[str, tuple[str, str] | None]]:

@@ -21,6 +21,7 @@ from models.corpus import quiet_threads  # noqa: E402
 
 from debugger.compare import compare_runs  # noqa: E402
 from debugger.model import open_dump  # noqa: E402
+from debugger.torch import tdbg_backend  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
 FIRST = {"level": "ops", "save": "statistics", "iterations": [0]}     # the same step on both sides
@@ -33,7 +34,7 @@ def _c_fc_line() -> int:
     return start + next(i for i, text in enumerate(lines) if "self.c_fc(" in text)
 
 
-def _nanogpt(path: Any, backend: str, prepare: Callable[[K.GPT], None] | None = None) -> list[float]:
+def _nanogpt(path: Any, backend: Any, prepare: Callable[[K.GPT], None] | None = None) -> list[float]:
     """nanoGPT's loop (evaluation batches, then the training step, in iteration 0), eager or compiled
     with ``backend``, recorded at "ops" in its first iteration."""
     torch._dynamo.reset()
@@ -72,11 +73,13 @@ def _bf16(path: Any, backend: str, prepare: Callable[[K.GPT], None] | None = Non
 
 @pytest.fixture(scope="module")
 def fp32(tmp_path_factory: Any) -> dict[str, str]:
-    """Eager, compiled, and compiled with block 1's MLP input scaled by 1.01 (compiled only)."""
+    """Eager, compiled, compiled reading every operator (operators="all"), and compiled with block 1's
+    MLP input scaled by 1.01 (compiled only)."""
     root = tmp_path_factory.mktemp("fp32")
-    out = {k: str(root / k) for k in ("eager", "compiled", "miscompiled")}
+    out = {k: str(root / k) for k in ("eager", "compiled", "all", "miscompiled")}
     eager = _nanogpt(out["eager"], "eager")
     assert _nanogpt(out["compiled"], "tdbg") == eager          # the truth: the same training, to the bit
+    _nanogpt(out["all"], functools.partial(tdbg_backend, operators="all"))
     assert _nanogpt(out["miscompiled"], "tdbg", K.miscompiled_mlp) != eager
     return out
 
@@ -102,18 +105,19 @@ def test_compiled_dump_says_it_is_a_compiled_program(fp32: dict[str, str]) -> No
     assert [o.shape for o in attention.outputs] == [(4, 2, 16, 16), (4, 2, 16)]
 
 
-@pytest.mark.parametrize("a,b", [("compiled", "eager"), ("eager", "compiled")])
+@pytest.mark.parametrize("a,b", [("compiled", "eager"), ("eager", "compiled"), ("all", "eager")])
 def test_identical_training_compares_clean(fp32: dict[str, str], a: str, b: str) -> None:
     """Eager against compiled, same weights and batches: no error; every matmul of the compiled program
     (forward and backward, evaluation calls and the training call) paired with the eager one of its
-    module and call; what has no counterpart counted, never graded."""
+    module and call, also among every operator of the compiled program (its GELU's and LayerNorm's own
+    operators between them); what has no counterpart counted, never graded."""
     res = compare_runs(fp32[a], fp32[b])
     assert res.exit_code == 0 and res.first_divergence is None and res.nothing_compared() is None
     prog, = res.programs
-    assert (prog.compiled_a, prog.compiled_b) == (a == "compiled", b == "compiled")
-    compiled_nodes = open_dump(fp32["compiled"]).rank(0).graph(0).names()
+    assert (prog.compiled_a, prog.compiled_b) == (a != "eager", b != "eager")
+    compiled_nodes = open_dump(fp32["compiled" if "all" not in (a, b) else "all"]).rank(0).graph(0).names()
     matmuls = [n for n in compiled_nodes if n.rsplit("/", 1)[-1].split("-")[0] in ("addmm", "mm")]
-    partner = dict(prog.paired) if a == "compiled" else {y: x for x, y in prog.paired}
+    partner = dict(prog.paired) if a != "eager" else {y: x for x, y in prog.paired}
     assert len(matmuls) >= 40 and all(partner.get(n) == n for n in matmuls)   # its own module and call
     assert prog.alone_a and prog.alone_b          # decomposed LayerNorms, eager-only operators: said
     assert not any(p.missing and p.counted for p in res.pairs)

@@ -74,29 +74,65 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
                all_its: set[int]) -> None:
     side_a, side_b = Side(result.a, ra.rank), Side(result.b, rb.rank)
     ga_all, gb_all = ra.graphs, rb.graphs
-    gids_a, gids_b = set(ra.graph_ids), set(rb.graph_ids)
     layout = ra.info.layout
-    for gid in sorted(gids_a ^ gids_b):
-        where = result.a if gid in gids_a else result.b
-        result.warnings.append(f"{where}: rank {ra.rank} graph {gid} exists on one side only; not compared")
-    for gid in sorted(gids_a & gids_b):
-        ga, gb = ga_all.get(gid), gb_all.get(gid)
+    plan = _graph_plan(result, ra, rb, sel)
+    for (gid, gid_b), its in sorted(plan.items()):
+        ga, gb = ga_all.get(gid), gb_all.get(gid_b)
         nm: NodeMatch = match_graphs(ga, gb, names, result.warnings,
-                                     (ra.alias_resolver(gid), rb.alias_resolver(gid)), ra.rank, gid)
+                                     (ra.alias_resolver(gid), rb.alias_resolver(gid_b)), ra.rank, gid)
         if nm.programs is not None:
             result.programs.append(nm.programs)
-        its_a, its_b = set(ra.iterations(gid)), set(rb.iterations(gid))
-        if sel is not None:
-            its_a, its_b = its_a & sel, its_b & sel
-        for only, side in ((its_a - its_b, result.a), (its_b - its_a, result.b)):
-            if only:
-                result.warnings.append(f"{side}: rank {ra.rank} graph {gid} iteration(s) {ranges_text(only)} dumped on "
-                                       "this side only; not compared")
-        for it in sorted(its_a & its_b):
+        for it in its:
             all_its.add(it)
-            for ta, tb, method in match_tensors(local_map(ra, gid, it), local_map(rb, gid, it), nm):
+            for ta, tb, method in match_tensors(local_map(ra, gid, it), local_map(rb, gid_b, it), nm):
                 p = make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb)
                 if layout is not None and ga is not None and ta is not None and ta.io == "output" and ta.node in ga:
                     s = shard_of(layout, ga.record_of(ta.node), ta.slot)
                     p.shard = shard_text(s, layout) if s is not None and not s.covers_whole() else None
                 result.pairs.append(p)
+
+
+def _graph_plan(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None) -> dict[tuple[int, int], list[int]]:
+    """Which graph of a is compared with which of b, at which iterations: the same graph id where both
+    sides dumped the iteration in it; else, for an iteration each side dumped in exactly one graph not
+    paired so, those two (a recorder numbers its graphs in the order it meets them: an eager run's
+    iteration 1 can be graph 1 where a compiled run's is graph 0). What is left is a warning."""
+    def dumped(r: Rank) -> dict[int, set[int]]:
+        return {g: set(r.iterations(g)) & sel if sel is not None else set(r.iterations(g)) for g in r.graph_ids}
+    left_a, left_b = dumped(ra), dumped(rb)
+    plan: dict[tuple[int, int], list[int]] = {}
+    for g in sorted(left_a.keys() & left_b.keys()):
+        common = left_a[g] & left_b[g]
+        if common:
+            plan[(g, g)] = sorted(common)
+            left_a[g] -= common
+            left_b[g] -= common
+    owners_a, owners_b = _owners(left_a), _owners(left_b)
+    for it in sorted(owners_a.keys() & owners_b.keys()):
+        if len(owners_a[it]) == 1 and len(owners_b[it]) == 1:
+            (ga,), (gb,) = owners_a[it], owners_b[it]
+            plan.setdefault((ga, gb), []).append(it)
+            left_a[ga].discard(it)
+            left_b[gb].discard(it)
+    for (ga, gb), its in sorted(plan.items()):
+        if ga != gb:
+            result.warnings.append(f"rank {ra.rank}: graph {ga} of {result.a} compared with graph {gb} of {result.b} "
+                                   f"at iteration(s) {ranges_text(its)} (the runs number their graphs differently)")
+    planned_a, planned_b = {ga for ga, _ in plan}, {gb for _, gb in plan}
+    for root, left, planned, other in ((result.a, left_a, planned_a, left_b), (result.b, left_b, planned_b, left_a)):
+        for g, its in sorted(left.items()):
+            if g not in other and g not in planned:
+                result.warnings.append(f"{root}: rank {ra.rank} graph {g} exists on one side only; not compared")
+            elif its:
+                result.warnings.append(f"{root}: rank {ra.rank} graph {g} iteration(s) {ranges_text(its)} dumped on "
+                                       "this side only; not compared")
+    return plan
+
+
+def _owners(dumped: dict[int, set[int]]) -> dict[int, list[int]]:
+    """Iteration -> the graphs that dumped it."""
+    out: dict[int, list[int]] = {}
+    for g, its in dumped.items():
+        for it in its:
+            out.setdefault(it, []).append(g)
+    return out

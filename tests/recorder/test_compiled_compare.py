@@ -160,6 +160,22 @@ def test_cli_reports_the_programs(fp32: dict[str, str]) -> None:
     assert prog["a_only"] > 0 and prog["b_only"] > 0 and prog["b_only_examples"]
 
 
+def test_compiled_train_step_against_eager(tmp_path: Any) -> None:
+    """A compiled train step (forward, backward and the optimizer in one graph) recorded at iterations
+    1-2 (its first "ops" iteration runs eagerly: the step is found compiled there) against an eager run
+    recorded at 2 only: the recorders number their graphs differently (1 and 0), iteration 2 is compared
+    across them, said, and is clean."""
+    step, eager = str(tmp_path / "step"), str(tmp_path / "eager")
+    torch._dynamo.reset()
+    K.train("step", 3, record={**FIRST, "iterations": [1, 2]}, path=step, backend="tdbg")
+    K.train("eager", 3, record={**FIRST, "iterations": [2]}, path=eager)
+    res = compare_runs(step, eager, iterations="2")
+    assert res.exit_code == 0 and res.first_divergence is None and res.nothing_compared() is None
+    prog, = res.programs
+    assert (prog.graph, prog.compiled_a, prog.compiled_b) == (1, True, False) and len(prog.paired) >= 40
+    assert any("graph 1 of" in w and "compared with graph 0 of" in w for w in res.warnings)
+
+
 def _llama(path: str, backend: str) -> list[float]:
     """Two steps of a tiny Hugging Face Llama (built from its config; its forward is wrapped, so Dynamo
     names the model ``L['args'][0]``), fused AdamW, eager or compiled, the first recorded at "ops"."""

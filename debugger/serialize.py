@@ -67,6 +67,7 @@ def rank_info(r: Rank) -> dict[str, Any]:
         g: Graph | None = r.graphs.get(gid)
         graphs.append({"graph": gid, "name": g.name if g else None, "nodes": len(g) if g else 0,
                        "source": g.source_file if g else None, "level": g.level if g else None,
+                       "compiled": g.compiled if g else None,
                        "iterations": r.iterations(gid),
                        "run_iterations": r.run_history(gid)})
     run = sorted({i for gid in r.graph_ids for i in r.run_history(gid)})

@@ -13,7 +13,8 @@ Nodes are paired in three steps:
 
 When one graph is a compiled program and the other is not (debugger.compare.programs), steps 2 and 3
 are replaced: weights, gradients, optimizer state and the loss pair by name, operators by module scope,
-operator type and output shapes ("program"); operators without a counterpart are not compared.
+operator type, first-output shape and order ("program"); what has no counterpart is not compared, and
+of a paired operator only the outputs both sides hold.
 
 A tensor is (node, io, slot): tensors of paired nodes pair by io and slot; a tensor without a
 partner is reported as missing on the other side.

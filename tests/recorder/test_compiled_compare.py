@@ -100,6 +100,8 @@ def test_compiled_dump_says_it_is_a_compiled_program(fp32: dict[str, str]) -> No
     def graph(name: str) -> Any:
         return open_dump(fp32[name]).rank(0).graph(0)
     assert graph("compiled").compiled and not graph("eager").compiled
+    details = json.loads(run_cli("info", fp32["compiled"], "--json").out)["ranks"][0]["graph_details"]
+    assert [d["compiled"] for d in details] == [True] * len(details)
     # the training call's attention (its third: two evaluation calls first) keeps its logsumexp for backward
     attention = graph("compiled").record_of("model/h.0-Block/_scaled_dot_product_flash_attention_for_cpu-2")
     assert [o.shape for o in attention.outputs] == [(4, 2, 16, 16), (4, 2, 16)]

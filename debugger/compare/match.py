@@ -211,11 +211,18 @@ def match_tensors(tmap_a: Mapping[Key, TensorRef], tmap_b: Mapping[Key, TensorRe
             rb = tmap_b.get(kb)
             if rb is not None and kb not in used:
                 used.add(kb)
+                if method == PROGRAM and nm.programs is not None:
+                    nm.programs.outputs_compared += 1
                 yield ra, rb, method
                 continue
-        if method != PROGRAM:       # an output one program's operator has and its counterpart lacks
+        if method != PROGRAM:
             yield ra, None, ""
+        elif nm.programs is not None:       # an output one program's operator has and its partner lacks
+            nm.programs.outputs_one_side += 1
     for kb2, rb2 in tmap_b.items():
-        if kb2 not in used and nm.compares(kb2[0], kb2[1], side_b=True) and not (
-                nm.programs is not None and kb2[0] in nm.taken):
+        if kb2 in used or not nm.compares(kb2[0], kb2[1], side_b=True):
+            continue
+        if nm.programs is not None and kb2[0] in nm.taken:
+            nm.programs.outputs_one_side += 1
+        else:
             yield None, rb2, ""

@@ -42,21 +42,34 @@ class ProgramPairing:
     paired: list[tuple[str, str]] = field(default_factory=list)   # (a operator, b operator)
     alone_a: list[str] = field(default_factory=list)      # a's nodes with no counterpart, in order
     alone_b: list[str] = field(default_factory=list)
+    outputs_compared: int = 0       # outputs of paired operators both sides hold (every iteration)
+    outputs_one_side: int = 0       # ... that one side holds and the other does not
 
     def to_dict(self) -> dict[str, Any]:
         """The documented PROGRAMS object of ``tdbg compare --json``."""
         return {"rank": self.rank, "graph": self.graph,
                 "a": _word(self.compiled_a), "b": _word(self.compiled_b),
                 "operators_paired": len(self.paired), "a_only": len(self.alone_a), "b_only": len(self.alone_b),
+                "outputs_compared": self.outputs_compared, "outputs_one_side": self.outputs_one_side,
                 "a_only_examples": self.alone_a[:_EXAMPLES], "b_only_examples": self.alone_b[:_EXAMPLES]}
 
     def text(self) -> str:
         """One paragraph for the report."""
         return (f"rank {self.rank} graph {self.graph}: a is {_word(self.compiled_a)}, b is {_word(self.compiled_b)}: "
-                f"{len(self.paired)} operator(s) paired by module, operator and output shapes; "
+                f"{len(self.paired)} operator(s) paired by module, operator and output shapes, "
+                f"{self.outputs_compared} of their outputs compared ({self.outputs_one_side} held by one side only); "
                 f"{len(self.alone_a)} node(s) of a and {len(self.alone_b)} of b have no counterpart in the other "
                 "program (decomposed or fused by the compiler, or recorded on one side only): not compared"
                 + _examples("a", self.alone_a) + _examples("b", self.alone_b))
+
+    def unread(self) -> str | None:
+        """A warning when most outputs of the paired operators could not be compared (None otherwise)."""
+        if self.outputs_one_side <= self.outputs_compared:
+            return None
+        return (f"rank {self.rank} graph {self.graph}: {self.outputs_one_side} output(s) of the paired operators are "
+                f"held by one side only and {self.outputs_compared} by both: the operators were mostly not compared "
+                "(a compiled program's operators are recorded as statistics, none with save=\"tensors\": record both "
+                "runs with save=\"statistics\")")
 
 
 def _word(compiled: bool) -> str:

@@ -90,6 +90,9 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
                     s = shard_of(layout, ga.record_of(ta.node), ta.slot)
                     p.shard = shard_text(s, layout) if s is not None and not s.covers_whole() else None
                 result.pairs.append(p)
+        unread = nm.programs.unread() if nm.programs is not None else None
+        if unread:
+            result.warnings.append(unread)
 
 
 def _graph_plan(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None) -> dict[tuple[int, int], list[int]]:

@@ -117,6 +117,7 @@ def test_identical_training_compares_clean(fp32: dict[str, str], a: str, b: str)
     assert res.exit_code == 0 and res.first_divergence is None and res.nothing_compared() is None
     prog, = res.programs
     assert (prog.compiled_a, prog.compiled_b) == (a != "eager", b != "eager")
+    assert prog.outputs_compared >= 60 and prog.unread() is None
     compiled_nodes = open_dump(fp32["compiled" if "all" not in (a, b) else "all"]).rank(0).graph(0).names()
     matmuls = [n for n in compiled_nodes if n.rsplit("/", 1)[-1].split("-")[0] in ("addmm", "mm")]
     partner = dict(prog.paired) if a != "eager" else {y: x for x, y in prog.paired}
@@ -221,6 +222,20 @@ def test_hugging_face_llama_eager_against_compiled(tmp_path: Any) -> None:
     projections = [n for n in open_dump(compiled).rank(0).graph(0).names()
                    if not n.startswith("backward/") and "_proj-Linear/mm-" in n]
     assert len(projections) == 2 * 7 and all(partner.get(n) == n for n in projections)
+
+
+def test_compiled_operators_without_statistics_are_said(tmp_path: Any) -> None:
+    """Both runs recorded with save="tensors": the compiled program's operators hold no values, so their
+    outputs cannot be compared; the comparison says so instead of passing on the weights alone."""
+    tensors = {**FIRST, "save": "tensors"}
+    eager, compiled = str(tmp_path / "eager"), str(tmp_path / "compiled")
+    torch._dynamo.reset()
+    K.train("eager", 2, record=tensors, path=eager)
+    K.train("compile", 2, record=tensors, path=compiled, backend="tdbg")
+    res = compare_runs(compiled, eager)
+    prog, = res.programs
+    assert prog.outputs_one_side > 40 and prog.outputs_compared <= 1         # the loss only
+    assert any("mostly not compared" in w and 'save="statistics"' in w for w in res.warnings)
 
 
 def test_two_compiled_runs_pair_by_name(fp32: dict[str, str]) -> None:

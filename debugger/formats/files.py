@@ -26,7 +26,7 @@ MiB = 1 << 20
 LIMITS = {"json": 16 * MiB, "csv": 256 * MiB, "graph": 1024 * MiB}
 # At most 18 digits: every such number fits the int64 columns that convert writes and numpy indexes.
 MAX_DIGITS = 18
-_DIGITS = re.compile(r"^[0-9]{1,%d}$" % MAX_DIGITS)
+_DIGITS = re.compile(r"^[0-9]{1,%d}\Z" % MAX_DIGITS)
 
 
 def is_number(text: str) -> bool:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:   # numpy loads where a dtype is made, not where names are par
 # {op_type}.{op_name}.{task_id}.{stream_id}.{timestamp}.{input|output}.{slot}.{format}[.{dtype}].npy
 # op_name may itself contain dots, so every field but op_type is taken from the right.
 _IO = {"input", "output"}
-_FORMAT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_FORMAT_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*\Z")
 _KNOWN_FORMATS = {"DefaultFormat", "NCHW", "NHWC", "NC1HWC0", "FRACTAL_Z", "FRACTAL_NZ", "ND"}
 
 # MindSpore's dtype spellings in file names (2.4+) mapped to numpy; both "Float32" and

@@ -15,11 +15,11 @@ from ...errors import CorruptFileError, DumpError
 from ..files import Folder, is_number, list_folders, read_text
 from .filenames import TensorFileName, parse_tensor_file_name, parse_tensor_file_names
 
-RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)
-GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.pb$", re.ASCII)
-GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.ir$", re.ASCII)
-EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d{1,18})\.csv$", re.ASCII)
-RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d{1,18})\.csv$", re.ASCII)
+RANK_RE = re.compile(r"^rank_(\d{1,18})\Z", re.ASCII)
+GRAPH_PB_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.pb\Z", re.ASCII)
+GRAPH_IR_RE = re.compile(r"^ms_output_trace_code_graph_(\d{1,18})\.ir\Z", re.ASCII)
+EXEC_ORDER_RE = re.compile(r"^ms_execution_order_graph_(\d{1,18})\.csv\Z", re.ASCII)
+RUN_HISTORY_RE = re.compile(r"^ms_global_execution_order_graph_(\d{1,18})\.csv\Z", re.ASCII)
 
 
 def graph_pb_name(graph_id: int) -> str:

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from ..files import is_number
 
-STEP_RE = re.compile(r"^step([0-9]{1,18})$")
-RANK_RE = re.compile(r"^rank([0-9]{1,18})$")
-PROC_RE = re.compile(r"^proc([0-9]{1,18})$")
+STEP_RE = re.compile(r"^step([0-9]{1,18})\Z")
+RANK_RE = re.compile(r"^rank([0-9]{1,18})\Z")
+PROC_RE = re.compile(r"^proc([0-9]{1,18})\Z")
 DUMP_JSON, STACK_JSON, CONSTRUCT_JSON, DATA_DIR = "dump.json", "stack.json", "construct.json", "dump_tensor_data"
 
 

@@ -18,10 +18,10 @@ V1_DIGEST_PREFIX = "blake2b:"
 MARKER = "tdbg_dump.json"          # DUMP/tdbg_dump.json: {"format": "tdbg-h5", "version": 2}
 RANK_JSON = "rank.json"            # DUMP/rank_R/rank.json: the rank's metadata
 LOCK_FILE = ".writer.lock"         # DUMP/rank_R/.writer.lock: flock'ed by the one live writer of a rank
-RANK_RE = re.compile(r"^rank_(\d{1,18})$", re.ASCII)
-GRAPH_RE = re.compile(r"^graph_(\d{1,18})\.h5$", re.ASCII)
-ITERATION_RE = re.compile(r"^iteration_(\d{1,18})\.h5$", re.ASCII)
-TEMP_RE = re.compile(r"^\.(?P<final>.+)\.\d+\.[0-9a-f]+\.tmp$")
+RANK_RE = re.compile(r"^rank_(\d{1,18})\Z", re.ASCII)
+GRAPH_RE = re.compile(r"^graph_(\d{1,18})\.h5\Z", re.ASCII)
+ITERATION_RE = re.compile(r"^iteration_(\d{1,18})\.h5\Z", re.ASCII)
+TEMP_RE = re.compile(r"^\.(?P<final>.+)\.\d+\.[0-9a-f]+\.tmp\Z")
 
 
 def rank_dir_name(rank: int) -> str:

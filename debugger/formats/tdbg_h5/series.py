@@ -27,7 +27,7 @@ from . import layout as L
 from .columns import checked, read_table_column, strings, write_strings
 
 SERIES_DIR = "series"
-SEGMENT_RE = re.compile(r"^steps_(\d{10})-(\d{10})\.h5$", re.ASCII)
+SEGMENT_RE = re.compile(r"^steps_(\d{10})-(\d{10})\.h5\Z", re.ASCII)
 SERIES_FORMAT = "tdbg-h5-series"
 SERIES_VERSION = 1
 SCALARS = ("loss", "lr", "loss_scale", "grad_norm")

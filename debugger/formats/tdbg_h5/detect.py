@@ -49,16 +49,48 @@ def marker_problem(root: str) -> str | None:
 
 
 def root_of(path: str) -> str | None:
-    """``path`` when it holds the marker, its parent when it is a ``rank_R`` folder of such a root."""
+    """``path`` when it holds a marker, its parent when it is a ``rank_R`` folder of such a root; also
+    a root that lost its marker (a copy of the rank folders alone) when a rank folder holds tdbg-h5's
+    own ``rank.json``."""
     p = os.path.abspath(path)
     if not os.path.isdir(p):
         return None
-    if marker_problem(p) is None:
+    if _ours(p):
         return p
     parent = os.path.dirname(p.rstrip(os.sep))
-    if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))) and marker_problem(parent) is None:
+    if L.RANK_RE.match(os.path.basename(p.rstrip(os.sep))) and _ours(parent):
         return parent
     return None
+
+
+def _ours(root: str) -> bool:
+    """A marker is there (a damaged or foreign one is then refused by name when opened, never read as
+    another format's empty dump), or the rank folders say tdbg-h5 without one."""
+    return os.path.isfile(os.path.join(root, L.MARKER)) or _ranks_without_marker(root)
+
+
+def _ranks_without_marker(root: str) -> bool:
+    """No marker at ``root``, but a ``rank_R`` folder with a tdbg-h5 ``rank.json`` (the recorder writes one
+    in every rank folder it makes): a tdbg-h5 dump whose marker was not copied."""
+    if os.path.exists(os.path.join(root, L.MARKER)):
+        return False            # a marker that is there but wrong is refused, never guessed past
+    try:
+        entries = [e for e in os.scandir(root) if L.RANK_RE.match(e.name) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return False
+    for e in entries[:8]:
+        try:
+            meta = read_json(os.path.join(e.path, L.RANK_JSON))
+        except DumpError:
+            continue
+        if isinstance(meta, dict) and meta.get("format") == L.FORMAT_NAME:
+            return True
+    return False
+
+
+def marker_missing(root: str) -> bool:
+    """Whether ``root`` is read as tdbg-h5 without its marker (:func:`_ranks_without_marker`)."""
+    return _ranks_without_marker(root)
 
 
 def why_not(path: str) -> str:

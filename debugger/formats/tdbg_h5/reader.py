@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
+from ...selection import ranges_text
 from ..base import DumpSource, Format, RankInfo, RankReader, SeriesSource, TensorRecord
 from ..files import FileDigest, hash_entries
 from ..parallel import RankLayout, layout_from_dict
 from ..records import LEVEL_OPS, GraphRecord, IterationFacts
 from . import layout as L
 from .detect import read_json as _read_json
-from .detect import root_of, why_not
+from .detect import marker_missing, root_of, why_not
 from .handles import open_checked, open_h5
 
 if TYPE_CHECKING:
@@ -153,7 +154,9 @@ class H5RankReader(RankReader):
         if graph_id not in self._graphs:
             f = self._list().get(graph_id)
             got = None
-            if f is not None:
+            if f is None:
+                self._missing_graph(graph_id)
+            else:
                 try:
                     from .graphfile import read_graph   # numpy with it: when a graph is read
 
@@ -168,6 +171,15 @@ class H5RankReader(RankReader):
                     self._warn(f"{f.path}: unreadable graph ({exc}); skipped")
             self._graphs[graph_id] = got
         return self._graphs[graph_id]
+
+    def _missing_graph(self, graph_id: int) -> None:
+        """Say that iterations hold tensors of a graph whose file is gone (a partial copy)."""
+        its = self.iterations(graph_id)
+        if its:
+            self._warn(f"{os.path.join(self.path, L.graph_file_name(graph_id))}: missing, but iteration(s) "
+                       f"{ranges_text(its)} hold tensors of graph {graph_id}: without it their nodes, kinds and "
+                       "order are unknown, and the watchpoints that need them (weights, gradients, activations, "
+                       "NaN origin) do not check them")
 
     def graph_key(self, graph_id: int) -> str | None:
         """The content digest the writer stored."""
@@ -274,13 +286,12 @@ class TdbgH5Format(Format):
     def open(self, root: str, path: str) -> DumpSource:
         """Readers for every ``rank_R`` of ``root``, or only the one ``path`` names."""
         root = os.path.abspath(root)
-        marker = _read_json(os.path.join(root, L.MARKER))
-        if not isinstance(marker, dict) or marker.get("format") != L.FORMAT_NAME:
-            raise NotADumpError(root, f"not a tdbg-h5 dump ({self.why_not(root)})")
-        version = marker.get("version")
-        if not isinstance(version, int) or version > L.VERSION:
-            raise DumpError(os.path.join(root, L.MARKER),
-                            f"tdbg-h5 version {version!r}; this tdbg reads up to {L.VERSION}")
+        said: list[str] = []
+        if marker_missing(root):    # each file still carries and checks its own version
+            said.append(f"{os.path.join(root, L.MARKER)}: missing; read as a tdbg-h5 dump, which its rank "
+                        f"folders' {L.RANK_JSON} say it is (copied without its marker?)")
+        else:
+            _check_marker(root, self.why_not(root))
         p = os.path.abspath(path)
         m = L.RANK_RE.match(os.path.basename(p.rstrip(os.sep)))
         if p != root and m and os.path.dirname(p.rstrip(os.sep)) == root:
@@ -293,7 +304,17 @@ class TdbgH5Format(Format):
                 raise DumpError(root, f"cannot list: {exc.strerror or exc}") from exc
         if not ranks:
             raise NotADumpError(root, "tdbg-h5 dump without any rank_R folder")
-        return DumpSource(root, L.FORMAT_NAME, [H5RankReader(r, d) for r, d in ranks])
+        return DumpSource(root, L.FORMAT_NAME, [H5RankReader(r, d) for r, d in ranks], warnings=said)
+
+
+def _check_marker(root: str, why_not_text: str) -> None:
+    """The marker says tdbg-h5, in a version this tdbg reads (else the error naming it)."""
+    marker = _read_json(os.path.join(root, L.MARKER))
+    if not isinstance(marker, dict) or marker.get("format") != L.FORMAT_NAME:
+        raise NotADumpError(root, f"not a tdbg-h5 dump ({why_not_text})")
+    version = marker.get("version")
+    if not isinstance(version, int) or version > L.VERSION:
+        raise DumpError(os.path.join(root, L.MARKER), f"tdbg-h5 version {version!r}; this tdbg reads up to {L.VERSION}")
 
 
 FORMAT = TdbgH5Format()

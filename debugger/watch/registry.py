@@ -87,10 +87,13 @@ class Param:
                 v = f
             else:
                 v = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"{self.name} must be a{'n' if self.type == 'int' else ''} {self.type}, got {value!r}") from None
+        except (TypeError, ValueError, OverflowError):    # OverflowError: an int of 400 digits
+            raise ValueError(f"{self.name} must be a{'n' if self.type == 'int' else ''} {self.type}, "
+                             f"got {_short(value)}") from None
         if math.isnan(v):
             raise ValueError(f"{self.name} must not be NaN")
+        if math.isinf(v):       # also what float() makes of a number past float64's range
+            raise ValueError(f"{self.name} must be a finite number, got {_short(value)}")
         if self.min is not None and v < self.min:
             raise ValueError(f"{self.name} must be >= {self.min:g}, got {v:g}")
         if self.max is not None and v > self.max:
@@ -102,6 +105,12 @@ class Param:
         return {"name": self.name, "type": self.type, "default": self.default, "help": self.help,
                 "min": self.min, "max": self.max, "comparison": self.is_comparison,
                 "statistic": self.statistic, "op": self.op}
+
+
+def _short(value: Any) -> str:
+    """A user's value for a message, cut to 40 characters (a 400-digit number is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _as_bool(v: Any) -> bool:

@@ -318,6 +318,9 @@ def test_json_depth_counts_without_recursion() -> None:
     ({"spec": "tensor_all_zero:max_gt"}, "param=value"),
     ({"preset": 7}, "preset"),
     ({"preset": "nope"}, "nope"),
+    ({"name": "tensor_too_large", "params": {"max_gt": 10 ** 400}}, "max_gt"),       # past float64: was a 500
+    ({"spec": "tensor_too_large:max_gt=" + "9" * 400}, "max_gt must be a finite number"),
+    ({"name": "tensor_too_large", "params": {"max_gt": "1e999"}}, "max_gt must be a finite number"),
 ])
 def test_malformed_watchpoints_are_400_naming_the_field_and_leave_no_trace(hclient: Any, body: dict,
                                                                           field: str) -> None:

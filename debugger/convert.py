@@ -50,6 +50,10 @@ def check_target(dump: Dump, target: str) -> str:
         raise QueryError(target, f"is inside the dump being converted ({dump.root}); tdbg never writes there")
     if os.path.exists(target) and (not os.path.isdir(target) or any(True for _ in os.scandir(target))):
         raise QueryError(target, "exists and is not an empty folder; choose a new one")
+    try:        # made now: a folder that cannot be written is refused before anything is read
+        os.makedirs(target, exist_ok=True)
+    except OSError as exc:
+        raise DumpError(exc.filename or target, f"cannot write the converted dump: {exc.strerror or exc}") from None
     return target
 
 
@@ -80,7 +84,10 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
         _on_cluster(dump.root, [r.rank for r in rank_objs], target, statistics, iterations, result, total,
                     progress, workers)
     else:
-        _convert_ranks(rank_objs, target, statistics, iterations, result, total, progress)
+        try:
+            _convert_ranks(rank_objs, target, statistics, iterations, result, total, progress)
+        except OSError as exc:   # a full disk, a quota, a folder removed: exit 2 naming the file
+            raise DumpError(exc.filename or target, f"cannot write the converted dump: {exc.strerror or exc}") from None
     if progress is not None:
         progress(total, total)
     result.warnings[:0] = dump.all_warnings()

@@ -218,6 +218,11 @@ def test_convert_subsets_and_refusals(converted: dict, tmp_path: Any) -> None:
     again = run_cli("convert", src, part)
     assert again.code == 2 and "not an empty folder" in again.err
     assert re.search(r"tdbg: error: .*part", again.err)
+    # a folder that cannot be made (its parent is a file): exit 2 naming it, before anything is read
+    blocker = str(tmp_path / "a_file")
+    open(blocker, "w").close()
+    unwritable = run_cli("convert", src, os.path.join(blocker, "out"))
+    assert unwritable.code == 2 and f"{blocker}/out: cannot write the converted dump" in unwritable.err
 
 
 def test_a_first_scan_of_a_converted_dump_reads_stored_statistics_not_values(converted: dict) -> None:

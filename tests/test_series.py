@@ -101,14 +101,37 @@ def test_bad_input_is_refused_by_the_writer(tmp_path: Any) -> None:
         SeriesWriter(str(tmp_path), ["a", "a"])
 
 
-def test_a_corrupt_segment_names_its_file(tmp_path: Any) -> None:
+@pytest.mark.parametrize("damage", ["truncated", "dataset removed"])
+def test_a_damaged_segment_loses_its_steps_only_and_is_named(tmp_path: Any, damage: str) -> None:
+    """Three segments, the middle one damaged (cut short by a full disk, or a table deleted): the other
+    two are read (steps, curves), and a warning names the file and the steps lost; the dump still opens."""
+    import h5py
+    with SeriesWriter(str(tmp_path), ["a"], segment_steps=5) as w:
+        for step in range(15):
+            w.add(step, _stats(step, 1))
+    folder = os.path.join(str(tmp_path), "series")
+    seg = os.path.join(folder, sorted(n for n in os.listdir(folder) if n.endswith(".h5"))[1])   # no reader has it open
+    if damage == "truncated":
+        with open(seg, "r+b") as f:
+            f.truncate(200)
+    else:
+        with h5py.File(seg, "r+") as f:
+            del f["stats/mean"]
+    r = SeriesReader(str(tmp_path))
+    assert r.steps().tolist() == [*range(5), *range(10, 15)]
+    assert r.curve("a", "mean")[0].tolist() == r.steps().tolist()
+    assert len(r.warnings) == 1 and r.warnings[0].startswith(seg) and "steps 5-9 of the series are lost" in r.warnings[0]
+
+
+def test_a_segment_damaged_inside_its_values_names_its_file(tmp_path: Any) -> None:
+    """Damage the listing cannot see (a table of the right shape whose data is gone) still fails naming
+    the file, never as an error of no file."""
     with SeriesWriter(str(tmp_path), ["a"]) as w:
         w.add(0, _stats(0, 1))
-    seg = SeriesReader(str(tmp_path)).segments[0].path
-    with open(seg, "r+b") as f:
-        f.truncate(200)
+    r = SeriesReader(str(tmp_path))
+    seg = r.segments[0].path
     with pytest.raises(CorruptFileError) as err:
-        SeriesReader(str(tmp_path)).curve("a", "mean")
+        r._read(r.segments[0], lambda f: f["no/such/table"])
     assert seg in str(err.value)
 
 
@@ -126,6 +149,31 @@ def test_a_dump_with_a_series_opens_as_before(tmp_path: Any) -> None:
         s.add(0, _stats(0, 1))
     d = open_dump(root)
     assert d.all_warnings() == [] and d.rank(0).iterations() == [0]
+
+
+def test_a_dump_whose_only_segment_is_damaged_still_opens(tmp_path: Any) -> None:
+    """info reads the dump (exit 0) and names the lost segment; spikes, which needs the series, says that the
+    dump has none and why (the warning), instead of an error naming no file."""
+    from clirun import run_cli
+    root = str(tmp_path / "d")
+    graph = GraphRecord(0, "step", [NodeRecord("w", "Parameter", "", outputs=[OutputType("float32", (2,))],
+                                               is_parameter=True, has_default=True, kind=Kind.WEIGHT, param="w")],
+                        outputs=[], source_file="", execution_order=[])
+    with DumpWriter(root, rank=0, saved="values", framework="PyTorch", framework_version="2", device_target="CPU") as w:
+        w.write_graph(graph)
+        with w.iteration(0) as it:
+            it.add(0, "w", "Parameter", "output", 0, values=np.ones(2, np.float32))
+    with SeriesWriter(os.path.join(root, "rank_0"), ["w"]) as s:
+        for step in range(30):
+            s.add(step, _stats(step, 1), {"loss": 1.0})
+    folder = os.path.join(root, "rank_0", "series")
+    seg = os.path.join(folder, os.listdir(folder)[0])
+    with open(seg, "r+b") as f:
+        f.truncate(300)
+    info = run_cli("info", root, "--json")
+    assert info.code == 0 and any(w.startswith(seg) and "steps 0-29" in w for w in info.json["warnings"])
+    spikes = run_cli("spikes", root)
+    assert spikes.code == 2 and "no per-step series" in spikes.err and seg in spikes.err
 
 
 def test_overlapping_segments_are_said(tmp_path: Any) -> None:

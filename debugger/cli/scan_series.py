@@ -9,12 +9,21 @@ from ..errors import DumpError
 from ..watch.registry import SERIES, Watchpoint
 
 if TYPE_CHECKING:
-    from ..model import Dump
+    from ..model import Dump, Rank
     from ..watch.series_conditions import SeriesHit
 
 NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True), or record every step, or most, "
              "at any level (its iterations then read as the series), or turn a dump's iterations into one with "
              "`tdbg convert DUMP OUT --series`")
+
+
+def no_series(ranks: "list[Rank]") -> str:
+    """:data:`NO_SERIES`, with what the ranks' load warnings say when they have some (a series recorded
+    but damaged or lost is then named, not taken for one never recorded)."""
+    said = [w for r in ranks for w in r.warnings]
+    if not said:
+        return NO_SERIES
+    return f"{NO_SERIES}; the dump's {len(said)} load warning(s) may say why, first: {said[0]}"
 
 
 def split(wps: list[Watchpoint], over_series: bool = False) -> tuple[list[Watchpoint], list[Watchpoint]]:
@@ -41,8 +50,8 @@ def scan_series(dump: "Dump", ranks: list[int] | None, wps: list[Watchpoint], al
     with_series = [(r.rank, r.series) for r in chosen if r.series is not None]
     if not with_series:
         if alone:
-            raise DumpError(dump.root, NO_SERIES)
-        return [], [f"{', '.join(w.name for w in wps)}: {NO_SERIES}"]
+            raise DumpError(dump.root, no_series(chosen))
+        return [], [f"{', '.join(w.name for w in wps)}: {no_series(chosen)}"]
     for rank, series in with_series:
         warnings += series.warnings
         try:

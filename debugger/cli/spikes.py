@@ -14,7 +14,7 @@ from ..exits import Exit
 from ..model import open_dump
 from ..watch.spikes import LOOKBACK, Spike, find_spikes, spike_window
 from .common import add_json, print_json, report_warnings
-from .scan_series import NO_SERIES
+from .scan_series import no_series
 
 
 def add_arguments(s: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     ranks = [dump.rank(args.rank)] if args.rank is not None else dump.ranks
     rank = next((r for r in ranks if r.series is not None), None)
     if rank is None:
-        raise DumpError(args.dump, NO_SERIES)
+        raise DumpError(args.dump, no_series(ranks))
     series = rank.series
     steps = int(len(series.steps())) if series is not None else 0
     window = args.window if args.window is not None else spike_window(steps)

@@ -220,7 +220,26 @@ class SeriesReader(SeriesSource):
                     self.warnings.append(f"{seg.path}: its steps overlap {os.path.basename(out[-1].path)}'s; "
                                          "both are read as written")
                 out.append(seg)
-        return out
+        return [seg for seg in out if self._usable(seg)]
+
+    def _usable(self, seg: Segment) -> bool:
+        """Whether a segment opens and holds its tables as its catalog says (shapes only, no values read);
+        a damaged one is left out, named with the steps it loses: the rest of the series is still read."""
+        def check(f: Any) -> None:
+            names = _segment_catalog(f, seg.path)
+            steps = read_table_column(f, "steps", seg.path)
+            for stat in STAT_NAMES:         # every segment holds them all (version 1 on)
+                self._dataset(f, seg, stat, len(names), len(steps))
+            for name in SCALARS:
+                if len(checked(f, f"scalars/{name}", seg.path)) != len(steps):
+                    raise CorruptFileError(seg.path, f"scalars/{name} does not hold one value per step")
+        try:
+            self._read(seg, check)
+        except DumpError as exc:
+            self.warnings.append(f"{exc}; steps {seg.first}-{seg.last} of the series are lost (the other "
+                                 "segments are read)")
+            return False
+        return True
 
     def captures(self) -> dict[str, Any] | None:
         """Why each deep step was taken (``captures.json``: schedule, runs of deep steps with their level

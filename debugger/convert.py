@@ -126,6 +126,9 @@ def _on_cluster(root: str, ranks: list[int], target: str, statistics: bool, iter
         result.warnings += part.warnings
 
 
+IN_MEMORY_BYTES = 256 << 20     # an iteration's tensors up to this size are converted in memory
+
+
 def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterations: set[int] | None,
                    result: ConvertResult, total: int, progress: Callable[[int, int], None] | None,
                    replace: bool = False) -> None:
@@ -144,8 +147,11 @@ def _convert_ranks(rank_objs: list[Rank], target: str, statistics: bool, iterati
                 result.series_steps += 1
             if result.series == "only":
                 continue
-            with writers[rank.rank].iteration(it, replace=replace) as w:
-                for ref in rank.tensors(iteration=it, local=True):     # a shard stays its rank's shard
+            refs = rank.tensors(iteration=it, local=True)      # a shard stays its rank's shard
+            # built in memory unless too big for it (memfile.py: a full disk is then an error, not a crash)
+            small = sum(ref.stored_bytes for ref in refs) < IN_MEMORY_BYTES
+            with writers[rank.rank].iteration(it, replace=replace, in_memory=small or None) as w:
+                for ref in refs:
                     done += 1
                     try:
                         extra = _extras(rank, ref, activations[rank.rank], iterations) if statistics else None

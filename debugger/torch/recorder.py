@@ -45,6 +45,7 @@ from .pipeline import MicroBatches
 from .devstats import as_float32, cpu_stats_view, extras_to_host, rows_to_dicts, stats_row, update_row
 from .series import FLUSH_SECONDS, SeriesCapture, warn_off
 from .triggers import CaptureLog, TouchFile, Trigger
+from .writefail import say_writing_stopped
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
@@ -192,6 +193,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._captures: CaptureLog | None = None
         self._captures_written = 0.0
         self._series_warned = False
+        self._writing_stopped = False   # a write failed: nothing more is recorded (writefail.py)
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -210,7 +212,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._writer = DumpWriter(self.path, self.rank, self.saved, framework="PyTorch",
                                   framework_version=torch.__version__, device_target=dev.upper(),
                                   net=C.class_name(self._root), compression=self.compression,
-                                  durable=self.durable,
+                                  durable=self.durable, in_memory=True,
                                   metadata={"recorder": "debugger.torch", "world_size": world,
                                             "levels": self._plan.describe()}, layout=self._layout())
         self._sink = Sink(self._writer)
@@ -261,6 +263,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         ended step of the series is readable."""
         if self._sink is not None:
             self._sink.flush()
+            self._check_writing()
         if self._series is not None:
             self._series_call(self._series.flush)
 
@@ -287,11 +290,24 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
                 self._write_captures(force=True)
             if self._sink is not None:
                 self._sink.close()
-            for gid, rec in self._graph_records.items():
-                self._writer.write_graph(rec, run_history=self._history.get(gid, ()))
+                self._check_writing()
+            if not self._writing_stopped:
+                self._write_histories()
         finally:
             self._writer.close()
             self._writer = None
+
+    def _write_histories(self) -> None:
+        """Each graph with its run history, at close (a failure is said like any write's: never raised
+        over the user's code, which may be leaving a ``with`` block on its own exception)."""
+        assert self._writer is not None
+        try:
+            for gid, rec in self._graph_records.items():
+                self._writer.write_graph(rec, run_history=self._history.get(gid, ()))
+        except Exception as exc:
+            self._writing_stopped = True
+            last = self._sink.last_written if self._sink is not None else None
+            say_writing_stopped(self._writer.rank_dir, exc, last, False)
 
     # ---- the per-step series ----------------------------------------------------------------
     def _start_series(self) -> None:
@@ -379,7 +395,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
     # ---- iteration lifecycle ----------------------------------------------------------------
     def _begin(self) -> None:
         self._scopes.clear()
-        self._level = self._plan.level_of(self.iteration)
+        self._level = None if self._writing_stopped else self._plan.level_of(self.iteration)
         graph_ops = self._level == LEVEL_OPS and self._compiled_ops == "boundary" and self._runs_compiled()
         if graph_ops:
             # "ops" would run the compiled program eagerly: its boundary is recorded instead, with the
@@ -516,6 +532,21 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             self._snapshot_ends()
         assert self._sink is not None
         self._sink.submit(job)
+        self._check_writing()
+
+    def _check_writing(self) -> None:
+        """A failed write (told by the writer thread) stops the recording, once, never the training."""
+        sink = self._sink
+        if sink is None or sink.failed is None or self._writing_stopped:
+            return
+        self._writing_stopped = True
+        exc, last = sink.failed
+        series, self._series, self._captures = self._series, None, None
+        self._series_warned = True      # one warning says it all
+        if series is not None:
+            with contextlib.suppress(Exception):
+                series.close()
+        say_writing_stopped(sink.writer.rank_dir, exc, last, series is not None)
 
     def _job(self, g: C.IterationGraph) -> Job:
         mark_loss_scaler(g.nodes)

@@ -45,47 +45,43 @@ class Job:
 
 
 class Sink:
-    """A writer thread fed one iteration at a time."""
+    """A writer thread fed one iteration at a time. A write that fails (a full disk, a removed folder)
+    stops the writing, never the training: :attr:`failed` holds the error and the last iteration
+    written whole, later iterations are dropped, and no call raises (the recorder says it once)."""
 
     def __init__(self, writer: DumpWriter) -> None:
         self.writer = writer
+        self.failed: tuple[BaseException, int | None] | None = None
+        self.last_written: int | None = None
         self._job: Job | None = None
-        self._error: BaseException | None = None
         self._cv = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="tdbg-recorder-writer", daemon=True)
         self._thread.start()
 
     def submit(self, job: Job) -> None:
-        """Hand one iteration over (waits while the previous one is being written)."""
+        """Hand one iteration over (waits while the previous one is being written; dropped after a failure)."""
         with self._cv:
-            while self._job is not None and self._error is None:
+            while self._job is not None:
                 self._cv.wait()
-            self._raise()
-            self._job = job
-            self._cv.notify_all()
+            if self.failed is None:
+                self._job = job
+                self._cv.notify_all()
 
     def flush(self) -> None:
-        """Wait until every submitted iteration is on disk."""
+        """Wait until every submitted iteration is on disk (or its write failed: :attr:`failed`)."""
         with self._cv:
-            while self._job is not None and self._error is None:
+            while self._job is not None:
                 self._cv.wait()
-            self._raise()
 
     def close(self) -> None:
         """Finish pending writes and stop the thread."""
         with self._cv:
-            while self._job is not None and self._error is None:
+            while self._job is not None:
                 self._cv.wait()
             self._closed = True
             self._cv.notify_all()
         self._thread.join()
-        self._raise()
-
-    def _raise(self) -> None:
-        if self._error is not None:
-            err, self._error = self._error, None
-            raise RuntimeError(f"tdbg recorder: writing {self.writer.rank_dir} failed: {err}") from err
 
     def _run(self) -> None:
         while True:
@@ -97,9 +93,10 @@ class Sink:
                 job = self._job
             try:
                 self._write(job)
-            except BaseException as exc:   # reported to the training thread at its next step
+                self.last_written = job.iteration
+            except BaseException as exc:   # told by the recorder at its next step; the writing stops
                 with self._cv:
-                    self._error = exc
+                    self.failed = (exc, self.last_written)
             with self._cv:
                 self._job = None
                 self._cv.notify_all()

@@ -24,6 +24,7 @@ from ...stats import COUNT_NAMES, STAT_NAMES
 from ..base import SeriesSource
 from ..records import SERIES_ROLES, SeriesTensor
 from . import layout as L
+from . import memfile
 from .columns import checked, read_table_column, strings, write_strings
 
 SERIES_DIR = "series"
@@ -137,11 +138,10 @@ class SeriesWriter:
 def _write_segment(path: str, tensors: list[SeriesTensor], steps: list[int], values: np.ndarray,
                    scalars: np.ndarray, compression: str) -> None:
     """``values``: (tensors, steps, 13); ``scalars``: (steps, len(SCALARS))."""
-    import h5py
-
     opts: dict[str, Any] = {"compression": compression, "shuffle": True} if compression else {}
     n = len(steps)
-    with h5py.File(path, "w", libver=L.LIBVER) as f:
+    f = memfile.in_memory(path)      # statistics: small, built in memory (a full disk: an OSError, memfile.py)
+    try:
         f.attrs.update({"format": SERIES_FORMAT, "version": SERIES_VERSION, "first_step": steps[0],
                         "last_step": steps[-1]})
         write_strings(f, "tensors", [t.name for t in tensors])
@@ -159,6 +159,10 @@ def _write_segment(path: str, tensors: list[SeriesTensor], steps: list[int], val
         s = f.create_group("scalars")
         for i, name in enumerate(SCALARS):
             s.create_dataset(name, data=scalars[:, i])
+    except BaseException:
+        f.close()
+        raise
+    memfile.write_image(f, path, durable=False)
 
 
 def write_captures(rank_dir: str, captures: Mapping[str, Any]) -> None:

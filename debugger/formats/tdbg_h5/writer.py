@@ -24,6 +24,7 @@ from ..parallel import RankLayout, layout_to_dict
 from ..records import GraphRecord, IterationFacts
 from . import arrays
 from . import layout as L
+from . import memfile
 from .graphfile import write_graph
 
 _SAVED = (VALUES, STATISTICS, BOTH)
@@ -106,7 +107,7 @@ class DumpWriter:
                  device_target: str | None = None, net: str | None = None,
                  metadata: Mapping[str, Any] | None = None, compression: str | None = None,
                  compression_opts: int | None = None, durable: bool = False,
-                 layout: RankLayout | None = None) -> None:
+                 layout: RankLayout | None = None, in_memory: bool | None = None) -> None:
         if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
             raise ValueError(f"rank must be an int >= 0, got {rank!r}")
         if saved not in _SAVED:
@@ -125,6 +126,10 @@ class DumpWriter:
         self.compression = compression
         self.compression_opts = compression_opts
         self.durable = durable
+        # iteration files built in memory and written whole (memfile.py: a full disk is an OSError, never a
+        # crash inside HDF5); None: only statistics-only ones, which are small (a converter's value files
+        # can exceed memory); a recorder holds each iteration's values in memory anyway and says True
+        self.in_memory = saved == STATISTICS if in_memory is None else bool(in_memory)
         self.rank_dir = os.path.join(self.root, L.rank_dir_name(rank))
         os.makedirs(self.rank_dir, exist_ok=True)
         _ensure_marker(self.root)
@@ -174,16 +179,22 @@ class DumpWriter:
         path = os.path.join(self.rank_dir, L.graph_file_name(record.graph_id))
         tmp = L.temp_name(path)
         try:
-            with h5py.File(tmp, "w", libver=L.LIBVER) as f:
+            f = memfile.in_memory(tmp)       # a graph is small: built in memory (memfile.py)
+            try:
                 write_graph(f, record, [int(i) for i in run_history])
+            except BaseException:
+                f.close()
+                raise
+            memfile.write_image(f, tmp, self.durable)
             self._publish(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return path
 
-    def iteration(self, iteration: int, replace: bool = False) -> "IterationWriter":
-        """A context manager collecting one iteration's tensors; the file appears on a clean exit."""
+    def iteration(self, iteration: int, replace: bool = False, in_memory: bool | None = None) -> "IterationWriter":
+        """A context manager collecting one iteration's tensors; the file appears on a clean exit.
+        ``in_memory``: build this file in memory (None: as the writer was told)."""
         self._check_open()
         if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
             raise ValueError(f"iteration must be an int >= 0, got {iteration!r}")
@@ -192,7 +203,7 @@ class DumpWriter:
         path = os.path.join(self.rank_dir, L.iteration_file_name(iteration))
         if os.path.exists(path) and not replace:
             raise ValueError(f"{path} exists (pass replace=True to write the iteration again)")
-        return IterationWriter(self, iteration, path)
+        return IterationWriter(self, iteration, path, self.in_memory if in_memory is None else bool(in_memory))
 
     def _publish(self, tmp: str, path: str) -> None:
         if self.durable:
@@ -221,8 +232,9 @@ class DumpWriter:
 class IterationWriter:
     """Tensors of one rank and iteration, written into a temporary file renamed on a clean exit."""
 
-    def __init__(self, writer: DumpWriter, iteration: int, path: str) -> None:
+    def __init__(self, writer: DumpWriter, iteration: int, path: str, in_memory: bool = False) -> None:
         self.writer = writer
+        self._in_memory = in_memory
         self.iteration = iteration
         self.path = path
         self._tmp = L.temp_name(path)
@@ -239,7 +251,7 @@ class IterationWriter:
         self._facts: IterationFacts | None = None
 
     def __enter__(self) -> "IterationWriter":
-        self._file = h5py.File(self._tmp, "w", libver=L.LIBVER)
+        self._file = memfile.in_memory(self._tmp) if self._in_memory else h5py.File(self._tmp, "w", libver=L.LIBVER)
         self.writer._open_iteration = self
         return self
 
@@ -249,7 +261,12 @@ class IterationWriter:
         try:
             if exc_type is None:
                 self._finish()
-            self._file.close()
+            if self._in_memory and exc_type is None:
+                memfile.write_image(self._file, self._tmp, self.writer.durable)
+            elif self._in_memory:
+                self._file.close()
+            else:
+                memfile.close_or_keep(self._file, self._datasets, self._groups)
             if exc_type is None:
                 self.writer._publish(self._tmp, self.path)
         finally:
@@ -387,6 +404,8 @@ class IterationWriter:
         ds = None
         if name:
             w = self.writer
+            if not self._in_memory:      # HDF5 must never meet a full disk (memfile.py)
+                memfile.check_room(w.rank_dir, a.nbytes)
             group = self._groups.get(graph_id)
             if group is None:   # created once: a full path per dataset costs a lookup per level
                 group = self._groups[graph_id] = self._file.require_group(f"{L.GRAPH_GROUP.format(graph_id)}/values")

@@ -90,7 +90,7 @@ def test_the_edges_are_decided_as_documented() -> None:
     assert p["Conv2D.a..b.0.0.12.output.0.ND.Float32.npy"].op_name == "a..b"   # type: ignore[union-attr]
     assert p["Conv2D...0.0.12.output.0.ND.npy"].op_name == "."               # type: ignore[union-attr]
     assert p["Conv2D..0.0.12.output.0.ND.npy"] is None and p[f"Conv2D.op.{TAIL}.Tensor.npy"] is None
-    assert p["Conv2D.op.0.0.12.output.0\n.ND.npy"] is not None               # the one-name parser's own rule
+    assert p["Conv2D.op.0.0.12.output.0\n.ND.npy"] is None      # a number is digits only, no final newline
 
 
 def _npy_names(top: str) -> list[str]:

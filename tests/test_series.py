@@ -135,9 +135,8 @@ def test_a_segment_damaged_inside_its_values_names_its_file(tmp_path: Any) -> No
     assert seg in str(err.value)
 
 
-def test_a_dump_with_a_series_opens_as_before(tmp_path: Any) -> None:
-    """The series folder is additive: the dump's reader neither reads nor warns about it."""
-    root = str(tmp_path / "d")
+def _one_weight_dump(root: str) -> None:
+    """A tdbg-h5 dump of one weight at iteration 0 (the series is added beside it)."""
     graph = GraphRecord(0, "step", [NodeRecord("w", "Parameter", "", outputs=[OutputType("float32", (2,))],
                                                is_parameter=True, has_default=True, kind=Kind.WEIGHT, param="w")],
                         outputs=[], source_file="", execution_order=[])
@@ -145,6 +144,12 @@ def test_a_dump_with_a_series_opens_as_before(tmp_path: Any) -> None:
         w.write_graph(graph)
         with w.iteration(0) as it:
             it.add(0, "w", "Parameter", "output", 0, values=np.ones(2, np.float32))
+
+
+def test_a_dump_with_a_series_opens_as_before(tmp_path: Any) -> None:
+    """The series folder is additive: the dump's reader neither reads nor warns about it."""
+    root = str(tmp_path / "d")
+    _one_weight_dump(root)
     with SeriesWriter(os.path.join(root, "rank_0"), ["w"]) as s:
         s.add(0, _stats(0, 1))
     d = open_dump(root)
@@ -156,13 +161,7 @@ def test_a_dump_whose_only_segment_is_damaged_still_opens(tmp_path: Any) -> None
     dump has none and why (the warning), instead of an error naming no file."""
     from clirun import run_cli
     root = str(tmp_path / "d")
-    graph = GraphRecord(0, "step", [NodeRecord("w", "Parameter", "", outputs=[OutputType("float32", (2,))],
-                                               is_parameter=True, has_default=True, kind=Kind.WEIGHT, param="w")],
-                        outputs=[], source_file="", execution_order=[])
-    with DumpWriter(root, rank=0, saved="values", framework="PyTorch", framework_version="2", device_target="CPU") as w:
-        w.write_graph(graph)
-        with w.iteration(0) as it:
-            it.add(0, "w", "Parameter", "output", 0, values=np.ones(2, np.float32))
+    _one_weight_dump(root)
     with SeriesWriter(os.path.join(root, "rank_0"), ["w"]) as s:
         for step in range(30):
             s.add(step, _stats(step, 1), {"loss": 1.0})

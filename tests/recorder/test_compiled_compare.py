@@ -47,7 +47,6 @@ def _bf16(path: Any, backend: str, prepare: Callable[[K.GPT], None] | None = Non
     """Two steps under bfloat16 autocast, eager or compiled with ``backend``, the first recorded at "ops"."""
     import warnings
 
-    from debugger.torch import Recorder
     torch._dynamo.reset()
     with quiet_threads(), warnings.catch_warnings():
         warnings.simplefilter("ignore")     # the recorder's one note on what "ops" records here
@@ -57,17 +56,25 @@ def _bf16(path: Any, backend: str, prepare: Callable[[K.GPT], None] | None = Non
             prepare(model)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         run = model if backend == "eager" else torch.compile(model, backend=backend)
-        losses = []
-        with Recorder(path, run, opt, **FIRST) as rec:
-            for i in range(2):
-                x, y = K.get_batch(i)
-                with torch.autocast("cpu", dtype=torch.bfloat16):
-                    loss = run(x, y)[1]
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
-                rec.step()
+
+        def loss_of(i: int) -> Any:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return run(*K.get_batch(i))[1]
+        return _two_steps(path, run, opt, loss_of)
+
+
+def _two_steps(path: str, run: Any, opt: Any, loss_of: Callable[[int], Any]) -> list[float]:
+    """Two training steps, the first recorded at "ops" (FIRST): the losses."""
+    from debugger.torch import Recorder
+    losses = []
+    with Recorder(path, run, opt, **FIRST) as rec:
+        for i in range(2):
+            loss = loss_of(i)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+            rec.step()
     return losses
 
 
@@ -186,7 +193,6 @@ def _llama(path: str, backend: str) -> list[float]:
 
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from debugger.torch import Recorder
     torch._dynamo.reset()
     with quiet_threads(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -195,17 +201,11 @@ def _llama(path: str, backend: str) -> list[float]:
                                              num_attention_heads=4, num_key_value_heads=2, vocab_size=128))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
         run = model if backend == "eager" else torch.compile(model, backend=backend)
-        losses = []
-        with Recorder(path, run, opt, **FIRST) as rec:
-            for i in range(2):
-                ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(i))
-                loss = run(input_ids=ids, labels=ids).loss
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                losses.append(loss.item())
-                rec.step()
-    return losses
+
+        def loss_of(i: int) -> Any:
+            ids = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(i))
+            return run(input_ids=ids, labels=ids).loss
+        return _two_steps(path, run, opt, loss_of)
 
 
 def test_hugging_face_llama_eager_against_compiled(tmp_path: Any) -> None:

@@ -375,9 +375,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         return _with_closure(args, kwargs, series_closure)
 
     def _series_call(self, fn: Any, *args: Any) -> None:
-        """A call into the series; its first failure warns once and turns the series off."""
+        """A call into the series; its first failure warns once and turns the series off. The recorder's own
+        work: at level "ops" its reads (``Tensor.numpy()`` dispatches a ``detach``) were recorded as the
+        training's operators."""
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self._own_work():
                 fn(*args)
         except Exception as exc:
             self._series_off(exc, fn)

@@ -244,3 +244,19 @@ def test_flush_makes_every_ended_step_readable(tmp_path):
                 got = debugger.open_dump(str(tmp_path / "l")).rank(0).series
                 assert list(got.steps()) == list(range(i + 1))
     assert list(debugger.open_dump(str(tmp_path / "l")).rank(0).series.steps()) == list(range(5))
+
+
+def test_the_series_reads_are_not_recorded_as_operators(tmp_path):
+    """At level "ops" the series' own reads of gradients (``Tensor.numpy()`` dispatches a ``detach``) were
+    recorded as the optimizer's operators: the graph of an "ops" iteration is the same with and without
+    the series."""
+    import nanogpt_kit as K
+
+    def names(series: bool) -> set:
+        path = tmp_path / ("with" if series else "without")
+        K.train("eager", 2, record={"level": "ops", "series": series, "save": "statistics", "iterations": [1]},
+                path=path)
+        g = debugger.open_dump(str(path)).rank(0).graph(0)
+        return set(g.names())
+
+    assert names(True) == names(False)

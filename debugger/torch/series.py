@@ -33,7 +33,9 @@ from ..formats.tdbg_h5.series import SEGMENT_STEPS, SeriesWriter
 from . import capture as C
 from .seriesstats import COL, rows_of, to_host
 
-FLUSH_SECONDS = 10.0
+# how often the pending steps become readable on disk: what a crash (SIGKILL) can lose, about a second;
+# each write is a small segment of the steps since the last (merged into the 4096-step one later)
+FLUSH_SECONDS = 1.0
 HOST_EVERY = 32         # device rows copied to the host every this many steps (CPU: at once)
 
 

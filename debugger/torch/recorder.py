@@ -45,6 +45,7 @@ from .pipeline import MicroBatches
 from .devstats import as_float32, cpu_stats_view, extras_to_host, rows_to_dicts, stats_row, update_row
 from .series import FLUSH_SECONDS, SeriesCapture, warn_off
 from .triggers import CaptureLog, TouchFile, Trigger
+from .signals import FlushOnSignal
 from .writefail import say_writing_stopped
 from .sink import DigestBox, Job, Row, Sink
 from .stacks import user_stack
@@ -194,6 +195,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._captures_written = 0.0
         self._series_warned = False
         self._writing_stopped = False   # a write failed: nothing more is recorded (writefail.py)
+        self._signals: FlushOnSignal | None = None
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -216,6 +218,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
                                   metadata={"recorder": "debugger.torch", "world_size": world,
                                             "levels": self._plan.describe()}, layout=self._layout())
         self._sink = Sink(self._writer)
+        self._signals = FlushOnSignal(self._flush_on_signal).install()
         if self.stats_on_device:
             # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
             # the `step` counters Adam keeps on the CPU beside a GPU model) take the compiled kernel
@@ -271,6 +274,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         """Stop recording (the open iteration is dropped), write run histories, release the rank."""
         if self._writer is None:
             return
+        if self._signals is not None:
+            self._signals.remove()
+            self._signals = None
         self._stop_mode()
         self._take_graphs(False)
         self._graph = None
@@ -296,6 +302,14 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         finally:
             self._writer.close()
             self._writer = None
+
+    def _flush_on_signal(self) -> None:
+        """SIGTERM or SIGINT (debugger.torch.signals): every ended iteration and series step onto the disk."""
+        if self._sink is not None:
+            self._sink.flush()
+        series = self._series
+        if series is not None:
+            series.flush()
 
     def _write_histories(self) -> None:
         """Each graph with its run history, at close (a failure is said like any write's: never raised

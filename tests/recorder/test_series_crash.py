@@ -9,6 +9,7 @@ import textwrap
 import time
 
 import numpy as np
+import pytest
 
 import debugger
 
@@ -100,3 +101,66 @@ def test_sigkill_loses_about_a_second_of_the_series_at_most(tmp_path):
     assert series is not None
     steps = series.steps()
     assert list(steps) == list(range(len(steps))) and steps[-1] >= safe, (int(steps[-1]), safe, last_step)
+
+
+SCRIPT_SIGNAL = textwrap.dedent("""
+    import os, signal, sys, time, torch
+    from debugger.torch import Recorder
+    if sys.argv[2] == "user":            # a handler of the user's (or a launcher's), set before the recorder
+        def handler(sig, frame):
+            open(sys.argv[1] + ".user", "w").write("called")
+            sys.exit(7)
+        signal.signal(signal.SIGTERM, handler)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with Recorder(sys.argv[1], model, opt, series=True, iterations=(), series_flush_seconds=3600) as rec:
+        for step in range(10**9):
+            x = torch.randn(16, 8)
+            opt.zero_grad()
+            model(x).pow(2).mean().backward()
+            opt.step()
+            rec.step()
+            print(step, flush=True)
+            time.sleep(0.005)
+""")
+
+
+def _signalled(out, sig: int, user: str) -> tuple[int, int]:
+    """A child trains (its series never flushed by time), gets ``sig`` after 1.5 s of steps: (its exit
+    status, the last step it finished)."""
+    env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT_SIGNAL, str(out), user], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    first = None
+    last = -1
+    for line in proc.stdout:
+        last = int(line)
+        first = first if first is not None else time.monotonic()
+        if time.monotonic() - first > 1.5:
+            proc.send_signal(sig)
+            break
+    for line in proc.stdout:          # steps finished while the signal was on its way
+        last = int(line)
+    return proc.wait(timeout=60), last
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_flushes_the_series_then_ends_the_process_as_it_would(tmp_path, sig):
+    """SIGTERM (a scheduler's) and SIGINT (Ctrl-C): every finished step reaches the disk though the series
+    was never due to be written, and the process then ends as it would without the recorder: killed by
+    SIGTERM, or by SIGINT after KeyboardInterrupt left the ``with`` block."""
+    out = tmp_path / "run"
+    code, last = _signalled(out, sig, "none")
+    assert code == -sig
+    steps = debugger.open_dump(str(out)).rank(0).series.steps()
+    assert list(steps) == list(range(len(steps))) and steps[-1] >= last
+
+
+def test_a_handler_set_before_the_recorder_is_still_called(tmp_path):
+    out = tmp_path / "run"
+    code, last = _signalled(out, signal.SIGTERM, "user")
+    assert code == 7 and open(str(out) + ".user").read() == "called"
+    steps = debugger.open_dump(str(out)).rank(0).series.steps()
+    assert steps[-1] >= last

@@ -1,4 +1,6 @@
-"""A training process killed with SIGKILL mid-run leaves readable series segments and no torn one."""
+"""A training process killed with SIGKILL mid-run leaves readable series segments and no torn one, and loses
+about a second of steps at most; SIGTERM and SIGINT first write every finished step, then end the process
+as they would without the recorder."""
 from __future__ import annotations
 
 import os
@@ -13,27 +15,39 @@ import pytest
 
 import debugger
 
+# argv: the dump, series_flush_seconds ("default": the recorder's), "user" to set a SIGTERM handler first
 SCRIPT = textwrap.dedent("""
-    import sys, time, torch
+    import signal, sys, time, torch
     from debugger.torch import Recorder
+    if sys.argv[3] == "user":            # a handler of the user's (or a launcher's), set before the recorder
+        def handler(sig, frame):
+            open(sys.argv[1] + ".user", "w").write("called")
+            sys.exit(7)
+        signal.signal(signal.SIGTERM, handler)
+    flush = {} if sys.argv[2] == "default" else {"series_flush_seconds": float(sys.argv[2])}
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    with Recorder(sys.argv[1], model, opt, series=True, iterations=(), series_flush_seconds=0.1) as rec:
+    with Recorder(sys.argv[1], model, opt, series=True, iterations=(), **flush) as rec:
         for step in range(10**9):
             x = torch.randn(16, 8)
             opt.zero_grad()
             model(x).pow(2).mean().backward()
             opt.step()
             rec.step()
+            print(step, time.monotonic(), flush=True)
             time.sleep(0.002)
 """)
 
 
+def _child(out, flush: str, user: str = "none", stdout=None) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(out), flush, user], env=env, stdout=stdout, text=True)
+
+
 def test_sigkill_leaves_readable_segments(tmp_path):
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(out)], env=env)
+    proc = _child(out, "0.1", stdout=subprocess.DEVNULL)
     folder = out / "rank_0" / "series"
     try:
         deadline = time.monotonic() + 60
@@ -59,31 +73,11 @@ def test_sigkill_leaves_readable_segments(tmp_path):
     assert all("incomplete segment" in w for w in series.warnings)     # a temp file at most, never "corrupt"
 
 
-SCRIPT_DEFAULT = textwrap.dedent("""
-    import sys, time, torch
-    from debugger.torch import Recorder
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    with Recorder(sys.argv[1], model, opt, series=True, iterations=()) as rec:      # the default flush
-        for step in range(10**9):
-            x = torch.randn(16, 8)
-            opt.zero_grad()
-            model(x).pow(2).mean().backward()
-            opt.step()
-            rec.step()
-            print(step, time.monotonic(), flush=True)
-            time.sleep(0.005)
-""")
-
-
 def test_sigkill_loses_about_a_second_of_the_series_at_most(tmp_path):
     """With the default flush a crash loses the steps of about the last second, not ten: the steps on disk
     reach to within 1.5 s of the last step the process finished before it was killed."""
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT_DEFAULT, str(out)], env=env, stdout=subprocess.PIPE,
-                            text=True)
+    proc = _child(out, "default", stdout=subprocess.PIPE)
     done: list[tuple[int, float]] = []
     try:
         assert proc.stdout is not None
@@ -103,46 +97,21 @@ def test_sigkill_loses_about_a_second_of_the_series_at_most(tmp_path):
     assert list(steps) == list(range(len(steps))) and steps[-1] >= safe, (int(steps[-1]), safe, last_step)
 
 
-SCRIPT_SIGNAL = textwrap.dedent("""
-    import os, signal, sys, time, torch
-    from debugger.torch import Recorder
-    if sys.argv[2] == "user":            # a handler of the user's (or a launcher's), set before the recorder
-        def handler(sig, frame):
-            open(sys.argv[1] + ".user", "w").write("called")
-            sys.exit(7)
-        signal.signal(signal.SIGTERM, handler)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    with Recorder(sys.argv[1], model, opt, series=True, iterations=(), series_flush_seconds=3600) as rec:
-        for step in range(10**9):
-            x = torch.randn(16, 8)
-            opt.zero_grad()
-            model(x).pow(2).mean().backward()
-            opt.step()
-            rec.step()
-            print(step, flush=True)
-            time.sleep(0.005)
-""")
-
-
 def _signalled(out, sig: int, user: str) -> tuple[int, int]:
     """A child trains (its series never flushed by time), gets ``sig`` after 1.5 s of steps: (its exit
     status, the last step it finished)."""
-    env = {**os.environ, "PYTHONPATH": os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT_SIGNAL, str(out), user], env=env, stdout=subprocess.PIPE,
-                            text=True)
+    proc = _child(out, "3600", user, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     first = None
     last = -1
     for line in proc.stdout:
-        last = int(line)
+        last = int(line.split()[0])
         first = first if first is not None else time.monotonic()
         if time.monotonic() - first > 1.5:
             proc.send_signal(sig)
             break
     for line in proc.stdout:          # steps finished while the signal was on its way
-        last = int(line)
+        last = int(line.split()[0])
     return proc.wait(timeout=60), last
 
 

@@ -45,6 +45,7 @@ from .pipeline import MicroBatches
 from .devstats import as_float32, cpu_stats_view, extras_to_host, rows_to_dicts, stats_row, update_row
 from .series import FLUSH_SECONDS, SeriesCapture, warn_off
 from .triggers import CaptureLog, TouchFile, Trigger
+from .runpath import refuse_earlier_run
 from .signals import FlushOnSignal
 from .writefail import say_writing_stopped
 from .sink import DigestBox, Job, Row, Sink
@@ -211,6 +212,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         dist = torch.distributed
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         dev = next((p.device.type for p in self._root.parameters()), "cpu")
+        refuse_earlier_run(self.path, self.rank)
         self._writer = DumpWriter(self.path, self.rank, self.saved, framework="PyTorch",
                                   framework_version=torch.__version__, device_target=dev.upper(),
                                   net=C.class_name(self._root), compression=self.compression,

@@ -616,3 +616,29 @@ def test_transformer_statistics_equal_its_values(tmp_path: pytest.TempPathFactor
             kinds.add(ref.kind)
             big += a.size > CHUNK
     assert {"weight", "gradient", "optimizer_state", "activation"} <= kinds and big >= 4
+
+
+def test_a_second_run_into_the_same_dump_is_refused(tmp_path: Any) -> None:
+    """Runs never mix (issue 38): recording again into a rank folder that holds a run is refused at start,
+    naming the folder and what it holds, before any hook or file; the earlier run stays byte for byte;
+    another rank of the same dump is a part of the same job and records."""
+    import nanogpt_kit as K
+    import torch
+    from treehash import tree_digest
+
+    from debugger.torch import Recorder
+    path = str(tmp_path / "d")
+    K.train("eager", 3, record={"level": "parameters", "series": True, "save": "statistics"}, path=path)
+    before = tree_digest(path)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(FileExistsError) as err:
+        Recorder(path, model, opt).start()
+    rank_dir = os.path.join(path, "rank_0")
+    assert str(err.value).startswith(f"{rank_dir} already holds a recorded run (3 iteration(s), 1 graph(s), ")
+    assert tree_digest(path) == before and torch.autograd.backward.__module__ == "torch.autograd"
+    with Recorder(path, model, opt, rank=1) as rec:
+        model(torch.ones(1, 4)).sum().backward()
+        opt.step()
+        rec.step()
+    assert open_dump(path).rank_ids == [0, 1]

@@ -577,3 +577,17 @@ def test_digest_of_is_the_block_by_block_digest_in_any_layout() -> None:
     assert digest_of(np.asfortranarray(a)) == d.hexdigest()
     assert digest_of(a.astype(">f4")) == d.hexdigest()
     assert digest_of(a[:, :69]) != d.hexdigest()
+
+
+def test_a_value_file_bigger_than_the_room_left_is_refused_before_hdf5_writes(tmp_path) -> None:
+    """memfile.check_room: what the disk cannot take is an OSError (no space) naming the folder, before
+    HDF5 starts a file it could not finish (a write error inside HDF5 crashed the process)."""
+    import errno
+    import shutil
+
+    from debugger.formats.tdbg_h5 import memfile
+    free = shutil.disk_usage(tmp_path).free
+    memfile.check_room(str(tmp_path), 1024)
+    with pytest.raises(OSError) as err:
+        memfile.check_room(str(tmp_path), free)
+    assert err.value.errno == errno.ENOSPC and str(tmp_path) in str(err.value)

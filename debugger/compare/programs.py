@@ -63,7 +63,12 @@ class ProgramPairing:
                 + _examples("a", self.alone_a) + _examples("b", self.alone_b))
 
     def unread(self) -> str | None:
-        """A warning when most outputs of the paired operators could not be compared (None otherwise)."""
+        """A warning when no operator could be paired although both programs hold some, or when most
+        outputs of the paired operators could not be compared (None otherwise)."""
+        if not self.paired and self.alone_a and self.alone_b:
+            return (f"rank {self.rank} graph {self.graph}: no operator of the two programs could be paired (no "
+                    "module scope, operator type and shape in common): only weights, gradients, optimizer state "
+                    "and the loss were compared")
         if self.outputs_one_side <= self.outputs_compared:
             return None
         return (f"rank {self.rank} graph {self.graph}: {self.outputs_one_side} output(s) of the paired operators are "

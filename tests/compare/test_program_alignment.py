@@ -36,3 +36,13 @@ def test_interleaved_operators_do_not_pull_a_call_onto_another() -> None:
     pairs = _aligned(compiled, eager)
     e_pos = [j for i, j in pairs if compiled[i] == "e"]
     assert e_pos == [12]        # the last call's, not the first's
+
+
+def test_programs_with_no_operator_in_common_are_said() -> None:
+    """Two programs whose operators share no scope, type and shape: the comparison would read as clean on the
+    weights alone, so it says that no operator was compared."""
+    from debugger.compare.programs import ProgramPairing
+    nothing = ProgramPairing(0, 0, True, False, paired=[], alone_a=["model/mm-0"], alone_b=["model/linear-0"])
+    assert "no operator of the two programs could be paired" in (nothing.unread() or "")
+    fine = ProgramPairing(0, 0, True, False, paired=[("model/mm-0", "model/mm-0")], outputs_compared=1)
+    assert fine.unread() is None

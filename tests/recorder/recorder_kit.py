@@ -1,7 +1,7 @@
-"""What the recorder tests share: a recorded dump's tensors by iteration."""
+"""What the recorder tests share: a recorded dump's tensors by iteration, the plain training loop."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from debugger.model import open_dump
 
@@ -14,3 +14,18 @@ def tensors_by_iteration(dump: str, rank: int = 0) -> dict[int, dict[tuple[str, 
         for it in r.iterations(gid):
             out.setdefault(it, {}).update(r.tensor_map(gid, it))
     return out
+
+
+def train_steps(opt: Any, loss_of: Callable[[int], Any], steps: int, rec: Any = None) -> list[float]:
+    """``steps`` plain training steps (loss, backward, optimizer step; ``rec.step()`` after each when
+    recorded): the losses."""
+    losses = []
+    for i in range(steps):
+        loss = loss_of(i)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if rec is not None:
+            rec.step()
+    return losses

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch")
 import nanogpt_kit as K  # noqa: E402
 from clirun import run_cli  # noqa: E402
 from models.corpus import quiet_threads  # noqa: E402
+from recorder_kit import train_steps  # noqa: E402
 
 from debugger.compare import compare_runs  # noqa: E402
 from debugger.model import open_dump  # noqa: E402
@@ -66,16 +67,8 @@ def _bf16(path: Any, backend: str, prepare: Callable[[K.GPT], None] | None = Non
 def _two_steps(path: str, run: Any, opt: Any, loss_of: Callable[[int], Any]) -> list[float]:
     """Two training steps, the first recorded at "ops" (FIRST): the losses."""
     from debugger.torch import Recorder
-    losses = []
     with Recorder(path, run, opt, **FIRST) as rec:
-        for i in range(2):
-            loss = loss_of(i)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            rec.step()
-    return losses
+        return train_steps(opt, loss_of, 2, rec)
 
 
 @pytest.fixture(scope="module")

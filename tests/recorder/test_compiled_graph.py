@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 from clirun import run_cli  # noqa: E402
 from models.corpus import quiet_threads  # noqa: E402
 from nanogpt_kit import inf_into_weight_at, train  # noqa: E402
-from recorder_kit import tensors_by_iteration  # noqa: E402
+from recorder_kit import tensors_by_iteration, train_steps  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
 from debugger.stats import STAT_NAMES, tensor_stats  # noqa: E402
@@ -160,17 +160,12 @@ def _steps(backend: Any, path: Any = None, lengths: tuple[int, ...] = (16, 16, 1
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         run = torch.compile(model, backend=backend, dynamic=dynamic or None)
         rec = Recorder(path, run, opt, **OPS).start() if path else None
-        losses = []
-        for i, t in enumerate(lengths):
+
+        def loss_of(i: int) -> Any:
             x, y = K.get_batch(i)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                loss = run(x[:, :t], y[:, :t])[1]
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            if rec is not None:
-                rec.step()
+                return run(x[:, :lengths[i]], y[:, :lengths[i]])[1]
+        losses = train_steps(opt, loss_of, len(lengths), rec)
         if rec is not None:
             rec.close()
     return losses, [str(w.message) for w in caught if "tdbg" in str(w.message)]

@@ -26,6 +26,7 @@ import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models"))
 import corpus  # noqa: E402
+from recorder_kit import train_steps  # noqa: E402
 
 from debugger import open_dump  # noqa: E402
 from debugger.formats.records import LEVEL_MODULES  # noqa: E402
@@ -80,22 +81,16 @@ def _train(model: nn.Module, opt: torch.optim.Optimizer, batch: Callable[[int], 
            save: str = "statistics", truth: Truth | None = None,
            during: Callable[[int, nn.Module], Any] | None = None, **options: Any) -> list[float]:
     """Train ``steps`` steps (recorded at level "modules" into ``path`` when given); the losses."""
-    losses = []
     options.setdefault("level", LEVEL_MODULES)
     rec_ctx = Recorder(path, model, opt, save=save, **options) if path else contextlib.nullcontext()
+
+    def step_loss(i: int) -> torch.Tensor:
+        if truth is not None:
+            truth.iteration = i
+        with (during(i, model) if during else None) or contextlib.nullcontext():
+            return loss_of(model, batch(i))
     with rec_ctx as rec:
-        for i in range(steps):
-            if truth is not None:
-                truth.iteration = i
-            with (during(i, model) if during else None) or contextlib.nullcontext():
-                loss = loss_of(model, batch(i))
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-            if rec is not None:
-                rec.step()
-    return losses
+        return train_steps(opt, step_loss, steps, rec)
 
 
 def _graph(path: str) -> tuple[Any, Any]:

@@ -66,10 +66,10 @@ def root_of(path: str) -> str | None:
 def _ours(root: str) -> bool:
     """A marker is there (a damaged or foreign one is then refused by name when opened, never read as
     another format's empty dump), or the rank folders say tdbg-h5 without one."""
-    return os.path.isfile(os.path.join(root, L.MARKER)) or _ranks_without_marker(root)
+    return os.path.isfile(os.path.join(root, L.MARKER)) or marker_missing(root)
 
 
-def _ranks_without_marker(root: str) -> bool:
+def marker_missing(root: str) -> bool:
     """No marker at ``root``, but a ``rank_R`` folder with a tdbg-h5 ``rank.json`` (the recorder writes one
     in every rank folder it makes): a tdbg-h5 dump whose marker was not copied."""
     if os.path.exists(os.path.join(root, L.MARKER)):
@@ -86,11 +86,6 @@ def _ranks_without_marker(root: str) -> bool:
         if isinstance(meta, dict) and meta.get("format") == L.FORMAT_NAME:
             return True
     return False
-
-
-def marker_missing(root: str) -> bool:
-    """Whether ``root`` is read as tdbg-h5 without its marker (:func:`_ranks_without_marker`)."""
-    return _ranks_without_marker(root)
 
 
 def why_not(path: str) -> str:

@@ -20,7 +20,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 10    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 11    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 

@@ -13,7 +13,7 @@ from . import exec_order as eo
 from .graph_ir import read_graph_ir
 from .graph_pb import read_graph_pb
 from .matching import file_key, match_files
-from .semantics import annotate
+from .semantics import annotate, mark_weights, weights_of
 from .statistic import StatRow, StatTensor, read_statistic_csv
 from .tree import (RANK_RE, RankListing, TensorFile, graph_pb_name, is_rank_dir, list_rank, list_ranks,
                    net_names, outline_rank, rank_dirs, read_metadata)
@@ -71,7 +71,7 @@ class MindSporeRank(RankReader):
 
     def release(self) -> None:
         """Forget the listing and what was read from it (listed again on next use)."""
-        for name in ("listing", "_orders"):
+        for name in ("listing", "_orders", "_kept_graphs"):
             self.__dict__.pop(name, None)
 
     def info(self) -> RankInfo:
@@ -102,8 +102,17 @@ class MindSporeRank(RankReader):
         return out
 
     def graph_key(self, graph_id: int) -> str | None:
-        """Digest of the graph file (.pb, else .ir) and the execution order."""
+        """Digest of the graph file (.pb, else .ir) and the execution order; with several graphs, of every
+        graph file too (a graph's weights are known from the other graphs' optimizers: mark_weights)."""
         order = "\n".join(self._orders.get(graph_id, []))
+        digest = self._file_digest(graph_id)
+        if digest is None:
+            return None
+        key = f"{digest}|{hashlib.blake2b(order.encode(), digest_size=16).hexdigest()}"
+        return key if len(self.graph_ids()) < 2 else f"{key}|{self._rank_graphs_digest}"
+
+    def _file_digest(self, graph_id: int) -> str | None:
+        """Which graph file is read (.pb, else .ir) and a digest of its bytes; None when neither is readable."""
         for path in (self.outline.graph_pb.get(graph_id), self.outline.graph_ir.get(graph_id)):
             if not path:
                 continue
@@ -111,11 +120,37 @@ class MindSporeRank(RankReader):
                 digest = hashlib.blake2b(read_bytes(path, "graph"), digest_size=16).hexdigest()
             except CorruptFileError:
                 continue   # read_graph reports it
-            return f"{path.endswith('.pb')}|{digest}|{hashlib.blake2b(order.encode(), digest_size=16).hexdigest()}"
+            return f"{path.endswith('.pb')}|{digest}"
         return None
 
+    @cached_property
+    def _rank_graphs_digest(self) -> str:
+        """A digest of every graph file of the rank (what the weights of each graph depend on)."""
+        return hashlib.blake2b("\n".join(str(self._file_digest(g)) for g in self.graph_ids()).encode(),
+                               digest_size=16).hexdigest()
+
+    @cached_property
+    def _rank_weights(self) -> frozenset[str]:
+        """The parameters an optimizer kernel of any graph of the rank updates; each graph read once here,
+        kept for read_graph."""
+        kept: dict[int, GraphRecord | None] = {}
+        for gid in self.graph_ids():
+            kept[gid] = self._read_one_graph(gid)
+        self.__dict__["_kept_graphs"] = kept
+        return frozenset(w for r in kept.values() if r is not None for w in weights_of(r))
+
     def read_graph(self, graph_id: int) -> GraphRecord | None:
-        """The .pb, falling back to the .ir; hints from MindSpore's conventions."""
+        """The .pb, falling back to the .ir; hints from MindSpore's conventions, the weights from every
+        graph of the rank (control flow splits a step into several graphs)."""
+        if len(self.graph_ids()) < 2:
+            return self._read_one_graph(graph_id)
+        weights = self._rank_weights
+        kept = self.__dict__.get("_kept_graphs", {})
+        record = kept.pop(graph_id) if graph_id in kept else self._read_one_graph(graph_id)
+        return mark_weights(record, weights) if record is not None else None
+
+    def _read_one_graph(self, graph_id: int) -> GraphRecord | None:
+        """One graph: the .pb, falling back to the .ir; hints from MindSpore's conventions."""
         pb, ir = self.outline.graph_pb.get(graph_id), self.outline.graph_ir.get(graph_id)
         if ir and not pb:
             # MindSpore writes both; the text form can hold fewer nodes (93 of 122 in one real dump)

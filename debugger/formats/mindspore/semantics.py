@@ -248,18 +248,29 @@ def _mark_undefined_outputs(nodes: list[NodeRecord], device: str | None) -> None
 
 
 def _find_loss(nodes: dict[str, NodeRecord], outputs: list[str]) -> str | None:
-    """The loss node: the graph's scalar output traced back, else the last node of a loss scope."""
+    """The loss node: the graph's scalar float output traced back, else the last node of a loss scope."""
     for out in outputs:
         name = _trace(nodes, out)
-        if name in nodes and not nodes[name].is_parameter and _is_scalar(nodes[name]):
+        if name in nodes and not nodes[name].is_parameter and _is_scalar(nodes[name]) and _may_be_float(nodes[name]):
             return name
     last = None
     for n in nodes.values():
         if n.op_type in ROUTING_OPS or n.is_parameter or n.is_constant or n.is_backward:
             continue
-        if "loss" in n.scope.lower():
+        if _in_loss_scope(n.scope):
             last = n.name
     return last
+
+
+def _in_loss_scope(scope: str) -> bool:
+    """Whether a scope names a loss cell: an instance called ``*loss*`` or a class ``*Loss``. The wrapper
+    WithLossCell (``network-WithLossCell``) holds the whole net: every node would be in a loss scope, and a
+    control-flow branch graph's last node (a ReLU, a Tanh) taken for the loss."""
+    for part in scope.split("/"):
+        instance, _, cls = part.partition("-")
+        if "loss" in instance.lower() or cls.endswith("Loss"):
+            return True
+    return False
 
 
 def _is_scalar(n: NodeRecord) -> bool:
@@ -267,3 +278,26 @@ def _is_scalar(n: NodeRecord) -> bool:
         return False
     shape = n.outputs[0].shape
     return shape is None or shape == () or shape == (1,)
+
+
+def _may_be_float(n: NodeRecord) -> bool:
+    """Whether the first output can be a loss value: a float, or of a dtype the graph does not say (a
+    while/if condition, Greater's bool, is a graph's scalar output too)."""
+    dtype = n.outputs[0].dtype if n.outputs else None
+    return dtype is None or "float" in dtype.lower()
+
+
+def mark_weights(record: GraphRecord, weights: frozenset[str]) -> GraphRecord:
+    """Mark the parameters that an optimizer of another graph of the rank updates as weights: with
+    control flow (if/while in construct) MindSpore splits a step into several graphs, and the graph that
+    reads a weight (conv1's in the first) is not the one holding its optimizer kernel."""
+    for n in record.nodes:
+        if n.is_parameter and n.name in weights and n.kind != Kind.WEIGHT:
+            n.kind = Kind.WEIGHT
+            n.param = n.name
+    return record
+
+
+def weights_of(record: GraphRecord) -> set[str]:
+    """The parameters a graph's optimizer kernels update (after :func:`annotate`)."""
+    return {n.name for n in record.nodes if n.is_parameter and n.kind == Kind.WEIGHT}

@@ -44,7 +44,8 @@ def test_ranks_of_a_ddp_dump_agree_on_what_must_agree() -> None:
     res = run_cli("compare", sample("ddp_2rank_tensor"), "--json", "--no-cache", "--all")
     assert res.code == 0
     nodes = {p["node"] for p in res.json["pairs"]}
-    assert res.json["summary"]["counted"] == 36 and "module.fc1.weight" in nodes
+    # 36, and the 12 values the module forwards list under "parameters" (6 a step): the weights each rank read
+    assert res.json["summary"]["counted"] == 48 and "module.fc1.weight" in nodes
     every = run_cli("compare", sample("ddp_2rank_tensor"), "--json", "--no-cache", "--all-tensors", "--all")
     local = [p for p in every.json["pairs"] if p["node"] == "Module.module.fc1.Linear.parameters_grad.0.weight"]
     assert local and not any(p["counted"] for p in local)    # local gradients differ per rank by design
@@ -97,7 +98,8 @@ def test_the_cli_commands_run_on_the_samples(tmp_path) -> None:
     conv = run_cli("convert", sample("tensor_mix"), out)
     assert conv.code == Exit.OK
     back = run_cli("compare", out, sample("tensor_mix"), "--json", "--no-cache")
-    assert back.code == 0 and back.json["summary"]["pairs"] == 178
+    # 178, and the 12 values the module forwards list under "parameters" (6 a step, read since they are inputs)
+    assert back.code == 0 and back.json["summary"]["pairs"] == 190
     assert run_cli("info", out, "--json").json["ranks"][0]["nodes_by_kind"]["weight"] == 6
 
 
@@ -110,7 +112,8 @@ def test_statistics_only_runs_compare_by_msprobes_checksum() -> None:
         (0, "Functional.linear.1.forward", "input", 1, "block.0.weight")
     assert "statistics differ" in fd["reason"] and "from statistics" in fd["reason"]
     same = run_cli("compare", sample("md5_baseline"), sample("md5_baseline"), "--json", "--no-cache")
-    assert same.code == 0 and same.json["summary"]["identical"] == same.json["summary"]["pairs"] == 178
+    # 178 and the modules' 12 "parameters" entries
+    assert same.code == 0 and same.json["summary"]["identical"] == same.json["summary"]["pairs"] == 190
     plain = run_cli("compare", sample("statistics_mix"), sample("statistics_mix"), "--json", "--no-cache",
                     "--iterations", "0", "--all")
     # no checksum: graded by the statistics both sides recorded (equal here), and said so

@@ -124,15 +124,18 @@ class MsprobeRank(RankReader):
         if b is None or graph_id != 0 or iteration not in b[1]:
             return []
         names = {n.name: n.op_type for n in graph.nodes} if graph is not None else {}
-        d = self.steps[iteration]
-        files = self._files.get(iteration, {})
+        st = b[1][iteration]
         out: list[TensorRecord] = []
         seen: set[tuple[str, str, int]] = set()
         missing = 0
-        for node, io, slot, item in b[1][iteration].rows:
+        for node, io, slot, item in st.rows:
             if (node, io, slot) in seen:
                 continue
             seen.add((node, io, slot))
+            # a weight after its update may be the next step's entry: its file lies in that step's folder
+            src_step = st.borrowed.get((node, io, slot), iteration)
+            d = self.steps[src_step]
+            files = self._files.get(src_step, {})
             path, size, mtime = "", 0, 0
             if item.data_name:
                 if os.path.basename(item.data_name) != item.data_name or item.data_name not in files:
@@ -144,8 +147,8 @@ class MsprobeRank(RankReader):
                                 item.stats)
             out.append(TensorRecord(node, names.get(node, ""), io, slot, src, item.dtype or None, node in names))
         if missing:
-            self._warn(f"{d}/{L.DATA_DIR}: {missing} tensor file(s) named in dump.json are missing; "
-                       "their statistics are used")
+            self._warn(f"{self.steps[iteration]}/{L.DATA_DIR}: {missing} tensor file(s) named in dump.json are "
+                       "missing; their statistics are used")
         return out
 
     def tensor_file_count(self) -> int:

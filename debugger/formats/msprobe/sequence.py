@@ -12,9 +12,13 @@ msprobe records no data-flow edges. This module draws only the edges it can just
 
 A weight's tensor in a step is its value after that step's update: the output of the optimizer op
 that wrote it last (see :mod:`.optimizer`). When no update is recorded (level L0, MindSpore PyNative
-dumps, which record no optimizer) the step holds no value after the update, and the weight has no
-tensor of its own there: the value read is its readers' input (taken for the value after the update,
-it made every weight "unchanged" in its first step). Every other op under ``optimizer`` that belongs to a parameter is its ``optimizer_state``.
+dumps, which record no optimizer) it is the value its module read in the next step, when that step
+is dumped (nothing changes a weight between its update and the next forward); the last dumped step
+has none. The value a module forward lists under ``parameters`` (read before the update) is that
+module's input in the slot that names the parameter: every entry of dump.json is a tensor, and a
+weight's value before an update is its readers' input, never taken for the value after it (that
+made every weight "unchanged" in its first step). Every other op under ``optimizer`` that belongs
+to a parameter is its ``optimizer_state``.
 
 Equal statistics alone are NOT taken as an edge between activations (a ReLU of a positive tensor
 equals its input): activations are a sequence in call order. Backward ops carry their forward op's
@@ -57,9 +61,11 @@ _RANDOM = ("dropout", "rand", "normal", "uniform", "bernoulli", "multinomial", "
 
 @dataclass
 class StepTensors:
-    """The tensors of one step: (node, io, slot, item)."""
+    """The tensors of one step: (node, io, slot, item); ``borrowed``: the rows whose entry is in another
+    step's folder (a weight after its update, read in the next step), by (node, io, slot) -> that step."""
 
     rows: list[tuple[str, str, int, Item]] = field(default_factory=list)
+    borrowed: dict[tuple[str, str, int], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -134,11 +140,13 @@ def build(steps: list[tuple[int, Step]], source_file: str, name: str) -> tuple[G
     nodes: dict[str, _Node] = {}
     order: list[str] = []
     tensors: dict[int, StepTensors] = {}
+    sps = {sn: _step_params(step) for sn, step in steps}
     for sn, step in steps:
         rows = StepTensors()
         tensors[sn] = rows
-        seq = _step_nodes(sn, step, rows, nodes)
+        seq = _step_nodes(sn, step, sps[sn], rows, nodes)
         _merge(order, nodes, seq)
+    _weights_read_next(tensors, sps, nodes)
     _loss(nodes, order, steps)
     record = GraphRecord(0, name, [nodes[k].rec for k in order], [], source_file)
     record.execution_order = [k for k in order if not nodes[k].rec.is_parameter]
@@ -207,10 +215,38 @@ def _step_params(step: Step) -> _StepParams:
     return sp
 
 
-def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
+def _weights_read_next(tensors: dict[int, StepTensors], sps: dict[int, _StepParams],
+                       nodes: dict[str, _Node]) -> None:
+    """A weight with no recorded update in step N (level L0, MindSpore PyNative): its value after the update
+    is what its module read in step N+1, when that step is dumped (a gap in the steps: unknown)."""
+    for sn, rows in tensors.items():
+        nxt = sps.get(sn + 1)
+        if nxt is None:
+            continue
+        have = {node for node, io, slot, _ in rows.rows if io == "output" and slot == 0}
+        for full in sps[sn].params:
+            node = nodes.get(full)
+            if full in have or node is None or not node.rec.is_parameter or full not in nxt.params:
+                continue
+            rows.rows.append((full, "output", 0, nxt.params[full]))
+            rows.borrowed[(full, "output", 0)] = sn + 1
+
+
+def _param_input_rows(op: Any, rec: NodeRecord, sp: _StepParams, rows: StepTensors) -> None:
+    """A module forward's ``parameters`` (the values read before the update) as its inputs in the slots that
+    name them (``_wire_inputs`` puts them after the call's own inputs)."""
+    mine = sp.of_module.get(op.key, {})
+    taken = {it.slot for it in op.items if it.io == "input"}
+    for slot, (src, _) in enumerate(rec.inputs):
+        pname = mine.get(src)
+        if pname is not None and slot not in taken and pname in op.params:
+            rows.rows.append((op.key, "input", slot, op.params[pname]))
+
+
+def _step_nodes(sn: int, step: Step, sp: _StepParams, rows: StepTensors,
+                known: dict[str, _Node]) -> list[tuple[str, _Node | None]]:
     """A step's nodes in call order, built only for names not ``known`` from an earlier step; its tensors into ``rows``."""
     out: list[tuple[str, _Node | None]] = []
-    sp = _step_params(step)
     grad_index = _by_signature({g: it.signature for g, it in sp.grads.items()})
     opt = analyse([op for op in step.ops if OPTIMIZER in _ancestors(step, op.key)], sp.params,
                   {sp.grad_param[g]: it for g, it in sp.grads.items()})
@@ -224,6 +260,7 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
         if op.key in known:
             out.append((op.key, None))
             rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
+            _param_input_rows(op, known[op.key].rec, sp, rows)
             continue
         rec = _op_node(step, op.key, mod, parse_api(op.key))
         _wire_inputs(rec, step, op, mod, sp, opt, grad_index)
@@ -238,6 +275,7 @@ def _step_nodes(sn: int, step: Step, rows: StepTensors, known: dict[str, _Node])
             rec.stack = step.stacks.get(op.key) or (step.stacks.get(fwd, ()) if fwd else ())
         out.append((op.key, _Node(rec, sn)))
         rows.rows.extend((op.key, it.io, it.slot, it) for it in op.items)
+        _param_input_rows(op, rec, sp, rows)
     return out
 
 

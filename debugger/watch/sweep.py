@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..formats.records import Kind
 from ..model import TensorRef
+from ..model.graph import Graph
 from ..model.locate import position
 from ..stats import Stats
 from .batch import Batch
@@ -48,7 +49,8 @@ def sweep_step(step: Step, batch: Batch, result: ScanResult) -> None:
     bad = _not_masking(step, bad)
     if not bad:
         return
-    first, stats = min(bad, key=lambda rs: _order(step, rs[0]))
+    listed = {ref.key: i for i, ref in enumerate(step.swept)}    # the reader's order, where no graph orders them
+    first, stats = min(bad, key=lambda rs: _order(step, rs[0], listed))
     hit = make_hit(SWEEP, len(result.watchpoints), step, first, nonfinite_counts(stats), {},
                    f"{_origin(step, batch, first)}; {len(bad)} tensor(s) of this iteration hold NaN or Inf")
     known = result.nonfinite_first.get(step.rank.rank)
@@ -82,20 +84,27 @@ def _not_masking(step: Step, bad: list[tuple[TensorRef, Stats]]) -> list[tuple[T
             and not (st.nan == 0 and ref.kind not in _ALWAYS and not (ref.node in g and g.node(ref.node).is_backward))]
 
 
-def _order(step: Step, ref: TensorRef) -> tuple[int, int, int, str]:
-    """Execution order: the node's place, its inputs before its outputs, then the slot."""
+def _order(step: Step, ref: TensorRef, listed: dict[tuple[str, str, int], int]) -> tuple[int, int, int, int]:
+    """Execution order: the node's place, its inputs before its outputs, then the slot; without a graph, the
+    order the reader listed the tensors in (a dump's files in the order they were written)."""
     g = step.graph
-    at = position(g, ref.node) if g is not None and ref.node in g else 1 << 30
-    return (at, 0 if ref.io == "input" else 1, ref.slot, ref.node)
+    if g is None or ref.node not in g:
+        return (1 << 30, listed[ref.key], 0, 0)
+    return (position(g, ref.node), 0 if ref.io == "input" else 1, ref.slot, listed[ref.key])
 
 
 def _origin(step: Step, batch: Batch, ref: TensorRef) -> str:
     """What the dump says of where the first non-finite value of a step came from."""
+    g = step.graph
     if ref.kind == Kind.INPUT:
         return "data-borne: the input batch holds it (no operator made it)"
     if ref.io == "input":
+        if _fed(g, ref):
+            return "data-borne: an input the step was fed (the batch) holds it; no recorded operator made it"
         return ("origin not in what was scanned: its producer was not dumped, or is outside the scan's "
                 "--node/--scope/--where (first seen as an operator's input)")
+    if g is None:
+        return "origin not in the dump: without the graph, what made it cannot be told (first in the files' order)"
     if ref.kind in _STATE_KINDS:
         return ("origin not in the dump: no dumped operator made this value (it was written by an update or "
                 "between steps that the dump does not hold)")
@@ -105,6 +114,19 @@ def _origin(step: Step, batch: Batch, ref: TensorRef) -> str:
     if all(_finite(batch, r) for r in inputs):
         return "made here from finite inputs (the origin)"
     return "origin not in the dump: an input of this operator was not finite and its producer was not dumped"
+
+
+def _fed(g: Graph | None, ref: TensorRef) -> bool:
+    """Whether an input tensor is data the step was fed: its source is a data input node, or no recorded node
+    while its reader is the step's first operator."""
+    if g is None or ref.node not in g:
+        return False
+    inputs = g.node(ref.node).inputs
+    src = inputs[ref.slot][0] if ref.slot < len(inputs) else None
+    if src is not None and src in g:
+        return g.node(src).kind == Kind.INPUT
+    order = g.execution_index
+    return bool(order) and order.get(ref.node) == min(order.values())
 
 
 def _finite(batch: Batch, ref: TensorRef) -> bool:

@@ -11,4 +11,5 @@ class Exit(IntEnum):
     FOUND = 1          # scan: hits; compare: pairs graded error
     USAGE = 2          # bad usage or unreadable dump
     INTERNAL = 3       # a bug in tdbg: one line on stderr (the traceback with --debug)
+    INCOMPLETE = 4     # scan: no hit, but a watchpoint could check nothing (README "Coverage")
     INTERRUPTED = 130

@@ -20,7 +20,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 10    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 11    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -269,7 +269,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
            "heatmap": rank_heatmap(dump, [(h["rank"], h["iteration"]) for h in hits], divergent, res.iterations),
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
-           "level_notes": data.get("level_notes", []),
+           "level_notes": data.get("level_notes", []), "coverage": data["coverage"],
            "agreement": agreement, "warnings": warnings[:200], "warning_count": len(warnings),
            "checked": res.iterations, "left_out": leave_out, "below": below}
     out["health"] = health(out)
@@ -285,9 +285,10 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
     a = t.get("agreement")
     diverged = bool(a and a["first_divergence"])
     problems = len(t["findings"]) + (1 if diverged else 0)
-    status = "problems" if problems else ("warnings" if t["warning_count"] else "ok")
+    incomplete = t["coverage"]["status"] == "incomplete"
+    status = "problems" if problems else "incomplete" if incomplete else "warnings" if t["warning_count"] else "ok"
     return {"status": status, "problems": problems, "hits": t["hits"], "warnings": t["warning_count"],
-            "diverged": diverged}
+            "diverged": diverged, "unanswered": t["coverage"]["unanswered"]}
 
 
 __all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

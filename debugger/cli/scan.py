@@ -49,6 +49,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     add_scheduler(s)
     add_json(s)
     add_cache(s)
+    s.add_argument("--strict", action="store_true",
+                   help="treat any check that could not run (not only a watchpoint that checked nothing) as an "
+                        "incomplete scan, and an incomplete scan as a failure: exit 1 instead of 4")
     s.add_argument("--list-conditions", action="store_true", help="list the conditions and exit")
 
 
@@ -82,18 +85,37 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if wps:
         result, dump_warnings = _scan_dump(args, dump, ranks, its, wps, warnings)
         warnings = dump_warnings + warnings
+    verdict = scan_verdict(result, series_hits, args.strict)
     if args.json:
-        doc = {**(result.to_dict() if result is not None else {}), "warnings": warnings}
+        doc = {**(result.to_dict() if result is not None else {}), "warnings": warnings, "verdict": verdict}
+        if result is not None:
+            doc["coverage"] = result.coverage_dict(args.strict)
         if over_series:
             doc["series_hits"] = [h.as_dict() for h in series_hits]
         print_json(doc, out)
     else:
         report_warnings(args, warnings)
         if result is not None:
-            print_scan(result, out)
+            print_scan(result, out, args.strict, bool(series_hits))
         if over_series:
             print_series_hits(series_hits, out)
-    return Exit.FOUND if (result is not None and result.hits) or series_hits else Exit.OK
+    return verdict_exit(verdict, args.strict)
+
+
+def scan_verdict(result: Any, series_hits: list, strict: bool) -> str:
+    """found (a hit), incomplete (none, but not everything could be checked: README "Coverage") or clean."""
+    if (result is not None and result.hits) or series_hits:
+        return "found"
+    if result is not None and result.status(strict) == "incomplete":
+        return "incomplete"
+    return "clean"
+
+
+def verdict_exit(verdict: str, strict: bool) -> int:
+    """The exit status of a verdict: 1 found, 4 incomplete (1 with --strict), 0 clean."""
+    if verdict == "found" or (verdict == "incomplete" and strict):
+        return Exit.FOUND
+    return Exit.INCOMPLETE if verdict == "incomplete" else Exit.OK
 
 
 def _scan_dump(args: argparse.Namespace, dump: Dump, ranks: list[int] | None, its: Any,

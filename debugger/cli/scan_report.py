@@ -6,7 +6,9 @@ from typing import Any, TextIO
 from ..formats.records import Kind
 from ..report import fmt_num, table
 from ..selection import ranges_text
+from ..watch.coverage import Coverage, most_common
 from ..watch.levels import level_notes
+from ..watch.registry import SERIES
 from ..watch.results import ScanResult
 from ..watch.steps import describe_skipped
 
@@ -21,23 +23,67 @@ def print_conditions(conds: list[dict], out: TextIO) -> None:
         out.write(f"{c['name']:<24} [{c['target']}] {c['help']}\n{'':<24} params: {params or 'none'}\n")
 
 
-def print_scan(result: ScanResult, out: TextIO) -> None:
-    """The human report of a scan, with what the recording levels of its iterations cannot answer."""
+def print_scan(result: ScanResult, out: TextIO, strict: bool = False, series_hits: bool = False) -> None:
+    """The human report of a scan: what it covered, what the recording levels of its iterations cannot
+    answer, its hits, and what could not be checked."""
     out.write(f"Scanned {result.dump}: ranks {ranges_text(result.ranks)}, iterations "
               f"{ranges_text(result.iterations)}, {len(result.watchpoints)} watchpoint(s)\n")
+    for line in coverage_lines(result):
+        out.write(f"{line}\n")
     for line in level_notes(result.levels):
         out.write(f"{line}\n")
     for line in describe_skipped(result.skipped_steps):
         out.write(f"{line}\n")
     if not result.hits:
-        out.write("No watchpoint hit.\n")
+        out.write(_no_hit(result, strict, series_hits))
     else:
         _print_hits(result, out)
     if result.errors:
         _print_errors(result, out)
     for s in result.skipped:
-        out.write(f"\nNot applicable: {s.watchpoint} skipped {s.checks} check(s): {s.reason} "
+        out.write(f"\n{'Not checked' if s.gap else 'Not applicable'}: {s.watchpoint} skipped {s.checks} check(s): {s.reason} "
                   f"(e.g. {s.node}, iteration {s.iteration}, rank {s.rank})\n")
+
+
+def coverage_lines(result: ScanResult) -> list[str]:
+    """What each watchpoint checked (tensors, iterations, ranks) and, where it could not, why; and the sweep."""
+    lines = ["Coverage:"]
+    for i, w in enumerate(result.watchpoints):
+        if w.condition.needs == SERIES:
+            lines.append(f"  {w.name}: over the per-step series (scan --series), not the dumped iterations")
+            continue
+        c = result.coverage_of(i)
+        lines.append(f"  {w.name}: {_covered(c, w.condition.kinds)}")
+    lines.append(f"  non-finite sweep (always on): {result.swept:,} tensor(s) read for NaN/Inf")
+    return lines
+
+
+def _covered(c: Coverage, kinds: tuple[str, ...]) -> str:
+    """One watchpoint's coverage in words."""
+    if c.status == "unanswered":
+        if c.of_kind == 0:
+            return f"NOT CHECKED: no {' or '.join(str(k) for k in kinds)} tensor in the scanned iterations"
+        return f"NOT CHECKED: none of its {c.candidates} check(s) could run: {most_common(c)}"
+    if c.status == "not_applicable":
+        return f"applies to none of the {c.of_kind} tensor(s) of its kinds (activation functions, filters)"
+    where = f"iterations {ranges_text(sorted(c.iterations))}, ranks {ranges_text(sorted(c.ranks))}"
+    text = f"checked {c.checked:,} tensor(s) in {where}"
+    if c.gaps:
+        text += f"; {c.unchecked:,} could not be checked: {most_common(c)}"
+    return text
+
+
+def _no_hit(result: ScanResult, strict: bool, series_hits: bool) -> str:
+    """The verdict line of a scan without hits: clean only when every watchpoint checked something."""
+    if result.status(strict) != "incomplete":
+        partial = " (some checks could not run: see Coverage)" if result.status() == "partial" else ""
+        return "No watchpoint hit." + partial + "\n" if not series_hits else "No watchpoint hit in the dumped iterations.\n"
+    unanswered = result.unanswered()
+    if not unanswered:     # --strict: partial coverage is incomplete too
+        return "No watchpoint hit, but INCOMPLETE: some checks could not run (see Coverage); --strict fails it.\n"
+    lines = "".join(f"  {u}\n" for u in unanswered)
+    return (f"No watchpoint hit, but INCOMPLETE: {len(unanswered)} watchpoint(s) could check nothing "
+            f"(exit status 4):\n{lines}")
 
 
 def _print_hits(result: ScanResult, out: TextIO) -> None:

@@ -22,6 +22,7 @@ from ..stats import STAT_NAMES, Stats
 from .batch import Batch
 from .bookkeeping import BOOKKEEPING, BOOKKEEPING_RULES, bookkeeping
 from .compute import UnitSpec, pair_mismatch
+from .coverage import Coverage
 from .registry import HISTORY, OPS, Condition, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from .select import activation, matches
@@ -52,6 +53,8 @@ class Step:
     floats: list[TensorRef]                      # the floating-point tensors selected (--where applied)
     outputs: dict[str, list[TensorRef]] = field(default_factory=dict)   # floating outputs by node kind
     planned: list["Planned"] = field(default_factory=list)
+    coverage: dict[int, Coverage] = field(default_factory=dict)     # by watchpoint order: what it met
+    swept: list[TensorRef] = field(default_factory=list)     # what the non-finite sweep reads (watch/sweep.py)
     inputs_of: dict[str, list[TensorRef]] | None = None      # node -> its captured inputs (watch/zeros.py)
 
 
@@ -95,15 +98,21 @@ class Needs:
 def add_hit(out: ScanResult, wp: Watchpoint, order: int, step: Step, ref: TensorRef, actual: dict[str, float],
             threshold: dict[str, float], note: str = "") -> Hit:
     """Record a hit on ``ref``, located in its graph."""
+    hit = make_hit(wp.name, order, step, ref, actual, threshold, note)
+    out.hits.append(hit)
+    return hit
+
+
+def make_hit(name: str, order: int, step: Step, ref: TensorRef, actual: dict[str, float],
+             threshold: dict[str, float], note: str = "") -> Hit:
+    """A hit of the watchpoint ``name`` on ``ref``, located in its graph (not recorded)."""
     g = step.graph
-    hit = Hit(
-        wp.name, step.rank.rank, step.gid, step.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
+    return Hit(
+        name, step.rank.rank, step.gid, step.iteration, ref.node, ref.kind, ref.param, ref.io, ref.slot,
         actual, threshold, user_location(g, ref.node) if g is not None else None,
         position(g, ref.node) if g is not None and ref.node in g else 0, ref.op_type, order,
         g is not None and ref.node in g and g.node(ref.node).is_collective, tuple(p.rank for p in ref.pieces),
         note)
-    out.hits.append(hit)
-    return hit
 
 
 class NotApplicable(str):
@@ -114,14 +123,25 @@ class NotApplicable(str):
     """
 
     def __radd__(self, other: str) -> "NotApplicable":
-        return NotApplicable(str.__add__(other, self))
+        return type(self)(str.__add__(other, self))
+
+
+class ByDesign(NotApplicable):
+    """A check that does not apply by design (a loop's bookkeeping, a constant mask, an undefined ratio):
+    not a gap in what the dump holds, so it leaves the scan's coverage whole (watch/coverage.py)."""
+
+
+class RunStart(str):
+    """Why a check of the run's first step could not run (it has no previous value): an error record like
+    any, but no gap in the scan's coverage, since no dump could hold more."""
 
 
 def add_error(out: ScanResult, wp: Watchpoint, step: Step, node: str, msg: str) -> None:
     """Record that a watchpoint could not be checked on a node, and why (a rule that does not apply is
     counted in ``out.skipped`` instead, once per watchpoint and reason)."""
+    out.pending.append(msg)      # the check's coverage (watch/run.py tallies it)
     if isinstance(msg, NotApplicable):
-        out.skip(wp.name, str(msg), step.rank.rank, step.iteration, node)
+        out.skip(wp.name, str(msg), step.rank.rank, step.iteration, node, gap=not isinstance(msg, ByDesign))
         return
     order = next((i for i, w in enumerate(out.watchpoints) if w is wp), 0)   # which one, when two share a name
     out.errors.append(ErrorRecord(wp.name, step.rank.rank, step.iteration, node, msg, step.gid, order))
@@ -257,17 +277,24 @@ class PerTensor(Rule):
     """Rules that check each selected tensor on its own (every rule but the overflow search)."""
 
     def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
-        """One check per selected floating output of the watchpoint's target kinds."""
+        """One check per selected floating output of the watchpoint's target kinds; what it met is counted
+        in the step's coverage (a check that does not apply here, such as an initial-value check after the
+        first iteration, as not applicable)."""
+        met = step.coverage.setdefault(order, Coverage())
         for kind in wp.condition.scan_keys:
             for ref in step.outputs.get(kind, ()):
+                met.of_kind += 1
                 if not matches(wp, ref, step.graph):
                     continue
+                met.candidates += 1
                 chk = Check(wp, order, step, ref)
                 if wp.condition.name in BOOKKEEPING_RULES and ref.node in bookkeeping(step.graph):
-                    chk.error = NotApplicable(BOOKKEEPING)    # said once, in the scan's "skipped"
+                    chk.error = ByDesign(BOOKKEEPING)    # said once, in the scan's "skipped"
                     step.planned.append(chk)
                 elif self.plan_check(chk, batch):
                     step.planned.append(chk)
+                else:
+                    met.not_applicable += 1
 
     def plan_check(self, chk: Check, batch: Batch) -> bool:
         """Ask ``batch`` for what one check needs; False drops the check (it does not apply here)."""
@@ -478,7 +505,8 @@ class _Chain(PerTensor):
         dumped = chk.wp.condition.needs == HISTORY
         chain, why = history.earlier_values(chk.step.rank, chk.ref, count, dumped=dumped)
         if chain is None:
-            chk.error = why
+            # the run's first step has nothing before it to compare with: no gap in the dump
+            chk.error = RunStart(why) if chk.step.iteration == 0 else why
         return chain
 
     def needs(self, wp: Watchpoint) -> Needs:
@@ -602,7 +630,7 @@ class UpdateRatio(_Chain):
         if prev_stats.zeros == prev_stats.count:
             # epsilon guards the division; it is not meant to turn a zero-initialised bias into a hit
             add_error(out, wp, chk.step, chk.ref.node,
-                      NotApplicable("previous value is all zero (a zero-initialised bias): update ratio undefined"))
+                      ByDesign("previous value is all zero (a zero-initialised bias): update ratio undefined"))
             return
         ratio = (diff_abs_mean or 0.0) / ((prev_stats.abs_mean or 0.0) + wp.setting("epsilon"))
         if _has_param(wp.condition, "large_threshold"):
@@ -715,6 +743,9 @@ class OverflowOrigin(Rule):
         """Inputs and outputs of the selected nodes: --node and --scope narrow the search too; a loop's
         bookkeeping (an evaluation buffer, a loss accumulator: watch/bookkeeping.py) is left out."""
         mine = step.floats if not (wp.node or wp.scope) else [r for r in step.floats if matches(wp, r, step.graph)]
+        met = step.coverage.setdefault(order, Coverage())
+        met.of_kind += len(step.floats)
+        met.candidates += len(mine)
         kept = bookkeeping(step.graph)
         left_out = sorted({r.node for r in mine if r.node in kept})
         mine = [r for r in mine if r.node not in kept] if left_out else mine
@@ -727,7 +758,7 @@ class OverflowOrigin(Rule):
         state or loss that turns non-finite where the dump holds no operator that made it is a hit too."""
         assert isinstance(item, Search)
         for node in item.left_out:
-            add_error(out, item.wp, item.step, node, NotApplicable(BOOKKEEPING))
+            add_error(out, item.wp, item.step, node, ByDesign(BOOKKEEPING))
         bad = self._nonfinite(item, batch, out)
         if not bad:
             return
@@ -779,7 +810,7 @@ class OverflowOrigin(Rule):
                 # made from no tensor at all (torch.full(-inf), an attention mask's scalar -inf): written on
                 # purpose, and softmax absorbs it; a kernel that computes Inf from finite inputs is an origin.
                 # A loss without inputs is a recording level that saw no operator: it is what went wrong
-                add_error(out, wp, step, node, NotApplicable(
+                add_error(out, wp, step, node, ByDesign(
                     "a non-finite constant made from no input (an attention mask's -inf) is no overflow origin"))
                 continue
             add_hit(out, wp, item.order, step, ref, nonfinite_counts(bad[(node, "output", outs[0])]), {})
@@ -800,7 +831,7 @@ def _judge_inherited(item: Search, batch: Batch, out: ScanResult, ref: TensorRef
     earlier = _end_of_earlier_iteration(step, param) if param else None
     then = batch.stats_now(earlier[1]) if earlier is not None else None
     if then is not None and then[0] is not None and then[0].has_nonfinite:
-        add_error(out, item.wp, step, ref.node, NotApplicable(EARLIER_ORIGIN))
+        add_error(out, item.wp, step, ref.node, ByDesign(EARLIER_ORIGIN))
         return
     hit = add_hit(out, item.wp, item.order, step, ref, nonfinite_counts(stats), {},
                   _outside_note(param or ref.node, step.iteration, earlier, then))
@@ -917,11 +948,29 @@ def _has_param(cond: Condition, name: str) -> bool:
     return any(p.name == name for p in cond.params)
 
 
+class Sweep(Rule):
+    """The non-finite sweep's entry: it runs in every scan (watch/sweep.py), so as a watchpoint it plans nothing."""
+
+    def needs(self, wp: Watchpoint) -> Needs:
+        """The three counts, read by the sweep."""
+        return Needs(NONFINITE)
+
+    def plan(self, wp: Watchpoint, order: int, step: Step, batch: Batch) -> None:
+        """Nothing more than the sweep reads; counted as what the sweep swept."""
+        met = step.coverage.setdefault(order, Coverage())
+        met.of_kind += len(step.floats)
+        met.candidates += len(step.floats)
+        met.not_applicable += len(step.floats)
+
+    def evaluate(self, item: Planned, batch: Batch, out: ScanResult) -> None:
+        """Nothing: :func:`debugger.watch.sweep.apply_sweep` adds the findings."""
+
+
 RULES: dict[str, Rule] = {
     "nonfinite": NonFinite(), "thresholds": StatisticComparisons(), "range": Range(), "initial": InitialWeights(),
     "saturated": Saturated(),
     "unchanged": Unchanged(), "update_ratio": UpdateRatio(), "units": UnitActivity(),
-    "loss_history": LossHistory(), "overflow_origin": OverflowOrigin(),
+    "loss_history": LossHistory(), "overflow_origin": OverflowOrigin(), "sweep": Sweep(),
 }
 
 

@@ -280,6 +280,13 @@ _CONDITIONS = [
               "whose outputs are not, in the earliest iteration with any NaN/Inf.", (), OVERFLOW,
               advice="Look at this kernel's inputs: log/div/sqrt of zero or negatives, or an fp16 overflow.",
               origin="tdbg", rule="overflow_origin", cause=0),
+    # tdbg: what every scan does whatever its watchpoints (watch/sweep.py); listed for its help and rank.
+    Condition("nonfinite_sweep", "any",
+              "Always on, in every scan: the first tensor of each rank, in iteration and execution order, that "
+              "holds NaN or Inf, where no other non-finite finding comes at or before it (a dump that does not "
+              "hold the operator that made it), with what the dump says of its origin.", (), STATS,
+              advice="Where the note says the origin is not in the dump, record the operators of that iteration "
+                     "(a full dump, level \"ops\").", origin="tdbg", rule="sweep", cause=0),
     # tdbg, over time: run over every step of a rank's per-step series (watch/series_conditions.py), not
     # over the dumped iterations.
     Condition("loss_spike", "loss",
@@ -322,6 +329,15 @@ PRESETS: dict[str, list[str]] = {
         "tensor_all_zero:zero_percentage_ge=100",
         "activation_saturated_layer:tolerance=1e-3,saturated_percentage_gt=50",
         "activation_dead_layer:zero_percentage_gt=90",
+    ],
+    # what a dump of weights, gradients and optimizer state answers (the recorder's level "parameters"):
+    # the recommended preset without the activation watchpoints, which such a dump leaves unanswered
+    "parameters": [
+        "overflow",
+        "gradient_vanishing:abs_mean_lt=1e-9,whole_layer=1",
+        "weight_change_too_large:abs_mean_update_ratio_gt=10",
+        "weight_not_changed:rtol=0,atol=0,whole_layer=1",
+        "tensor_all_zero:zero_percentage_ge=100",
     ],
 }
 

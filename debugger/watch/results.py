@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .coverage import Coverage, scan_status, why_unanswered
 from .levels import level_notes
-from .registry import CONDITIONS, Watchpoint
+from .registry import CONDITIONS, SERIES, Watchpoint
 
 _HIT_FIELDS = ("watchpoint", "rank", "graph", "iteration", "node", "kind", "param", "io", "slot", "actual",
                "threshold", "source", "position", "op_type")
@@ -96,17 +97,19 @@ class Skipped:
     iteration: int
     node: str
     where: list[tuple[int, int, str]] = field(default_factory=list)   # (rank, iteration, node) of every check
+    gap: bool = False       # the dump lacks what the check needs (else it does not apply by design)
 
     def to_dict(self) -> dict[str, Any]:
         """The documented SKIP object."""
-        return {"watchpoint": self.watchpoint, "reason": self.reason, "checks": self.checks,
+        return {"watchpoint": self.watchpoint, "reason": self.reason, "checks": self.checks, "gap": self.gap,
                 "example": {"rank": self.rank, "iteration": self.iteration, "node": self.node}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Skipped":
         """Inverse of :meth:`to_dict`."""
         ex = d["example"]
-        return cls(d["watchpoint"], d["reason"], d["checks"], ex["rank"], ex["iteration"], ex["node"])
+        return cls(d["watchpoint"], d["reason"], d["checks"], ex["rank"], ex["iteration"], ex["node"],
+                   gap=bool(d.get("gap", False)))
 
 
 @dataclass
@@ -157,14 +160,22 @@ class ScanResult:
     skipped_steps: list[dict[str, Any]] = field(default_factory=list)
     # iterations scanned that were recorded coarser than every operator: level -> iterations (watch/levels.py)
     levels: dict[str, list[int]] = field(default_factory=dict)
+    # what each watchpoint checked and could not, by its place in the list (watch/coverage.py)
+    coverage: dict[int, Coverage] = field(default_factory=dict)
+    swept: int = 0          # tensors the non-finite sweep read (watch/sweep.py), every scan
+    # each rank's first tensor holding NaN/Inf, until the sweep's hits are added (watch/sweep.py)
+    nonfinite_first: dict[int, Hit] = field(default_factory=dict, repr=False)
+    # the notes of the check being evaluated (conditions.add_error): whether it ran (watch/run.py); not kept
+    pending: list[str] = field(default_factory=list, repr=False)
 
     @property
     def first(self) -> Hit | None:
         """The headline: the hit nearest a cause, earliest first (:meth:`Hit.headline_key`)."""
         return min(self.hits, key=Hit.headline_key) if self.hits else None
 
-    def skip(self, watchpoint: str, reason: str, rank: int, iteration: int, node: str) -> None:
-        """Count a check that does not apply (the first one met is the example)."""
+    def skip(self, watchpoint: str, reason: str, rank: int, iteration: int, node: str, gap: bool = False) -> None:
+        """Count a check that does not apply (the first one met is the example); ``gap``: because the dump
+        lacks what it needs."""
         for s in self.skipped:
             if s.watchpoint == watchpoint and s.reason == reason:
                 s.checks += 1
@@ -172,13 +183,20 @@ class ScanResult:
                 if (iteration, rank, node) < (s.iteration, s.rank, s.node):
                     s.rank, s.iteration, s.node = rank, iteration, node
                 return
-        self.skipped.append(Skipped(watchpoint, reason, 1, rank, iteration, node, [(rank, iteration, node)]))
+        self.skipped.append(Skipped(watchpoint, reason, 1, rank, iteration, node, [(rank, iteration, node)], gap))
 
     def absorb(self, part: "ScanResult") -> None:
         """Add what a scan of some of the ranks found (a worker's part of this scan)."""
         self.hits.extend(part.hits)
         self.errors.extend(part.errors)
         self.files_checked += part.files_checked
+        self.swept += part.swept
+        for rank, hit in part.nonfinite_first.items():
+            mine = self.nonfinite_first.get(rank)
+            if mine is None or hit.sort_key() < mine.sort_key():
+                self.nonfinite_first[rank] = hit
+        for order, c in part.coverage.items():
+            self.coverage_of(order).add(c)
         for s in part.skipped:
             mine = next((m for m in self.skipped if (m.watchpoint, m.reason) == (s.watchpoint, s.reason)), None)
             if mine is None:
@@ -188,6 +206,38 @@ class ScanResult:
             mine.where.extend(s.where)
             if (s.iteration, s.rank, s.node) < (mine.iteration, mine.rank, mine.node):
                 mine.rank, mine.iteration, mine.node = s.rank, s.iteration, s.node
+
+    def coverage_of(self, order: int) -> Coverage:
+        """The coverage of the watchpoint at ``order`` (made on first use)."""
+        c = self.coverage.get(order)
+        if c is None:
+            c = self.coverage[order] = Coverage()
+        return c
+
+    def status(self, strict: bool = False) -> str:
+        """complete | partial | incomplete (:func:`watch.coverage.scan_status`) over the watchpoints this
+        scan runs (those over the per-step series are answered by `scan --series`)."""
+        return scan_status(self._dumped_coverage(), strict)
+
+    def _dumped_coverage(self) -> list[Coverage]:
+        return [self.coverage_of(i) for i, w in enumerate(self.watchpoints) if w.condition.needs != SERIES]
+
+    def unanswered(self) -> list[str]:
+        """One line per watchpoint that answered nothing, saying why."""
+        return [why_unanswered(w.name, w.condition.kinds, c) for i, w in enumerate(self.watchpoints)
+                if w.condition.needs != SERIES and (c := self.coverage_of(i)).status == "unanswered"]
+
+    def coverage_dict(self, strict: bool = False) -> dict[str, Any]:
+        """The documented COVERAGE object of `tdbg scan --json`."""
+        items = []
+        for i, w in enumerate(self.watchpoints):
+            entry = {"watchpoint": w.name, "watchpoint_index": i, "kinds": [str(k) for k in w.condition.kinds]}
+            if w.condition.needs == SERIES:
+                items.append({**entry, "status": "series"})
+            else:
+                items.append({**entry, **self.coverage_of(i).to_dict()})
+        return {"status": self.status(strict), "watchpoints": items, "unanswered": self.unanswered(),
+                "swept": self.swept}
 
     def sort(self) -> None:
         """Hits in the hit order, error records by iteration, rank, watchpoint and node."""
@@ -200,9 +250,12 @@ class ScanResult:
         """Inverse of :meth:`to_dict` (the watchpoints are given again, as objects)."""
         hits = [Hit.from_dict(h) for h in d["hits"]]
         errors = [ErrorRecord.from_dict(e) for e in d["errors"]]
+        cov = d.get("coverage") or {"watchpoints": [], "swept": 0}
+        coverage = {c["watchpoint_index"]: Coverage.from_dict(c) for c in cov["watchpoints"] if c["status"] != "series"}
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
                    rank_warnings=d.get("rank_warnings"), skipped_steps=list(d.get("skipped_steps", [])),
-                   skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])], levels=dict(d.get("levels", {})))
+                   skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])], levels=dict(d.get("levels", {})),
+                   coverage=coverage, swept=int(cov["swept"]))
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""
@@ -211,4 +264,4 @@ class ScanResult:
                 "hits": [h.to_dict() for h in self.hits], "errors": [e.to_dict() for e in self.errors],
                 "skipped": [s.to_dict() for s in self.skipped],
                 "first": self.first.to_dict() if self.first else None, "skipped_steps": self.skipped_steps,
-                "levels": self.levels, "level_notes": level_notes(self.levels)}
+                "levels": self.levels, "level_notes": level_notes(self.levels), "coverage": self.coverage_dict()}

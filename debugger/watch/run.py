@@ -14,12 +14,13 @@ from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef, dump_at
 from ..model.graph import Graph
 from .batch import Batch, Parts
-from .conditions import Step, rule_of
+from .conditions import ByDesign, Planned, RunStart, Search, Step, rule_of
 from .layers import apply_whole_layer
 from .registry import BACKWARD, BUFFER, COPY, SERIES, Watchpoint
 from .results import ScanResult
 from .select import is_float, is_undefined, where_nodes
 from .steps import apply_step_facts
+from .sweep import apply_sweep, plan_sweep, sweep_step
 from .zeros import apply_zero_origins, plan_upstream
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
@@ -54,6 +55,7 @@ def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], 
     finally:
         cache.flush()
     apply_step_facts(result, rank_objs)
+    apply_sweep(result)
     return result
 
 
@@ -179,7 +181,12 @@ def _finish(running: tuple[list[Step], Batch, Parts, list[Rank]], result: ScanRe
     for step in steps:
         first_hit = len(result.hits)
         for item in step.planned:
+            result.pending.clear()
             rule_of(item.wp.condition).evaluate(item, batch, result)
+            _tally(item, step, result.pending)
+        for order, met in step.coverage.items():
+            result.coverage_of(order).add(met)
+        sweep_step(step, batch, result)
         apply_zero_origins(step, batch, result, first_hit)
         apply_whole_layer(step, result, first_hit)
         # a check holds its step and the step its checks: a cycle the paused collector leaves, with the
@@ -188,6 +195,30 @@ def _finish(running: tuple[list[Step], Batch, Parts, list[Rank]], result: ScanRe
     for r in done_ranks:
         r.release()
     return len(steps)
+
+
+def _tally(item: Planned, step: Step, notes: list[str]) -> None:
+    """Count one evaluated item in its step's coverage: checked, not applicable by design, or a gap (the
+    notes its evaluation left: conditions.add_error)."""
+    met = step.coverage[item.order]
+    gaps = [n for n in notes if not isinstance(n, (ByDesign, RunStart))]
+    if isinstance(item, Search):     # one search over many tensors: each unreadable one is a gap
+        for n in gaps:
+            met.gap(n)
+        ran = len(item.refs) - len(gaps)
+        met.not_applicable += len(item.left_out)
+    elif gaps:
+        met.gap(gaps[0])
+        ran = 0
+    elif notes:
+        met.not_applicable += 1
+        ran = 0
+    else:
+        ran = 1
+    if ran > 0:
+        met.checked += ran
+        met.iterations.add(step.iteration)
+        met.ranks.add(step.rank.rank)
 
 
 def _batch_tasks(workers: Workers) -> int:
@@ -227,6 +258,7 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
             continue
         rule_of(wp.condition).plan(wp, order, step, batch)
     plan_upstream(step, batch)
+    plan_sweep(step, batch, wps)
     return step
 
 

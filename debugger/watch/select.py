@@ -76,6 +76,11 @@ def matches(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:
         return False
     if wp.condition.op_types and activation(ref, graph) not in wp.condition.op_types:
         return False
+    return in_filters(wp, ref, graph)
+
+
+def in_filters(wp: Watchpoint, ref: TensorRef, graph: Graph | None) -> bool:
+    """Whether a watchpoint's ``node`` glob and ``scope`` prefix admit a tensor (whatever its kind)."""
     if wp.node and not (fnmatch.fnmatchcase(ref.node, wp.node) or (ref.param and fnmatch.fnmatchcase(ref.param, wp.node))):
         return False
     if wp.scope:

@@ -20,7 +20,7 @@ from .results import ErrorRecord, Hit, ScanResult
 
 # The shape of the stored "checked" results: a store of another shape keeps its watchpoints, and
 # their results are checked again (stores before sessions tied error records to no watchpoint).
-_RESULTS_FORMAT = 2
+_RESULTS_FORMAT = 3
 
 Key = tuple[int, int]   # (rank, iteration)
 
@@ -208,8 +208,9 @@ class ScanSession:
         """Keep a scan's findings as those of ``keys``, each tied to its watchpoint's id (``ids[order]``)."""
         for key in keys:
             self._hits[key], self._errors[key] = [], []
-        for h in res.hits:
-            self._hits.setdefault((h.rank, h.iteration), []).append(SessionHit(ids[h.order], h))
+        for h in res.hits:    # the non-finite sweep's hits (order past the list) belong to no watchpoint: id 0
+            wid = ids[h.order] if h.order < len(ids) else 0
+            self._hits.setdefault((h.rank, h.iteration), []).append(SessionHit(wid, h))
         for e in res.errors:
             self._errors.setdefault((e.rank, e.iteration), []).append(SessionError(ids[e.order], e))
 

@@ -243,8 +243,8 @@ def test_an_all_zero_previous_value_skips_the_ratio_once_in_the_summary(tmp_path
         assert {i for i, n in hit_keys(res) if n == "fc1.weight"} <= {1}, name   # 1.0 -> 0.0 has a ratio
         assert errors(res) == [], name       # not an error per tensor per iteration: one line of the summary
         [skip] = [s.to_dict() for s in res.skipped]
-        assert skip == {"watchpoint": name, "checks": 2, "example": {"rank": 0, "iteration": 0, "node": "fc1.weight"},
-                        "reason": "previous value is all zero (a zero-initialised bias): update ratio undefined"}, name
+        assert skip == {"watchpoint": name, "checks": 2, "gap": False,
+                        "example": {"rank": 0, "iteration": 0, "node": "fc1.weight"}, "reason": "previous value is all zero (a zero-initialised bias): update ratio undefined"}, name
     # weight_not_changed has no ratio: an all-zero previous value is an ordinary comparison
     res = run(root, "weight_not_changed")
     assert res.hits == [] and res.errors == []
@@ -437,8 +437,13 @@ def test_overflow_conditions(tmp_path, layout):
     root = make(tmp_path, plant=plant)
     nf = {"nan": 1.0, "pos_inf": 1.0, "neg_inf": 1.0}
     assert hits(run(root, "tensor_exploding:only_nan=1")) == [(1, act, nf, {})]
-    assert hits(run(root, "gradient_exploding")) == [(2, g, {"nan": 0.0, "pos_inf": 1.0, "neg_inf": 0.0}, {})]
-    assert hits(run(root, "weight_overflow")) == [(2, "fc1.weight", {"nan": 0.0, "pos_inf": 0.0, "neg_inf": 1.0}, {})]
+    res = run(root, "gradient_exploding")
+    assert hits(res, "gradient_exploding") == [(2, g, {"nan": 0.0, "pos_inf": 1.0, "neg_inf": 0.0}, {})]
+    # the activation's NaN at iteration 1, which no gradient watchpoint looks at, is told all the same
+    assert hits(res, "nonfinite_sweep") == [(1, act, nf, {})]
+    res = run(root, "weight_overflow")
+    assert hits(res, "weight_overflow") == [(2, "fc1.weight", {"nan": 0.0, "pos_inf": 0.0, "neg_inf": 1.0}, {})]
+    assert hits(res, "nonfinite_sweep") == [(1, act, nf, {})]
     # the optimizer kernel's own output is not checked (an in-place update's outputs are aliases or
     # placeholders); the weight it updated is, as its own tensor
     downstream = {(1, act), (2, g), (2, "fc1.weight")} | {(2, s) for s in lay.state("fc1.weight")}

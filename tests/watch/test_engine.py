@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from clirun import run_cli
-from watch_kit import Plant, full, hit_keys, make, run, tensor_file, wp
+from watch_kit import Plant, full, hit_keys, hits, make, run, tensor_file, wp
 from debugger.cache import StatsCache
 from debugger import open_dump
 from debugger.stats import CHUNK
@@ -259,7 +259,11 @@ def test_scan_json_shape(cli_dump):
     assert r.code == 1, r.err
     out = r.json
     assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "skipped", "first",
-                        "warnings", "skipped_steps", "levels", "level_notes"}
+                        "warnings", "skipped_steps", "levels", "level_notes", "coverage"}
+    cov = out["coverage"]
+    assert cov["status"] == "complete" and cov["unanswered"] == [] and cov["swept"] > 0
+    assert [(c["watchpoint"], c["status"], c["checked"] > 0, c["iterations"]) for c in cov["watchpoints"]] == [
+        ("gradient_vanishing", "complete", True, [0, 1, 2]), ("weight_not_changed", "complete", True, [0, 1, 2])]
     assert out["levels"] == {} and out["level_notes"] == []      # every operator was recorded
     assert out["dump"] == root and out["ranks"] == [0] and out["iterations"] == [0, 1, 2]
     assert out["watchpoints"] == [{"name": "gradient_vanishing", "params": {"abs_mean_lt": 2.0 ** -29}},
@@ -451,7 +455,7 @@ def test_ranks_scanned_on_forked_workers_equal_one_process(tmp_path, layout):
     assert [r.rank for r in forked_dump.ranks if r._local is not None or "listing" in r.reader.__dict__] == []
     again = StatsCache(str(tmp_path / "cache"))
     third = run(root, "tensor_too_large:max_gt=-1e29", jobs=1, cache=again)   # another request, the same statistics
-    assert len(third.hits) == len([h for h in one.hits if h.watchpoint == "tensor_too_large"])
+    assert len(hits(third, "tensor_too_large")) == len(hits(one, "tensor_too_large"))
     assert again.misses == 1 and again.hits > 1000     # missed: the corrupt file, which has no statistics to keep
 
 

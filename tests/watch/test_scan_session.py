@@ -99,13 +99,15 @@ def test_an_iteration_written_before_checked_ones_checks_those_again(full_dump: 
 def test_next_hit_checks_iteration_by_iteration_up_to_the_next_hit(full_dump: str) -> None:
     session = ScanSession(open_dump(full_dump), watchpoints=wps(SPECS[0]))
     truth = sorted({h.iteration for h in fresh(full_dump, wps(SPECS[0])).hits})
-    assert truth == [1, 3]
+    assert truth == [1, 2, 3]      # 2: the NaN activation, which the always-on sweep tells
     its = session.dump.rank(0).iterations()
     assert session.next_hit(0, -1, its) == (1, [0, 1])
     assert session.checked(0) == [0, 1]                    # nothing beyond the hit was read
-    assert session.next_hit(0, 1, its) == (3, [2, 3])
+    assert session.next_hit(0, 1, its) == (2, [2])
+    assert session.next_hit(0, 2, its) == (3, [3])
     assert session.next_hit(0, 3, its) == (None, [4])
-    assert [h.hit.iteration for h in session.hits(0)] == [1, 3]
+    assert [h.hit.iteration for h in session.hits(0)] == [1, 2, 3]
+    assert [h.watchpoint_id for h in session.hits(0, 2)] == [0]     # the sweep's: no watchpoint of the session
 
 
 def test_hits_and_errors_name_their_watchpoint_by_id_after_one_is_removed(full_dump: str) -> None:
@@ -117,13 +119,14 @@ def test_hits_and_errors_name_their_watchpoint_by_id_after_one_is_removed(full_d
     session.check(0, its)
     kept = wps(*SPECS[1:])
     truth = fresh(full_dump, kept)
-    want_hits = sorted((ids[1 + h.order], h.iteration, h.node) for h in truth.hits)
+    # the sweep's hits (order past the list) belong to no watchpoint: id 0
+    want_hits = sorted((ids[1 + h.order] if h.order < len(kept) else 0, h.iteration, h.node) for h in truth.hits)
     assert sorted((h.watchpoint_id, h.hit.iteration, h.hit.node) for h in session.hits()) == want_hits
     want_errors = sorted((ids[1 + e.order], e.iteration, e.node, e.error) for e in truth.errors)
     got_errors = sorted((e.watchpoint_id, e.error.iteration, e.error.node, e.error.error) for e in session.errors())
     assert got_errors == want_errors
     # the two tensor_too_small watchpoints (one name) found different things
-    assert {w for w, *_ in want_hits} == {ids[1], ids[2]}
+    assert {w for w, *_ in want_hits} == {0, ids[1], ids[2]}
     assert [h.hit.iteration for h in session.hits(watchpoint=ids[2])] == [ITERATIONS - 1]
     assert len(session.hits(watchpoint=ids[1])) > len(session.hits(watchpoint=ids[2]))
     assert {e.watchpoint_id for e in session.errors(0, 2)} >= {ids[1], ids[2]}

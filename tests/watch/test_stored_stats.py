@@ -15,7 +15,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import numpy as np
 import pytest
 
-from watch_kit import Plant, full, hit_keys, make, run, said, said_keys
+from watch_kit import Plant, full, hit_keys, make, run, said, said_keys, watched
 from debugger import open_dump
 from debugger.formats.base import TensorHeader, TensorSource
 from debugger.model import Dump
@@ -153,14 +153,14 @@ def test_conditions_that_need_values_say_so_on_every_check(planted, spec):
     root, _ = planted
     by_values = run(root, spec)
     by_stats = run(statistics_only(root), spec)
-    assert by_stats.hits == []
+    assert watched(by_stats) == []
     needs = "needs tensor values; this dump holds statistics only: " + ", ".join(STAT_NAMES)
     planning = {(e.iteration, e.node, e.error) for e in by_values.errors if "previous iteration" in e.error}
     for e in said(by_stats):
         assert e.error in (needs, "previous value: " + needs) or (e.iteration, e.node, e.error) in planning, e
     # every tensor the values hit is an error record now
     assert said(by_stats)
-    assert {(h.iteration, h.node) for h in by_values.hits} <= {(e.iteration, e.node) for e in said(by_stats)}
+    assert {(h.iteration, h.node) for h in watched(by_values)} <= {(e.iteration, e.node) for e in said(by_stats)}
 
 
 @pytest.mark.parametrize("spec", ANSWERED + NEEDS_VALUES + ["weight_not_changed", "tensor_unchanged"])
@@ -168,8 +168,8 @@ def test_without_the_counts_every_check_names_what_the_dump_holds(planted, spec)
     root, _ = planted
     res = run(statistics_only(root, FEW, digest=False), spec)
     values = run(root, spec)
-    assert res.hits == []
-    assert said(res) or not (values.hits or values.errors)
+    assert watched(res) == []
+    assert said(res) or not (watched(values) or values.errors)
     planning = [e.to_dict() for e in values.errors]     # no earlier iteration: found before any tensor is read
     for e in said(res):
         assert "this dump holds statistics only: max, min, mean, l2norm" in e.error or e.to_dict() in planning, e
@@ -178,7 +178,7 @@ def test_without_the_counts_every_check_names_what_the_dump_holds(planted, spec)
 def test_a_missing_statistic_is_named(planted):
     root, lay = planted
     res = run(statistics_only(root, ("count", "nan", "pos_inf", "neg_inf", "max", "min")), "gradient_vanishing")
-    assert res.hits == [] and said(res)
+    assert watched(res) == [] and said(res)
     assert {e.error for e in said(res)} == {
         "needs statistic abs_mean; this dump holds statistics only: count, nan, pos_inf, neg_inf, max, min"}
     # max_lt reads only what is stored: answered, and exactly as from values
@@ -192,9 +192,9 @@ def test_equal_digests_are_an_exact_zero_change(planted):
     for spec in ("weight_not_changed", "tensor_unchanged", "tensor_unchanged:num_steps=2"):
         by_values = run(root, spec)
         by_stats = run(statistics_only(root), spec)
-        assert by_values.hits
+        assert watched(by_values)
         # every hit of the values (equal tensors here: no change within the tolerance is planted) ...
-        assert all(h.actual == {"atol": 0.0} for h in by_values.hits)
+        assert all(h.actual == {"atol": 0.0} for h in watched(by_values))
         assert [h.to_dict() for h in by_stats.hits] == [h.to_dict() for h in by_values.hits], spec
         # ... and every miss is proven by the statistics, or said to be undecided, never silent
         proven_or_said = {(e.iteration, e.node) for e in said(by_stats)} | set(hit_keys(by_stats))

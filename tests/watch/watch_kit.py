@@ -213,6 +213,11 @@ def hits(result: ScanResult, name: str | None = None) -> list[tuple]:
     return [(h.iteration, h.node, h.actual, h.threshold) for h in result.hits if name is None or h.watchpoint == name]
 
 
+def watched(result: ScanResult) -> list:
+    """The hits of the scan's watchpoints (the always-on non-finite sweep's left out)."""
+    return [h for h in result.hits if h.watchpoint != "nonfinite_sweep"]
+
+
 def hit_keys(result: ScanResult, name: str | None = None) -> list[tuple[int, str]]:
     """(iteration, node) of the hits."""
     return [(h.iteration, h.node) for h in result.hits if name is None or h.watchpoint == name]

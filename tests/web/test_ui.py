@@ -321,6 +321,13 @@ def test_triage_says_what_a_parameters_level_recording_cannot_answer(page: Any, 
         text = note.first.inner_text()
         assert text.startswith('Iterations 0-2 were recorded at level "parameters"')
         assert "activation watchpoints have nothing to check" in text
+        # nothing fired, but the activation watchpoints checked nothing: never the green box
+        assert page.locator(".card.findings .ok-box").count() == 0
+        box = page.locator(".card.findings .incomplete-box")
+        assert "not everything could be checked" in box.inner_text()
+        assert {t.split(":")[0] for t in box.locator(".unanswered").all_inner_texts()} == {
+            "activation_saturated_layer", "activation_dead_layer"}
+        shot(page, "triage-incomplete")
     finally:
         page.goto("about:blank")
         srv.stop()

@@ -28,6 +28,7 @@ export async function waitTriage(dump, onProgress, alive = () => true, { start =
 const HEALTH = {
   ok: ['ok', 'healthy'],
   warnings: ['warn', 'load warnings'],
+  incomplete: ['warn', 'not all checked'],
   problems: ['hit', 'problems found'],
 };
 

@@ -54,6 +54,14 @@ export function findingsCard(t) {
     h('span', { class: 'spacer' }),
     h('button', { class: 'btn btn-small', title: `Add the ${t.preset} watchpoints to this dump: their hits show in the graph and the replay`,
       onclick: async () => { if (await watchPreset(t.preset)) set({ view: 'watch' }); } }, 'Watch these'));
+  const unanswered = (t.coverage && t.coverage.unanswered) || [];
+  if (!t.findings.length && unanswered.length) {      // never a green box over what could not be checked
+    return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
+      h('div', { class: 'incomplete-box' }, h('b', {}, 'Nothing fired, but not everything could be checked'),
+        ` in ${t.checked.length} iterations: ${unanswered.length} watchpoint${unanswered.length === 1 ? '' : 's'} checked nothing.`,
+        h('ul', {}, unanswered.map((u) => h('li', { class: 'unanswered' }, u)))),
+      skippedNote(t)));
+  }
   if (!t.findings.length) {
     return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
       h('div', { class: 'ok-box' }, `Nothing fired: no NaN/Inf, vanishing gradient, frozen or exploding weight, all-zero tensor, saturated or dead layer in ${t.checked.length} iterations.`),

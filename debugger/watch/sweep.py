@@ -1,0 +1,137 @@
+"""The non-finite sweep: every scan reads every stored floating tensor's NaN/Inf counts, whatever its
+watchpoints, so that a NaN is never passed over in silence (issue 37).
+
+Origin finding (the ``overflow`` rule) names the operator that made a NaN when the dump holds it; a kernel
+list, an inputs-only dump or a recording level that keeps no operator may not. Then the sweep's finding is
+the first tensor of each rank, in iteration and execution order, that holds a non-finite value, with what
+the dump says of its origin: made there from finite inputs, data-borne (the input batch), or not in the dump
+(its producer was not dumped). It is added only where no non-finite hit of the scan comes at or before it.
+"""
+from __future__ import annotations
+
+from ..formats.records import Kind
+from ..model import TensorRef
+from ..model.graph import Graph
+from ..model.locate import position
+from ..stats import Stats
+from .batch import Batch
+from .conditions import NONFINITE, Step, make_hit, nonfinite_counts, unsupplied
+from .registry import Watchpoint
+from .results import Hit, ScanResult
+from .select import in_filters
+
+SWEEP = "nonfinite_sweep"     # the watchpoint name of the sweep's hits (registry: always on)
+_STATE_KINDS = (Kind.WEIGHT, Kind.OPTIMIZER_STATE)
+_ALWAYS = (Kind.WEIGHT, Kind.GRADIENT, Kind.OPTIMIZER_STATE, Kind.LOSS, Kind.INPUT)   # never masking
+
+
+def plan_sweep(step: Step, batch: Batch, wps: list[Watchpoint]) -> None:
+    """Choose the step's tensors to sweep, every selected floating tensor that some watchpoint's ``node`` and
+    ``scope`` filters admit (a scan narrowed to a region sweeps that region), and ask for their counts
+    (shared with the rules' reads)."""
+    narrowed = wps and all(w.node or w.scope for w in wps)
+    step.swept = [r for r in step.floats if any(in_filters(w, r, step.graph) for w in wps)] if narrowed \
+        else step.floats
+    for ref in step.swept:
+        batch.want_stats(ref)
+
+
+def sweep_step(step: Step, batch: Batch, result: ScanResult) -> None:
+    """Count the step's tensors swept and keep its first non-finite one as the rank's candidate finding."""
+    bad = []
+    for ref in step.swept:
+        stats, err = batch.stats(ref)
+        if err or stats is None or unsupplied(batch, ref, NONFINITE):
+            continue
+        result.swept += 1
+        if stats.has_nonfinite:
+            bad.append((ref, stats))
+    bad = _not_masking(step, bad)
+    if not bad:
+        return
+    listed = {ref.key: i for i, ref in enumerate(step.swept)}    # the reader's order, where no graph orders them
+    first, stats = min(bad, key=lambda rs: _order(step, rs[0], listed))
+    hit = make_hit(SWEEP, len(result.watchpoints), step, first, nonfinite_counts(stats), {},
+                   f"{_origin(step, batch, first)}; {len(bad)} tensor(s) of this iteration hold NaN or Inf")
+    known = result.nonfinite_first.get(step.rank.rank)
+    if known is None or hit.sort_key() < known.sort_key():
+        result.nonfinite_first[step.rank.rank] = hit
+
+
+def apply_sweep(result: ScanResult) -> None:
+    """Add each rank's first non-finite tensor as a hit where no non-finite hit comes at or before it."""
+    for rank, hit in sorted(result.nonfinite_first.items()):
+        told = any(h.rank == rank and h.iteration <= hit.iteration and NONFINITE & h.actual.keys()
+                   for h in result.hits)
+        if not told:
+            result.hits.append(hit)
+    result.nonfinite_first.clear()
+
+
+def _not_masking(step: Step, bad: list[tuple[TensorRef, Stats]]) -> list[tuple[TensorRef, Stats]]:
+    """The non-finite tensors less an attention mask's: a constant made from no input that holds -inf (or
+    +inf) on purpose, and the forward activations holding infinities but no NaN in a step that makes one
+    (masked scores, which softmax turns finite). A NaN, and an infinity in a weight, gradient, optimizer
+    state, loss, input or backward tensor, always stay."""
+    g = step.graph
+    if g is None:
+        return bad
+    masks = {ref.node for ref, _ in bad if ref.io == "output" and ref.node in g and not g.node(ref.node).inputs
+             and ref.kind not in (Kind.INPUT, Kind.LOSS)}
+    if not masks:
+        return bad
+    return [(ref, st) for ref, st in bad if ref.node not in masks
+            and not (st.nan == 0 and ref.kind not in _ALWAYS and not (ref.node in g and g.node(ref.node).is_backward))]
+
+
+def _order(step: Step, ref: TensorRef, listed: dict[tuple[str, str, int], int]) -> tuple[int, int, int, int]:
+    """Execution order: the node's place, its inputs before its outputs, then the slot; without a graph, the
+    order the reader listed the tensors in (a dump's files in the order they were written)."""
+    g = step.graph
+    if g is None or ref.node not in g:
+        return (1 << 30, listed[ref.key], 0, 0)
+    return (position(g, ref.node), 0 if ref.io == "input" else 1, ref.slot, listed[ref.key])
+
+
+def _origin(step: Step, batch: Batch, ref: TensorRef) -> str:
+    """What the dump says of where the first non-finite value of a step came from."""
+    g = step.graph
+    if ref.kind == Kind.INPUT:
+        return "data-borne: the input batch holds it (no operator made it)"
+    if ref.io == "input":
+        if _fed(g, ref):
+            return "data-borne: an input the step was fed (the batch) holds it; no recorded operator made it"
+        return ("origin not in what was scanned: its producer was not dumped, or is outside the scan's "
+                "--node/--scope/--where (first seen as an operator's input)")
+    if g is None:
+        return "origin not in the dump: without the graph, what made it cannot be told (first in the files' order)"
+    if ref.kind in _STATE_KINDS:
+        return ("origin not in the dump: no dumped operator made this value (it was written by an update or "
+                "between steps that the dump does not hold)")
+    inputs = [r for (node, io, _), r in step.tmap.items() if node == ref.node and io == "input"]
+    if not inputs:
+        return "origin not in the dump: this operator's inputs were not dumped (it made the value or received it)"
+    if all(_finite(batch, r) for r in inputs):
+        return "made here from finite inputs (the origin)"
+    return "origin not in the dump: an input of this operator was not finite and its producer was not dumped"
+
+
+def _fed(g: Graph | None, ref: TensorRef) -> bool:
+    """Whether an input tensor is data the step was fed: its source is a data input node, or no recorded node
+    while its reader is the step's first operator."""
+    if g is None or ref.node not in g:
+        return False
+    inputs = g.node(ref.node).inputs
+    src = inputs[ref.slot][0] if ref.slot < len(inputs) else None
+    if src is not None and src in g:
+        return g.node(src).kind == Kind.INPUT
+    order = g.execution_index
+    return bool(order) and order.get(ref.node) == min(order.values())
+
+
+def _finite(batch: Batch, ref: TensorRef) -> bool:
+    stats, err = batch.stats_now(ref)
+    return not err and stats is not None and not stats.has_nonfinite
+
+
+__all__ = ["SWEEP", "Hit", "apply_sweep", "plan_sweep", "sweep_step"]

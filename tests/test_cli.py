@@ -161,8 +161,9 @@ def test_scan_summarises_unreadable_files_by_problem(make_dump):
         with open(p, "r+b") as f:
             f.write(b"PK\x03\x04garbage")
     r = run_cli("scan", root, "--no-cache", "--watch", "weight_too_large:max_gt=1e9")
-    assert r.code == 0
-    lines = [ln for ln in r.out.splitlines() if "bad magic" in ln]
+    # every weight unreadable: the watchpoint checked nothing, which the verdict says (exit 4), never "no hit"
+    assert r.code == 4 and "INCOMPLETE" in r.out and "weight_too_large: NOT CHECKED: none of its" in r.out
+    lines = [ln for ln in r.out.split("could not run:\n", 1)[1].splitlines() if "bad magic" in ln]
     assert len(lines) == 1, r.out
     n = int(lines[0].split(" x ")[0])
     assert n >= len(bad) and not lines[0].split(" x ")[1].startswith("/")

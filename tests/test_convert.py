@@ -34,7 +34,7 @@ EVERY_CONDITION = [
     "tensor_range:max_min_gt=10", "activation_saturation", "activation_dead_relu", "tensor_unchanged:num_steps=2",
     "weight_update_ratio:large_threshold=0.01,small_threshold=1e-6", "loss_not_decreasing:num_steps=2",
     "tensor_exploding", "overflow", "activation_saturated_layer:saturated_percentage_gt=50",
-    "activation_dead_layer:zero_percentage_gt=10",
+    "activation_dead_layer:zero_percentage_gt=10", "nonfinite_sweep",
 ]
 # What statistics alone cannot answer: element counts inside a range, per-unit activity, mean |cur - prev|.
 NEEDS_VALUES = {"activation_range", "activation_saturation", "activation_dead_relu", "weight_change_too_large",

@@ -78,12 +78,14 @@ def _no_hit(result: ScanResult, strict: bool, series_hits: bool) -> str:
     if result.status(strict) != "incomplete":
         partial = " (some checks could not run: see Coverage)" if result.status() == "partial" else ""
         return "No watchpoint hit." + partial + "\n" if not series_hits else "No watchpoint hit in the dumped iterations.\n"
-    unanswered = result.unanswered()
-    if not unanswered:     # --strict: partial coverage is incomplete too
+    names = [u.split(":", 1)[0] for u in result.unanswered()]
+    if not names:     # --strict: partial coverage is incomplete too
         return "No watchpoint hit, but INCOMPLETE: some checks could not run (see Coverage); --strict fails it.\n"
-    lines = "".join(f"  {u}\n" for u in unanswered)
-    return (f"No watchpoint hit, but INCOMPLETE: {len(unanswered)} watchpoint(s) could check nothing "
-            f"(exit status 4):\n{lines}")
+    hint = ""
+    if "parameters" in result.levels and all(n.startswith("activation_") for n in names):
+        hint = " A dump of weights, gradients and state: --preset parameters checks what it holds."
+    return (f"No watchpoint hit, but INCOMPLETE (exit status 4): {len(names)} watchpoint(s) checked nothing "
+            f"(Coverage above says why): {', '.join(names)}.{hint}\n")
 
 
 def _print_hits(result: ScanResult, out: TextIO) -> None:

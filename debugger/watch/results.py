@@ -163,8 +163,8 @@ class ScanResult:
     # what each watchpoint checked and could not, by its place in the list (watch/coverage.py)
     coverage: dict[int, Coverage] = field(default_factory=dict)
     swept: int = 0          # tensors the non-finite sweep read (watch/sweep.py), every scan
-    # each rank's first tensor holding NaN/Inf, until the sweep's hits are added (watch/sweep.py)
-    nonfinite_first: dict[int, Hit] = field(default_factory=dict, repr=False)
+    # each (rank, iteration)'s first tensor holding NaN/Inf, until the sweep's hits are added (watch/sweep.py)
+    nonfinite_first: dict[tuple[int, int], Hit] = field(default_factory=dict, repr=False)
     # the notes of the check being evaluated (conditions.add_error): whether it ran (watch/run.py); not kept
     pending: list[str] = field(default_factory=list, repr=False)
 
@@ -191,10 +191,10 @@ class ScanResult:
         self.errors.extend(part.errors)
         self.files_checked += part.files_checked
         self.swept += part.swept
-        for rank, hit in part.nonfinite_first.items():
-            mine = self.nonfinite_first.get(rank)
+        for key, hit in part.nonfinite_first.items():
+            mine = self.nonfinite_first.get(key)
             if mine is None or hit.sort_key() < mine.sort_key():
-                self.nonfinite_first[rank] = hit
+                self.nonfinite_first[key] = hit
         for order, c in part.coverage.items():
             self.coverage_of(order).add(c)
         for s in part.skipped:

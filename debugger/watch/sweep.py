@@ -47,20 +47,29 @@ def sweep_step(step: Step, batch: Batch, result: ScanResult) -> None:
         if stats.has_nonfinite:
             bad.append((ref, stats))
     bad = _not_masking(step, bad)
-    if not bad:
+    if all(ref.kind == Kind.INPUT for ref, _ in bad):
+        # inputs alone hold them and nothing computed from them does: bytes that hold no value (an all-gather
+        # buffer's padding, an unwritten buffer), which no operator of the step carried on
         return
     listed = {ref.key: i for i, ref in enumerate(step.swept)}    # the reader's order, where no graph orders them
     first, stats = min(bad, key=lambda rs: _order(step, rs[0], listed))
     hit = make_hit(SWEEP, len(result.watchpoints), step, first, nonfinite_counts(stats), {},
                    f"{_origin(step, batch, first)}; {len(bad)} tensor(s) of this iteration hold NaN or Inf")
-    known = result.nonfinite_first.get(step.rank.rank)
+    key = (step.rank.rank, step.iteration)
+    known = result.nonfinite_first.get(key)
     if known is None or hit.sort_key() < known.sort_key():
-        result.nonfinite_first[step.rank.rank] = hit
+        result.nonfinite_first[key] = hit
 
 
 def apply_sweep(result: ScanResult) -> None:
-    """Add each rank's first non-finite tensor as a hit where no non-finite hit comes at or before it."""
-    for rank, hit in sorted(result.nonfinite_first.items()):
+    """Add each rank's first non-finite tensor as a hit where no non-finite hit comes at or before it; a step
+    the loss scaler skipped for its infinities (watch/steps.py) is no finding."""
+    skipped = {(s["rank"], s["iteration"]) for s in result.skipped_steps if s["cause"] == "loss_scale_overflow"}
+    first: dict[int, Hit] = {}
+    for (rank, it), hit in sorted(result.nonfinite_first.items()):
+        if (rank, it) not in skipped and rank not in first:
+            first[rank] = hit
+    for rank, hit in first.items():
         told = any(h.rank == rank and h.iteration <= hit.iteration and NONFINITE & h.actual.keys()
                    for h in result.hits)
         if not told:
@@ -108,12 +117,29 @@ def _origin(step: Step, batch: Batch, ref: TensorRef) -> str:
     if ref.kind in _STATE_KINDS:
         return ("origin not in the dump: no dumped operator made this value (it was written by an update or "
                 "between steps that the dump does not hold)")
-    inputs = [r for (node, io, _), r in step.tmap.items() if node == ref.node and io == "input"]
-    if not inputs:
+    inputs = _input_values(step, g, ref.node)
+    if inputs is None:
         return "origin not in the dump: this operator's inputs were not dumped (it made the value or received it)"
     if all(_finite(batch, r) for r in inputs):
         return "made here from finite inputs (the origin)"
     return "origin not in the dump: an input of this operator was not finite and its producer was not dumped"
+
+
+def _input_values(step: Step, g: Graph, node: str) -> list[TensorRef] | None:
+    """The values an operator read: its dumped inputs, else its data sources' dumped outputs; None when some
+    input is in neither (not dumped)."""
+    own = [r for (n, io, _), r in step.tmap.items() if n == node and io == "input"]
+    if own:
+        return own
+    out: list[TensorRef] = []
+    for src, edge in g.node(node).inputs if node in g else ():
+        if edge != "data":
+            continue
+        made = [r for (n, io, _), r in step.tmap.items() if n == src and io == "output"]
+        if not made:
+            return None
+        out += made
+    return out or None
 
 
 def _fed(g: Graph | None, ref: TensorRef) -> bool:

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clirun import run_cli  # noqa: E402
+from clirun import run_cli, scan_quiet  # noqa: E402
 from models.corpus import quiet_threads  # noqa: E402
 from nanogpt_kit import COMPILE_MODES, inf_into_weight_at, scale_weight_at, train  # noqa: E402
 from recorder_kit import tensors_by_iteration  # noqa: E402
@@ -73,9 +73,7 @@ def test_compiled_training_is_recorded_unchanged(tmp_path: Any, mode: str, level
         assert "runs compiled" in said, said
     if mode == "eager":
         assert not said, said
-    r = run_cli("scan", dump)
-    assert r.code == 0, r.out + r.err
-    assert "No watchpoint hit." in r.out
+    scan_quiet(dump)
 
 
 def test_compiled_step_with_its_own_zero_grad_says_gradients_are_lost(tmp_path: Any) -> None:
@@ -115,7 +113,7 @@ def test_ops_on_a_compiled_model_keeps_the_compiled_program(tmp_path: Any, mode:
     assert len(said) == 1 and "compiled_ops=\"eager\"" in said[0], rec.warnings
     r = open_dump(dump).rank(0)
     assert {r.graphs[g].level for g in r.graphs} == {"modules"}
-    assert run_cli("scan", dump).code == 0
+    scan_quiet(dump)
 
 
 def test_ops_in_a_compiled_step_says_the_first_iteration_ran_eagerly(tmp_path: Any) -> None:
@@ -195,8 +193,7 @@ def test_every_optimizer_kernel_moves_the_recorded_weights(tmp_path: Any, optimi
             np.testing.assert_array_equal(ref.value(), want.numpy())
         else:
             assert ref.source.stored_stats()["max"] == pytest.approx(float(want.max()), rel=1e-6)
-    r = run_cli("scan", str(tmp_path / "d"))
-    assert r.code == 0, r.out
+    scan_quiet(str(tmp_path / "d"))
 
 
 @pytest.mark.parametrize("mode", ["eager", "compile"])
@@ -274,9 +271,7 @@ def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any, level: st
         assert "iteration 0 and the next at level \"ops\" are recorded at level \"modules\"" in said[0]
     assert "fused" in optim.lower(), optim
     assert plain == recorded and len(plain) == 6
-    r = run_cli("scan", str(tmp_path / "d"))
-    assert r.code == 0, r.out
-    assert "No watchpoint hit." in r.out
+    scan_quiet(str(tmp_path / "d"))
 
 
 @pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
@@ -325,8 +320,7 @@ def test_lightning_compiled_module(tmp_path: Any, level: str) -> None:
     assert plain == recorded and len(plain) == 6
     said = " ".join(str(w.message) for w in caught if "tdbg" in str(w.message))
     assert ("recorded at level \"modules\"" in said) == (level == "ops"), said
-    r = run_cli("scan", str(tmp_path / "d"))
-    assert r.code == 0, r.out
+    scan_quiet(str(tmp_path / "d"))
 
 
 @pytest.mark.parametrize("level", ["parameters", "modules", "ops"])

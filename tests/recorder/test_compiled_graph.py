@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clirun import run_cli  # noqa: E402
+from clirun import run_cli, scan_quiet  # noqa: E402
 from models.corpus import quiet_threads  # noqa: E402
 from nanogpt_kit import inf_into_weight_at, train  # noqa: E402
 from recorder_kit import tensors_by_iteration, train_steps  # noqa: E402
@@ -72,7 +72,7 @@ def test_compiled_program_operators_recorded_unchanged(tmp_path: Any, mode: str)
     assert backward and all(n.name.startswith("backward/model/h.0-Block/c_fc-Linear/") for n in backward)
     assert any(src == "h.0.c_fc.weight" for n in backward for src, _ in n.inputs)
     assert sum(1 for n in nodes.values() if n.op_type not in ("Parameter", "Input")) > 100
-    assert run_cli("scan", dump).code == 0
+    scan_quiet(dump)
 
 
 def test_compiled_train_step_operators(tmp_path: Any) -> None:
@@ -87,7 +87,7 @@ def test_compiled_train_step_operators(tmp_path: Any) -> None:
     last = next(g for g in r.graphs if STEPS - 1 in r.iterations(g))
     names = [n.name for n in r.graphs[last].nodes()]
     assert any(n.startswith("model/h.0-Block/c_fc-Linear/") for n in names), names[:40]
-    assert run_cli("scan", dump).code == 0
+    scan_quiet(dump)
 
 
 def test_nan_origin_is_an_operator_of_the_compiled_program(tmp_path: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from clirun import run_cli  # noqa: E402
+from clirun import run_cli, scan_quiet  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
 from debugger.triage import triage  # noqa: E402
@@ -61,8 +61,7 @@ def test_skipped_steps_are_a_loss_scale_overflow(tmp_path: Any, save: str) -> No
         facts = r.iteration_facts(it)
         assert facts is not None and facts.loss_scaler
         assert facts.not_stepped == (set(names) if it in skipped else set()), it
-    res = run_cli("scan", dump, "--json", "--no-cache")
-    assert res.code == 0, res.out[-3000:]
+    res = scan_quiet(dump, "--no-cache")
     out = res.json
     assert out["hits"] == [] and out["first"] is None
     assert [(s["iteration"], s["cause"]) for s in out["skipped_steps"]] == [(i, "loss_scale_overflow") for i in skipped]
@@ -98,6 +97,5 @@ def test_healthy_amp_run_is_quiet(tmp_path: Any) -> None:
     dump = str(tmp_path / "d")
     scales, changed, _ = _train(dump, 2.0 ** 8, "tensors")
     assert all(changed) and scales == [2.0 ** 8] * STEPS
-    res = run_cli("scan", dump, "--json", "--no-cache")
-    assert res.code == 0, res.out[-3000:]
-    assert res.json["hits"] == [] and res.json["errors"] == [] and res.json["skipped_steps"] == []
+    res = scan_quiet(dump, "--no-cache")
+    assert res.json["errors"] == [] and res.json["skipped_steps"] == []

@@ -102,7 +102,8 @@ def test_healthy_msprobe_runs_are_quiet_and_incomplete_where_they_cannot_answer(
     assert (code, doc["verdict"], doc["coverage"]["status"]) == (4, "incomplete", "incomplete")
     assert "gradient_vanishing" in {u.split(":")[0] for u in doc["coverage"]["unanswered"]}
     r = run_cli("scan", os.path.join(PROBE, name), "--no-cache", "--jobs", "1")
-    assert "No watchpoint hit, but INCOMPLETE" in r.out and "No watchpoint hit.\n" not in r.out
+    assert "No watchpoint hit, but INCOMPLETE (exit status 4)" in r.out and "No watchpoint hit.\n" not in r.out
+    assert "gradient_vanishing: NOT CHECKED" in r.out
     assert run_cli("scan", os.path.join(PROBE, name), "--no-cache", "--jobs", "1", "--strict").code == 1
 
 

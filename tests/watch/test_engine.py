@@ -247,7 +247,7 @@ def test_config_files_through_the_cli(tmp_path, cli_dump, fmt):
     r = run_cli("scan", root, "--config", str(cfg), "--json", "--jobs", "1", "--no-cache")
     assert r.code == 1, r.err
     want = run(root, *[Watchpoint.from_dict(d) for d in CONFIG]).to_dict()
-    assert r.json == json.loads(json.dumps({**want, "warnings": []}))
+    assert r.json == json.loads(json.dumps({**want, "warnings": [], "verdict": "found"}))
     assert [(h["watchpoint"], h["iteration"], h["node"]) for h in r.json["hits"]] == [
         ("gradient_vanishing", 1, lay.gradient("fc1.weight")), ("tensor_all_zero", 2, lay.activation())]
 
@@ -259,7 +259,8 @@ def test_scan_json_shape(cli_dump):
     assert r.code == 1, r.err
     out = r.json
     assert set(out) == {"dump", "ranks", "iterations", "watchpoints", "hits", "errors", "skipped", "first",
-                        "warnings", "skipped_steps", "levels", "level_notes", "coverage"}
+                        "warnings", "skipped_steps", "levels", "level_notes", "coverage", "verdict"}
+    assert out["verdict"] == "found"
     cov = out["coverage"]
     assert cov["status"] == "complete" and cov["unanswered"] == [] and cov["swept"] > 0
     assert [(c["watchpoint"], c["status"], c["checked"] > 0, c["iterations"]) for c in cov["watchpoints"]] == [

@@ -20,7 +20,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 11    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 12    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -223,6 +223,31 @@ def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> l
     return [{**g, "ranks": sorted(g["ranks"]), "iterations": sorted(g["iterations"])} for g in ordered]
 
 
+SERIES_SHOWN = 50     # series findings kept in the triage object (their count is whole)
+
+
+def series_findings(dump: Dump, below: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The loss spikes and non-finite losses of every rank's per-step series (``loss_spike``, default
+    parameters), first steps first, and the warnings of reading them: what a scan of the dumped iterations
+    does not see between them (a spike at a step no iteration holds)."""
+    from .watch.registry import Watchpoint
+    from .watch.series_conditions import run_series
+
+    wp = Watchpoint.parse("loss_spike")
+    hits: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    for r in dump.ranks:
+        series = r.series
+        if series is None:
+            continue
+        try:
+            hits += [h.as_dict() for h in run_series(r.rank, series, [wp]) if below is None or h.step < below]
+        except (ValueError, DumpError) as exc:
+            warnings.append(f"rank {r.rank} series: {exc}")
+    hits.sort(key=lambda h: (h["step"], h["rank"]))
+    return hits, warnings
+
+
 def iterations_below(dump: Dump, below: int) -> set[int]:
     """The dump's iterations (of any rank) below ``below``: what a running job has finished writing."""
     return {i for r in dump.ranks for i in r.iterations() if i < below}
@@ -263,6 +288,8 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
         divergent = divergent_cells(cmp)
     many = len(dump.rank_ids) >= rankviews.LINES_BELOW
     grads = grad_norm_curves(dump, cache, below)
+    spikes, series_warnings = series_findings(dump, below)
+    warnings = warnings + series_warnings
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
            "loss_band": band_of(curves) if many else None,
            "grad_norm": [] if many else grads, "grad_norm_band": band_of(grads) if many and grads else None,
@@ -270,6 +297,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
            "level_notes": data.get("level_notes", []), "coverage": data["coverage"],
+           "series_findings": spikes[:SERIES_SHOWN], "series_hits": len(spikes),
            "agreement": agreement, "warnings": warnings[:200], "warning_count": len(warnings),
            "checked": res.iterations, "left_out": leave_out, "below": below}
     out["health"] = health(out)
@@ -284,11 +312,11 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
     """At a glance: ``problems`` (findings, divergent ranks), ``warnings``, and a one-word ``status``."""
     a = t.get("agreement")
     diverged = bool(a and a["first_divergence"])
-    problems = len(t["findings"]) + (1 if diverged else 0)
+    problems = len(t["findings"]) + (1 if diverged else 0) + (1 if t["series_hits"] else 0)
     incomplete = t["coverage"]["status"] == "incomplete"
     status = "problems" if problems else "incomplete" if incomplete else "warnings" if t["warning_count"] else "ok"
     return {"status": status, "problems": problems, "hits": t["hits"], "warnings": t["warning_count"],
-            "diverged": diverged, "unanswered": t["coverage"]["unanswered"]}
+            "diverged": diverged, "series_hits": t["series_hits"], "unanswered": t["coverage"]["unanswered"]}
 
 
 __all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

@@ -85,21 +85,29 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if wps:
         result, dump_warnings = _scan_dump(args, dump, ranks, its, wps, warnings)
         warnings = dump_warnings + warnings
+        series_hits += _series_sweep(dump, ranks, its, result)
     verdict = scan_verdict(result, series_hits, args.strict)
     if args.json:
         doc = {**(result.to_dict() if result is not None else {}), "warnings": warnings, "verdict": verdict}
         if result is not None:
             doc["coverage"] = result.coverage_dict(args.strict)
-        if over_series:
+        if over_series or series_hits:
             doc["series_hits"] = [h.as_dict() for h in series_hits]
         print_json(doc, out)
     else:
         report_warnings(args, warnings)
         if result is not None:
             print_scan(result, out, args.strict, bool(series_hits))
-        if over_series:
+        if over_series or series_hits:
             print_series_hits(series_hits, out)
     return verdict_exit(verdict, args.strict)
+
+
+def _series_sweep(dump: Dump, ranks: list[int] | None, its: Any, result: Any) -> list:
+    """The non-finite sweep of the recorded per-step series' loss (watch/sweep.py), within --iterations."""
+    from ..watch.sweep import series_nonfinite    # numpy: only once a scan runs
+    hits = series_nonfinite(dump, ranks, result.hits)
+    return [h for h in hits if its is None or h.step in its]
 
 
 def scan_verdict(result: Any, series_hits: list, strict: bool) -> str:

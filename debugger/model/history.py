@@ -7,6 +7,7 @@ after the optimizer's in-place update; the forward kernels of iteration i read t
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from ..formats.records import Kind
@@ -23,6 +24,7 @@ class Previous:
 
     ref: TensorRef
     how: str            # EARLIER_RUN | BEFORE_UPDATE
+    steps: int = 1      # training steps between the two values: more than 1 over iterations the dump lacks
 
 
 def value_before_update(rank: Rank, ref: TensorRef) -> TensorRef | None:
@@ -39,13 +41,30 @@ def value_before_update(rank: Rank, ref: TensorRef) -> TensorRef | None:
 
 
 def previous_value(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
-    """(the previous value, "") or (None, why there is none)."""
+    """(the previous value, "") or (None, why there is none). Over iterations the dump lacks (``iteration
+    "0|2-3"``), a weight's value before this iteration's update, when dumped, is the one step's previous
+    value; else the earlier run's value is returned with the steps between (:attr:`Previous.steps`)."""
     prev_it = rank.previous_iteration(ref.graph_id, ref.iteration)
-    if prev_it is None:
+    steps = gap_steps(rank, ref.graph_id, prev_it, ref.iteration)
+    if prev_it is None or steps > 1:
         before = value_before_update(rank, ref)
         if before is not None:
             return Previous(before, BEFORE_UPDATE), ""
-    return _in_iteration(rank, ref, prev_it)
+    prev, why = _in_iteration(rank, ref, prev_it)
+    return (Previous(prev.ref, prev.how, steps), why) if prev is not None and steps > 1 else (prev, why)
+
+
+def gap_steps(rank: Rank, graph_id: int, prev_it: int | None, iteration: int) -> int:
+    """The training steps from ``prev_it`` to ``iteration``, the graph's run before it, when the dump holds no
+    iteration between them (another graph that ran one means this graph did not), else 1."""
+    if prev_it is None or iteration - prev_it <= 1:
+        return 1
+    for gid in rank.graph_ids:
+        its = rank.iterations(gid) if gid != graph_id else []
+        at = bisect.bisect_right(its, prev_it)
+        if at < len(its) and its[at] < iteration:
+            return 1
+    return iteration - prev_it
 
 
 def previous_dumped(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
@@ -55,10 +74,11 @@ def previous_dumped(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
     return _in_iteration(rank, ref, prev_it)
 
 
-def earlier_values(rank: Rank, ref: TensorRef, count: int,
-                   dumped: bool = False) -> tuple[list[TensorRef] | None, str]:
+def earlier_values(rank: Rank, ref: TensorRef, count: int, dumped: bool = False,
+                   spans: list[int] | None = None) -> tuple[list[TensorRef] | None, str]:
     """([ref, its previous value, the one before ...], "") up to ``count`` values, each the previous
-    value of the one before it (``dumped``: :func:`previous_dumped`), or (None, why one is missing).
+    value of the one before it (``dumped``: :func:`previous_dumped`), or (None, why one is missing);
+    ``spans`` gets the training steps between each value and the next (:attr:`Previous.steps`).
 
     A value from before the update ends the chain: nothing earlier belongs to the same run."""
     chain = [ref]
@@ -70,6 +90,8 @@ def earlier_values(rank: Rank, ref: TensorRef, count: int,
                 why = f"needs {count} dumped iterations, only {len(chain)} up to this one"
             return None, why
         chain.append(prev.ref)
+        if spans is not None:
+            spans.append(prev.steps)
         how = prev.how
     return chain, ""
 

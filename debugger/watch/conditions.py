@@ -69,6 +69,7 @@ class Check:
     extra: list[TensorRef] = field(default_factory=list)   # previous values, history, initial value, unit source
     error: str | None = None
     units: UnitSpec | None = None   # the unit-activity spec this check asked for
+    steps: int = 1      # training steps between two values of its chain: over iterations the dump lacks, more
 
 
 @dataclass
@@ -503,10 +504,12 @@ class _Chain(PerTensor):
         ``chk.error`` set when an earlier value is missing."""
         count = self.needs(chk.wp).earlier + 1
         dumped = chk.wp.condition.needs == HISTORY
-        chain, why = history.earlier_values(chk.step.rank, chk.ref, count, dumped=dumped)
+        spans: list[int] = []
+        chain, why = history.earlier_values(chk.step.rank, chk.ref, count, dumped=dumped, spans=spans)
         if chain is None:
             # the run's first step has nothing before it to compare with: no gap in the dump
             chk.error = RunStart(why) if chk.step.iteration == 0 else why
+        chk.steps = max(spans, default=1)
         return chain
 
     def needs(self, wp: Watchpoint) -> Needs:
@@ -573,7 +576,9 @@ class Unchanged(_Chain):
         th = {"atol": atol, "rtol": rtol}
         if wp.condition.needs == HISTORY:
             th["num_steps"] = float(len(chain))
-        add_hit(out, wp, chk.order, chk.step, chk.ref, {"atol": worst}, th)
+        over = chk.steps > 1 and stored_update(chk.ref, chk.extra[0]) is None
+        note = f"unchanged over {chk.steps} iterations (the dump holds none between)" if over else ""
+        add_hit(out, wp, chk.order, chk.step, chk.ref, {"atol": worst}, th, note)
 
     @staticmethod
     def _from_statistics(cur: TensorRef, prev: TensorRef, batch: Batch, rtol: float,
@@ -617,6 +622,11 @@ class UpdateRatio(_Chain):
                 return
             diff_abs_mean: float | None = update["update_abs_mean"]
         else:
+            if chk.steps > 1:      # the change over several steps is not one step's update: never shown as one
+                add_error(out, chk.wp, chk.step, chk.ref.node, NotApplicable(
+                    f"the previous value in the dump is {chk.steps} iterations earlier (those between were not "
+                    "dumped, nor the value before this step's update): one step's update cannot be told"))
+                return
             if self.ready(chk, batch, out) is None:
                 return
             pair = batch.pair_results[(chk.ref.identity, chk.extra[0].identity)]

@@ -9,8 +9,10 @@ the dump says of its origin: made there from finite inputs, data-borne (the inpu
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..formats.records import Kind
-from ..model import TensorRef
+from ..model import Dump, TensorRef
 from ..model.graph import Graph
 from ..model.locate import position
 from ..stats import Stats
@@ -75,6 +77,31 @@ def apply_sweep(result: ScanResult) -> None:
         if not told:
             result.hits.append(hit)
     result.nonfinite_first.clear()
+
+
+def series_nonfinite(dump: Dump, ranks: list[int] | None, hits: list[Hit]) -> list[Any]:
+    """The first non-finite loss of each selected rank's recorded per-step series (a step no dumped iteration
+    holds), as a series hit of the sweep, where no non-finite hit of the scan comes at or before that step. A
+    series whose loss is never finite may not hold the loss: none."""
+    import numpy as np
+
+    from .series_conditions import SeriesHit
+
+    out = []
+    for r in dump.ranks if ranks is None else [dump.rank(k) for k in ranks]:
+        series = r.reader.series()
+        if series is None:
+            continue
+        steps, loss = series.scalar("loss")
+        bad = np.flatnonzero(~np.isfinite(loss))
+        if not len(bad) or not np.isfinite(loss).any():
+            continue
+        step = int(steps[bad[0]])
+        if any(h.rank == r.rank and h.iteration <= step and NONFINITE & h.actual.keys() for h in hits):
+            continue
+        out.append(SeriesHit(SWEEP, r.rank, step, "loss", "value", float(loss[bad[0]]),
+                             "the first non-finite loss of the per-step series"))
+    return out
 
 
 def _not_masking(step: Step, bad: list[tuple[TensorRef, Stats]]) -> list[tuple[TensorRef, Stats]]:

@@ -333,6 +333,27 @@ def test_triage_says_what_a_parameters_level_recording_cannot_answer(page: Any, 
         srv.stop()
 
 
+def test_triage_says_a_series_spike_above_any_green(page: Any, tmp_path: Any) -> None:
+    """No iteration recorded, a loss spike in the per-step series: the findings card says the spike (never the
+    green "Nothing fired"), and the dump's health is "problems"."""
+    pytest.importorskip("torch")
+    from triage_runs import SPIKE_AT, record_spiked_series
+
+    dump = str(tmp_path / "dump")
+    record_spiked_series(dump)
+    srv = _serve(dump, str(tmp_path / "cache"))
+    try:
+        _timed_triage(page, srv.url + "#/triage")
+        card = page.locator(".card.findings")
+        assert card.locator(".ok-box").count() == 0
+        spike = card.locator(".other-evidence .series-findings").inner_text()
+        assert "loss spike" in spike and f"rank 0 step {SPIKE_AT}" in spike
+        shot(page, "triage-series-spike")
+    finally:
+        page.goto("about:blank")
+        srv.stop()
+
+
 def test_triage_is_the_landing_page_cold_then_warm(page: Any, tmp_path: Any) -> None:
     cache = str(tmp_path / "cache")
     srv = _serve(SAMPLE, cache)

@@ -54,21 +54,35 @@ export function findingsCard(t) {
     h('span', { class: 'spacer' }),
     h('button', { class: 'btn btn-small', title: `Add the ${t.preset} watchpoints to this dump: their hits show in the graph and the replay`,
       onclick: async () => { if (await watchPreset(t.preset)) set({ view: 'watch' }); } }, 'Watch these'));
-  const unanswered = (t.coverage && t.coverage.unanswered) || [];
-  if (!t.findings.length && unanswered.length) {      // never a green box over what could not be checked
-    return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
-      h('div', { class: 'incomplete-box' }, h('b', {}, 'Nothing fired, but not everything could be checked'),
-        ` in ${t.checked.length} iterations: ${unanswered.length} watchpoint${unanswered.length === 1 ? '' : 's'} checked nothing.`,
-        h('ul', {}, unanswered.map((u) => h('li', { class: 'unanswered' }, u)))),
-      skippedNote(t)));
-  }
-  if (!t.findings.length) {
-    return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
-      h('div', { class: 'ok-box' }, `Nothing fired: no NaN/Inf, vanishing gradient, frozen or exploding weight, all-zero tensor, saturated or dead layer in ${t.checked.length} iterations.`),
-      skippedNote(t)));
-  }
   const rows = t.findings.map((f) => findingRow(f, t.ranks.length > 1));
-  return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' }, rows, skippedNote(t)));
+  return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
+    rows, otherEvidence(t), t.findings.length ? null : verdictBox(t), skippedNote(t)));
+}
+
+// One verdict from all evidence: what the watchpoints of the dumped iterations do not see (the per-step
+// series' loss spikes and non-finite losses, ranks that disagree) is said beside their findings.
+function otherEvidence(t) {
+  const spikes = t.series_findings || [];
+  const fd = t.agreement && t.agreement.first_divergence;
+  if (!spikes.length && !fd) return null;
+  return h('div', { class: 'error-box other-evidence' },
+    spikes.length ? h('div', { class: 'series-findings' }, h('b', {}, `The per-step series: ${fmt(t.series_hits)} loss spike${t.series_hits === 1 ? '' : 's'} or non-finite loss${t.series_hits === 1 ? '' : 'es'}`),
+      ' (see Trends): ', spikes.slice(0, 3).map((s) => `rank ${s.rank} step ${s.step}: ${s.detail}`).join('; ')) : null,
+    fd ? h('div', { class: 'ranks-disagree' }, h('b', {}, 'The ranks disagree'), ` from iteration ${fd.iteration} (see Ranks agree? below).`) : null);
+}
+
+// No watchpoint fired: green only when every watchpoint checked something and no other evidence says otherwise.
+function verdictBox(t) {
+  const unanswered = (t.coverage && t.coverage.unanswered) || [];
+  if (unanswered.length) {      // never a green box over what could not be checked
+    return h('div', { class: 'incomplete-box' }, h('b', {}, 'Nothing fired, but not everything could be checked'),
+      ` in ${t.checked.length} iterations: ${unanswered.length} watchpoint${unanswered.length === 1 ? '' : 's'} checked nothing.`,
+      h('ul', {}, unanswered.map((u) => h('li', { class: 'unanswered' }, u))));
+  }
+  if ((t.series_findings || []).length || (t.agreement && t.agreement.first_divergence)) {
+    return h('div', { class: 'muted' }, `No watchpoint fired in ${t.checked.length} iterations.`);
+  }
+  return h('div', { class: 'ok-box' }, `Nothing fired: no NaN/Inf, vanishing gradient, frozen or exploding weight, all-zero tensor, saturated or dead layer in ${t.checked.length} iterations.`);
 }
 
 // What did not apply (an update ratio of a zero-initialised bias ...): one line per watchpoint and reason;

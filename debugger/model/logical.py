@@ -31,18 +31,18 @@ class Piece:
     shard: ShardRecord
 
 
-def distinct_pieces(pieces: Sequence[Piece]) -> list[Piece]:
-    """Each part of the logical tensor once: the first rank's of every set of replicas (partial sums
-    are all kept: each adds to the total)."""
+def distinct_pieces(pieces: Sequence[Piece], prefer: int | None = None) -> list[Piece]:
+    """Each part of the logical tensor once: of every set of replicas, rank ``prefer``'s when it holds one,
+    else the first rank's (partial sums are all kept: each adds to the total)."""
     seen: set[tuple] = set()
     out = []
-    for p in sorted(pieces, key=lambda p: p.rank):
+    for p in sorted(pieces, key=lambda p: (p.rank != prefer, p.rank)):
         key = p.shard.key()
         if key in seen and not p.shard.is_partial:
             continue
         seen.add(key)
         out.append(p)
-    return out
+    return sorted(out, key=lambda p: p.rank)
 
 
 def replica_groups(pieces: Sequence[Piece]) -> list[list[Piece]]:
@@ -57,12 +57,23 @@ def replica_groups(pieces: Sequence[Piece]) -> list[list[Piece]]:
 class LogicalSource(TensorSource):
     """The logical tensor behind ``pieces`` (one per rank that holds a part of it)."""
 
-    def __init__(self, name: str, pieces: Sequence[Piece]) -> None:
+    def __init__(self, name: str, pieces: Sequence[Piece], viewer: int | None = None) -> None:
         if not pieces:
             raise ValueError(f"{name}: a logical tensor needs at least one shard")
         self.name = name
         self.pieces = tuple(sorted(pieces, key=lambda p: p.rank))
         self.shape = self.pieces[0].shard.shape
+        self.viewer = viewer
+        # what the values are read from: the viewing rank's own replicas (a rank's view is its data)
+        self.parts = distinct_pieces(self.pieces, viewer)
+
+    def viewed_by(self, rank: int) -> "LogicalSource":
+        """The same tensor as ``rank`` holds it: its own replicas where it holds some (itself when that reads
+        the same parts)."""
+        parts = distinct_pieces(self.pieces, rank)
+        if [(p.rank, p.shard.key()) for p in parts] == [(p.rank, p.shard.key()) for p in self.parts]:
+            return self
+        return LogicalSource(self.name, self.pieces, rank)
 
     @property
     def owner_rank(self) -> int:
@@ -71,10 +82,12 @@ class LogicalSource(TensorSource):
 
     @property
     def identity(self) -> str:
-        """Changes when any shard does."""
+        """Changes when any shard does (and with the replicas read: another rank's view, another tensor)."""
         h = hashlib.blake2b(digest_size=16)
         for p in self.pieces:
             h.update(f"{p.rank}\0{p.source.identity}\0{p.shard.key()}\n".encode())
+        if self.viewer is not None:
+            h.update(f"viewer\0{self.viewer}".encode())
         return "logical:" + h.hexdigest()
 
     def current_identity(self) -> str:
@@ -82,6 +95,8 @@ class LogicalSource(TensorSource):
         h = hashlib.blake2b(digest_size=16)
         for p in self.pieces:
             h.update(f"{p.rank}\0{p.source.current_identity()}\0{p.shard.key()}\n".encode())
+        if self.viewer is not None:
+            h.update(f"viewer\0{self.viewer}".encode())
         return "logical:" + h.hexdigest()
 
     @property
@@ -110,7 +125,7 @@ class LogicalSource(TensorSource):
         import numpy as np
         if not self.has_values:
             raise self._no_values()
-        parts = distinct_pieces(self.pieces)
+        parts = self.parts
         dtype = np.result_type(*(p.source.header().dtype for p in parts))
         out = np.zeros(self.shape, dtype)
         flat_out = out.reshape(-1)
@@ -135,7 +150,7 @@ class LogicalSource(TensorSource):
 
     def stored_stats(self) -> Mapping[str, float] | None:
         """The shards' statistics combined exactly (None when a shard stores none, or holds partial sums)."""
-        parts = distinct_pieces(self.pieces)
+        parts = self.parts
         if any(p.shard.is_partial for p in parts):
             return None
         got = [p.source.stored_stats() for p in parts]

@@ -111,10 +111,12 @@ class ShardIndex:
         self._incomplete: set[tuple] = set()     # tensors already warned about
 
     def source(self, graph_id: int, iteration: int, rank: int, key: Key) -> LogicalSource | None:
-        """The logical tensor that rank ``rank``'s tensor ``key`` = (node, io, slot) is a part of (None: none)."""
+        """The logical tensor that rank ``rank``'s tensor ``key`` = (node, io, slot) is a part of, as ``rank``
+        holds it: its own replicas where it holds some (None: none)."""
         built = self._iteration(graph_id, iteration)
         group = built.group_of.get((rank, key))
-        return None if group is None else built.logical.get(group)
+        src = None if group is None else built.logical.get(group)
+        return None if src is None else src.viewed_by(rank)
 
     def parts(self, graph_id: int, iteration: int, key: Key, rank: int | None = None) -> list[Piece]:
         """Every rank's part of the tensor that ``rank`` (default: the lowest rank holding ``key``) calls

@@ -43,6 +43,9 @@ def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list
     for r in dump.ranks:
         holders = _graphs_with(r, Kind.LOSS)
         if not holders:
+            curve = _series_loss(r)     # no loss in the dumped iterations: the per-step series' own
+            if curve is not None:
+                out.append(curve)
             continue
         run = _runs_with(r, holders, below)
         points = []
@@ -54,6 +57,28 @@ def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list
         out.append({"rank": r.rank, "graph": gid, "graph_spans": _spans(run), "node": holders[gid][-1],
                     "points": points})
     return out
+
+
+SERIES_POINTS = 2000     # points of a loss curve taken from a per-step series (every k-th step beyond)
+
+
+def _series_loss(r: Any) -> dict[str, Any] | None:
+    """A rank's loss curve from its recorded per-step series (every step, or every k-th beyond
+    :data:`SERIES_POINTS`), None without one or without a finite loss."""
+    import numpy as np   # only for a dump with a series and no loss node
+
+    series = r.reader.series()
+    if series is None:
+        return None
+    try:
+        steps, loss = series.scalar("loss")
+    except DumpError:
+        return None
+    if not np.isfinite(loss).any():
+        return None
+    stride = max(1, -(-len(steps) // SERIES_POINTS))
+    points = [[int(s), _finite(float(v))] for s, v in zip(steps[::stride], loss[::stride])]
+    return {"rank": r.rank, "graph": None, "graph_spans": [], "node": "loss", "source": "series", "points": points}
 
 
 def _graphs_with(r: Any, kind: str) -> dict[int, list[str]]:
@@ -226,10 +251,11 @@ def findings(hits: list[dict[str, Any]], watchpoints: list[dict[str, Any]]) -> l
 SERIES_SHOWN = 50     # series findings kept in the triage object (their count is whole)
 
 
-def series_findings(dump: Dump, below: int | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+def series_findings(dump: Dump) -> tuple[list[dict[str, Any]], list[str]]:
     """The loss spikes and non-finite losses of every rank's per-step series (``loss_spike``, default
     parameters), first steps first, and the warnings of reading them: what a scan of the dumped iterations
-    does not see between them (a spike at a step no iteration holds)."""
+    does not see between them (a spike at a step no iteration holds). A running job's series is read as far
+    as its segments are whole (the reader leaves out one being written), whatever iterations it writes."""
     from .watch.registry import Watchpoint
     from .watch.series_conditions import run_series
 
@@ -241,7 +267,7 @@ def series_findings(dump: Dump, below: int | None = None) -> tuple[list[dict[str
         if series is None:
             continue
         try:
-            hits += [h.as_dict() for h in run_series(r.rank, series, [wp]) if below is None or h.step < below]
+            hits += [h.as_dict() for h in run_series(r.rank, series, [wp])]
         except (ValueError, DumpError) as exc:
             warnings.append(f"rank {r.rank} series: {exc}")
     hits.sort(key=lambda h: (h["step"], h["rank"]))
@@ -288,7 +314,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
         divergent = divergent_cells(cmp)
     many = len(dump.rank_ids) >= rankviews.LINES_BELOW
     grads = grad_norm_curves(dump, cache, below)
-    spikes, series_warnings = series_findings(dump, below)
+    spikes, series_warnings = series_findings(dump)
     warnings = warnings + series_warnings
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
            "loss_band": band_of(curves) if many else None,

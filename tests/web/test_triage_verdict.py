@@ -30,6 +30,9 @@ def test_a_series_spike_is_a_problem_of_the_triage(spiked: str) -> None:
     first = t["series_findings"][0]
     assert (first["condition"], first["rank"], first["step"], first["tensor"]) == ("loss_spike", 0, SPIKE_AT, "loss")
     assert t["health"]["status"] == "problems" and t["health"]["series_hits"] == t["series_hits"]
+    # no loss node in any iteration: the loss curve is the series', every step
+    [curve] = t["loss"]
+    assert curve["source"] == "series" and [p[0] for p in curve["points"]] == list(range(70))
 
 
 def test_a_healthy_series_is_no_problem(tmp_path: Any) -> None:

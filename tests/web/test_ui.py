@@ -348,6 +348,10 @@ def test_triage_says_a_series_spike_above_any_green(page: Any, tmp_path: Any) ->
         assert card.locator(".ok-box").count() == 0
         spike = card.locator(".other-evidence .series-findings").inner_text()
         assert "loss spike" in spike and f"rank 0 step {SPIKE_AT}" in spike
+        assert "No iteration was dumped" in card.inner_text()
+        # no loss node in any iteration: the loss card draws the series' loss, never "no loss"
+        loss = page.locator(".card.loss-card")
+        assert "the per-step series" in loss.inner_text() and loss.locator("svg").count() == 1
         shot(page, "triage-series-spike")
     finally:
         page.goto("about:blank")

@@ -74,6 +74,10 @@ function otherEvidence(t) {
 // No watchpoint fired: green only when every watchpoint checked something and no other evidence says otherwise.
 function verdictBox(t) {
   const unanswered = (t.coverage && t.coverage.unanswered) || [];
+  if (!t.checked.length) {
+    return h('div', { class: 'incomplete-box' }, h('b', {}, 'No iteration was dumped'),
+      ': the watchpoints had nothing to check (what a per-step series says is above and in Trends).');
+  }
   if (unanswered.length) {      // never a green box over what could not be checked
     return h('div', { class: 'incomplete-box' }, h('b', {}, 'Nothing fired, but not everything could be checked'),
       ` in ${t.checked.length} iterations: ${unanswered.length} watchpoint${unanswered.length === 1 ? '' : 's'} checked nothing.`,
@@ -119,7 +123,8 @@ export function lossCard(t) {
       h('div', { class: 'legend' }, series.map((x) => h('span', {}, h('i', { style: { background: x.color } }), x.name))));
   }
   return h('div', { class: 'card loss-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Loss'),
-    h('span', { class: 'muted' }, t.loss[0] ? `mean of ${basename(t.loss[0].node)} per iteration` : '')), body);
+    h('span', { class: 'muted' }, !t.loss[0] ? '' : t.loss[0].source === 'series'
+      ? 'the per-step series (no loss in the dumped iterations)' : `mean of ${basename(t.loss[0].node)} per iteration`)), body);
 }
 
 // Many ranks: a per-rank series as a band (min-max, quartiles, median) with its outlier ranks named; a

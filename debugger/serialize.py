@@ -79,6 +79,7 @@ def rank_info(r: Rank) -> dict[str, Any]:
         "iterations": r.iterations(), "run_iterations": run, "graphs": r.graph_ids, "graph_details": graphs,
         "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
         "nodes_by_kind": dict(sorted(r.kind_counts().items())),
+        "weights_with_gradient": len(r.gradient_params()),
         "parameters": [{"name": n, "kind": k} for n, k in r.parameters()],
         "series": series_info(r),
     }

@@ -42,9 +42,9 @@ def _print_info(info: dict, out: TextIO) -> None:
         kinds = r["nodes_by_kind"]
         rows.append([r["rank"], ",".join(map(str, r["graphs"])) or "-", ranges_text(r["iterations"]),
                      ranges_text(r["run_iterations"]) if r["run_iterations"] else "?",
-                     sum(kinds.values()), kinds.get(Kind.WEIGHT, 0), kinds.get(Kind.GRADIENT, 0),
+                     sum(kinds.values()), kinds.get(Kind.WEIGHT, 0), r["weights_with_gradient"],
                      kinds.get(Kind.ACTIVATION, 0), r["tensor_files"], human_bytes(r["tensor_bytes"])])
-    out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "grads", "activ.",
+    out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "with grad", "activ.",
                            "files", "bytes"]) + "\n")
     if ranks:
         _print_levels(first, out)

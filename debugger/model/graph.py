@@ -232,6 +232,14 @@ class Graph:
             out[k] = out.get(k, 0) + 1
         return out
 
+    def gradient_params(self) -> set[str]:
+        """The weights whose gradient the graph holds: a gradient node's, or an output slot's (a fused backward
+        kernel, such as BatchNorm's, makes the gradients of several weights, each an output of its own)."""
+        out = {rec.param for rec in self._records.values() if rec.kind == Kind.GRADIENT and rec.param}
+        for rec in self._records.values():
+            out.update(o.param for o in rec.outputs if o.kind == Kind.GRADIENT and o.param)
+        return out
+
     def value_source(self, name: str) -> str:
         """The node that made the value ``name`` passes on (itself unless it only routes a value)."""
         rec = self._records.get(name)

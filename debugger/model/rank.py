@@ -316,6 +316,10 @@ class Rank:
                 out[k] = out.get(k, 0) + v
         return out
 
+    def gradient_params(self) -> set[str]:
+        """The weights whose gradient some graph of the rank holds (:meth:`Graph.gradient_params`)."""
+        return {p for g in self.graphs.values() for p in g.gradient_params()}
+
     def tensor_bytes(self) -> int:
         """Total bytes of tensor data (from listings)."""
         return self.reader.tensor_bytes()

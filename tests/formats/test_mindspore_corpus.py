@@ -203,3 +203,17 @@ def test_the_functional_loop_and_train_one_step_agree() -> None:
     assert fl["losses_bit_identical_to"] == {"train_one_step": True}
     assert dump_info(open_dump(os.path.join(DATA, "functional_loop")))["trainable_weights"] == \
         dump_info(open_dump(os.path.join(DATA, "train_one_step")))["trainable_weights"] == sorted(tos["trainable"])
+
+
+@pytest.mark.parametrize("name", ["momentum_nowd", "momentum_wd", "full_healthy"])
+def test_info_counts_every_weight_with_a_gradient(name: str) -> None:
+    """Momentum without weight decay: BatchNormGrad makes gamma's and beta's gradients as output slots of one
+    kernel; info counted gradient nodes (5 of 9 weights), as if the BatchNorm gradients were missing."""
+    from clirun import run_cli
+
+    trained = _truth(name)["trainable"]
+    r = run_cli("info", os.path.join(DATA, name), "--json")
+    [rank] = r.json["ranks"]
+    assert rank["weights_with_gradient"] == len(trained) == len(_rank(name).gradient_params() & set(trained))
+    text = run_cli("info", os.path.join(DATA, name)).out
+    assert "with grad" in text

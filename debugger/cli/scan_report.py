@@ -76,8 +76,10 @@ def _covered(c: Coverage, kinds: tuple[str, ...]) -> str:
 def _no_hit(result: ScanResult, strict: bool, series_hits: bool) -> str:
     """The verdict line of a scan without hits: clean only when every watchpoint checked something."""
     if result.status(strict) != "incomplete":
+        if series_hits:
+            return "No watchpoint hit in the dumped iterations.\n"
         partial = " (some checks could not run: see Coverage)" if result.status() == "partial" else ""
-        return "No watchpoint hit." + partial + "\n" if not series_hits else "No watchpoint hit in the dumped iterations.\n"
+        return f"No watchpoint hit.{partial}\n"
     names = [u.split(":", 1)[0] for u in result.unanswered()]
     if not names:     # --strict: partial coverage is incomplete too
         return "No watchpoint hit, but INCOMPLETE: some checks could not run (see Coverage); --strict fails it.\n"

@@ -49,8 +49,8 @@ def sweep_step(step: Step, batch: Batch, result: ScanResult) -> None:
         if stats.has_nonfinite:
             bad.append((ref, stats))
     bad = _not_masking(step, bad)
-    if all(ref.kind == Kind.INPUT for ref, _ in bad):
-        # inputs alone hold them and nothing computed from them does: bytes that hold no value (an all-gather
+    if not bad or all(ref.kind == Kind.INPUT for ref, _ in bad):
+        # inputs alone holding them, nothing computed from them does: bytes that hold no value (an all-gather
         # buffer's padding, an unwritten buffer), which no operator of the step carried on
         return
     listed = {ref.key: i for i, ref in enumerate(step.swept)}    # the reader's order, where no graph orders them
@@ -116,8 +116,11 @@ def _not_masking(step: Step, bad: list[tuple[TensorRef, Stats]]) -> list[tuple[T
              and ref.kind not in (Kind.INPUT, Kind.LOSS)}
     if not masks:
         return bad
-    return [(ref, st) for ref, st in bad if ref.node not in masks
-            and not (st.nan == 0 and ref.kind not in _ALWAYS and not (ref.node in g and g.node(ref.node).is_backward))]
+    def masked(ref: TensorRef, st: Stats) -> bool:
+        backward = ref.node in g and g.node(ref.node).is_backward
+        return ref.node in masks or (st.nan == 0 and ref.kind not in _ALWAYS and not backward)
+
+    return [(ref, st) for ref, st in bad if not masked(ref, st)]
 
 
 def _order(step: Step, ref: TensorRef, listed: dict[tuple[str, str, int], int]) -> tuple[int, int, int, int]:
@@ -140,7 +143,8 @@ def _origin(step: Step, batch: Batch, ref: TensorRef) -> str:
         return ("origin not in what was scanned: its producer was not dumped, or is outside the scan's "
                 "--node/--scope/--where (first seen as an operator's input)")
     if g is None:
-        return "origin not in the dump: without the graph, what made it cannot be told (first in the files' order)"
+        return ("origin not in the dump: without the graph, what made it cannot be told (first in the files' "
+                "order)")
     if ref.kind in _STATE_KINDS:
         return ("origin not in the dump: no dumped operator made this value (it was written by an update or "
                 "between steps that the dump does not hold)")
@@ -187,4 +191,4 @@ def _finite(batch: Batch, ref: TensorRef) -> bool:
     return not err and stats is not None and not stats.has_nonfinite
 
 
-__all__ = ["SWEEP", "Hit", "apply_sweep", "plan_sweep", "sweep_step"]
+__all__ = ["SWEEP", "apply_sweep", "plan_sweep", "series_nonfinite", "sweep_step"]

@@ -61,9 +61,12 @@ def catalog(rank: Rank) -> dict[str, Any]:
     """The series' tensors (name, role, param, layer), its step range and what can be asked of it."""
     s = rank.series
     if s is None:
-        return {"available": False, "rank": rank.rank,
-                "message": f"rank {rank.rank} records no per-step series (Recorder(..., series=True) records one; "
-                           "iterations recorded every step, or most, at any level read as one; "
+        # a series recorded but never written, or damaged, is said by the rank's load warnings: quoted first
+        said = [w for w in rank.warnings if "series" in w]
+        why = f"{said[0]}; " if said else ""
+        return {"available": False, "rank": rank.rank, "warnings": said,
+                "message": f"{why}rank {rank.rank} records no per-step series (Recorder(..., series=True) records "
+                           "one; iterations recorded every step, or most, at any level read as one; "
                            "tdbg convert --series makes one of a dump's iterations)"}
     steps = s.steps()
     return {"available": True, "rank": rank.rank, "origin": s.origin,

@@ -218,7 +218,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
                                   net=C.class_name(self._root), compression=self.compression,
                                   durable=self.durable, in_memory=True,
                                   metadata={"recorder": "debugger.torch", "world_size": world,
-                                            "levels": self._plan.describe()}, layout=self._layout())
+                                            "levels": self._plan.describe(), "series": self._series_wanted},
+                                  layout=self._layout())
         self._sink = Sink(self._writer)
         self._signals = FlushOnSignal(self._flush_on_signal).install()
         if self.stats_on_device:

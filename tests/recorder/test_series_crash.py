@@ -133,3 +133,29 @@ def test_a_handler_set_before_the_recorder_is_still_called(tmp_path):
     assert code == 7 and open(str(out) + ".user").read() == "called"
     steps = debugger.open_dump(str(out)).rank(0).series.steps()
     assert steps[-1] >= last
+
+
+def test_a_series_that_never_reached_the_disk_is_told_from_none(tmp_path):
+    """Killed before the series' first write: `spikes` and `info` say the run was recorded with a series and
+    that none of it reached the disk, not "record with Recorder(series=True)"."""
+    from clirun import run_cli
+
+    out = tmp_path / "run"
+    proc = _child(out, "3600", stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        for _ in range(3):
+            proc.stdout.readline()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not (out / "rank_0" / "series").is_dir() or not any(
+        n.startswith("steps_") for n in os.listdir(out / "rank_0" / "series"))
+    said = "recorded with a per-step series (Recorder(series=True)), but no segment of it reached the disk"
+    spikes = run_cli("spikes", str(out))
+    assert spikes.code == 2 and said in spikes.err, spikes.err
+    info = run_cli("info", str(out), "--json")
+    assert any(said in w for w in info.json["warnings"])
+    from debugger.seriesviews import catalog      # the Trends tab's answer
+    trends = catalog(debugger.open_dump(str(out)).rank(0))
+    assert not trends["available"] and said in trends["message"]

@@ -247,7 +247,16 @@ class H5RankReader(RankReader):
         if self._series is None or mtime != self._series_mtime:
             self._series, self._series_mtime = SeriesReader(self.path), mtime
             self.warnings.extend(w for w in self._series.warnings if w not in self.warnings)
+            if not self._series.segments and self._series_promised():
+                self._warn(f"{os.path.join(self.path, SERIES_DIR)}: the rank was recorded with a per-step series "
+                           "(Recorder(series=True)), but no segment of it reached the disk: the process ended "
+                           "before its first write (about a second in), or writing it failed")
         return self._series if self._series.segments else None
+
+    def _series_promised(self) -> bool:
+        """Whether the recorder that wrote the rank was asked for a per-step series (its metadata says)."""
+        meta = (self.info().raw or {}).get("metadata")
+        return isinstance(meta, dict) and meta.get("series") is True
 
     def tensor_file_count(self) -> int:
         """Tensors listed in the readable iteration files."""

@@ -49,6 +49,8 @@ def _print_header(result: CompareResult, out: TextIO) -> None:
                   f"  ranks {ranges_text(result.ranks)}, iterations {its}: {s['pairs']} pair(s)\n")
         for p in result.programs:
             out.write(f"  {p.text()}\n")
+        for u in result.unpaired:
+            out.write(f"  {u.text()}\n")
     f = result.first_divergence
     nothing = result.nothing_compared()
     if nothing is not None:

@@ -5,6 +5,10 @@ Nodes are paired in three steps:
 1. a mapping file ``{"a_name": "b_name"}`` (node names, full or as tensor files spell them): an entry
    overrides the other steps for the two nodes it names;
 2. the same full name on both sides ("exact");
+2b. "parameter": what belongs to one parameter, pairs by the parameter's name where the kernel names differ:
+   an optimizer kernel by the weight it updates, a gradient by its weight (one per side), so that two programs
+   that order their updates differently (a PyNative optimizer graph, a functional loop) never pair one
+   weight's update with another's;
 3. "fuzzy": the two execution orders aligned by :class:`difflib.SequenceMatcher` on the kernel
    names without their run-specific numbers (the reader's ``base_name``), exact pairs acting as anchors; inside each
    stretch that does not align, a second alignment on op types alone. Parameters left over are
@@ -17,7 +21,10 @@ operator type, first-output shape and order ("program"); what has no counterpart
 of a paired operator only the outputs both sides hold.
 
 A tensor is (node, io, slot): tensors of paired nodes pair by io and slot; a tensor without a
-partner is reported as missing on the other side.
+partner is reported as missing on the other side when its node is in both graphs (the dump lost it). A
+node that the other graph does not have at all (another program: a PyNative optimizer graph against a
+whole step, a data-parallel run's all-reduces against a single card's step) is not compared: counted
+(:attr:`NodeMatch.skipped_a`, ``skipped_b``) and said, never a divergence.
 """
 from __future__ import annotations
 
@@ -27,11 +34,12 @@ from difflib import SequenceMatcher
 from typing import Callable, Iterator, Mapping
 
 from ..errors import DumpError
+from ..formats.records import Kind
 from ..model.graph import Graph
 from ..model import TensorRef
 from .programs import ProgramPairing, named_alike, pair_operators, programs_differ
 
-EXACT, FUZZY, MAPPING, PROGRAM = "exact", "fuzzy", "mapping", "program"
+EXACT, FUZZY, MAPPING, PROGRAM, PARAMETER = "exact", "fuzzy", "mapping", "program", "parameter"
 
 Key = tuple[str, str, int]
 
@@ -122,9 +130,12 @@ def match_graphs(ga: Graph | None, gb: Graph | None, mapping: Mapping[str, str] 
     def paired_b(n: str) -> bool:   # mapped, fuzzy-paired, or its namesake on side a is not paired elsewhere
         return n in nm.taken or (n in ga and n not in nm.pairs)
 
+    _pair_by_parameter(ga, gb, nm, paired_a, paired_b)
     if any(not paired_a(n) for n in ga.execution_order) and any(not paired_b(n) for n in gb.execution_order):
         _align(ga, gb, nm, paired_a, paired_b)
     _pair_parameters(ga, gb, nm, paired_a, paired_b)
+    nm.skipped_a.update(n.name for n in ga.nodes() if not paired_a(n.name) and n.name not in gb)
+    nm.skipped_b.update(n.name for n in gb.nodes() if not paired_b(n.name) and n.name not in ga)
     return nm
 
 
@@ -139,6 +150,40 @@ def _match_programs(ga: Graph, gb: Graph, nm: NodeMatch, rank: int, graph_id: in
         nm.taken.add(b)
     nm.skipped_a.update(nm.programs.alone_a)
     nm.skipped_b.update(nm.programs.alone_b)
+
+
+def _pair_by_parameter(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],
+                       paired_b: Callable[[str], bool]) -> None:
+    """Optimizer kernels by the weight they update, gradients by their weight, where that weight has one such
+    node on each side and the names differ (the same name pairs exactly)."""
+    for of in (_updates, _gradients):
+        by_a, by_b = of(ga), of(gb)
+        for weight, ka in by_a.items():
+            kb = by_b.get(weight)
+            if kb is not None and ka != kb and not paired_a(ka) and not paired_b(kb):
+                nm.pairs[ka] = (kb, PARAMETER)
+                nm.taken.add(kb)
+
+
+def _updates(g: Graph) -> dict[str, str]:
+    """weight -> the optimizer kernel that updates it in place (its input of role "weight"), one per weight."""
+    out: dict[str, list[str]] = {}
+    for name in g.execution_order:
+        rec = g.record_of(name)
+        if "weight" in rec.input_roles and rec.input_roles.index("weight") < len(rec.inputs):
+            src = rec.inputs[rec.input_roles.index("weight")][0]
+            if src:
+                out.setdefault(g.value_source(src), []).append(name)
+    return {w: ks[0] for w, ks in out.items() if len(ks) == 1}
+
+
+def _gradients(g: Graph) -> dict[str, str]:
+    """weight -> its gradient node, where the graph holds one gradient node of that weight."""
+    out: dict[str, list[str]] = {}
+    for n in g.nodes(Kind.GRADIENT):
+        if n.param:
+            out.setdefault(n.param, []).append(n.name)
+    return {w: ks[0] for w, ks in out.items() if len(ks) == 1}
 
 
 def _align(ga: Graph, gb: Graph, nm: NodeMatch, paired_a: Callable[[str], bool],

@@ -119,6 +119,28 @@ class Pair:
 
 
 @dataclass
+class Unpaired:
+    """Nodes of one rank's graph that the other side's graph does not have at all: not compared."""
+
+    rank: int
+    graph: int
+    a_only: list[str]
+    b_only: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The documented UNPAIRED object of ``tdbg compare --json``."""
+        return {"rank": self.rank, "graph": self.graph, "a_only": len(self.a_only), "b_only": len(self.b_only),
+                "a_only_examples": self.a_only[:5], "b_only_examples": self.b_only[:5]}
+
+    def text(self) -> str:
+        """One line for the report."""
+        ex = "".join(f"; {side} e.g. {', '.join(names[:3])}" for side, names in (("a", self.a_only), ("b", self.b_only))
+                     if names)
+        return (f"rank {self.rank} graph {self.graph}: {len(self.a_only)} node(s) of a and {len(self.b_only)} of b are "
+                f"not in the other's graph (another program: not compared){ex}")
+
+
+@dataclass
 class CompareResult:
     """Every pair of a comparison, graded, and where the sides first diverge."""
 
@@ -140,6 +162,7 @@ class CompareResult:
     # [pairs, counted, identical]
     folded: dict[int, list[int]] = field(default_factory=dict)
     programs: list[ProgramPairing] = field(default_factory=list)   # graphs of different programs, paired by operator
+    unpaired: list["Unpaired"] = field(default_factory=list)   # nodes one graph has and the other does not
 
     def keep(self, pairs: Iterable[Pair], passes: bool) -> None:
         """Add graded ``pairs``; passing ones only counted unless ``passes`` (they never make a divergence)."""
@@ -218,7 +241,7 @@ class CompareResult:
                 "summary": self.summary(),
                 "first_divergence": self.first_divergence.to_dict() if self.first_divergence else None,
                 "pairs": [p.to_dict() for p in shown], "warnings": list(self.warnings),
-                "programs": [p.to_dict() for p in self.programs]}
+                "programs": [p.to_dict() for p in self.programs], "unpaired": [u.to_dict() for u in self.unpaired]}
 
 
 def open_any(dump: "Dump | str") -> Dump:

@@ -13,6 +13,7 @@ from ..selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors
+from .pairs import Unpaired
 from .peers import shard_of, shard_text
 from .precision import coarser, weight_precision
 from .localmap import local_map
@@ -82,6 +83,8 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
                                      (ra.alias_resolver(gid), rb.alias_resolver(gid_b)), ra.rank, gid)
         if nm.programs is not None:
             result.programs.append(nm.programs)
+        elif nm.skipped_a or nm.skipped_b:
+            result.unpaired.append(Unpaired(ra.rank, gid, sorted(nm.skipped_a), sorted(nm.skipped_b)))
         for it in its:
             all_its.add(it)
             for ta, tb, method in match_tensors(local_map(ra, gid, it), local_map(rb, gid_b, it), nm):

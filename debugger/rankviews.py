@@ -108,10 +108,15 @@ def _layout_key(rank: int, layout: Any) -> str | None:
     return None
 
 
-def heatmap(rank_ids: Sequence[int], iterations: Sequence[int], hits: Iterable[tuple[int, int]],
-            divergent: Iterable[tuple[int, int]], groups: list[dict[str, Any]]) -> dict[str, Any]:
+Cell = tuple[int, int]     # (rank, iteration)
+
+
+def heatmap(rank_ids: Sequence[int], iterations: Sequence[int], hits: Iterable[Cell],
+            divergent: Iterable[Cell], groups: list[dict[str, Any]],
+            opens: Mapping[Cell, Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """The rank x iteration matrix: rows ordered by group, sparse ``cells`` [row, column, hits, divergent]
-    for the cells that hold something (counts, not hit objects)."""
+    for the cells that hold something (counts, not hit objects), and the tensor a cell opens
+    (:func:`_opens`) from ``opens`` {(rank, iteration): {graph, node, io, slot}}."""
     order = [r for g in groups for r in g["ranks"]]
     row = {r: i for i, r in enumerate(order)}
     col = {it: j for j, it in enumerate(iterations)}
@@ -125,17 +130,45 @@ def heatmap(rank_ids: Sequence[int], iterations: Sequence[int], hits: Iterable[t
         spans.append({"name": g["name"], "start": start, "count": len(g["ranks"])})
         start += len(g["ranks"])
     return {"rows": order, "iterations": list(iterations), "groups": spans,
-            "cells": [[i, j, h, d] for (i, j), (h, d) in sorted(cells.items())]}
+            "cells": [[i, j, h, d] for (i, j), (h, d) in sorted(cells.items())],
+            **_opens(row, col, opens or {})}
 
 
-def rank_problems(heat: dict[str, Any]) -> dict[int, dict[str, int]]:
-    """Per rank, its hits and divergent pairs summed over the heatmap's iterations."""
-    out = {r: {"hits": 0, "divergent": 0} for r in heat["rows"]}
+def _opens(row: Mapping[int, int], col: Mapping[int, int],
+           opens: Mapping[Cell, Mapping[str, Any]]) -> dict[str, Any]:
+    """``tensors`` (each named once: 1,000 ranks diverge in the same few) and ``opens`` [row, column,
+    index into tensors]: what a click on a cell shows, the cell's tensor rather than the graph's root."""
+    tensors: list[dict[str, Any]] = []
+    index: dict[tuple[Any, ...], int] = {}
+    out = []
+    for (r, it), t in opens.items():
+        if r not in row or it not in col:
+            continue
+        key = (t.get("graph"), t["node"], t.get("io", "output"), t.get("slot", 0))
+        if key not in index:
+            index[key] = len(tensors)
+            tensors.append(dict(zip(("graph", "node", "io", "slot"), key)))
+        out.append([row[r], col[it], index[key]])
+    return {"tensors": tensors, "opens": sorted(out)}
+
+
+def rank_problems(heat: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Per rank, its hits and divergent pairs summed over the heatmap's iterations, and ``first``: its
+    earliest cell that opens a tensor, [iteration, index into the heatmap's tensors] (:func:`first_tensor`)."""
+    out: dict[int, dict[str, Any]] = {r: {"hits": 0, "divergent": 0} for r in heat["rows"]}
     for i, _, h, d in heat["cells"]:
         p = out[heat["rows"][i]]
         p["hits"] += h
         p["divergent"] += d
+    for i, j, k in sorted(heat.get("opens", []), key=lambda o: (o[0], o[1])):
+        out[heat["rows"][i]].setdefault("first", [heat["iterations"][j], k])   # two numbers: 1,000 ranks stay small
     return out
+
+
+def first_tensor(heat: Mapping[str, Any], problems: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A rank's first problem (:func:`rank_problems`) as the tensor the Ranks tab opens, with its ``iteration``."""
+    first = problems.get("first")
+    return None if first is None else {"iteration": first[0], **heat["tensors"][first[1]]}
 
 
 SORTS = ("rank", "problems", "hits", "divergent", "warnings")
@@ -158,4 +191,4 @@ def select_rows(rows: list[dict[str, Any]], q: str = "", sort: str = "rank", off
     return len(rows), rows[max(0, offset):max(0, offset) + max(0, limit)]
 
 
-__all__ = ["LINES_BELOW", "SORTS", "band", "heatmap", "rank_groups", "rank_problems", "select_rows"]
+__all__ = ["LINES_BELOW", "SORTS", "band", "first_tensor", "heatmap", "rank_groups", "rank_problems", "select_rows"]

@@ -20,7 +20,7 @@ from .watch import preset, scan
 from .watch.results import headline_order, hit_order
 
 PRESET = "recommended"
-_FORMAT = 12    # bump when the triage object changes: stored triages of older shape are recomputed
+_FORMAT = 14    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
 
 
@@ -169,23 +169,56 @@ def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
 
 def divergent_cells(cmp: dict[str, Any]) -> list[tuple[int, int]]:
     """(rank, iteration) of each counted error pair of a ranks comparison: the rank that is not the base."""
-    out = []
-    for p in cmp.get("pairs", []):
-        if p["grade"] == "error" and p.get("counted", True):
-            a, b = p["a"].get("rank"), p["b"].get("rank")
-            out.append((b if a == cmp["base"] else a, p["iteration"]))
+    return [(_divergent_rank(p, cmp["base"]), p["iteration"]) for p in cmp.get("pairs", [])
+            if p["grade"] == "error" and p.get("counted", True)]
+
+
+def _divergent_rank(p: dict[str, Any], base: int) -> int:
+    """The rank of an error pair that is not the base."""
+    a, b = p["a"].get("rank"), p["b"].get("rank")
+    return b if a == base else a
+
+
+def _pair_tensor(p: dict[str, Any], rank: int) -> dict[str, Any]:
+    """The tensor of an error pair as ``rank`` names it (side b's name when matched under another)."""
+    node = p["node"] if p["a"].get("rank") == rank else p.get("node_b") or p["node"]
+    return {"graph": p.get("graph"), "node": node, "io": p["io"], "slot": p["slot"]}
+
+
+def divergent_tensors(cmp: dict[str, Any]) -> dict[tuple[int, int], dict[str, Any]]:
+    """Per (rank, iteration) of a ranks comparison, the tensor a click on its heatmap cell opens: the first
+    divergence where it is in the cell, else the cell's first counted error pair in execution order (one
+    both ranks hold before one missing on a side: that says nothing of the values)."""
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    fd = cmp.get("first_divergence")
+    errors = [p for p in cmp.get("pairs", []) if p["grade"] == "error" and p.get("counted", True)]
+    held = [p for p in errors if p.get("match")]
+    for p in ([fd] if fd else []) + held + errors:
+        r = _divergent_rank(p, cmp["base"])
+        out.setdefault((r, p["iteration"]), _pair_tensor(p, r))
+    return out
+
+
+def cell_targets(hits: list[dict[str, Any]], cmp: dict[str, Any] | None) -> dict[tuple[int, int], dict[str, Any]]:
+    """Per (rank, iteration) heatmap cell, the tensor it opens: its divergent tensor (the cell is drawn
+    as divergent), else its first hit's."""
+    out = divergent_tensors(cmp) if cmp else {}
+    for h in sorted(hits, key=hit_order):
+        out.setdefault((h["rank"], h["iteration"]),
+                       {"graph": h.get("graph"), "node": h["node"], "io": h.get("io", "output"), "slot": h.get("slot", 0)})
     return out
 
 
 def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[int, int]],
-                 checked: list[int]) -> dict[str, Any]:
-    """The rank x iteration matrix of hits and divergence, rows grouped by the parallel layout."""
+                 checked: list[int], opens: dict[tuple[int, int], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The rank x iteration matrix of hits and divergence, rows grouped by the parallel layout; ``opens``:
+    the tensor each cell opens (:func:`cell_targets`)."""
     infos = {r.rank: r.info for r in dump.ranks}
     layouts = {k: i.layout for k, i in infos.items()}
     its = sorted(set(checked) | {it for _, it in hits} | {it for _, it in divergent})
     hosts = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
     groups = rankviews.rank_groups(dump.rank_ids, layouts, hosts)
-    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, groups)
+    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, groups, opens)
     heat["problems"] = {str(r): p for r, p in rankviews.rank_problems(heat).items() if p["hits"] or p["divergent"]}
     heat["hosts"] = {str(k): h for k, h in hosts.items()}   # what the Ranks tab searches, without listing every rank again
     return heat
@@ -304,7 +337,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     wp_dicts = [w.to_dict() for w in wps]
     for w, d in zip(wps, wp_dicts):
         d["help"] = w.condition.help
-    agreement, divergent = None, []
+    agreement, divergent, cmp = None, [], None
     if len(dump.rank_ids) > 1 and (kept is None or kept):     # (every iteration left out: nothing to compare)
         say("compare", 0, 1)
         cmp = compare_ranks(dump, base=dump.rank_ids[0], iterations=kept, jobs=1, cache=cache, workers=workers,
@@ -319,7 +352,8 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     out = {"preset": PRESET, "ranks": dump.rank_ids, "loss": [] if many else curves,
            "loss_band": band_of(curves) if many else None,
            "grad_norm": [] if many else grads, "grad_norm_band": band_of(grads) if many and grads else None,
-           "heatmap": rank_heatmap(dump, [(h["rank"], h["iteration"]) for h in hits], divergent, res.iterations),
+           "heatmap": rank_heatmap(dump, [(h["rank"], h["iteration"]) for h in hits], divergent, res.iterations,
+                                   cell_targets(hits, cmp)),
            "findings": findings(hits, wp_dicts), "hits": len(hits), "errors": len(data.get("errors", [])),
            "skipped": data.get("skipped", []), "skipped_steps": data.get("skipped_steps", []),
            "level_notes": data.get("level_notes", []), "coverage": data["coverage"],
@@ -345,4 +379,4 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged, "series_hits": t["series_hits"], "unanswered": t["coverage"]["unanswered"]}
 
 
-__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "divergent_cells", "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]
+__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "cell_targets", "divergent_cells", "divergent_tensors", "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

@@ -102,3 +102,37 @@ def test_rows_search_sort_and_page() -> None:
     assert rankviews.select_rows(rows, q="node1", offset=3, limit=2) == (8, [rows[11], rows[12]])
     assert rankviews.select_rows(rows, q="rank 13") == (1, [rows[13]])
     assert rankviews.select_rows(rows, q="nothing") == (0, [])
+
+
+def test_a_heatmap_cell_names_the_tensor_it_opens_once() -> None:
+    groups = [{"name": "all", "ranks": [0, 1, 2]}]
+    bias = {"graph": 0, "node": "b", "io": "output", "slot": 0}
+    opens = {(1, 10): bias, (2, 10): dict(bias), (2, 20): {"graph": 1, "node": "w", "io": "input", "slot": 1},
+             (9, 10): bias}       # rank 9 is not in the dump: left out
+    heat = rankviews.heatmap([0, 1, 2], [10, 20], [], [(1, 10), (2, 10), (2, 20)], groups, opens)
+    assert heat["tensors"] == [bias, {"graph": 1, "node": "w", "io": "input", "slot": 1}]
+    assert heat["opens"] == [[1, 0, 0], [2, 0, 0], [2, 1, 1]]
+    problems = rankviews.rank_problems(heat)
+    assert problems[2]["first"] == [10, 0] and rankviews.first_tensor(heat, problems[2]) == {"iteration": 10, **bias}
+    assert rankviews.first_tensor(heat, problems[0]) is None
+    assert "first" not in rankviews.rank_problems(heat)[0]
+
+
+def _pair(it: int, a: int, b: int, node: str, **kw: object) -> dict[str, object]:
+    return {"iteration": it, "a": {"rank": a}, "b": {"rank": b}, "node": node, "io": "output", "slot": 0,
+            "graph": 0, "grade": "error", "counted": True, "match": "exact", **kw}
+
+
+def test_a_divergent_cell_opens_its_first_divergence_else_its_first_held_error() -> None:
+    from debugger.triage import cell_targets, divergent_tensors
+
+    cmp = {"base": 0, "first_divergence": _pair(1, 1, 0, "late"),
+           "pairs": [_pair(1, 1, 0, "early"), _pair(1, 1, 0, "late"), _pair(2, 1, 0, "gone", match=None),
+                     _pair(2, 1, 0, "held"), _pair(2, 0, 3, "x", node_b="x_on_3"),
+                     _pair(2, 1, 0, "uncounted", counted=False), _pair(3, 1, 0, "warned", grade="warning")]}
+    got = {k: v["node"] for k, v in divergent_tensors(cmp).items()}
+    assert got == {(1, 1): "late", (1, 2): "held", (3, 2): "x_on_3"}     # (rank, iteration): the rank not the base
+    hit = {"rank": 2, "graph": 0, "iteration": 5, "node": "h", "io": "output", "slot": 0, "watchpoint": "w",
+           "kind": "activation", "param": None, "actual": 1.0, "threshold": 0.0, "source": None, "op_type": "",
+           "position": 0}
+    assert {k: v["node"] for k, v in cell_targets([hit], cmp).items()} == {**got, (2, 5): "h"}

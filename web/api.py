@@ -162,7 +162,8 @@ def kinds() -> dict[str, Any]:
 def ranks() -> dict[str, Any]:
     """Ranks of the dump, `tdbg info` objects; with any of ``q``, ``sort``, ``offset``, ``limit``: one
     page of the ranks matching ``q`` (rank, host, group), sorted (rank | problems | hits | divergent |
-    warnings), each with its problem counts from the triage (the Ranks tab at 1,000 ranks)."""
+    warnings), each with its problem counts from the triage and ``first``, the tensor its first problem
+    opens (the Ranks tab at 1,000 ranks)."""
     if not any(k in request.args for k in ("q", "sort", "offset", "limit")):
         return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
     sort = request.args.get("sort", "rank")
@@ -206,7 +207,8 @@ def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
     for r in d.ranks:
         p = problems.get(str(r.rank), {})
         rows.append({"rank": r.rank, "group": group.get(r.rank), "host": hosts.get(str(r.rank)),
-                     "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings)})
+                     "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings),
+                     "first": rankviews.first_tensor(heat, p) if heat else None})
     return rows
 
 

@@ -1,7 +1,7 @@
 // The 1,000-rank views' pure logic (views/ranks/state.js).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { areaPath, bandExtent, cellAt, groupOf, pagesFor, rankRanges, visibleRange } from '../../../web/static/js/views/ranks/state.js';
+import { areaPath, bandExtent, cellAt, cellTarget, cellTensor, groupOf, pagesFor, rankRanges, visibleRange } from '../../../web/static/js/views/ranks/state.js';
 
 test('the band extent covers the envelope and the finite outlier values', () => {
   const band = { min: [1, 2], max: [3, 4], outliers: [{ rank: 7, points: [[0, null], [1, 50]] }] };
@@ -22,6 +22,18 @@ test('a point on the heatmap names its rank, iteration and group', () => {
   assert.deepEqual(cellAt(heat, 0, 0, 200, 400), { rank: 5, iteration: 10, row: 0, column: 0 });
   assert.equal(cellAt(heat, 200, 0, 200, 400), null);
   assert.equal(groupOf(heat, 3).name, 'dp 1');
+});
+
+test('a heatmap cell opens its tensor at its rank and iteration, else the graph with nothing selected', () => {
+  const bias = { graph: 0, node: 'layers.0.down.bias', io: 'output', slot: 0 };
+  const heat = { rows: [0, 1], iterations: [0, 1], tensors: [bias], opens: [[1, 1, 0]] };
+  assert.deepEqual(cellTensor(heat, 1, 1), bias);
+  assert.equal(cellTensor(heat, 0, 1), null);
+  assert.deepEqual(cellTarget(heat, { rank: 1, iteration: 1, row: 1, column: 1 }),
+    { view: 'graph', rank: 1, iteration: 1, scope: '', graph: 0, node: 'layers.0.down.bias', io: 'output', slot: 0 });
+  assert.deepEqual(cellTarget(heat, { rank: 0, iteration: 0, row: 0, column: 0 }),
+    { view: 'graph', rank: 0, iteration: 0, scope: '', node: null });
+  assert.equal(cellTensor({ rows: [0], iterations: [0], cells: [] }, 0, 0), null);   // a triage without opens
 });
 
 test('a virtual list draws the visible rows and a few more, from the pages that hold them', () => {

@@ -97,11 +97,20 @@ function rankRow(x, i) {
     h('span', { class: 'faint small rank-group' }, [x.group, x.host].filter(Boolean).join(' · ')),
     h('span', { class: 'small' }, itRange(x.iterations)),
     h('span', { class: 'num small' }, `${fmt(x.tensor_files)} files · ${fmtBytes(x.tensor_bytes)}`),
-    h('span', { class: 'rank-problems' }, x.hits ? h('span', { class: 'chip hit' }, `${fmt(x.hits)} hits`) : null,
-      x.divergent ? h('span', { class: 'chip divergent' }, `${fmt(x.divergent)} divergent`) : null,
+    h('span', { class: 'rank-problems' }, x.hits ? problemChip(x, 'hit', `${fmt(x.hits)} hits`) : null,
+      x.divergent ? problemChip(x, 'divergent', `${fmt(x.divergent)} divergent`) : null,
       x.warnings ? h('span', { class: 'chip warn' }, `${fmt(x.warnings)} warnings`) : null),
     kindBar(x.nodes_by_kind),
     sel ? h('span', { class: 'chip' }, 'selected') : h('button', { class: 'btn btn-small' }, 'Select'));
+}
+
+/** A rank's hits or divergence: a click opens its first problem's tensor in the graph at that rank and
+ * iteration (``x.first``, from the triage's heatmap), not just the rank. */
+function problemChip(x, cls, text) {
+  const f = x.first;
+  if (!f) return h('span', { class: `chip ${cls}` }, text);
+  return h('span', { class: `chip ${cls} clickable`, title: `${f.node}\nclick: show it on rank ${x.rank} at iteration ${f.iteration} in the graph`,
+    onclick: (e) => { e.stopPropagation(); set({ view: 'graph', rank: x.rank, iteration: f.iteration, graph: f.graph, node: f.node, io: f.io, slot: f.slot, scope: '' }); } }, text);
 }
 
 function itRange(its) {

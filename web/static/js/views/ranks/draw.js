@@ -1,7 +1,7 @@
 // The 1,000-rank views' drawings: a band chart (min-max, quartiles, median, outlier ranks named) and
 // a rank x iteration heatmap on a canvas. Their arithmetic is in ./state.js.
 import { h, s, fmt } from '../../dom.js';
-import { areaPath, bandExtent, cellAt, groupOf } from './state.js';
+import { areaPath, bandExtent, cellAt, cellTarget, cellTensor, groupOf } from './state.js';
 import { leftPad } from '../../charts.js';
 import { axis } from '../../ticks.js';
 
@@ -85,7 +85,8 @@ function outlierMark(o, color, X, Y, floor, onRank, taken) {
   return g;
 }
 
-/** The rank x iteration heatmap on a canvas: red = hits, purple = divergence; ``onCell(rank, iteration)``. */
+/** The rank x iteration heatmap on a canvas: red = hits, purple = divergence; ``onCell(target)`` with the
+ * state a click opens (cellTarget: the cell's tensor at its rank and iteration). */
 export function heatCanvas(heat, { width = 520, height = null, onCell = null } = {}) {
   const rows = heat.rows.length, cols = heat.iterations.length;
   const H = height || Math.min(600, Math.max(120, rows * 4));
@@ -111,11 +112,12 @@ export function heatCanvas(heat, { width = 520, height = null, onCell = null } =
     const cell = cellAt(heat, ev.offsetX, ev.offsetY, width, H);
     if (!cell) return;
     const found = heat.cells.find((c) => c[0] === cell.row && c[1] === cell.column);
-    tip.textContent = `rank ${cell.rank} (${groupOf(heat, cell.row)?.name || ''}), iteration ${cell.iteration}: ${found ? `${found[2]} hit(s), ${found[3]} divergent` : 'nothing'}`;
+    const t = cellTensor(heat, cell.row, cell.column);
+    tip.textContent = `rank ${cell.rank} (${groupOf(heat, cell.row)?.name || ''}), iteration ${cell.iteration}: ${found ? `${found[2]} hit(s), ${found[3]} divergent` : 'nothing'}${t ? `; click: ${t.node}` : ''}`;
   });
   canvas.addEventListener('click', (ev) => {
     const cell = cellAt(heat, ev.offsetX, ev.offsetY, width, H);
-    if (cell && onCell) onCell(cell.rank, cell.iteration);
+    if (cell && onCell) onCell(cellTarget(heat, cell));
   });
   wrap.append(canvas);
   return h('div', { class: 'heat-block' }, wrap, tip);

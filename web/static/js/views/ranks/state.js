@@ -35,6 +35,21 @@ export function cellAt(heat, px, py, width, height) {
   return { rank: heat.rows[i], iteration: heat.iterations[j], row: i, column: j };
 }
 
+/** The tensor a heatmap cell opens ({graph, node, io, slot}: its divergent tensor, else its first hit's),
+ * null when the server named none (a triage of an older server). */
+export function cellTensor(heat, row, column) {
+  const found = (heat.opens || []).find((o) => o[0] === row && o[1] === column);
+  return found ? heat.tensors[found[2]] || null : null;
+}
+
+/** Where a click on a heatmap cell goes: the graph at the cell's rank and iteration, focused on the
+ * cell's tensor (not the graph's root, which says nothing of what diverged). */
+export function cellTarget(heat, cell) {
+  const t = cellTensor(heat, cell.row, cell.column);
+  const at = { view: 'graph', rank: cell.rank, iteration: cell.iteration, scope: '' };
+  return t ? { ...at, graph: t.graph, node: t.node, io: t.io, slot: t.slot } : { ...at, node: null };
+}
+
 /** The group a heatmap row belongs to. */
 export function groupOf(heat, row) {
   return heat.groups.find((g) => row >= g.start && row < g.start + g.count) || null;

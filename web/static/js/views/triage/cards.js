@@ -171,7 +171,7 @@ export function heatmapCard(t) {
   const marked = heat.cells.length;
   return h('div', { class: 'card heatmap-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Ranks × iterations'),
     h('span', { class: 'muted' }, `${heat.rows.length} ranks in ${heat.groups.length} group${heat.groups.length === 1 ? '' : 's'} · ${marked} cell${marked === 1 ? '' : 's'} with hits or divergence`)),
-  h('div', { class: 'card-body' }, heatCanvas(heat, { width: 440, onCell: (rank, iteration) => set({ view: 'graph', rank, iteration, scope: '' }) }),
+  h('div', { class: 'card-body' }, heatCanvas(heat, { width: 440, onCell: (target) => set(target) }),
     h('div', { class: 'legend small' }, h('span', {}, h('i', { style: { background: '#e03131' } }), 'hits'),
       h('span', {}, h('i', { style: { background: '#7048e8' } }), 'divergent from the base rank'))));
 }

@@ -102,7 +102,8 @@ class LogicalSource(TensorSource):
     @property
     def location(self) -> str:
         """The shards' locations, for messages."""
-        first = self.pieces[0].source.location
+        own = [p for p in self.parts if p.rank == self.viewer]     # the viewing rank's file first
+        first = (own or list(self.parts))[0].source.location
         more = f" and {len(self.pieces) - 1} more shard(s)" if len(self.pieces) > 1 else ""
         return f"{self.name} (logical; {first}{more})"
 

@@ -331,7 +331,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     kept = None if below is None else iterations_below(dump, below)
     leave_out = sorted(listed - kept) if kept is not None else []
     res = scan(dump, wps, iterations=kept, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t),
-               workers=workers)
+               workers=workers, series_sweep=False)    # the series' losses: series_findings below
     data = res.to_dict()
     hits = data.get("hits", [])
     wp_dicts = [w.to_dict() for w in wps]

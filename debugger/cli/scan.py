@@ -85,7 +85,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if wps:
         result, dump_warnings = _scan_dump(args, dump, ranks, its, wps, warnings)
         warnings = dump_warnings + warnings
-        series_hits += _series_sweep(dump, ranks, its, result)
+        series_hits += result.series_sweep
     verdict = scan_verdict(result, series_hits, args.strict)
     if args.json:
         doc = {**(result.to_dict() if result is not None else {}), "warnings": warnings, "verdict": verdict}
@@ -101,13 +101,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if over_series or series_hits:
             print_series_hits(series_hits, out)
     return verdict_exit(verdict, args.strict)
-
-
-def _series_sweep(dump: Dump, ranks: list[int] | None, its: Any, result: Any) -> list:
-    """The non-finite sweep of the recorded per-step series' loss (watch/sweep.py), within --iterations."""
-    from ..watch.sweep import series_nonfinite    # numpy: only once a scan runs
-    hits = series_nonfinite(dump, ranks, result.hits)
-    return [h for h in hits if its is None or h.step in its]
 
 
 def scan_verdict(result: Any, series_hits: list, strict: bool) -> str:

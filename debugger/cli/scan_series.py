@@ -10,7 +10,7 @@ from ..watch.registry import SERIES, Watchpoint
 
 if TYPE_CHECKING:
     from ..model import Dump, Rank
-    from ..watch.series_conditions import SeriesHit
+    from ..watch.results import SeriesHit
 
 NO_SERIES = ("this dump has no per-step series: record with Recorder(series=True), or record every step, or most, "
              "at any level (its iterations then read as the series), or turn a dump's iterations into one with "

@@ -20,28 +20,31 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
-_RESULT_FORMAT = 12   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 13   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
          iterations: set[int] | str | None = None, where: str | None = None, jobs: int | None = None,
          cache: StatsCache | None = None, progress: Callable[[int, int], None] | None = None,
-         workers: Workers | None = None, scope: Iterable[int] | None = None) -> ScanResult:
+         workers: Workers | None = None, scope: Iterable[int] | None = None,
+         series_sweep: bool = True) -> ScanResult:
     """Check ``watchpoints`` on every selected tensor of ``dump``; hits sorted first-occurrence first.
 
     ``workers`` (a Dask cluster, say) runs the tensor work; default: a local pool of ``jobs`` processes.
     A logical tensor (a sharded parameter's weight, gradient or state) is judged whole and reported once,
-    by the lowest rank of ``scope`` (default: ``ranks``) holding a part of it.
+    by the lowest rank of ``scope`` (default: ``ranks``) holding a part of it. ``series_sweep``: also read
+    the recorded per-step series' loss for its first non-finite step (``result.series_sweep``; a caller that
+    reads the series itself, the triage, or checks an iteration at a time, the web session, leaves it off).
     """
     with paused_gc():
         return _scan(dump, watchpoints, ranks, iterations, where, jobs, cache, progress, workers,
-                     sorted(scope) if scope is not None else None)
+                     sorted(scope) if scope is not None else None, series_sweep)
 
 
 def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None, iterations: set[int] | str | None,
           where: str | None, jobs: int | None, cache: StatsCache | None,
           progress: Callable[[int, int], None] | None, workers: Workers | None,
-          scope: list[int] | None = None) -> ScanResult:
+          scope: list[int] | None = None, series_sweep: bool = True) -> ScanResult:
     if isinstance(iterations, str):
         iterations = parse_iterations(iterations)
     rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
@@ -50,15 +53,19 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
     key = None
     if cache.enabled:
         # An unchanged dump (same names, sizes, mtimes) and the same request: reuse the result.
-        key = _result_key(dump, watchpoints, rank_ids, iterations, where, scope)
+        key = _result_key(dump, watchpoints, rank_ids, iterations, where, scope, series_sweep)
         stored = cache.get_result(key)
         if stored is not None:
             return ScanResult.from_dict(stored, list(watchpoints))
     # The tensor work (numpy, pools, the rules) loads here, after the stored-result lookup, which needs none
     # of it (tests/test_lazy_imports.py): the one local import of the engine.
     from .run import run_steps
+    from .sweep import series_nonfinite
 
     result = run_steps(dump, watchpoints, rank_objs, iterations, where, jobs, cache, progress, workers, scope)
+    if series_sweep:
+        result.series_sweep = [h for h in series_nonfinite(dump, rank_ids, result.hits)
+                               if iterations is None or h.step in iterations]
     result.sort()
     result.levels = coarse_iterations(dump, rank_ids, result.iterations)
     if ranks is None:
@@ -67,7 +74,8 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
                 r.index  # noqa: B018 - (a scanned rank's were found, and it may be released since)
         result.rank_warnings = [w for r in dump.ranks for w in r.warnings]
     if key is not None:
-        cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings})
+        cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings,
+                               "series_sweep": [h.as_dict() for h in result.series_sweep]})
     return result
 
 
@@ -85,11 +93,11 @@ def _has_layout(dump: Dump) -> bool:
 
 
 def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations: set[int] | None,
-                where: str | None, scope: list[int] | None = None) -> str:
+                where: str | None, scope: list[int] | None = None, series_sweep: bool = True) -> str:
     # a logical tensor reads every rank's part: when some ranks are left out of a parallel job's scan,
     # the fingerprint still covers every rank
     fp_ranks = None if len(ranks) < len(dump.rank_ids) and _has_layout(dump) else ranks
     spec = json.dumps([_RESULT_FORMAT, __version__, [w.to_dict() for w in wps], ranks,
                        sorted(iterations) if iterations is not None else None, where,
-                       dump.fingerprint(fp_ranks), scope], sort_keys=True)
+                       dump.fingerprint(fp_ranks), scope, series_sweep], sort_keys=True)
     return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()

@@ -1,7 +1,8 @@
 """What a scan finds: hits, error records, the scan result and its JSON, and the one hit order."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from .coverage import Coverage, scan_status, why_unanswered
@@ -86,6 +87,32 @@ def headline_order(d: Mapping[str, Any]) -> tuple:
     return Hit.from_dict(d).headline_key()
 
 
+@dataclass(frozen=True)
+class SeriesHit:
+    """One hit of a series watchpoint: where (rank, step, tensor, statistic), the value, and why."""
+
+    condition: str
+    rank: int
+    step: int
+    tensor: str
+    stat: str
+    value: float
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (keys: the field names; a non-finite value as a string)."""
+        d = asdict(self)
+        if not math.isfinite(d["value"]):
+            d["value"] = str(d["value"])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "SeriesHit":
+        """Inverse of :meth:`as_dict`."""
+        return cls(d["condition"], int(d["rank"]), int(d["step"]), d["tensor"], d["stat"], float(d["value"]),
+                   d["detail"])
+
+
 @dataclass
 class Skipped:
     """A watchpoint that does not apply to some tensors, said once: why, how many checks, one example."""
@@ -163,6 +190,8 @@ class ScanResult:
     # what each watchpoint checked and could not, by its place in the list (watch/coverage.py)
     coverage: dict[int, Coverage] = field(default_factory=dict)
     swept: int = 0          # tensors the non-finite sweep read (watch/sweep.py), every scan
+    # the first non-finite loss of each rank's per-step series, as series hits (watch/sweep.py)
+    series_sweep: list[SeriesHit] = field(default_factory=list)
     # each (rank, iteration)'s first tensor holding NaN/Inf, until the sweep's hits are added (watch/sweep.py)
     nonfinite_first: dict[tuple[int, int], Hit] = field(default_factory=dict, repr=False)
     # the notes of the check being evaluated (conditions.add_error): whether it ran (watch/run.py); not kept
@@ -255,7 +284,8 @@ class ScanResult:
         return cls(d["dump"], d["ranks"], d["iterations"], watchpoints, hits, errors,
                    rank_warnings=d.get("rank_warnings"), skipped_steps=list(d.get("skipped_steps", [])),
                    skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])], levels=dict(d.get("levels", {})),
-                   coverage=coverage, swept=int(cov["swept"]))
+                   coverage=coverage, swept=int(cov["swept"]),
+                   series_sweep=[SeriesHit.from_dict(h) for h in d.get("series_sweep", [])])
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""

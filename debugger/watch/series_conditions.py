@@ -14,36 +14,16 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from .results import SeriesHit   # defined with the other findings: a stored scan reads it without numpy
 from .spikes import trailing_z
 
 if TYPE_CHECKING:
     from ..formats.base import SeriesSource
     from .registry import Watchpoint
-
-
-@dataclass(frozen=True)
-class SeriesHit:
-    """One hit of a series watchpoint: where (rank, step, tensor, statistic), the value, and why."""
-
-    condition: str
-    rank: int
-    step: int
-    tensor: str
-    stat: str
-    value: float
-    detail: str
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready (keys: the field names; a non-finite value as a string)."""
-        d = asdict(self)
-        if not math.isfinite(d["value"]):
-            d["value"] = str(d["value"])
-        return d
 
 
 def runs_over_series(wp: "Watchpoint") -> bool:

@@ -198,7 +198,7 @@ class ScanSession:
             ids = list(self._watchpoints)
             # scope: the whole dump, so that a logical tensor is reported by the same rank as in a whole scan
             res = scan(self.dump, list(self._watchpoints.values()), ranks=[rank], iterations=set(todo),
-                       jobs=1, cache=self.cache, scope=self.dump.rank_ids)
+                       jobs=1, cache=self.cache, scope=self.dump.rank_ids, series_sweep=False)
             self.files_checked += res.files_checked
             self._record(res, ids, [(rank, it) for it in todo])
             self._save()

@@ -9,8 +9,6 @@ the dump says of its origin: made there from finite inputs, data-borne (the inpu
 """
 from __future__ import annotations
 
-from typing import Any
-
 from ..formats.records import Kind
 from ..model import Dump, TensorRef
 from ..model.graph import Graph
@@ -19,7 +17,7 @@ from ..stats import Stats
 from .batch import Batch
 from .conditions import NONFINITE, Step, make_hit, nonfinite_counts, unsupplied
 from .registry import Watchpoint
-from .results import Hit, ScanResult
+from .results import Hit, ScanResult, SeriesHit
 from .select import in_filters
 
 SWEEP = "nonfinite_sweep"     # the watchpoint name of the sweep's hits (registry: always on)
@@ -79,13 +77,11 @@ def apply_sweep(result: ScanResult) -> None:
     result.nonfinite_first.clear()
 
 
-def series_nonfinite(dump: Dump, ranks: list[int] | None, hits: list[Hit]) -> list[Any]:
+def series_nonfinite(dump: Dump, ranks: list[int] | None, hits: list[Hit]) -> list[SeriesHit]:
     """The first non-finite loss of each selected rank's recorded per-step series (a step no dumped iteration
     holds), as a series hit of the sweep, where no non-finite hit of the scan comes at or before that step. A
     series whose loss is never finite may not hold the loss: none."""
     import numpy as np
-
-    from .series_conditions import SeriesHit
 
     out = []
     for r in dump.ranks if ranks is None else [dump.rank(k) for k in ranks]:

@@ -2,7 +2,9 @@
 (:mod:`.peers`), never a shard with another shard."""
 from __future__ import annotations
 
+from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef
+from .gathered import gathered_params
 from ..selection import ranges_text
 from .match import match_graphs
 from .localmap import local_map
@@ -112,5 +114,8 @@ def _pair(d: Dump, peers: LayoutPeers, ra: Rank, t: TensorRef, ref: int, it: int
     s = peers.shard(ra.rank, rec, t.slot) if rec is not None else None
     if s is not None and not s.covers_whole():
         p.shard = shard_text(s, peers.layouts.get(ra.rank))
+    gathered = gathered_params(ga).get(t.node) if rec is not None and ga is not None else None
+    if gathered is not None:     # a parameter all-gathered whole (FSDP): named after it
+        p.kind, p.param, p.shard = Kind.WEIGHT, gathered, "all-gathered (unsharded)"
     result.pairs.append(p)
 

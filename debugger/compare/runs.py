@@ -8,7 +8,8 @@ from typing import Any, Iterable, Mapping
 from ..cache import StatsCache
 from ..errors import DumpError, QueryError
 from ..executors import Workers
-from ..model import Dump, Rank
+from ..model import Dump, Rank, TensorRef
+from ..model.graph import Graph
 from ..selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
@@ -18,6 +19,7 @@ from .peers import shard_of, shard_text
 from .precision import coarser, weight_precision
 from .localmap import local_map
 from .pairs import CompareResult, Progress, Side, iteration_set, make_pair, open_any
+from .valueless import holds_no_value
 
 
 def compare_runs(dump_a: "Dump | str", dump_b: "Dump | str", ranks: Iterable[int] | None = None,
@@ -88,6 +90,8 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
         for it in its:
             all_its.add(it)
             for ta, tb, method in match_tensors(local_map(ra, gid, it), local_map(rb, gid_b, it), nm):
+                if _no_value(ga, ta) or _no_value(gb, tb):
+                    continue
                 p = make_pair(it, side_a, side_b, gid, ta, tb, method, ga, gb)
                 if layout is not None and ga is not None and ta is not None and ta.io == "output" and ta.node in ga:
                     s = shard_of(layout, ga.record_of(ta.node), ta.slot)
@@ -96,6 +100,11 @@ def _runs_rank(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None, 
         unread = nm.programs.unread() if nm.programs is not None else None
         if unread:
             result.warnings.append(unread)
+
+
+def _no_value(graph: Graph | None, t: TensorRef | None) -> bool:
+    """Whether ``t`` is memory that holds no value (valueless.py): never a divergence."""
+    return t is not None and holds_no_value(graph, t.key)
 
 
 def _graph_plan(result: CompareResult, ra: Rank, rb: Rank, sel: set[int] | None) -> dict[tuple[int, int], list[int]]:

@@ -30,6 +30,8 @@ OVERWRITE = frozenset({"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_ze
 COLLECTIVE_WORDS = ("allreduce", "all_reduce", "allgather", "all_gather", "broadcast", "reduce_scatter",
                     "alltoall", "all_to_all")
 PER_RANK_WORDS = ("reduce_scatter", "alltoall", "all_to_all", "send", "recv", "scatter", "gather_", "barrier")
+# every rank of the group gets the same result (c10d's allgather_ and _allgather_base_ also contain "gather_")
+ALL_GATHER_WORDS = ("allgather", "all_gather")
 GLOBAL_SCOPE = "global"
 BACKWARD_SCOPE = "backward"
 CANDIDATE_HEADER = "Corresponding forward node candidate:"
@@ -93,6 +95,7 @@ class IterationGraph:
     constants: set[str] = field(default_factory=set)        # forward nodes made from no data, weight or state
     step_ops: list[Any] = field(default_factory=list)       # optstate.StepOp of the optimizer step running
     step_first: int = 0                                      # index in ``nodes`` of its first operator
+    unset: set[int] = field(default_factory=set)   # storages an uninitialised allocation made, not wholly written yet
 
     def fresh_name(self, scope: str, op: str) -> str:
         """``scope/op-k`` with k the next number of ``op`` in ``scope``."""
@@ -227,6 +230,15 @@ def is_dense(t: torch.Tensor) -> bool:
     return True
 
 
+def covers_storage(t: torch.Tensor) -> bool:
+    """Whether ``t`` spans every byte of its storage (a write to it leaves nothing of the old content)."""
+    try:
+        return t.storage_offset() == 0 and t.is_contiguous() and \
+            t.numel() * t.element_size() == t.untyped_storage().nbytes()
+    except (RuntimeError, NotImplementedError):
+        return False
+
+
 def flat_tensors(x: Any) -> Iterator[torch.Tensor]:
     """Tensors in a (nested) return value, in order."""
     if isinstance(x, torch.Tensor):
@@ -278,7 +290,8 @@ def _op_hints(func: Any) -> tuple[str, bool, bool, bool]:
     routing = bool(getattr(func, "is_view", False))
     collective = ns in ("c10d", "_c10d_functional") and any(w in name for w in COLLECTIVE_WORDS)
     per_rank = torch.Tag.nondeterministic_seeded in func.tags or \
-        (ns in ("c10d", "_c10d_functional") and any(w in name for w in PER_RANK_WORDS))
+        (ns in ("c10d", "_c10d_functional") and any(w in name for w in PER_RANK_WORDS)
+         and not any(w in name for w in ALL_GATHER_WORDS))
     return name, routing, collective, per_rank
 
 

@@ -174,6 +174,8 @@ class OpsCapture:
         returned = [t for t in C.flat_tensors(out)]
         for _, _, writes, _, _ in nodes:
             self._count_writes((w, True, False) for w in writes)
+        unset = self._track_unset(g, op, collective, returned, [t for n in nodes for t in n[1]],
+                                  [w for n in nodes for w in n[2]])
         for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
             if lists:
                 outs = [returned[e]] if len(returned) == len(nodes) else writes
@@ -230,7 +232,7 @@ class OpsCapture:
                         g.pending_tags.append((weakref.ref(t), name))
                     except TypeError:
                         pass
-                if want and not routing and not roles and op not in C.UNINITIALISED:
+                if want and not routing and not roles and op not in C.UNINITIALISED and id(t) not in unset:
                     c = self._capture(name, op, "output", slot, t, exact=invariant)
                     if c is not None:
                         g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
@@ -238,6 +240,25 @@ class OpsCapture:
                             c.extra = saturated_row(t, activation)
                             if self._call is not None and self._call.after:
                                 self._call.after[-1].activation = activation
+
+    @staticmethod
+    def _track_unset(g: C.IterationGraph, op: str, collective: bool, returned: list[torch.Tensor],
+                     ins: list[torch.Tensor], writes: list[torch.Tensor]) -> set[int]:
+        """Keep ``g.unset`` (storages from torch.empty not wholly written since); the ids of the outputs that
+        hold bytes nobody wrote: an output aliasing such a storage that is not itself a written argument
+        (FSDP2's all_gather_copy_in returns its whole all-gather buffer with only this rank's chunk filled)."""
+        if op in C.UNINITIALISED:
+            g.unset.update(C.storage_ptr(t) for t in returned)
+            return set()
+        if not g.unset:
+            return set()
+        known = {C.storage_ptr(t) for t in ins}
+        # new memory an operator computed its result in (freed memory comes back at the same address)
+        g.unset.difference_update(p for p in map(C.storage_ptr, returned) if p not in known)
+        filled = writes + returned if collective else writes     # a collective fills what it returns
+        g.unset.difference_update(C.storage_ptr(t) for t in filled if C.covers_storage(t))
+        written = {C.view_key(t) for t in filled}
+        return {id(t) for t in returned if C.storage_ptr(t) in g.unset and C.view_key(t) not in written}
 
     def _count_writes(self, groups: Any) -> None:
         """Count the in-place writes to leaves (and gradients) of (tensor or list, written, out=) groups:

@@ -2,6 +2,7 @@
 
     python layouts.py LAYOUT OUT_JSON [--dump DIR] [--save statistics|tensors|both] [--level ops|modules|parameters]
                       [--steps N] [--port P] [--plant NAME@RANK:STEP] [--dtype float32|bfloat16] [--both]
+                      [--net blocks|mlp] [--corrupt-gather RANK:STEP]
 
 LAYOUT: single (one process, the whole batch), ddp, fsdp2, fsdp1, fsdp1-units (a unit per block), tp, pp (GPipe, 2 stages x 2
 micro-batches) on 2 ranks; 2d (FSDP2 over "dp" x TP over "tp") on 4 ranks. Every layout trains the
@@ -9,7 +10,10 @@ same network from the same seed on the same global batch, so their losses and lo
 agree up to rounding. OUT_JSON.RANK gets the loss of every step, the logical (full) parameters
 after the last one and their gradients in it, gathered by plain torch; with --both, the facts of a run
 without the recorder and of one with it, made by the same processes one after the other. ``--plant fc@1:2`` adds 1.0 to rank 1's
-local shard of parameter ``fc`` after step 2's optimizer step (a divergence tdbg must name).
+local shard of parameter ``fc`` after step 2's optimizer step (a divergence tdbg must name). ``--net mlp``: a plain
+``nn.Sequential`` MLP (6 -> 16 -> 3) instead, each Linear its own FSDP unit under fsdp2 (ddp, fsdp2 and single only).
+``--corrupt-gather 1:1`` (fsdp2): rank 1's first all-gather of step 1 delivers its first element +1.0 (the first unit's
+first parameter, whole on that rank only), written behind the recorder's back as silent corruption would be.
 """
 from __future__ import annotations
 
@@ -59,6 +63,12 @@ class Net(nn.Module):
         return self.head(x) if self.head is not None else x
 
 
+def mlp() -> nn.Module:
+    """The plain MLP of ``--net mlp``: parameters ``0.weight`` .. ``2.bias`` (3 output rows: uneven FSDP chunks)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+
+
 def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The global batch of ``step`` (equal in every layout)."""
     g = torch.Generator().manual_seed(1000 + step)
@@ -70,16 +80,16 @@ def _dp_slice(t: torch.Tensor, rank: int, size: int) -> torch.Tensor:
     return t[rank * n:(rank + 1) * n]
 
 
-def _build(layout: str, rank: int, dtype: torch.dtype, net: Net | None = None) -> tuple[nn.Module, nn.Module, object]:
+def _build(layout: str, rank: int, dtype: torch.dtype, net: nn.Module | None = None) -> tuple[nn.Module, nn.Module, object]:
     """(the module the loop calls, the network, the pipeline schedule or None); ``net``: another than the
     small default (benchmarks/bench_layouts.py)."""
     torch.manual_seed(0)
-    net = (net or Net()).to(dtype)
+    net = (net if net is not None else Net()).to(dtype)
     if layout == "ddp":
         return nn.parallel.DistributedDataParallel(net), net, None
     if layout == "fsdp2":
         from torch.distributed.fsdp import fully_shard
-        for blk in net.layers.values():
+        for blk in (net.layers.values() if isinstance(net, Net) else [m for m in net if isinstance(m, nn.Linear)]):
             fully_shard(blk)
         fully_shard(net)
         return net, net, None
@@ -163,6 +173,31 @@ def _plant(net: nn.Module, spec: str | None, rank: int, step: int) -> None:
             local.add_(1.0)
 
 
+STEP = [0]      # the step running, for --corrupt-gather
+
+
+def _corrupt_gathers(spec: str | None, rank: int) -> None:
+    """--corrupt-gather RANK:STEP: FSDP2's all-gather on RANK at STEP, its result's first element + 1.0."""
+    if not spec:
+        return
+    r, s = (int(v) for v in spec.split(":"))
+    if r != rank:
+        return
+    from torch.distributed.fsdp._fully_shard._fsdp_collectives import DefaultAllGather
+    gather, done = DefaultAllGather.__call__, []
+
+    def corrupted(self: object, *args: object, **kwargs: object) -> object:
+        work = gather(self, *args, **kwargs)
+        output = args[0] if args else kwargs["output_tensor"]
+        if STEP[0] == s and not done:
+            if work is not None:
+                work.wait()
+            done.append(True)
+            output.detach().numpy()[0] += 1.0      # through numpy: no operator the recorder sees
+        return work
+    DefaultAllGather.__call__ = corrupted
+
+
 def _full(layout: str, model: nn.Module, net: nn.Module, grads: bool = False) -> dict[str, list]:
     """Every logical parameter (or its gradient), gathered by torch itself (plain lists of floats)."""
     if layout.startswith("fsdp1"):
@@ -184,7 +219,7 @@ def run(a: argparse.Namespace, rank: int, dump: str | None) -> dict:
     """Train ``a.steps`` steps in ``a.layout`` on this rank, recorded into ``dump`` (None: not); the
     facts plain torch gives (the gradients are those of the last step)."""
     dtype = getattr(torch, a.dtype)
-    model, net, schedule = _build(a.layout, rank, dtype)
+    model, net, schedule = _build(a.layout, rank, dtype, mlp() if a.net == "mlp" else None)
     opt = torch.optim.Adam(net.parameters(), lr=0.01)
     losses = []
     rec = None
@@ -194,6 +229,7 @@ def run(a: argparse.Namespace, rank: int, dump: str | None) -> dict:
         rec.start()
     try:
         for step in range(a.steps):
+            STEP[0] = step
             opt.zero_grad()
             losses.append(_step(a.layout, model, schedule, step, rank, dtype))
             if step == a.steps - 1:
@@ -218,6 +254,7 @@ def _write(a: argparse.Namespace, rank: int) -> None:
 def _worker(rank: int, a: argparse.Namespace) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD[a.layout])
+    _corrupt_gathers(a.corrupt_gather, rank)
     try:
         _write(a, rank)
     finally:
@@ -243,6 +280,8 @@ def main() -> None:
     ap.add_argument("--plant")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--both", action="store_true", help="train without the recorder, then with it")
+    ap.add_argument("--net", default="blocks", choices=("blocks", "mlp"))
+    ap.add_argument("--corrupt-gather")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if WORLD[a.layout] == 1:

@@ -34,10 +34,12 @@ def run_layouts(args: list[str]) -> subprocess.CompletedProcess:
 
 
 def record(folder: str, layout: str, *, save: str = "statistics", plant: str | None = None,
-           dtype: str = "float32", steps: int = 2) -> str:
-    """Train ``steps`` steps of layouts.py's net under ``layout`` with the Recorder; the dump's root."""
-    root = os.path.join(folder, f"{layout}-{save}-{dtype}-{plant or 'clean'}".replace("@", "_").replace(":", "_"))
+           dtype: str = "float32", steps: int = 2, extra: tuple[str, ...] = (), name: str = "") -> str:
+    """Train ``steps`` steps of layouts.py's net under ``layout`` with the Recorder (``extra``: more of its
+    arguments; ``name``: a suffix that tells runs of equal arguments apart); the dump's root."""
+    tag = "-".join((layout, save, dtype, plant or "clean", *extra, *([name] if name else [])))
+    root = os.path.join(folder, tag.replace("@", "_").replace(":", "_").replace("--", ""))
     shutil.rmtree(root, ignore_errors=True)
     run_layouts([layout, root + ".json", "--dump", root, "--save", save, "--steps", str(steps), "--dtype", dtype,
-                 *(["--plant", plant] if plant else [])])
+                 *(["--plant", plant] if plant else []), *extra])
     return root

@@ -5,6 +5,7 @@ neither numpy nor h5py; the writer, the tensor reader and the recorder import th
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any, Iterable
 
@@ -48,19 +49,32 @@ class Digest:
 _HEADED: dict[tuple[np.dtype, tuple[int, ...]], Any] = {}
 
 
+def hasher(dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    """A fresh xxh3-128 state past the header of ``dtype`` and ``shape``, ready for the C-order bytes."""
+    key = (dtype, shape)      # (numpy derives dtype.name anew on every access, ~3 us)
+    headed = _HEADED.get(key)
+    if headed is None:
+        if len(_HEADED) > 4096:
+            _HEADED.clear()
+        headed = _HEADED[key] = Digest(dtype, shape)._h
+    # a copy of the cached state: a recorder hashes, and a reader checks, the same shapes every step
+    return headed.copy()
+
+
+def v1_hasher(dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    """A blake2b-128 state past the header, as version 1 digests were made (kept to check their files)."""
+    h = hashlib.blake2b(digest_size=16, person=b"tdbg-h5 v1")
+    h.update(np.dtype(dtype).name.encode("ascii") + b"\0")
+    h.update(np.asarray(shape, dtype="<i8").tobytes() + b"\0")
+    return h
+
+
 def digest_of(a: np.ndarray) -> str:
     """The digest of a whole array (any memory order or byte order)."""
     a = np.asarray(a)
     if a.flags.c_contiguous and a.dtype.byteorder != ">":
-        # one update over the whole buffer (the hash streams: the same digest as block by block),
-        # from a copy of the hash state after the header (a recorder hashes the same shapes every step)
-        key = (a.dtype, a.shape)      # (numpy derives dtype.name anew on every access, ~3 us)
-        headed = _HEADED.get(key)
-        if headed is None:
-            if len(_HEADED) > 4096:
-                _HEADED.clear()
-            headed = _HEADED[key] = Digest(a.dtype, tuple(a.shape))._h
-        h = headed.copy()
+        # one update over the whole buffer (the hash streams: the same digest as block by block)
+        h = hasher(a.dtype, a.shape)
         h.update(memoryview(a.reshape(-1)).cast("B"))   # type: ignore[arg-type]
         return h.hexdigest()
     d = Digest(a.dtype, tuple(a.shape))

@@ -159,3 +159,34 @@ def test_a_series_that_never_reached_the_disk_is_told_from_none(tmp_path):
     from debugger.seriesviews import catalog      # the Trends tab's answer
     trends = catalog(debugger.open_dump(str(out)).rank(0))
     assert not trends["available"] and said in trends["message"]
+
+
+def test_a_second_recorder_on_a_live_run_is_refused_and_the_first_trains_on(tmp_path):
+    """Two writers on one path: a second Recorder started while a training process records there is refused
+    with a message naming the rank folder (before any hook is installed); the first run goes on, and what it
+    wrote reads whole."""
+    import torch
+    from debugger.errors import DumpError
+    from debugger.torch import Recorder
+
+    out = tmp_path / "run"
+    proc = _child(out, "0.1", stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        for _ in range(5):
+            proc.stdout.readline()
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        second = Recorder(str(out), model, opt, series=True)
+        backward = torch.autograd.backward
+        with pytest.raises((FileExistsError, DumpError)) as err:
+            second.start()
+        assert str(out / "rank_0") in str(err.value)
+        # refused before anything was installed: training here runs as without a recorder
+        assert torch.autograd.backward is backward and not model._forward_hooks and not opt._optimizer_step_pre_hooks
+        first_steps = int(proc.stdout.readline().split()[0])
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    series = debugger.open_dump(str(out)).rank(0).series
+    assert series is not None and len(series.steps()) >= first_steps

@@ -225,6 +225,7 @@ def run(a: argparse.Namespace, rank: int, dump: str | None) -> dict:
     rec = None
     if dump:
         from debugger.torch import Recorder
+        _limit_files(a.full_disk, rank)
         rec = Recorder(dump, model, opt, save=a.save, level=a.level, pipeline=schedule)
         rec.start()
     try:
@@ -241,7 +242,23 @@ def run(a: argparse.Namespace, rank: int, dump: str | None) -> dict:
     finally:
         if rec is not None:
             rec.close()
+        _limit_files(None, rank)
     return {"rank": rank, "losses": losses, "params": _full(a.layout, model, net), "grads": grads}
+
+
+def _limit_files(spec: str | None, rank: int) -> None:
+    """``R:BYTES``: on rank R, files may not grow past BYTES while it records (a full disk, for real: the
+    kernel fails the write with EFBIG); None: lift it again (the facts are written after)."""
+    import resource
+    import signal
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if spec is None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+        return
+    r, limit = (int(v) for v in spec.split(":"))
+    if r == rank:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # a write past the limit fails, no signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
 
 
 def _write(a: argparse.Namespace, rank: int) -> None:
@@ -282,6 +299,7 @@ def main() -> None:
     ap.add_argument("--both", action="store_true", help="train without the recorder, then with it")
     ap.add_argument("--net", default="blocks", choices=("blocks", "mlp"))
     ap.add_argument("--corrupt-gather")
+    ap.add_argument("--full-disk", metavar="R:BYTES", help="rank R's files may not grow past BYTES while recording")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if WORLD[a.layout] == 1:

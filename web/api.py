@@ -15,7 +15,7 @@ from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, r
 from debugger import triage as _triage
 from debugger.cache import StatsCache
 from debugger.errors import InvalidQueryError
-from debugger.watch.session import describe_watchpoint, watchpoints_from_request
+from debugger.watch.session import SWEEP_ID, describe_watchpoint, watchpoints_from_request
 
 from . import guard, overlays
 from .session import Workspace
@@ -406,8 +406,9 @@ def _watch_summary(dump_id: str) -> dict[str, Any]:
     for h in hits:
         by[h.watchpoint_id] = by.get(h.watchpoint_id, 0) + 1
     items = w.describe()
+    swept = [{"id": SWEEP_ID, "text": "nonfinite_sweep (always on)", "hits": by[SWEEP_ID]}] if by.get(SWEEP_ID) else []
     return {"watchpoints": len(items), "hits": len(hits), "checked": w.checked(),
-            "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0)} for i in items]}
+            "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0)} for i in items] + swept}
 
 
 @bp.get("/conditions")
@@ -476,6 +477,9 @@ def hits() -> dict[str, Any]:
         groups[i["id"]] = {"id": i["id"], "text": i["text"], "name": i["name"], "hits": 0}
     for h in w.hits(rank, it):
         g = groups.get(h.watchpoint_id)
+        if g is None and h.watchpoint_id == SWEEP_ID:     # the always-on sweep's: a group of its own
+            g = groups[SWEEP_ID] = {"id": SWEEP_ID, "text": f"{h.hit.watchpoint} (always on)",
+                                    "name": h.hit.watchpoint, "hits": 0}
         if g is not None:
             g["hits"] += 1
     errors = w.errors(rank, it)

@@ -20,6 +20,7 @@ from .results import ErrorRecord, Hit, ScanResult
 
 # The shape of the stored "checked" results: a store of another shape keeps its watchpoints, and
 # their results are checked again (stores before sessions tied error records to no watchpoint).
+SWEEP_ID = 0     # the watchpoint id of the always-on non-finite sweep's hits (ids of set ones start at 1)
 _RESULTS_FORMAT = 3
 
 Key = tuple[int, int]   # (rank, iteration)
@@ -208,8 +209,8 @@ class ScanSession:
         """Keep a scan's findings as those of ``keys``, each tied to its watchpoint's id (``ids[order]``)."""
         for key in keys:
             self._hits[key], self._errors[key] = [], []
-        for h in res.hits:    # the non-finite sweep's hits (order past the list) belong to no watchpoint: id 0
-            wid = ids[h.order] if h.order < len(ids) else 0
+        for h in res.hits:    # the non-finite sweep's hits (order past the list) belong to no watchpoint
+            wid = ids[h.order] if h.order < len(ids) else SWEEP_ID
             self._hits.setdefault((h.rank, h.iteration), []).append(SessionHit(wid, h))
         for e in res.errors:
             self._errors.setdefault((e.rank, e.iteration), []).append(SessionError(ids[e.order], e))
@@ -301,4 +302,4 @@ def _stored_results(data: Mapping[str, Any]) -> list[tuple[Key, list[SessionHit]
             for r, it, hs, es in data.get("checked", [])]
 
 
-__all__ = ["ScanSession", "SessionError", "SessionHit", "describe_watchpoint", "watchpoints_from_request"]
+__all__ = ["SWEEP_ID", "ScanSession", "SessionError", "SessionHit", "describe_watchpoint", "watchpoints_from_request"]

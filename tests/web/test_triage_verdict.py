@@ -3,6 +3,7 @@ watchpoints' hits, what they could not check, the ranks' agreement and the per-s
 non-finite losses; a problem is never under a green box."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -42,3 +43,16 @@ def test_a_healthy_series_is_no_problem(tmp_path: Any) -> None:
     # every step recorded at level "parameters": no activation to judge, said, never "ok"
     assert t["health"]["status"] == "incomplete"
     assert {u.split(":")[0] for u in t["health"]["unanswered"]} == {"activation_saturated_layer", "activation_dead_layer"}
+
+
+def test_the_sweeps_hits_have_a_group_of_their_own_in_the_watchpoints_view(make_app: Any) -> None:
+    """A NaN no set watchpoint looks for (MindSpore PyNative, the optimizer graph only) is listed under the
+    always-on sweep's own group, never left out of the Watchpoints view."""
+    corpus = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus_ms",
+                          "pynative_nan")
+    c = make_app(corpus).test_client()
+    assert c.post("/api/watchpoints", json={"spec": "weight_too_large:max_gt=1e9"}).status_code == 201
+    r = c.get("/api/hits?all=1").get_json()
+    groups = {g["id"]: g for g in r["groups"]}
+    assert groups[0]["name"] == "nonfinite_sweep" and groups[0]["hits"] >= 1
+    assert {h["watchpoint_id"] for h in r["items"]} == {0} and min(h["iteration"] for h in r["items"]) == 2

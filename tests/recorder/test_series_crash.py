@@ -45,6 +45,15 @@ def _child(out, flush: str, user: str = "none", stdout=None) -> subprocess.Popen
     return subprocess.Popen([sys.executable, "-c", SCRIPT, str(out), flush, user], env=env, stdout=stdout, text=True)
 
 
+def _running(out, flush: str, steps: int) -> subprocess.Popen:
+    """The training child, once it has finished ``steps`` steps (its stdout a pipe)."""
+    proc = _child(out, flush, stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    for _ in range(steps):
+        proc.stdout.readline()
+    return proc
+
+
 def test_sigkill_leaves_readable_segments(tmp_path):
     out = tmp_path / "run"
     proc = _child(out, "0.1", stdout=subprocess.DEVNULL)
@@ -141,14 +150,9 @@ def test_a_series_that_never_reached_the_disk_is_told_from_none(tmp_path):
     from clirun import run_cli
 
     out = tmp_path / "run"
-    proc = _child(out, "3600", stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout is not None
-        for _ in range(3):
-            proc.stdout.readline()
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+    proc = _running(out, "3600", 3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
     assert not (out / "rank_0" / "series").is_dir() or not any(
         n.startswith("steps_") for n in os.listdir(out / "rank_0" / "series"))
     said = "recorded with a per-step series (Recorder(series=True)), but no segment of it reached the disk"
@@ -170,11 +174,9 @@ def test_a_second_recorder_on_a_live_run_is_refused_and_the_first_trains_on(tmp_
     from debugger.torch import Recorder
 
     out = tmp_path / "run"
-    proc = _child(out, "0.1", stdout=subprocess.PIPE)
+    proc = _running(out, "0.1", 5)
     try:
         assert proc.stdout is not None
-        for _ in range(5):
-            proc.stdout.readline()
         model = torch.nn.Linear(4, 1)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         second = Recorder(str(out), model, opt, series=True)

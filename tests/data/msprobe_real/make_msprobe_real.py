@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from msprobe_make import make  # noqa: E402  (tests/data: what the msprobe makers share)
 
 # name -> (model, optimizer, task, level, steps, planted). Committed: every one but those in LOCAL_ONLY
 DUMPS = {
@@ -138,27 +138,9 @@ def _train(name: str) -> None:
         json.dump(truth, f, indent=1, sort_keys=True)
 
 
-def _normalise(root: str) -> None:
-    """proc{PID} folders get a fixed name (proc0) so the committed tree does not change with every run."""
-    for step in sorted(os.listdir(root)):
-        sdir = os.path.join(root, step)
-        for d in os.listdir(sdir):
-            if d.startswith("proc") and d != "proc0":
-                os.rename(os.path.join(sdir, d), os.path.join(sdir, "proc0"))
-
-
 def main() -> None:
     """Make every dump (or those named), each in a fresh process."""
-    if len(sys.argv) == 3 and sys.argv[1] == "--one":
-        _train(sys.argv[2])
-        return
-    for name in sys.argv[1:] or [n for n in DUMPS if n not in LOCAL_ONLY]:
-        shutil.rmtree(os.path.join(HERE, name), ignore_errors=True)
-        env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
-        _normalise(os.path.join(HERE, name))
-        print("wrote", name)
+    make(__file__, HERE, _train, [n for n in DUMPS if n not in LOCAL_ONLY])
 
 
 if __name__ == "__main__":

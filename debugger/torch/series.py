@@ -61,6 +61,7 @@ class SeriesCapture:
         self._scale: Any = None
         self._grad_rows: dict[int, Any] = {}       # id(param) -> its gradient's row, taken at step()
         self._prev: dict[int, torch.Tensor] = {}   # id(param) -> its value at the previous rec.step()
+        self._unnamed: set[int] = set()            # ids of optimized tensors looked up among the model's names
         self._device_steps: list[tuple[int, Any, dict[str, Any]]] = []
         self._last_flush = time.monotonic()
         self.last_loss: float | None = None     # the host loss of the step just ended (for the triggers)
@@ -131,9 +132,18 @@ class SeriesCapture:
         for opt in self.optimizers:
             for grp in opt.param_groups:
                 for p in grp["params"]:
+                    if id(p) not in self.param_name and id(p) not in self._unnamed:
+                        self._unnamed.add(id(p))     # looked up once: an optimizer may hold non-module tensors
+                        self._learn_names()
                     if id(p) in self.param_name and C.is_plain(C.local(p)) and p.dtype.is_floating_point:
                         seen.setdefault(id(p), p)
         return list(seen.values())
+
+    def _learn_names(self) -> None:
+        """Name the parameters the model gained since the recording began (a layer added mid-run and given
+        to the optimizer): the series takes them from their first step (a new segment's tensors)."""
+        for n, p in self.root.named_parameters():
+            self.param_name.setdefault(id(p), C.clean_name(n))
 
     def _tensors(self, trained: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[str], list[str], list[str],
                                                              list[int]]:

@@ -260,3 +260,42 @@ def test_the_series_reads_are_not_recorded_as_operators(tmp_path):
         return set(g.names())
 
     assert names(True) == names(False)
+
+
+class _Growing(torch.nn.Module):
+    """An MLP that gains a layer mid-run (given to the optimizer as a new group)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.extra = torch.nn.Linear(4, 8), torch.nn.Linear(8, 1), None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(self.a(x))
+        return self.b(h + self.extra(h) if self.extra is not None else h)
+
+
+def test_a_layer_added_mid_run_is_in_the_series_from_its_first_step(tmp_path):
+    """Issue 37: the series left a layer added mid-run out with no word; it is in it from the step it joins,
+    its weight's l2 norm that of plain torch, and the scan of the run stays quiet."""
+    from clirun import scan_quiet
+
+    torch.manual_seed(0)
+    model = _Growing()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    norms = []
+    with Recorder(str(tmp_path / "d"), model, opt, save="statistics", level="parameters", series=True) as rec:
+        for step in range(6):
+            if step == 3:
+                model.extra = torch.nn.Linear(8, 8)
+                opt.add_param_group({"params": model.extra.parameters()})
+            loss = model(torch.randn(16, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step()
+            norms.append(float(model.extra.weight.detach().norm()) if model.extra is not None else None)
+    series = debugger.open_dump(str(tmp_path / "d")).rank(0).series
+    steps, l2 = series.matrix("l2norm")
+    row = l2[series.tensors().index("extra.weight")]
+    assert np.isnan(row[:3]).all() and row[3:] == pytest.approx(norms[3:], rel=1e-5)
+    scan_quiet(str(tmp_path / "d"), "--preset", "parameters", "--no-cache")

@@ -133,3 +133,20 @@ def test_a_finished_dump_is_scanned_whole_at_the_first_poll(tmp_path: Any) -> No
     scanned = [ln["scanned"] for ln in map(json.loads, got.splitlines()) if "scanned" in ln]
     assert scanned == [{"rank": 0, "iterations": list(range(8))}], got + err
     assert scan.returncode == 1
+
+
+def test_following_ends_with_coverage_and_exit_4_when_a_watchpoint_checked_nothing(tmp_path: Any) -> None:
+    """A statistics dump cannot answer a watchpoint that needs tensor values: following prints what each
+    watchpoint checked and ends INCOMPLETE (exit 4; 1 with --strict), never a silent clean exit 0."""
+    root = str(tmp_path / "stats")
+    followrun.aged_copy(os.path.join(os.path.dirname(SINGLE), "msprobe", "statistics_L0"), root, 3600)
+    args = ("scan", root, "--follow", "--no-cache", "--idle-exit", "600", "--watch", "weight_change_too_large",
+            "--watch", "weight_overflow")
+    got, err = (scan := _tdbg(*args, "--json")).communicate(timeout=120)
+    last = json.loads(got.splitlines()[-1])
+    assert scan.returncode == 4 and last["verdict"] == "incomplete", got + err
+    status = {c["watchpoint"]: c["status"] for c in last["coverage"]["watchpoints"]}
+    assert status["weight_change_too_large"] == "unanswered" and status["weight_overflow"] != "unanswered"
+    got, err = (scan := _tdbg(*args)).communicate(timeout=120)
+    assert scan.returncode == 4 and "Coverage:" in got and "NOT CHECKED" in got and "verdict: incomplete" in got
+    assert _tdbg(*args, "--strict").wait(timeout=120) == 1

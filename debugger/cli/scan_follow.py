@@ -27,7 +27,10 @@ from ..exits import Exit
 from ..model import Dump, open_dump
 from ..watch.follow import Quiet, settled
 from ..watch.registry import Watchpoint
+from ..watch.results import ScanResult
 from ..watch.session import ScanSession
+from .scan import verdict_exit
+from .scan_report import coverage_lines
 from .scan_series import scan_series
 
 
@@ -42,6 +45,7 @@ class FollowState:
     hits: int = 0
     warnings: list[str] = field(default_factory=list)
     cache: StatsCache | None = None
+    covered: ScanResult | None = None      # the first scan's result, with every later scan's coverage added
 
 
 def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Watchpoint], out: TextIO) -> int:
@@ -62,7 +66,7 @@ def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Wa
     except KeyboardInterrupt:
         pass
     _final_warnings(args, state, out)
-    return Exit.FOUND if state.hits else Exit.OK
+    return _final_verdict(args, state, out)
 
 
 def _wait_for_dump(args: argparse.Namespace, stop: Callable[[], bool]) -> None:
@@ -117,7 +121,32 @@ def _scan_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state
         _emit(args, out, {"scanned": {"rank": rank, "iterations": its}},
               f"scanned rank {rank} iteration(s) {', '.join(map(str, its))}")
     state.hits += len(hits)
+    _add_coverage(state, result)
     return len(hits)
+
+
+def _add_coverage(state: FollowState, result: ScanResult) -> None:
+    """Add one poll's coverage to what following has checked so far."""
+    if state.covered is None:
+        state.covered = result
+        return
+    for order, c in result.coverage.items():
+        state.covered.coverage_of(order).add(c)
+    state.covered.swept += result.swept
+
+
+def _final_verdict(args: argparse.Namespace, state: FollowState, out: TextIO) -> int:
+    """What the followed iterations' watchpoints checked, and the exit status: 1 on a hit; 4 (1 with
+    --strict) when a watchpoint checked nothing, as `tdbg scan` (a verdict is never clean by silence)."""
+    if state.covered is None:
+        return Exit.FOUND if state.hits else Exit.OK
+    strict = bool(getattr(args, "strict", False))
+    verdict = "found" if state.hits else "incomplete" if state.covered.status(strict) == "incomplete" else "clean"
+    unanswered = state.covered.unanswered()
+    text = "\n".join(coverage_lines(state.covered) + [f"verdict: {verdict}"]
+                     + [f"  not checked: {u}" for u in unanswered if verdict == "incomplete"])
+    _emit(args, out, {"coverage": state.covered.coverage_dict(strict), "verdict": verdict}, text)
+    return verdict_exit(verdict, strict)
 
 
 def _series_new(args: argparse.Namespace, dump: Dump, wps: list[Watchpoint], state: FollowState,

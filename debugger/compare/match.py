@@ -178,10 +178,11 @@ def _updates(g: Graph) -> dict[str, str]:
 
 
 def _gradients(g: Graph) -> dict[str, str]:
-    """weight -> its gradient node, where the graph holds one gradient node of that weight."""
+    """weight -> its gradient node, where the graph holds one gradient node of that weight (a graph input
+    is not one: the gradient was made in another graph and passed in, and no kernel's tensors pair with it)."""
     out: dict[str, list[str]] = {}
     for n in g.nodes(Kind.GRADIENT):
-        if n.param:
+        if n.param and not n.is_parameter:
             out.setdefault(n.param, []).append(n.name)
     return {w: ks[0] for w, ks in out.items() if len(ks) == 1}
 

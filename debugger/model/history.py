@@ -67,6 +67,18 @@ def gap_steps(rank: Rank, graph_id: int, prev_it: int | None, iteration: int) ->
     return iteration - prev_it
 
 
+def first_value(rank: Rank, ref: TensorRef) -> bool:
+    """Whether ``ref`` has no earlier value because it did not exist before: the run's first iteration, or
+    the dump holds the iteration before it and none of its graphs holds this tensor (a layer added mid-run)."""
+    if ref.iteration == 0:
+        return True
+    before = ref.iteration - 1
+    held = [gid for gid in rank.graph_ids if before in rank.iterations(gid)]
+    same = (lambda r: r.node == ref.node or (r.param == ref.param and r.kind == ref.kind)) if ref.param else \
+        (lambda r: r.node == ref.node)
+    return bool(held) and not any(same(r) for gid in held for r in rank.tensor_map(gid, before).values())
+
+
 def previous_dumped(rank: Rank, ref: TensorRef) -> tuple[Previous | None, str]:
     """The same tensor in the nearest earlier dumped iteration, whatever ran between (SageMaker's
     notion of the last steps: no value before the update stands in)."""

@@ -25,10 +25,12 @@ class LeafCapture:
         if stamp == self._leaves_made_of:
             return      # called up to three times an iteration: the table is rebuilt only when it changed
         self._leaves_made_of = stamp
+        trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
+        if not trained <= self._param_name.keys():
+            self._learn_names()
         buffers, params = self._named
         by: dict[int, C.Leaf] = {}
         tensors: dict[int, torch.Tensor] = {}
-        trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
         for n, b in buffers:
             b = C.local(b)
             ptr = C.storage_ptr(b)
@@ -65,6 +67,13 @@ class LeafCapture:
         self._leaf_by_ptr = by
         self._leaf_tensors = tensors
 
+    def _learn_names(self) -> None:
+        """Walk the model again and name the parameters it gained since the recording began (a layer added
+        mid-run and given to the optimizer): its state, gradients and weights are named from their first step."""
+        self._named = (list(self._root.named_buffers()), list(self._root.named_parameters()))
+        for n, p in self._named[1]:
+            self._param_name.setdefault(id(p), C.clean_name(n))
+
     def _leaves_stamp(self) -> tuple[Any, ...]:
         """Equal while the leaf table stays right: the model's tensors and their memory, the optimizers'
         groups and state tensors (state appears at the first step, a loaded state dict brings new ones).
@@ -98,7 +107,13 @@ class LeafCapture:
         return (ptr, t.storage_offset()) if ptr in self._shared_ptrs else ptr
 
     def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
-        return self._leaf_by_ptr.get(self._key_of(t))
+        leaf = self._leaf_by_ptr.get(self._key_of(t))
+        if leaf is None and isinstance(t, torch.nn.Parameter) and id(t) not in self._strangers:
+            # a parameter the table does not know: a layer added since the iteration began (walked once)
+            self._strangers.add(id(t))
+            self._refresh_leaves(walk=True)
+            leaf = self._leaf_by_ptr.get(self._key_of(t))
+        return leaf
 
     def _leaf_module(self, leaf: C.Leaf) -> str:
         name = leaf.param or leaf.name

@@ -165,6 +165,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._leaf_tensors: dict[Any, torch.Tensor] = {}
         self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
         self._leaves_made_of: tuple[Any, ...] | None = None     # what the leaf table was last made from
+        self._strangers: set[int] = set()     # ids of nn.Parameters met outside the leaf table (walked for once)
         # statistics mode: each trained weight as the previous iteration's step() left it (else as this
         # iteration's first optimizer step found it), for the update statistics stored at step(): a
         # change made between two steps, outside the optimizer, is part of the update

@@ -26,6 +26,7 @@ from .coverage import Coverage
 from .registry import HISTORY, OPS, Condition, Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
 from .select import activation, matches
+from .undumped import NOT_IN_DUMP
 
 NONFINITE = frozenset({"nan", "pos_inf", "neg_inf"})
 # The non-finite rule and the empty-tensor rule that every value condition applies first.
@@ -56,6 +57,7 @@ class Step:
     coverage: dict[int, Coverage] = field(default_factory=dict)     # by watchpoint order: what it met
     swept: list[TensorRef] = field(default_factory=list)     # what the non-finite sweep reads (watch/sweep.py)
     inputs_of: dict[str, list[TensorRef]] | None = None      # node -> its captured inputs (watch/zeros.py)
+    undumped: dict[str, list[TensorRef]] = field(default_factory=dict)  # the graph's outputs no file holds, by kind
 
 
 @dataclass
@@ -296,6 +298,11 @@ class PerTensor(Rule):
                     step.planned.append(chk)
                 else:
                     met.not_applicable += 1
+            for ref in step.undumped.get(kind, ()):
+                met.of_kind += 1
+                if matches(wp, ref, step.graph):
+                    met.candidates += 1
+                    met.gap(NOT_IN_DUMP)
 
     def plan_check(self, chk: Check, batch: Batch) -> bool:
         """Ask ``batch`` for what one check needs; False drops the check (it does not apply here)."""
@@ -507,8 +514,9 @@ class _Chain(PerTensor):
         spans: list[int] = []
         chain, why = history.earlier_values(chk.step.rank, chk.ref, count, dumped=dumped, spans=spans)
         if chain is None:
-            # the run's first step has nothing before it to compare with: no gap in the dump
-            chk.error = RunStart(why) if chk.step.iteration == 0 else why
+            # the run's first step, or a tensor's first (a layer added mid-run), has nothing before it to
+            # compare with: no gap in the dump
+            chk.error = RunStart(why) if history.first_value(chk.step.rank, chk.ref) else why
         chk.steps = max(spans, default=1)
         return chain
 

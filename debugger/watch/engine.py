@@ -20,7 +20,7 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
-_RESULT_FORMAT = 13   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 14   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,

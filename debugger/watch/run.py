@@ -21,6 +21,7 @@ from .results import ScanResult
 from .select import is_float, is_undefined, where_nodes
 from .steps import apply_step_facts
 from .sweep import apply_sweep, plan_sweep, sweep_step
+from .undumped import undumped
 from .zeros import apply_zero_origins, plan_upstream
 
 _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets more (see _batch_tasks)
@@ -245,7 +246,7 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
     where = None if selected is None else selected.get(gid, set())
     floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)
               and not is_undefined(r, graph) and _reports(r, rank.rank, reporters)]
-    step = Step(rank, gid, graph, it, tmap, floats)
+    step = Step(rank, gid, graph, it, tmap, floats, undumped=undumped(rank.rank, gid, it, graph, tmap, where))
     in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph
                 and graph.node(n).input_roles}
     for r in floats:

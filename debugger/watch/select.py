@@ -11,7 +11,7 @@ from ..model import Dump, TensorRef
 from ..model.source import parse_location
 from .registry import Watchpoint
 
-_FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
+FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
 
 
 def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
@@ -43,11 +43,11 @@ def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
 def is_float(ref: TensorRef, graph: Graph | None) -> bool:
     """Whether a tensor is floating point (only those are checked), read from the listing when it can be."""
     if ref.file_dtype is not None:
-        return ref.file_dtype in _FLOAT_NAMES
+        return ref.file_dtype in FLOAT_NAMES
     if graph is not None and ref.io == "output" and ref.node in graph:
         outs = graph.record_of(ref.node).outputs
         if ref.slot < len(outs) and outs[ref.slot].dtype:
-            return outs[ref.slot].dtype in _FLOAT_NAMES
+            return outs[ref.slot].dtype in FLOAT_NAMES
     try:
         return ref.dtype.kind == "f"
     except Exception:  # an unreadable header is reported when the file is read

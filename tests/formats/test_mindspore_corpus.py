@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from clirun import run_cli
+
 from debugger import open_dump
 from debugger.model.rank import Rank
 from debugger.serialize import dump_info
@@ -217,3 +219,18 @@ def test_info_counts_every_weight_with_a_gradient(name: str) -> None:
     assert rank["weights_with_gradient"] == len(trained) == len(_rank(name).gradient_params() & set(trained))
     text = run_cli("info", os.path.join(DATA, name)).out
     assert "with grad" in text
+
+
+def test_control_flow_gradients_passed_between_graphs_are_gradients() -> None:
+    """control_flow: four of the five gradients reach the optimizer's graph as graph inputs (made in the loop's
+    graphs and passed in); they were kind other, so the gradient watchpoints' "checked 4 tensors" read as
+    every gradient checked. Each is its weight's gradient now, and the scan counts the 16 it could not read."""
+    truth = _truth("control_flow")
+    rank = _rank("control_flow")
+    assert rank.gradient_params() == set(truth["trainable"])
+    passed_in = {n.param for g in rank.graphs.values() for n in g.nodes("gradient") if n.is_parameter}
+    assert len(passed_in) == 4 and passed_in < set(truth["trainable"])
+    r = run_cli("scan", os.path.join(DATA, "control_flow"), "--json", "--no-cache", "--watch", "gradient_vanishing")
+    [cov] = r.json["coverage"]["watchpoints"]
+    assert cov["status"] == "partial" and cov["checked"] == 4 and cov["unchecked"] == 4 * len(passed_in)
+    assert cov["reasons"][0]["reason"].startswith("in the graph, not in the dump")

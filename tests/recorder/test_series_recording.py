@@ -299,3 +299,34 @@ def test_a_layer_added_mid_run_is_in_the_series_from_its_first_step(tmp_path):
     row = l2[series.tensors().index("extra.weight")]
     assert np.isnan(row[:3]).all() and row[3:] == pytest.approx(norms[3:], rel=1e-5)
     scan_quiet(str(tmp_path / "d"), "--preset", "parameters", "--no-cache")
+
+
+@pytest.mark.parametrize("level", ["ops", "modules"])
+def test_a_layer_added_mid_run_is_named_and_quiet_at_every_level(tmp_path, level):
+    """Issue 37: at "ops" the new layer's Adam state (its step counters, made inside the step) was left
+    unnamed, kind other, and called all zero (2 false hits); its weights' first step read as a gap ("no
+    previous iteration") although they did not exist before. Now the state is its layer's and the scan is
+    clean and complete."""
+    from clirun import scan_quiet
+
+    torch.manual_seed(0)
+    model = _Growing()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    with Recorder(str(tmp_path / "d"), model, opt, save="statistics", level=level) as rec:
+        for step in range(5):
+            if step == 3:
+                model.extra = torch.nn.Linear(8, 8)
+                opt.add_param_group({"params": model.extra.parameters()})
+            loss = model(torch.randn(16, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            rec.step()
+    rank = debugger.open_dump(str(tmp_path / "d")).rank(0)
+    at3 = [r for g in rank.graph_ids if 3 in rank.iterations(g) for r in rank.tensors(g, 3)]
+    state = {r.param for r in at3 if r.kind == "optimizer_state"}
+    assert {"extra.weight", "extra.bias"} <= state
+    assert not [r.node for r in at3 if r.kind == "other" and r.node.startswith("input-")]
+    preset = () if level == "ops" else ("--preset", "parameters")   # the tanh is functional: no module output
+    doc = scan_quiet(str(tmp_path / "d"), "--no-cache", *preset, unanswered=frozenset()).json
+    assert doc["coverage"]["status"] == "complete", doc["coverage"]

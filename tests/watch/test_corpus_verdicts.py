@@ -60,9 +60,13 @@ def test_mindspore_nan_runs_are_found_at_their_first_nan(name: str, origin: str)
 def test_an_inputs_only_dump_names_what_it_could_not_check() -> None:
     code, doc = scan(os.path.join(MS, "inputs_only_nan"))
     unanswered = {u.split(":")[0] for u in doc["coverage"]["unanswered"]}
-    # no output is dumped: no weight, gradient or activation to judge, and the scan says so
-    assert {"gradient_vanishing", "weight_not_changed", "activation_dead_layer"} <= unanswered
+    # no output is dumped: no weight, gradient or activation to judge, and the scan says so, counting what the
+    # graph holds and the dump does not (the net's activations are no ReLU: the dead-layer rule does not apply)
+    assert {"gradient_vanishing", "weight_not_changed", "activation_saturated_layer"} <= unanswered
     assert all("not dumped" in u for u in doc["coverage"]["unanswered"] if u.startswith("gradient_vanishing"))
+    by_name = {c["watchpoint"]: c for c in doc["coverage"]["watchpoints"]}
+    assert by_name["activation_dead_layer"]["status"] == "not_applicable"
+    assert by_name["weight_not_changed"]["unchecked"] == 4 * len(truth_ms("inputs_only_nan")["trainable"])
 
 
 def test_msprobe_data_borne_nan_is_named_as_such() -> None:

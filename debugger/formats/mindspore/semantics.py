@@ -186,6 +186,10 @@ def _mark_gradient(nodes: dict[str, NodeRecord], node: str, slot: int | None, we
     while node in nodes and node not in seen:
         seen.add(node)
         a = nodes[node]
+        if a.is_parameter and a.kind == Kind.OTHER:
+            # a graph input: the gradient was made in another graph (control flow) and passed in
+            a.kind, a.param = Kind.GRADIENT, weight
+            return
         if a.is_parameter or a.is_constant:
             return
         if slot is not None and (slot > 0 or len(a.outputs) > 1):

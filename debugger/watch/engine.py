@@ -20,7 +20,7 @@ if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-resu
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 
-_RESULT_FORMAT = 13   # bump when the engine's results change: stored results of older rules are not reused
+_RESULT_FORMAT = 14   # bump when the engine's results change: stored results of older rules are not reused
 
 
 def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | None = None,
@@ -75,7 +75,8 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
         result.rank_warnings = [w for r in dump.ranks for w in r.warnings]
     if key is not None:
         cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings,
-                               "series_sweep": [h.as_dict() for h in result.series_sweep]})
+                               "series_sweep": [h.as_dict() for h in result.series_sweep],
+                               "step_coverage": result.step_coverage_json()})
     return result
 
 

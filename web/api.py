@@ -15,7 +15,7 @@ from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, r
 from debugger import triage as _triage
 from debugger.cache import StatsCache
 from debugger.errors import InvalidQueryError
-from debugger.watch.session import SWEEP_ID, describe_watchpoint, watchpoints_from_request
+from debugger.watch.session import SWEEP_ID, CoverageSoFar, describe_watchpoint, watchpoints_from_request
 
 from . import guard, overlays
 from .session import Workspace
@@ -406,9 +406,34 @@ def _watch_summary(dump_id: str) -> dict[str, Any]:
     for h in hits:
         by[h.watchpoint_id] = by.get(h.watchpoint_id, 0) + 1
     items = w.describe()
+    cov = w.coverage()
     swept = [{"id": SWEEP_ID, "text": "nonfinite_sweep (always on)", "hits": by[SWEEP_ID]}] if by.get(SWEEP_ID) else []
     return {"watchpoints": len(items), "hits": len(hits), "checked": w.checked(),
-            "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0)} for i in items] + swept}
+            "by_watchpoint": [{"id": i["id"], "text": i["text"], "hits": by.get(i["id"], 0),
+                               "coverage": _coverage_json(cov, i["id"])} for i in items] + swept,
+            **_verdict(len(hits), cov)}
+
+
+def _coverage_json(cov: CoverageSoFar, wid: int) -> dict[str, Any]:
+    """One watchpoint's COVERAGE entry over the keys checked so far (`tdbg scan --json`'s, without its
+    name and index); status ``unchecked`` before any check (not ``unanswered``: nothing was asked yet);
+    a watchpoint over the per-step series is answered by `tdbg scan --series`, not here."""
+    c = cov.by_watchpoint.get(wid)
+    if c is None:
+        return {"status": "series"}
+    return c.to_dict() | ({} if cov.keys else {"status": "unchecked"})
+
+
+def _verdict(hits: int, cov: CoverageSoFar) -> dict[str, Any]:
+    """What the checks so far say: ``found`` (a hit), ``unchecked`` (nothing checked yet), ``incomplete`` (a
+    watchpoint checked nothing) or ``clean``; with ``coverage_status`` (complete, partial, incomplete)."""
+    if hits:
+        verdict = "found"
+    elif not cov.keys:
+        verdict = "unchecked"
+    else:
+        verdict = "clean" if cov.status != "incomplete" else "incomplete"
+    return {"verdict": verdict, "coverage_status": cov.status if cov.keys else None}
 
 
 @bp.get("/conditions")
@@ -419,8 +444,13 @@ def conditions() -> dict[str, Any]:
 
 @bp.get("/watchpoints")
 def watchpoints() -> dict[str, Any]:
-    """Watchpoints set on the dump."""
-    return _page(_ws().watch(_dump_id()).describe())
+    """Watchpoints set on the dump, each with its coverage over what was checked so far (of ``rank``),
+    and the verdict of those checks."""
+    w = _ws().watch(_dump_id())
+    rank = _int("rank")
+    cov = w.coverage(rank)
+    items = [{**i, "coverage": _coverage_json(cov, i["id"])} for i in w.describe()]
+    return _page(items, **_verdict(len(w.hits(rank)), cov))
 
 
 @bp.post("/watchpoints")
@@ -457,7 +487,8 @@ def clear_watchpoints() -> dict[str, Any]:
 @bp.get("/hits")
 def hits() -> dict[str, Any]:
     """Hits, first occurrence first: of ``iteration`` (checked now if needed), or with ``all=1`` of
-    every iteration; ``rank`` and ``watchpoint`` filter. ``groups`` counts them per watchpoint."""
+    every iteration; ``rank`` and ``watchpoint`` filter. ``groups`` counts them per watchpoint;
+    ``coverage`` (per watchpoint id) and ``verdict`` say what the checks of that rank and iteration cover."""
     dump_id = _dump_id()
     d = _ws().dump(dump_id)
     w = _ws().watch(dump_id)
@@ -473,9 +504,11 @@ def hits() -> dict[str, Any]:
             w.check(r, _ws().readable(dump_id, r, its))
     found = [h.to_dict() for h in w.hits(rank, it, wid)]
     groups: dict[int, dict[str, Any]] = {}
+    cov = w.coverage(rank, it)
     for i in w.describe():
         groups[i["id"]] = {"id": i["id"], "text": i["text"], "name": i["name"], "hits": 0}
-    for h in w.hits(rank, it):
+    in_scope = w.hits(rank, it)
+    for h in in_scope:
         g = groups.get(h.watchpoint_id)
         if g is None and h.watchpoint_id == SWEEP_ID:     # the always-on sweep's: a group of its own
             g = groups[SWEEP_ID] = {"id": SWEEP_ID, "text": f"{h.hit.watchpoint} (always on)",
@@ -484,7 +517,8 @@ def hits() -> dict[str, Any]:
             g["hits"] += 1
     errors = w.errors(rank, it)
     return _page(found, groups=list(groups.values()), checked=w.checked(rank),
-                 errors=[e.to_dict() for e in errors[:100]], error_count=len(errors))
+                 errors=[e.to_dict() for e in errors[:100]], error_count=len(errors),
+                 coverage=[{"id": i, **_coverage_json(cov, i)} for i in w.watchpoints()], **_verdict(len(in_scope), cov))
 
 
 @bp.post("/replay/next_hit")

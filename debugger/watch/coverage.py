@@ -11,7 +11,12 @@ dumped at all, or whose every check lacked data, answered nothing: the scan is t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
+
+# One step's coverage of one watchpoint, small enough to keep per (rank, iteration) of a long run:
+# (of_kind, candidates, checked, not_applicable, ((reason, checks), ...)); its iterations and ranks are
+# the step's own when it checked something.
+StepCounts = tuple[int, int, int, int, tuple[tuple[str, int], ...]]
 
 COMPLETE, PARTIAL, UNANSWERED, INAPPLICABLE = "complete", "partial", "unanswered", "not_applicable"
 _REASONS_KEPT = 8     # distinct reasons kept per watchpoint (the most frequent; the rest are counted)
@@ -78,6 +83,41 @@ class Coverage:
         if int(d["unchecked"]) > kept:      # reasons beyond the kept ones still count
             c.gap("other reasons", int(d["unchecked"]) - kept)
         return c
+
+
+def step_counts(c: Coverage) -> StepCounts:
+    """One step's coverage as counts."""
+    return (c.of_kind, c.candidates, c.checked, c.not_applicable, tuple(sorted(c.gaps.items())))
+
+
+def sum_counts(a: StepCounts, b: StepCounts | None) -> StepCounts:
+    """Two parts' counts of one step added (its graphs, or two workers' parts); ``b`` None: ``a``."""
+    if b is None:
+        return a
+    gaps = dict(a[4])
+    for reason, n in b[4]:
+        gaps[reason] = gaps.get(reason, 0) + n
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], tuple(sorted(gaps.items())))
+
+
+def read_counts(n: Sequence[Any]) -> StepCounts:
+    """Step counts read back from their JSON lists."""
+    of_kind, candidates, checked, not_applicable, gaps = n
+    return (int(of_kind), int(candidates), int(checked), int(not_applicable), tuple((str(r), int(c)) for r, c in gaps))
+
+
+def add_step(total: Coverage, counts: StepCounts, rank: int, iteration: int) -> None:
+    """Add one step's counts (:func:`step_counts`) of ``rank``'s ``iteration`` to ``total``."""
+    of_kind, candidates, checked, not_applicable, gaps = counts
+    total.of_kind += of_kind
+    total.candidates += candidates
+    total.checked += checked
+    total.not_applicable += not_applicable
+    for reason, n in gaps:
+        total.gap(reason, n)
+    if checked:     # as the scan counts it (watch/run.py): where it checked something
+        total.iterations.add(iteration)
+        total.ranks.add(rank)
 
 
 def scan_status(coverage: Iterable[Coverage], strict: bool = False) -> str:

@@ -75,7 +75,8 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
         result.rank_warnings = [w for r in dump.ranks for w in r.warnings]
     if key is not None:
         cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings,
-                               "series_sweep": [h.as_dict() for h in result.series_sweep]})
+                               "series_sweep": [h.as_dict() for h in result.series_sweep],
+                               "step_coverage": result.step_coverage_json()})
     return result
 
 

@@ -5,7 +5,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
-from .coverage import Coverage, scan_status, why_unanswered
+from .coverage import Coverage, StepCounts, read_counts, scan_status, step_counts, sum_counts, why_unanswered
 from .levels import level_notes
 from .registry import CONDITIONS, SERIES, Watchpoint
 
@@ -70,6 +70,14 @@ class Hit:
         return cls(**{k: d[k] for k in _HIT_FIELDS}, order=d.get("watchpoint_index", 0),
                    collective=bool(d.get("collective", False)), shards=tuple(d.get("shards", ())),
                    note=str(d.get("note", "")))
+
+
+_NOTHING: StepCounts = (0, 0, 0, 0, ())
+
+
+def _step_coverage(rows: list[Any]) -> dict[tuple[int, int], dict[int, StepCounts]]:
+    """Inverse of :meth:`ScanResult.step_coverage_json`."""
+    return {(int(r), int(it)): {int(o): read_counts(n) for o, *n in by} for r, it, by in rows}
 
 
 def max_cause() -> int:
@@ -189,6 +197,8 @@ class ScanResult:
     levels: dict[str, list[int]] = field(default_factory=dict)
     # what each watchpoint checked and could not, by its place in the list (watch/coverage.py)
     coverage: dict[int, Coverage] = field(default_factory=dict)
+    # the same per (rank, iteration) scanned, as counts by watchpoint place: what a session keeps per key
+    step_coverage: dict[tuple[int, int], dict[int, StepCounts]] = field(default_factory=dict, repr=False)
     swept: int = 0          # tensors the non-finite sweep read (watch/sweep.py), every scan
     # the first non-finite loss of each rank's per-step series, as series hits (watch/sweep.py)
     series_sweep: list[SeriesHit] = field(default_factory=list)
@@ -226,6 +236,10 @@ class ScanResult:
                 self.nonfinite_first[key] = hit
         for order, c in part.coverage.items():
             self.coverage_of(order).add(c)
+        for key, counts in part.step_coverage.items():
+            mine = self.step_coverage.setdefault(key, {})
+            for order, n in counts.items():
+                mine[order] = sum_counts(n, mine.get(order))
         for s in part.skipped:
             mine = next((m for m in self.skipped if (m.watchpoint, m.reason) == (s.watchpoint, s.reason)), None)
             if mine is None:
@@ -235,6 +249,20 @@ class ScanResult:
             mine.where.extend(s.where)
             if (s.iteration, s.rank, s.node) < (mine.iteration, mine.rank, mine.node):
                 mine.rank, mine.iteration, mine.node = s.rank, s.iteration, s.node
+
+    def keep_step(self, rank: int, iteration: int, coverage: Mapping[int, Coverage]) -> None:
+        """Add one step's coverage (by watchpoint place) to the whole and to its (rank, iteration)'s (a
+        watchpoint that met nothing there adds nothing: left out, a long run's result stays small)."""
+        mine = self.step_coverage.setdefault((rank, iteration), {})
+        for order, met in coverage.items():
+            self.coverage_of(order).add(met)
+            counts = sum_counts(step_counts(met), mine.get(order))
+            if counts != _NOTHING:
+                mine[order] = counts
+
+    def step_coverage_json(self) -> list[list[Any]]:
+        """:attr:`step_coverage` as JSON: ``[rank, iteration, [[order, *counts], ...]]`` per key."""
+        return [[r, it, [[o, *n] for o, n in sorted(by.items())]] for (r, it), by in sorted(self.step_coverage.items())]
 
     def coverage_of(self, order: int) -> Coverage:
         """The coverage of the watchpoint at ``order`` (made on first use)."""
@@ -285,7 +313,8 @@ class ScanResult:
                    rank_warnings=d.get("rank_warnings"), skipped_steps=list(d.get("skipped_steps", [])),
                    skipped=[Skipped.from_dict(s) for s in d.get("skipped", [])], levels=dict(d.get("levels", {})),
                    coverage=coverage, swept=int(cov["swept"]),
-                   series_sweep=[SeriesHit.from_dict(h) for h in d.get("series_sweep", [])])
+                   series_sweep=[SeriesHit.from_dict(h) for h in d.get("series_sweep", [])],
+                   step_coverage=_step_coverage(d.get("step_coverage", [])))
 
     def to_dict(self) -> dict[str, Any]:
         """The documented `tdbg scan --json` object."""

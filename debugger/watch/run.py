@@ -185,8 +185,7 @@ def _finish(running: tuple[list[Step], Batch, Parts, list[Rank]], result: ScanRe
             result.pending.clear()
             rule_of(item.wp.condition).evaluate(item, batch, result)
             _tally(item, step, result.pending)
-        for order, met in step.coverage.items():
-            result.coverage_of(order).add(met)
+        result.keep_step(step.rank.rank, step.iteration, step.coverage)
         sweep_step(step, batch, result)
         apply_zero_origins(step, batch, result, first_hit)
         apply_whole_layer(step, result, first_hit)

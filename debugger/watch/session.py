@@ -14,14 +14,16 @@ from typing import Any, Callable, Iterable, Mapping
 from .. import watchstore
 from ..cache import StatsCache
 from ..model import Dump, open_dump
+from .coverage import Coverage, StepCounts, add_step, read_counts, scan_status
 from .engine import scan
-from .registry import Watchpoint, preset
+from .registry import SERIES, Watchpoint, preset
 from .results import ErrorRecord, Hit, ScanResult
 
-# The shape of the stored "checked" results: a store of another shape keeps its watchpoints, and
-# their results are checked again (stores before sessions tied error records to no watchpoint).
 SWEEP_ID = 0     # the watchpoint id of the always-on non-finite sweep's hits (ids of set ones start at 1)
-_RESULTS_FORMAT = 3
+# The shape of the stored "checked" results: a store of another shape keeps its watchpoints, and
+# their results are checked again (stores before sessions tied error records to no watchpoint; before
+# format 4 they kept no coverage, and a key without it would read as one where nothing was checked).
+_RESULTS_FORMAT = 4
 
 Key = tuple[int, int]   # (rank, iteration)
 
@@ -60,6 +62,15 @@ class SessionError:
         return cls(int(d["watchpoint_id"]), ErrorRecord.from_dict(d))
 
 
+@dataclass(frozen=True)
+class CoverageSoFar:
+    """What each watchpoint of a session checked over the (rank, iteration) keys checked so far."""
+
+    by_watchpoint: dict[int, Coverage]   # id -> its coverage summed over the keys (a series watchpoint: none)
+    status: str                          # scan_status of those: complete | partial | incomplete
+    keys: int                            # (rank, iteration) keys checked (0: nothing checked yet)
+
+
 def watchpoints_from_request(spec: Mapping[str, Any]) -> list[Watchpoint]:
     """``{"name", "params", "node", "scope"}``, ``{"spec": "name:k=v"}`` or ``{"preset": name}`` (ValueError)."""
     if "preset" in spec:
@@ -95,6 +106,7 @@ class ScanSession:
         self._next_id = 1
         self._hits: dict[Key, list[SessionHit]] = {}
         self._errors: dict[Key, list[SessionError]] = {}
+        self._coverage: dict[Key, dict[int, StepCounts]] = {}   # per key: watchpoint id -> what it met
         self._fingerprint: str | None = None
         self.files_checked = 0    # tensor files this session's checks read (results it reused read none)
         self._load()
@@ -120,13 +132,14 @@ class ScanSession:
         self._watchpoints = items
         self._next_id = max([int(data.get("next", 1)), *[i + 1 for i in items]])
         if checked and data.get("fingerprint") == self._fp():
-            for key, hits, errors in checked:
-                self._hits[key], self._errors[key] = hits, errors
+            for key, hits, errors, coverage in checked:
+                self._hits[key], self._errors[key], self._coverage[key] = hits, errors, coverage
 
     def _save(self) -> None:
         if not self.store:   # a read-only cache folder: the watchpoints live as long as the session
             return
-        checked = [[r, it, [h.to_dict() for h in hs], [e.to_dict() for e in self._errors.get((r, it), [])]]
+        checked = [[r, it, [h.to_dict() for h in hs], [e.to_dict() for e in self._errors.get((r, it), [])],
+                    [[wid, *n] for wid, n in self._coverage.get((r, it), {}).items()]]
                    for (r, it), hs in sorted(self._hits.items())]
         watchstore.save(self.store, {
             "dump": self.dump.root, "fingerprint": self._fp(), "next": self._next_id,
@@ -174,6 +187,7 @@ class ScanSession:
         # the hit order counts in the list of watchpoints scanned together: a changed list checks again
         self._hits.clear()
         self._errors.clear()
+        self._coverage.clear()
 
     def watchpoints(self) -> dict[int, Watchpoint]:
         """id -> watchpoint, in creation order."""
@@ -208,12 +222,27 @@ class ScanSession:
     def _record(self, res: ScanResult, ids: list[int], keys: Iterable[Key]) -> None:
         """Keep a scan's findings as those of ``keys``, each tied to its watchpoint's id (``ids[order]``)."""
         for key in keys:
-            self._hits[key], self._errors[key] = [], []
+            self._hits[key], self._errors[key], self._coverage[key] = [], [], {}
+        for key, by_order in res.step_coverage.items():
+            self._coverage[key] = {ids[o]: n for o, n in by_order.items() if o < len(ids)}
         for h in res.hits:    # the non-finite sweep's hits (order past the list) belong to no watchpoint
             wid = ids[h.order] if h.order < len(ids) else SWEEP_ID
             self._hits.setdefault((h.rank, h.iteration), []).append(SessionHit(wid, h))
         for e in res.errors:
             self._errors.setdefault((e.rank, e.iteration), []).append(SessionError(ids[e.order], e))
+
+    def coverage(self, rank: int | None = None, iteration: int | None = None) -> CoverageSoFar:
+        """Each watchpoint's coverage summed over the keys checked so far (of one rank, one iteration),
+        and their scan status (:func:`debugger.watch.coverage.scan_status`, as `tdbg scan` states it)."""
+        with self._lock:
+            wps = {i: w for i, w in self._watchpoints.items() if w.condition.needs != SERIES}
+            total = {i: Coverage() for i in wps}
+            keys = [k for k in self._hits if (rank is None or k[0] == rank) and (iteration is None or k[1] == iteration)]
+            for r, it in keys:
+                for wid, counts in self._coverage.get((r, it), {}).items():
+                    if wid in total:
+                        add_step(total[wid], counts, r, it)
+        return CoverageSoFar(total, scan_status(total.values()), len(keys))
 
     def checked(self, rank: int | None = None) -> list[int]:
         """Iterations checked (of one rank, or of any)."""
@@ -261,6 +290,7 @@ class ScanSession:
             for key in dropped:
                 self._hits.pop(key, None)
                 self._errors.pop(key, None)
+                self._coverage.pop(key, None)
             self._save()
             return sorted(dropped)
 
@@ -294,12 +324,16 @@ def _still_valid(key: Key, old: dict[int, set[int]], new: dict[int, set[int]]) -
     return {i for i in after if i <= it} == {i for i in before if i <= it}
 
 
-def _stored_results(data: Mapping[str, Any]) -> list[tuple[Key, list[SessionHit], list[SessionError]]]:
+Stored = tuple[Key, list[SessionHit], list[SessionError], dict[int, StepCounts]]
+
+
+def _stored_results(data: Mapping[str, Any]) -> list[Stored]:
     """The stored (rank, iteration) results, or none when stored in another shape."""
     if data.get("results_format") != _RESULTS_FORMAT:
         return []
-    return [((int(r), int(it)), [SessionHit.from_dict(h) for h in hs], [SessionError.from_dict(e) for e in es])
-            for r, it, hs, es in data.get("checked", [])]
+    return [((int(r), int(it)), [SessionHit.from_dict(h) for h in hs], [SessionError.from_dict(e) for e in es],
+             {int(wid): read_counts(n) for wid, *n in cov})
+            for r, it, hs, es, cov in data.get("checked", [])]
 
 
-__all__ = ["SWEEP_ID", "ScanSession", "SessionError", "SessionHit", "describe_watchpoint", "watchpoints_from_request"]
+__all__ = ["SWEEP_ID", "CoverageSoFar", "ScanSession", "SessionError", "SessionHit", "describe_watchpoint", "watchpoints_from_request"]

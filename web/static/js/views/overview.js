@@ -58,6 +58,7 @@ export function mount(root) {
     h('div', { class: 'card-body' }, w.watchpoints === 0 ? h('div', { class: 'muted' }, 'No watchpoint set. The “recommended” preset checks NaN/Inf origins, vanishing gradients, frozen weights, saturated and dead activations.')
         : h('div', { class: 'stack' },
           h('div', {}, h('b', { class: 'big' }, fmt(w.hits)), ` hit${w.hits === 1 ? '' : 's'} in ${w.checked.length} checked iteration${w.checked.length === 1 ? '' : 's'}`),
+          checkedNothing(w),
           h('ul', { class: 'wp-summary' }, w.by_watchpoint.map((x) => h('li', {}, h('span', { class: `chip ${x.hits ? 'hit' : ''}` }, x.hits), h('code', {}, x.text)))))));
     put(page, h('div', { class: 'ov-grid' },
       h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Nodes by kind'), h('span', { class: 'muted' }, `rank ${r0.rank} · ${fmt(nodes)} nodes`)),
@@ -77,4 +78,12 @@ export function mount(root) {
 
   render();
   return { update(changed) { if (changed.has('dump') || changed.has('rank') || changed.has('watch')) render(); } };
+}
+
+// "0 hits" must not read as clean where a watchpoint checked nothing in the iterations checked so far.
+function checkedNothing(w) {
+  const names = (w.by_watchpoint || []).filter((x) => x.coverage && x.coverage.status === 'unanswered').map((x) => x.text);
+  if (!names.length) return null;
+  return h('div', { class: 'incomplete-box checked-nothing' }, h('b', {}, `${w.hits ? '' : 'No hit, but '}${names.length} watchpoint${names.length === 1 ? '' : 's'} checked nothing`),
+    `: ${names.join(', ')} (see Watchpoints).`);
 }

@@ -5,7 +5,7 @@
 import { api } from '../api.js';
 import { state } from '../state.js';
 import { put, h, clear, errorBox, empty, toast } from '../dom.js';
-import { hitGroups, hitsSummary, presetMessage, specOf } from './watch/state.js';
+import { hitGroups, hitsSummary, presetMessage, specOf, verdictNote } from './watch/state.js';
 import { conditionSelect, hitGroup, paramFields, presetList, watchpointList } from './watch/render.js';
 
 export function mount(root, { onWatchChange }) {
@@ -17,6 +17,7 @@ export function mount(root, { onWatchChange }) {
     presets: {},
     mode: 'iteration',       // hits of the iteration | of all iterations
     closed: new Set(),       // groups the user closed; every other group is open
+    wps: null,               // the last GET watchpoints answer
     seq: 0,
     onWatchChange,
   };
@@ -100,11 +101,16 @@ async function refresh(v) {
   let wps;
   try { wps = await api.watchpoints(state.dump); } catch (e) { put(clear(v.listCard), errorBox(e)); return; }
   if (my !== v.seq) return;
-  put(clear(v.listCard), watchpointList(wps, {
+  v.wps = wps;
+  await drawHits(v, wps.total);
+}
+
+// The rows' coverage is that of what the hits card shows (this iteration, or all of them): none while it checks.
+function drawList(v, coverage) {
+  put(clear(v.listCard), watchpointList(v.wps, {
     removeAll: async (items) => { for (const w of items) await api.deleteWatchpoint(state.dump, w.id); await changed(v); },
     remove: async (w) => { await api.deleteWatchpoint(state.dump, w.id); await changed(v); },
-  }));
-  await drawHits(v, wps.total);
+  }, coverage));
 }
 
 async function drawHits(v, count) {
@@ -116,6 +122,7 @@ async function drawHits(v, count) {
   const summary = h('span', { class: 'muted hits-summary' });
   const body = h('div', { class: 'hits-body' });
   put(clear(v.hitsCard), h('div', { class: 'card-head' }, h('h2', {}, 'Hits'), summary, h('span', { class: 'spacer' }), seg), body);
+  drawList(v);
   if (!count) { put(body, empty('No watchpoints', 'Hits appear here once a watchpoint is set.')); return; }
   const all = v.mode === 'all';
   put(body, h('div', { class: 'muted pad' }, all ? 'Checking every iteration…' : `Checking iteration ${state.iteration}…`));
@@ -125,12 +132,25 @@ async function drawHits(v, count) {
   } catch (e) { if (my === v.seq) put(clear(body), errorBox(e)); return; }
   if (my !== v.seq) return;
   clear(body);
+  drawList(v, new Map((r.coverage || []).map((c) => [c.id, c])));
+  const note = verdictNote(r);
   summary.textContent = hitsSummary(r, v.mode, state.iteration, state.rank);
+  summary.classList.toggle('warn', r.verdict === 'incomplete');
+  if (note && note.level === 'warn') {     // never a plain "No hits" over what could not be checked
+    put(body, h('div', { class: 'pad' }, h('div', { class: 'incomplete-box verdict-note' }, h('b', {}, note.text),
+      h('ul', {}, note.unchecked.map((u) => h('li', {}, h('span', { class: 'mono' }, u.name), ` — ${u.why}`))))));
+  }
   if (r.error_count) put(body, h('div', { class: 'note' }, `${r.error_count} check(s) could not run: ${r.errors[0].error}`));
   if (!r.items.length) {
-    put(body, empty('No hits', all ? 'Nothing fired in any iteration.' : `Nothing fired in iteration ${state.iteration}. Try “Run to next hit” or All iterations.`));
+    if (!note || note.level !== 'warn') put(body, empty('No hits', noHitText(all, note)));
     return;
   }
   const onToggle = (id, open) => { if (open) v.closed.delete(id); else v.closed.add(id); };
   for (const g of hitGroups(r.groups, r.items)) put(body, hitGroup(g, !v.closed.has(g.group.id), onToggle));
+}
+
+// The "No hits" box's words: partial coverage said beside them.
+function noHitText(all, note) {
+  const where = all ? 'Nothing fired in any iteration.' : `Nothing fired in iteration ${state.iteration}. Try “Run to next hit” or All iterations.`;
+  return note && note.level === 'partial' ? `${where} Some checks could not run: see each watchpoint.` : where;
 }

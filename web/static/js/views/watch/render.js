@@ -3,7 +3,7 @@
 import { set } from '../../state.js';
 import { h, fmt, basename, kindDot } from '../../dom.js';
 import { hitText, tensorLabel } from '../../hits.js';
-import { groupByOrigin, paramPlaceholder, paramRange } from './state.js';
+import { coverageBadge, coverageText, groupByOrigin, paramPlaceholder, paramRange } from './state.js';
 
 /** The condition select, grouped by origin. */
 export function conditionSelect(conditions, selected) {
@@ -36,15 +36,24 @@ export function presetList(presets, onAdd) {
     h('div', { class: 'preset-specs' }, specs.map((sp) => h('code', {}, sp)))));
 }
 
-/** The active watchpoints card's content. */
-export function watchpointList(wps, on) {
+/** The active watchpoints card's content; `coverage` (id -> COVERAGE of what the hits card shows, or
+ *  none while it checks) gives each row its badge and what it checked. */
+export function watchpointList(wps, on, coverage = new Map()) {
   return [h('div', { class: 'card-head' }, h('h2', {}, 'Active watchpoints'), h('span', { class: 'muted' }, String(wps.total)),
     h('span', { class: 'spacer' }),
     wps.total ? h('button', { class: 'btn btn-small btn-ghost btn-danger', onclick: () => on.removeAll(wps.items) }, 'Remove all') : null),
-  wps.total ? h('ul', { class: 'wp-list' }, wps.items.map((w) => h('li', {},
-    h('div', { class: 'wp-text mono' }, w.text), h('div', { class: 'wp-help muted' }, w.help),
-    h('button', { class: 'icon-x', title: 'Remove', 'aria-label': `remove ${w.text}`, onclick: () => on.remove(w) }, '×'))))
+  wps.total ? h('ul', { class: 'wp-list' }, wps.items.map((w) => watchpointRow(w, coverage.get(w.id), on)))
     : h('div', { class: 'card-body muted' }, 'No watchpoint yet. Add one above, or a preset.')];
+}
+
+function watchpointRow(w, cov, on) {
+  const badge = coverageBadge(cov);
+  const text = coverageText(cov);
+  return h('li', { 'data-coverage': cov ? cov.status : null },
+    h('div', { class: 'wp-text mono' }, w.text, badge ? h('span', { class: `chip ${badge.cls} wp-badge`, title: text }, badge.text) : null),
+    h('div', { class: 'wp-help muted' }, w.help),
+    text ? h('div', { class: `wp-cov small ${cov.status === 'complete' ? 'muted' : 'wp-cov-gap'}` }, text) : null,
+    h('button', { class: 'icon-x', title: 'Remove', 'aria-label': `remove ${w.text}`, onclick: () => on.remove(w) }, '×'));
 }
 
 /** One watchpoint's hits as a foldable table (a row opens its node in the graph at its iteration). */

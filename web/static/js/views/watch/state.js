@@ -48,11 +48,76 @@ const hitsWord = (n) => `${n} hit${n === 1 ? '' : 's'}`;
 
 /** The hits card's summary; in iteration mode the same count as the tab's badge. */
 export function hitsSummary(r, mode, iteration, rank) {
-  if (mode === 'iteration') return `${hitsWord(r.total)} in iteration ${iteration} · rank ${rank}`;
-  return `${hitsWord(r.total)} · rank ${rank} · ${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked`;
+  // "0 hits" where a watchpoint checked nothing would read as clean: the verdict leads instead
+  const lead = r.verdict === 'incomplete' ? verdictNote(r).text : hitsWord(r.total);
+  if (mode === 'iteration') return `${lead} in iteration ${iteration} · rank ${rank}`;
+  return `${lead} · rank ${rank} · ${r.checked.length} iteration${r.checked.length === 1 ? '' : 's'} checked`;
 }
 
 /** Hits grouped by the watchpoint that made them, in the server's group order, empty groups left out. */
 export function hitGroups(groups, hits) {
   return groups.map((g) => ({ group: g, hits: hits.filter((x) => x.watchpoint_id === g.id) })).filter((x) => x.hits.length);
+}
+
+// -- coverage: what each watchpoint checked (GET hits' `coverage`, as `tdbg scan --json` states it) --------
+const plural = (n, word) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** "0-2, 5, 7-9" of sorted integers: the first `shown` runs, then "…". */
+export function rangesText(nums, shown = 4) {
+  const runs = [];
+  for (const n of nums) {
+    const last = runs[runs.length - 1];
+    if (last && n === last[1] + 1) last[1] = n; else runs.push([n, n]);
+  }
+  const text = runs.slice(0, shown).map(([a, b]) => (a === b ? `${a}` : `${a}-${b}`)).join(', ');
+  return runs.length > shown ? `${text}, …` : text;
+}
+
+const BADGES = {
+  complete: { cls: 'ok', text: 'complete' },
+  partial: { cls: 'warn', text: 'partial' },
+  unanswered: { cls: 'warn', text: 'checked nothing' },
+  not_applicable: { cls: 'muted-chip', text: 'not applicable' },
+  series: { cls: 'muted-chip', text: 'per-step series' },
+};
+
+/** A watchpoint's coverage badge ({cls, text}); null before anything was checked. */
+export function coverageBadge(cov) {
+  return (cov && BADGES[cov.status]) || null;
+}
+
+/** One line: "checked N of M in iterations …, not checked K: reason (count); …" ('' before any check). */
+export function coverageText(cov, reasonsShown = 2) {
+  if (!cov || !BADGES[cov.status]) return '';
+  if (cov.status === 'series') return 'Over the per-step series (tdbg scan --series), not the dumped iterations.';
+  if (cov.status === 'unanswered' && !cov.of_kind) return 'Checked nothing: no tensor of its kinds in the iterations checked.';
+  if (cov.status === 'not_applicable') return `Applies to none of the ${cov.of_kind} tensors of its kinds (activation functions, filters).`;
+  const parts = [`Checked ${cov.checked} of ${cov.candidates}`
+    + (cov.iterations.length ? ` in iteration${cov.iterations.length === 1 ? '' : 's'} ${rangesText(cov.iterations)}` : '')];
+  if (cov.unchecked) {
+    const shown = cov.reasons.slice(0, reasonsShown).map((r) => `${r.reason} (${r.checks})`);
+    const more = cov.reasons.length > reasonsShown ? `; ${plural(cov.reasons.length - reasonsShown, 'more reason')}` : '';
+    parts.push(`not checked ${cov.unchecked}: ${shown.join('; ')}${more}`);
+  }
+  if (cov.not_applicable) parts.push(`${cov.not_applicable} not applicable`);
+  return `${parts.join(', ')}.`;
+}
+
+/** The watchpoints of a hits answer that checked nothing: {name (its group's text), why (its coverage line)}. */
+export function uncheckedWatchpoints(r) {
+  const text = new Map((r.groups || []).map((g) => [g.id, g.text]));
+  return (r.coverage || []).filter((c) => c.status === 'unanswered')
+    .map((c) => ({ name: text.get(c.id) ?? `#${c.id}`, why: coverageText(c) }));
+}
+
+/** What a hits answer says beyond its hits: never clean when a watchpoint checked nothing.
+ *  {level: 'warn' | 'partial' | 'clean', text, unchecked}; null before any check or with hits and full coverage. */
+export function verdictNote(r) {
+  const unchecked = uncheckedWatchpoints(r);
+  const nothing = `${plural(unchecked.length, 'watchpoint')} checked nothing`;
+  if (r.verdict === 'incomplete') return { level: 'warn', text: `No hit, but ${nothing}`, unchecked };
+  if (r.verdict === 'found') return unchecked.length ? { level: 'warn', text: nothing, unchecked } : null;
+  if (r.verdict !== 'clean') return null;
+  if (r.coverage_status === 'partial') return { level: 'partial', text: 'No hit, but some checks could not run (see each watchpoint)', unchecked };
+  return { level: 'clean', text: 'No hit: every watchpoint checked what it watches', unchecked };
 }

@@ -234,3 +234,13 @@ def test_control_flow_gradients_passed_between_graphs_are_gradients() -> None:
     [cov] = r.json["coverage"]["watchpoints"]
     assert cov["status"] == "partial" and cov["checked"] == 4 and cov["unchecked"] == 4 * len(passed_in)
     assert cov["reasons"][0]["reason"].startswith("in the graph, not in the dump")
+
+
+def test_a_jit_functions_arguments_are_its_data_inputs() -> None:
+    """functional_loop: the batch of a @jit step function arrives as its arguments x and y (kind other: a NaN
+    in them could not be named data-borne); they are the data input, as TrainOneStepCell's inputs0 and
+    inputs1, and global_step (assigned to) is not."""
+    kinds = {n.name: str(n.kind) for n in _rank("functional_loop").graph(0).nodes() if n.is_parameter}
+    assert (kinds["x"], kinds["y"], kinds["global_step"]) == ("input", "input", "other")
+    cell = {n.name: str(n.kind) for n in _rank("train_one_step").graph(0).nodes() if n.is_parameter}
+    assert (cell["inputs0"], cell["inputs1"]) == ("input", "input")

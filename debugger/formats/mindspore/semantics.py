@@ -66,6 +66,10 @@ UNWRITTEN_OUTPUTS: dict[str, dict[str, frozenset[int]]] = {"CPU": {"BatchNorm": 
 # Inputs a kernel takes but does not read on a device (BatchNormGrad's reserve space on CPU).
 UNREAD_INPUTS: dict[str, dict[str, frozenset[int]]] = {"CPU": {"BatchNormGrad": frozenset({5})}}
 _INPUT_PARAM_RE = re.compile(r"^inputs?\d+$")
+# an argument of a jit function (x, y): a Python name, never a cell's dotted parameter path nor MindSpore's
+# own name for a value passed between graphs (Parameter_95)
+_ARGUMENT_RE = re.compile(r"^(?!Parameter_\d+$)[A-Za-z_][A-Za-z0-9_]*$")
+_STATE_WRITES = {"Assign", "AssignAdd", "AssignSub", "ScatterUpdate", "ScatterAdd"}
 _OP_NUMBER_RE = re.compile(r"-op\d+")
 
 
@@ -97,11 +101,30 @@ def annotate(record: GraphRecord, device: str | None = None) -> GraphRecord:
         spec = OPTIMIZER_INPUTS.get(n.op_type)
         if spec is not None:
             _mark_optimizer(nodes, n, spec)
+    _mark_arguments(record.nodes)
     loss = _find_loss(nodes, record.outputs)
     if loss is not None:
         nodes[loss].kind = Kind.LOSS
     _mark_undefined_outputs(record.nodes, device)
     return record
+
+
+def _mark_arguments(nodes: list[NodeRecord]) -> None:
+    """The batch a ``@jit`` step function takes (its arguments, named as in Python: ``x``, ``y``) is the
+    graph's data input, as ``TrainOneStepCell``'s ``inputs0``: a parameter that no optimizer updates, read by
+    the forward pass (the backward may read it too) and never written (``global_step`` is assigned to)."""
+    users: dict[str, list[NodeRecord]] = {}
+    for n in nodes:
+        for src in n.value_inputs:
+            if src:
+                users.setdefault(src, []).append(n)
+    for p in nodes:
+        if not p.is_parameter or p.kind != Kind.OTHER or p.has_default or not _ARGUMENT_RE.match(p.name):
+            continue
+        readers = users.get(p.name, [])
+        if any(not r.is_backward and not r.is_routing for r in readers) and \
+                not any(r.input_roles or r.op_type in _STATE_WRITES for r in readers):
+            p.kind = Kind.INPUT
 
 
 def _carries_value(n: NodeRecord, slot: int) -> bool:

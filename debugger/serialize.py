@@ -82,6 +82,7 @@ def rank_info(r: Rank) -> dict[str, Any]:
         "weights_with_gradient": len(r.gradient_params()),
         "parameters": [{"name": n, "kind": k} for n, k in r.parameters()],
         "series": series_info(r),
+        "runs": meta.runs,
     }
 
 

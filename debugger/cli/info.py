@@ -47,6 +47,7 @@ def _print_info(info: dict, out: TextIO) -> None:
     out.write(table(rows, ["rank", "graphs", "dumped", "ran", "nodes", "weights", "with grad", "activ.",
                            "files", "bytes"]) + "\n")
     if ranks:
+        _print_runs(first, out)
         _print_levels(first, out)
         kinds = ", ".join(f"{k} {v}" for k, v in first["nodes_by_kind"].items())
         out.write(f"  rank {first['rank']} nodes by kind: {kinds}\n")
@@ -101,6 +102,22 @@ def _print_layout(layout: dict, out: TextIO) -> None:
 
 
 _SHOWN_PARAMS = 20
+
+
+def _print_runs(rank: dict, out: TextIO) -> None:
+    """The training runs recorded into the rank, apart, when a run was resumed into it after a restart."""
+    runs = rank.get("runs") or []
+    if len(runs) < 2:
+        return
+    ends = rank["iterations"] + ([rank["series"]["last_step"]] if rank.get("series") else [])
+    last = max(ends, default=None)
+    parts = []
+    for k, r in enumerate(runs):
+        end = runs[k + 1]["first_iteration"] - 1 if k + 1 < len(runs) else last
+        span = f"iterations {r['first_iteration']}-{end}" if end is not None else f"from iteration {r['first_iteration']}"
+        parts.append(f"run {k + 1}: {span}" + (f" (resumed{' ' + r['started'] if r.get('started') else ''})"
+                                               if r.get("resumed") else ""))
+    out.write(f"  rank {rank['rank']} holds {len(runs)} runs (Recorder(resume=True)): {'; '.join(parts)}\n")
 
 
 def _print_levels(rank: dict, out: TextIO) -> None:

@@ -148,6 +148,9 @@ class RankInfo:
     # what the format records and what it does not, in a sentence, where that is less than an operator
     # graph with its data flow (`tdbg info` prints it); None: nothing to say
     records: str | None = None
+    # the training runs recorded into the rank, in order, each {"first_iteration": int, ...} (a run resumed
+    # after a restart begins a new one); empty: one run, or the format does not say
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SeriesSource(ABC):

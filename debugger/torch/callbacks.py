@@ -50,7 +50,7 @@ class RecordingSession:
                  pipeline: Any = None, series: bool = False, series_flush_seconds: float | None = None,
                  scaler: Any = None, trigger: Trigger | None = None,
                  touch_file: "str | os.PathLike[str] | TouchFile | None" = None,
-                 compiled_ops: str = "boundary") -> None:
+                 compiled_ops: str = "boundary", resume: bool = False) -> None:
         # the options are checked here, where the user wrote them, not when the trainer starts
         _check_options(save, level, iterations, compression, series, series_flush_seconds, trigger, touch_file)
         if compiled_ops not in COMPILED_OPS:
@@ -60,7 +60,7 @@ class RecordingSession:
         self.options: dict[str, Any] = dict(
             save=save, iterations=iterations, modules=modules, ops=ops, compression=compression, durable=durable,
             level=level, replay=replay, pipeline=pipeline, series=series, scaler=scaler, trigger=trigger,
-            touch_file=touch_file, compiled_ops=compiled_ops)
+            touch_file=touch_file, compiled_ops=compiled_ops, resume=resume)
         if series_flush_seconds is not None:      # None: the Recorder's default (its module imports torch)
             self.options["series_flush_seconds"] = series_flush_seconds
         self.recorder: Any = None

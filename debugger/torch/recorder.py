@@ -26,7 +26,7 @@ import torch
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.parallel import RankLayout
-from ..formats.tdbg_h5.series import write_captures
+from ..formats.tdbg_h5.series import SeriesReader, write_captures
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..stats import compiled_kernel
 from . import capture as C
@@ -45,7 +45,7 @@ from .pipeline import MicroBatches
 from .devstats import as_float32, cpu_stats_view, extras_to_host, rows_to_dicts, stats_row, update_row
 from .series import FLUSH_SECONDS, SeriesCapture, warn_off
 from .triggers import CaptureLog, TouchFile, Trigger
-from .runpath import refuse_earlier_run
+from .runpath import earlier_run, refuse_earlier_run, resumed_runs
 from .signals import FlushOnSignal
 from .writefail import say_writing_stopped
 from .sink import DigestBox, Job, Row, Sink
@@ -78,6 +78,10 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
     ``trigger``: a :class:`~debugger.torch.triggers.Trigger` (non-finite or spiking loss) and
     ``touch_file``: a path (or a :class:`~debugger.torch.triggers.TouchFile`) whose creation or touch
     records the next steps deep; both need ``series=True``, which keeps why each deep step was taken.
+    ``resume``: continue the run already recorded at ``path`` (after a checkpoint restart): this run's
+    iterations, graphs and series steps are numbered after everything there (``iterations`` and ``level``
+    schedules count on from there too), and the rank's metadata lists each run with the iteration where it
+    began; without it, a path that holds a run is refused (runs never mix silently).
     ``compiled_ops``: what an iteration at level "ops" of a model run by ``torch.compile`` records:
     "boundary" (the default) records it at level "modules", the compiled program left as it is; "eager"
     records every operator by running it eagerly (its numbers can differ in the last bits). Either is
@@ -92,7 +96,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
                  replay: bool = True, pipeline: Any = None, series: bool = False,
                  series_flush_seconds: float = FLUSH_SECONDS, scaler: Any = None,
                  trigger: Trigger | None = None, touch_file: "str | os.PathLike[str] | TouchFile | None" = None,
-                 compiled_ops: str = "boundary") -> None:
+                 compiled_ops: str = "boundary", resume: bool = False) -> None:
         if save not in _SAVE:
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
@@ -123,6 +127,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self.compression = compression
         self.durable = durable
         self.iteration = 0
+        self.resume = resume
+        self._graph_base = 0        # the first graph id of this run (after a resumed run's graphs)
+        self._earlier_captures: dict[str, Any] | None = None    # a resumed run's deep steps and triggers
         self._graph: C.IterationGraph | None = None
         self._busy = False
         self._mode: OpsMode | None = None
@@ -213,14 +220,16 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         dist = torch.distributed
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         dev = next((p.device.type for p in self._root.parameters()), "cpu")
-        refuse_earlier_run(self.path, self.rank)
+        metadata = {"recorder": "debugger.torch", "world_size": world, "levels": self._plan.describe(),
+                    "series": self._series_wanted}
+        if self.resume:
+            metadata.update(self._resumed())
+        else:
+            refuse_earlier_run(self.path, self.rank)
         self._writer = DumpWriter(self.path, self.rank, self.saved, framework="PyTorch",
                                   framework_version=torch.__version__, device_target=dev.upper(),
                                   net=C.class_name(self._root), compression=self.compression,
-                                  durable=self.durable, in_memory=True,
-                                  metadata={"recorder": "debugger.torch", "world_size": world,
-                                            "levels": self._plan.describe(), "series": self._series_wanted},
-                                  layout=self._layout())
+                                  durable=self.durable, in_memory=True, metadata=metadata, layout=self._layout())
         self._sink = Sink(self._writer)
         self._signals = FlushOnSignal(self._flush_on_signal).install()
         if self.stats_on_device:
@@ -244,6 +253,17 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         if self._captures is not None:
             self._captures.took(self.iteration, self._level)
         return self
+
+    def _resumed(self) -> dict[str, Any]:
+        """``resume=True``: this run's iterations and graphs follow the earlier runs' in the rank folder; the
+        metadata entry that lists every run with the iteration where it began."""
+        held = earlier_run(self.path, self.rank)
+        if held.empty:
+            return {}
+        runs = resumed_runs(held, self.saved, self._plan.describe(), self._series_wanted)
+        self.iteration, self._graph_base = held.next_iteration, held.next_graph_id
+        self._earlier_captures = SeriesReader(held.rank_dir).captures() if held.series_steps else None
+        return {"runs": runs}
 
     def step(self) -> None:
         """End the current iteration (hands it to the writer thread) and start the next."""
@@ -339,6 +359,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._series_step_pre))
         self._captures = CaptureLog(self._plan.describe())
+        self._captures.carry(self._earlier_captures)
         self._series.host_scalars = self._trigger is not None
 
     def _check_triggers(self) -> None:
@@ -578,8 +599,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         gid = self._graph_ids.get(sig)
         new: list[GraphRecord] = []
         if gid is None:
-            gid = len(self._graph_ids)
-            if gid >= _MAX_GRAPHS:
+            gid = self._graph_base + len(self._graph_ids)
+            if len(self._graph_ids) >= _MAX_GRAPHS:
                 raise RuntimeError(f"tdbg recorder: more than {_MAX_GRAPHS} different graphs; record fewer "
                                    "iterations (iterations=...) or a model whose operators repeat")
             self._graph_ids[sig] = gid

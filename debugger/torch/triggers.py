@@ -145,6 +145,14 @@ class CaptureLog:
                 last[1] = step - 1
             self.changed = True
 
+    def carry(self, earlier: dict[str, Any] | None) -> None:
+        """Keep an earlier run's deep steps and triggers (``Recorder(resume=True)``): the file lists every run's."""
+        if not earlier:
+            return
+        self.deep[:0] = [list(d) for d in earlier.get("deep", []) if isinstance(d, list)]
+        self.triggered[:0] = [dict(t) for t in earlier.get("triggered", []) if isinstance(t, dict)]
+        self.changed = True
+
     def as_dict(self) -> dict[str, Any]:
         """The JSON the dump keeps (debugger/formats/tdbg_h5/series.py: captures.json)."""
         return {"schedule": self.schedule, "deep": [list(d) for d in self.deep],

@@ -130,7 +130,8 @@ class H5RankReader(RankReader):
                 self._warn(str(exc))
                 raw = {}
             self._info = RankInfo(raw.get("framework"), raw.get("framework_version"), raw.get("device_target"),
-                                  raw.get("saved"), raw.get("net"), raw, layout=self._layout(raw, path))
+                                  raw.get("saved"), raw.get("net"), raw, layout=self._layout(raw, path),
+                                  runs=_runs(raw))
         return self._info
 
     def _layout(self, raw: dict, path: str) -> RankLayout | None:
@@ -341,3 +342,15 @@ def _facts(path: str, attrs: Any) -> IterationFacts | None:
         return IterationFacts.from_dict(d)
     except ValueError as exc:
         raise CorruptFileError(path, f"malformed 'facts' attribute ({exc})") from None
+
+
+def _runs(raw: dict) -> list[dict[str, Any]]:
+    """The runs the recorder lists in ``rank.json`` (``metadata.runs``: one per ``Recorder(resume=True)``
+    restart, each with the iteration where it began), in order; [] when it lists one or none."""
+    meta = raw.get("metadata")
+    runs = meta.get("runs") if isinstance(meta, dict) else None
+    if not isinstance(runs, list):
+        return []
+    good = [dict(r) for r in runs if isinstance(r, dict) and isinstance(r.get("first_iteration"), int)
+            and not isinstance(r.get("first_iteration"), bool)]
+    return sorted(good, key=lambda r: r["first_iteration"]) if len(good) > 1 else []

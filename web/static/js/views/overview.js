@@ -47,6 +47,9 @@ export function mount(root) {
       metric('Tensor files', fmt(files), fmtBytes(bytes))));
     // what the format records and what it does not (an msprobe dump: calls and their statistics, no data flow)
     if (r0.records) put(page, h('div', { class: 'note records-note muted small' }, h('b', {}, 'What this dump records: '), r0.records));
+    // a run resumed into the dump after a restart (Recorder(resume=True)): the runs apart, never one
+    if ((r0.runs || []).length > 1) put(page, h('div', { class: 'note runs-note small' }, h('b', {}, `${r0.runs.length} training runs: `),
+      r0.runs.map((r, k) => `run ${k + 1} from iteration ${r.first_iteration}${r.resumed ? ` (resumed${r.started ? ' ' + r.started : ''})` : ''}`).join(' · ')));
 
     const kindRows = kindsIn(kinds).map((k) => h('div', { class: 'kind-row' },
       h('span', { class: 'kr-label' }, h('i', { style: { background: kindColor(k) } }), kindLabel(k)),

@@ -274,17 +274,15 @@ class _Growing(torch.nn.Module):
         return self.b(h + self.extra(h) if self.extra is not None else h)
 
 
-def test_a_layer_added_mid_run_is_in_the_series_from_its_first_step(tmp_path):
-    """Issue 37: the series left a layer added mid-run out with no word; it is in it from the step it joins,
-    its weight's l2 norm that of plain torch, and the scan of the run stays quiet."""
-    from clirun import scan_quiet
-
+def _grow(path: str, steps: int, **options) -> list:
+    """Train a _Growing MLP (its layer added at step 3, as a new Adam group) recorded at ``path``: the new
+    layer's weight l2 norm after each step (None before it exists)."""
     torch.manual_seed(0)
     model = _Growing()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     norms = []
-    with Recorder(str(tmp_path / "d"), model, opt, save="statistics", level="parameters", series=True) as rec:
-        for step in range(6):
+    with Recorder(path, model, opt, save="statistics", **options) as rec:
+        for step in range(steps):
             if step == 3:
                 model.extra = torch.nn.Linear(8, 8)
                 opt.add_param_group({"params": model.extra.parameters()})
@@ -294,6 +292,15 @@ def test_a_layer_added_mid_run_is_in_the_series_from_its_first_step(tmp_path):
             opt.step()
             rec.step()
             norms.append(float(model.extra.weight.detach().norm()) if model.extra is not None else None)
+    return norms
+
+
+def test_a_layer_added_mid_run_is_in_the_series_from_its_first_step(tmp_path):
+    """Issue 37: the series left a layer added mid-run out with no word; it is in it from the step it joins,
+    its weight's l2 norm that of plain torch, and the scan of the run stays quiet."""
+    from clirun import scan_quiet
+
+    norms = _grow(str(tmp_path / "d"), 6, level="parameters", series=True)
     series = debugger.open_dump(str(tmp_path / "d")).rank(0).series
     steps, l2 = series.matrix("l2norm")
     row = l2[series.tensors().index("extra.weight")]
@@ -309,19 +316,7 @@ def test_a_layer_added_mid_run_is_named_and_quiet_at_every_level(tmp_path, level
     clean and complete."""
     from clirun import scan_quiet
 
-    torch.manual_seed(0)
-    model = _Growing()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    with Recorder(str(tmp_path / "d"), model, opt, save="statistics", level=level) as rec:
-        for step in range(5):
-            if step == 3:
-                model.extra = torch.nn.Linear(8, 8)
-                opt.add_param_group({"params": model.extra.parameters()})
-            loss = model(torch.randn(16, 4)).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            rec.step()
+    _grow(str(tmp_path / "d"), 5, level=level)
     rank = debugger.open_dump(str(tmp_path / "d")).rank(0)
     at3 = [r for g in rank.graph_ids if 3 in rank.iterations(g) for r in rank.tensors(g, 3)]
     state = {r.param for r in at3 if r.kind == "optimizer_state"}

@@ -70,6 +70,16 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+@pytest.fixture
+def fresh_sample(tmp_path: Any) -> Iterator[LiveServer]:
+    """dumps_sample/ served live with a cache of its own: the watchpoints set are this test's only."""
+    if not os.path.isdir(SAMPLE):
+        pytest.skip("dumps_sample/ is not present")
+    srv = LiveServer(create_app(SAMPLE, {"CACHE_DIR": str(tmp_path / "cache")}))
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(scope="module")
 def live_sample(tmp_path_factory: Any) -> Iterator[LiveServer]:
     """dumps_sample/ served live (skips when absent)."""

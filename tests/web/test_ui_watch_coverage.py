@@ -8,26 +8,20 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from liveserver import LiveServer
-from tdbg_web import create_app
 
 pytestmark = pytest.mark.browser
-SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 SCREENSHOTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "screenshots")
 
 
 @pytest.fixture
-def server(tmp_path: Any) -> Iterator[LiveServer]:
-    """dumps_sample/ served live with a cache of its own (its watchpoints are this test's only)."""
-    if not os.path.isdir(SAMPLE):
-        pytest.skip("dumps_sample/ is not present")
-    srv = LiveServer(create_app(SAMPLE, {"CACHE_DIR": str(tmp_path / "cache")}))
-    yield srv
-    srv.stop()
+def server(fresh_sample: LiveServer) -> LiveServer:
+    """dumps_sample/ served live, its watchpoints this test's only."""
+    return fresh_sample
 
 
 def watch(srv: LiveServer, spec: str) -> None:

@@ -7,13 +7,12 @@ import io
 import json
 import os
 import urllib.request
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from debugger.cli import main
 from liveserver import LiveServer
-from tdbg_web import create_app
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 # torch_2d was recorded at level "modules" without activation tensors: an activation watchpoint meets none
@@ -21,13 +20,9 @@ ACTIVATION, OVERFLOW = "activation_saturated_layer", "overflow"
 
 
 @pytest.fixture
-def server(tmp_path: Any) -> Iterator[LiveServer]:
-    """dumps_sample/ served by `tdbg serve`'s waitress on 127.0.0.1, caching under tmp_path."""
-    if not os.path.isdir(SAMPLE):
-        pytest.skip("dumps_sample/ is not present")
-    srv = LiveServer(create_app(SAMPLE, {"CACHE_DIR": str(tmp_path / "cache")}))
-    yield srv
-    srv.stop()
+def server(fresh_sample: LiveServer) -> LiveServer:
+    """dumps_sample/ served live, its watchpoints this test's only."""
+    return fresh_sample
 
 
 def get(srv: LiveServer, path: str) -> Any:

@@ -19,6 +19,7 @@ from ..errors import DumpError
 from ..exits import Exit
 from ..gcpause import paused_gc
 from .failures import internal_error_line
+from .pipes import PipeSafeOutput
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run tdbg; returns the exit code."""
-    out = out or sys.stdout
+    out = PipeSafeOutput(out or sys.stdout)     # type: ignore[assignment]  # a closed pipe keeps the status
     err = err or sys.stderr
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -102,8 +103,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: Text
     except KeyboardInterrupt:
         err.write("tdbg: interrupted\n")
         return Exit.INTERRUPTED
-    except BrokenPipeError:
-        return Exit.OK
+    except BrokenPipeError:     # written past the command's output (sys.stdout itself): its status is unknown
+        err.write("tdbg: error: the output pipe was closed before the command finished\n")
+        return Exit.INTERNAL
     except Exception as exc:  # a bug, not the user's: its own status, one line, the file it was reading
         err.write(internal_error_line(exc, args))
         if args.debug:

@@ -29,6 +29,7 @@ from ..watch.follow import Quiet, settled
 from ..watch.registry import Watchpoint
 from ..watch.results import ScanResult
 from ..watch.session import ScanSession
+from .pipes import pipe_closed
 from .scan import verdict_exit
 from .scan_report import coverage_lines
 from .scan_series import scan_series
@@ -58,6 +59,8 @@ def follow(args: argparse.Namespace, wps: list[Watchpoint], over_series: list[Wa
             found = _poll(args, open_dump(args.dump), wps, over_series, state, out)
             if found and args.fail_fast:
                 return Exit.FOUND
+            if pipe_closed(out):      # its reader went away (`| head -1`): nobody follows any more
+                return _final_verdict(args, state, out)
             if args.idle_exit is not None and state.changes.idle() >= args.idle_exit:
                 break
             time.sleep(args.poll)

@@ -25,6 +25,7 @@ class LeafCapture:
         if stamp == self._leaves_made_of:
             return      # called up to three times an iteration: the table is rebuilt only when it changed
         self._leaves_made_of = stamp
+        self._strangers.clear()
         trained: set[int] = {id(p) for opt in self.optimizers for grp in opt.param_groups for p in grp["params"]}
         if not trained <= self._param_name.keys():
             self._learn_names()
@@ -109,9 +110,11 @@ class LeafCapture:
     def _leaf_of(self, t: torch.Tensor) -> C.Leaf | None:
         leaf = self._leaf_by_ptr.get(self._key_of(t))
         if leaf is None and isinstance(t, torch.nn.Parameter) and id(t) not in self._strangers:
-            # a parameter the table does not know: a layer added since the iteration began (walked once)
+            # a parameter the table does not know: a layer added since the iteration began and given to the
+            # optimizer (the table is made again: its groups changed), or one that is no leaf of the run
+            # (FSDP2's unsharded parameters during the forward: the table stands, the groups did not change)
             self._strangers.add(id(t))
-            self._refresh_leaves(walk=True)
+            self._refresh_leaves()
             leaf = self._leaf_by_ptr.get(self._key_of(t))
         return leaf
 

@@ -74,8 +74,10 @@ def first_value(rank: Rank, ref: TensorRef) -> bool:
         return True
     before = ref.iteration - 1
     held = [gid for gid in rank.graph_ids if before in rank.iterations(gid)]
-    same = (lambda r: r.node == ref.node or (r.param == ref.param and r.kind == ref.kind)) if ref.param else \
-        (lambda r: r.node == ref.node)
+
+    def same(r: TensorRef) -> bool:       # the tensor, or (another graph's node of) the same parameter's
+        return r.node == ref.node or (ref.param is not None and r.param == ref.param and r.kind == ref.kind)
+
     return bool(held) and not any(same(r) for gid in held for r in rank.tensor_map(gid, before).values())
 
 

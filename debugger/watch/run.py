@@ -245,7 +245,9 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
     where = None if selected is None else selected.get(gid, set())
     floats = [r for r in tmap.values() if is_float(r, graph) and (where is None or r.node in where)
               and not is_undefined(r, graph) and _reports(r, rank.rank, reporters)]
-    step = Step(rank, gid, graph, it, tmap, floats, undumped=undumped(rank.rank, gid, it, graph, tmap, where))
+    # a format whose iterations record what ran in each (msprobe) lacks by design what did not run
+    missing = {} if rank.info.iterations_vary else undumped(rank.rank, gid, it, graph, tmap, where)
+    step = Step(rank, gid, graph, it, tmap, floats, undumped=missing)
     in_place = {n for n in {r.node for r in floats} if graph is not None and n in graph
                 and graph.node(n).input_roles}
     for r in floats:

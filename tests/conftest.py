@@ -9,6 +9,8 @@ import pytest
 
 import dumpmaker
 
+pytest_plugins = ["tiers"]     # markers by folder and need; modules needing a missing package left out
+
 SAMPLE_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
 
 

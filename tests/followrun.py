@@ -11,6 +11,8 @@ import textwrap
 import time
 from typing import Any
 
+NEEDS = ("torch",)     # the processes it starts train with PyTorch (tests/tiers.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MSPROBE = os.path.join(HERE, "data", "msprobe_real", "gpt2_adamw_nan_statistics")   # a real msprobe statistics dump
 SINGLE = os.path.join(os.path.dirname(HERE), "dumps_sample", "single")                # a real MindSpore dump

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+NEEDS = ("torch",)     # the processes it starts train with PyTorch (tests/tiers.py)
+
 # argv: dump ("-": unrecorded), checkpoint path, "first" | "restart"; prints one loss.hex() per step
 SCRIPT = textwrap.dedent("""
     import sys, torch

@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 
+NEEDS = ("torch",)     # the processes it starts train with PyTorch (tests/tiers.py)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 

@@ -16,6 +16,8 @@ import pytest
 import debugger
 from clirun import run_cli
 
+NEEDS = ("torch",)     # the processes it starts train with PyTorch (tests/tiers.py)
+
 # the run: a model and AdamW from a fixed seed, each step on a batch of its own (seeded by the step)
 RUN = textwrap.dedent("""
     import torch

@@ -15,6 +15,8 @@ import pytest
 
 import debugger
 
+NEEDS = ("torch",)     # the processes it starts train with PyTorch (tests/tiers.py)
+
 # argv: the dump, series_flush_seconds ("default": the recorder's), "user" to set a SIGTERM handler first
 SCRIPT = textwrap.dedent("""
     import signal, sys, time, torch

@@ -42,6 +42,7 @@ def test_new_steps_appear_without_a_reload(page: Any, tmp_path: Any) -> None:
         assert _steps(page) > first and trainer.poll() is None
         assert page.evaluate("performance.getEntriesByType('navigation').length") == navigations   # no reload
     finally:
+        page.close()          # before the server goes: the live view asks it for new steps
         trainer.kill()
         trainer.wait()
         if srv is not None:

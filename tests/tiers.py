@@ -1,0 +1,116 @@
+"""Test tiers declared in code (a pytest plugin, loaded by conftest.py).
+
+- Markers by what a test needs, set at collection: ``browser`` (a test that drives Chromium: it takes the
+  ``page`` or ``browser`` fixture), ``torch`` (its module imports torch or debugger.torch at the top, itself
+  or through a helper module of tests/, or declares ``NEEDS = ("torch",)`` there: the processes it starts
+  import it), ``dask`` (likewise ``distributed``) and ``slow`` (the folders
+  and files that train real models, spawn ranks or processes: :data:`SLOW`). The fast tier is
+  ``pytest -m "not slow and not browser"``.
+- A test module whose top-level imports need an optional package that is not installed is left out of
+  the collection and named once in the summary, never a collection error (``pip install -e .`` without
+  the test extras runs every test that can run).
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from functools import lru_cache
+from typing import Any
+
+import pytest
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+# optional packages a test module may import at its top (the core's dependencies are always there)
+OPTIONAL = ("torch", "numba", "distributed", "dask", "playwright", "transformers", "lightning", "timm",
+            "torchvision", "accelerate", "yaml")
+# folders and files whose tests train real models or start processes, ranks or servers: minutes, not seconds
+SLOW = ("recorder/", "parallel/", "scale/", "models/", "test_scan_follow.py", "test_mindcv.py", "test_packaging.py",
+        "web/test_live_", "web/test_trends_live.py", "web/test_server_load.py", "web/test_triage_curves.py",
+        "watch/test_spikes.py", "watch/test_torch_findings.py", "watch/test_series_conditions.py",
+        "web/test_trends_iterations.py", "web/test_triage_verdict.py", "test_function_length.py")
+_left_out: list[tuple[str, list[str]]] = []
+
+
+@lru_cache(maxsize=None)
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+@lru_cache(maxsize=None)
+def needs(path: str) -> frozenset[str]:
+    """The optional packages a module imports at its top, itself or through the helper modules of tests/."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError):
+        return frozenset()
+    out: set[str] = set(_declared(tree))
+    for node in tree.body:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+        for name in names:
+            top = name.split(".")[0]
+            if name == "debugger.torch" or name.startswith("debugger.torch."):
+                out.add("torch")
+            elif top in OPTIONAL:
+                out.add(top)
+            else:
+                out |= _helper_needs(path, top)
+    return frozenset(out)
+
+
+def _declared(tree: ast.Module) -> list[str]:
+    """``NEEDS = ("torch", ...)`` at a module's top: what the processes it starts import (a training child)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NEEDS" for t in node.targets):
+            try:
+                return [str(n) for n in ast.literal_eval(node.value)]
+            except ValueError:
+                return []
+    return []
+
+
+def _helper_needs(path: str, module: str) -> frozenset[str]:
+    """What a helper module of tests/ (beside ``path``, or at the top of tests/) needs."""
+    for folder in (os.path.dirname(path), TESTS):
+        helper = os.path.join(folder, module + ".py")
+        if os.path.isfile(helper) and helper != path:
+            return needs(helper)
+    return frozenset()
+
+
+def pytest_ignore_collect(collection_path: Any, config: Any) -> bool | None:
+    """Leave out a test module whose top-level imports need an optional package that is not installed."""
+    name = os.path.basename(str(collection_path))
+    if not (name.startswith("test_") and name.endswith(".py")):
+        return None
+    lacking = sorted(p for p in needs(str(collection_path)) if not _installed(p))
+    if lacking:
+        _left_out.append((os.path.relpath(str(collection_path), TESTS), lacking))
+        return True
+    return None
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Mark every test with the tiers it belongs to."""
+    for item in items:
+        path = str(item.fspath)
+        rel = os.path.relpath(path, TESTS).replace(os.sep, "/")
+        wanted = needs(path)
+        if {"page", "browser"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.browser)
+        if "torch" in wanted:
+            item.add_marker(pytest.mark.torch)
+        if {"distributed", "dask"} & wanted:
+            item.add_marker(pytest.mark.dask)
+        if any(rel.startswith(s) for s in SLOW):
+            item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say which test modules were left out for a missing package (never silent)."""
+    if _left_out:
+        terminalreporter.write_line(f"{len(_left_out)} test module(s) left out, an optional package missing:")
+        for rel, lacking in sorted(_left_out):
+            terminalreporter.write_line(f"  {rel}: needs {', '.join(lacking)}")

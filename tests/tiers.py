@@ -24,11 +24,17 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 # optional packages a test module may import at its top (the core's dependencies are always there)
 OPTIONAL = ("torch", "numba", "distributed", "dask", "playwright", "transformers", "lightning", "timm",
             "torchvision", "accelerate", "yaml")
-# folders and files whose tests train real models or start processes, ranks or servers: minutes, not seconds
+# folders, files and tests (path::name prefixes) that train real models or start processes, ranks or servers,
+# or build many ranks: the fast tier leaves them out
 SLOW = ("recorder/", "parallel/", "scale/", "models/", "test_scan_follow.py", "test_mindcv.py", "test_packaging.py",
         "web/test_live_", "web/test_trends_live.py", "web/test_server_load.py", "web/test_triage_curves.py",
         "watch/test_spikes.py", "watch/test_torch_findings.py", "watch/test_series_conditions.py",
-        "web/test_trends_iterations.py", "web/test_triage_verdict.py", "test_function_length.py")
+        "web/test_trends_iterations.py", "web/test_triage_verdict.py", "test_function_length.py",
+        "test_fuzz.py", "test_info_many_ranks.py", "test_filenames_many.py", "test_nothing_here.py",
+        # single tests of the many-rank and hostile-input kind (seconds each)
+        "compare/test_compare_ranks.py::test_many_ranks_folded", "watch/test_engine.py::test_ranks_scanned_on_forked",
+        "watch/test_engine.py::test_many_ranks_are_scanned", "web/test_security.py::test_every_route_survives",
+        "web/test_rank_api.py::test_twenty_ranks")
 _left_out: list[tuple[str, list[str]]] = []
 
 
@@ -104,7 +110,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
             item.add_marker(pytest.mark.torch)
         if {"distributed", "dask"} & wanted:
             item.add_marker(pytest.mark.dask)
-        if any(rel.startswith(s) for s in SLOW):
+        if any(f"{rel}::{item.name}".startswith(s) for s in SLOW):
             item.add_marker(pytest.mark.slow)
 
 

@@ -23,7 +23,8 @@ import pytest
 TESTS = os.path.dirname(os.path.abspath(__file__))
 # optional packages a test module may import at its top (the core's dependencies are always there)
 OPTIONAL = ("torch", "numba", "distributed", "dask", "playwright", "transformers", "lightning", "timm",
-            "torchvision", "accelerate", "yaml")
+            "torchvision", "accelerate", "yaml",
+            *filter(None, os.environ.get("TDBG_TIERS_OPTIONAL", "").split(",")))   # more, for the plugin's own test
 # folders, files and tests (path::name prefixes) that train real models or start processes, ranks or servers,
 # or build many ranks: the fast tier leaves them out
 SLOW = ("recorder/", "parallel/", "scale/", "models/", "test_scan_follow.py", "test_mindcv.py", "test_packaging.py",

@@ -49,8 +49,11 @@ def _part(dump: str, ckpt: str, part: str) -> list[str]:
     return done.stdout.split()
 
 
-def record_restarted(dump: str, work: str) -> tuple[list[str], list[str]]:
-    """(losses recorded: 6 then 4 after the restart, the same unrecorded); the dump holds both runs."""
+def record_restarted(dump: str, work: str, plain: bool = True) -> tuple[list[str], list[str]]:
+    """(losses recorded: 6 then 4 after the restart, the same unrecorded: [] when not ``plain``); the dump
+    holds both runs."""
     recorded = _part(dump, os.path.join(work, "a.pt"), "first") + _part(dump, os.path.join(work, "a.pt"), "restart")
-    plain = _part("-", os.path.join(work, "b.pt"), "first") + _part("-", os.path.join(work, "b.pt"), "restart")
-    return recorded, plain
+    if not plain:
+        return recorded, []
+    unrecorded = _part("-", os.path.join(work, "b.pt"), "first") + _part("-", os.path.join(work, "b.pt"), "restart")
+    return recorded, unrecorded

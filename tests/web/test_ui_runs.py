@@ -20,7 +20,7 @@ def server(tmp_path: Any) -> Iterator[LiveServer]:
     """A folder holding the restarted run's dump."""
     pytest.importorskip("torch")
     root = tmp_path / "dumps"
-    record_restarted(str(root / "restarted"), str(tmp_path))
+    record_restarted(str(root / "restarted"), str(tmp_path), plain=False)     # the page needs the dump only
     srv = LiveServer(create_app(str(root), {"CACHE_DIR": str(tmp_path / "cache")}))
     yield srv
     srv.stop()

@@ -89,7 +89,7 @@ def _floor(cfg: dict, step: Step, n: int) -> tuple[list[float], list[float], dic
     once with the compiled statistics kernel (floor:stats); counts ops per mode step."""
     from torch.utils._python_dispatch import TorchDispatchMode
     sys.path.insert(0, cfg["root"])
-    from debugger.stats import compiled_kernel
+    from debugger.stats.core import compiled_kernel
     kernel = compiled_kernel() if cfg["mode"] == "floor:stats" else None
     if cfg["mode"] == "floor:stats" and kernel is None:
         raise RuntimeError("no compiled statistics kernel (numba missing)")
@@ -127,7 +127,7 @@ def _floor(cfg: dict, step: Step, n: int) -> tuple[list[float], list[float], dic
 def _reader(cfg: dict) -> Callable[[torch.Tensor], None]:
     """One read of a floating tensor with debugger's compiled statistics kernel (float32 view of others)."""
     sys.path.insert(0, cfg["root"])
-    from debugger.stats import compiled_kernel
+    from debugger.stats.core import compiled_kernel
     kernel = compiled_kernel()
     if kernel is None:
         raise RuntimeError("no compiled statistics kernel (numba missing)")

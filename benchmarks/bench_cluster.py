@@ -29,7 +29,7 @@ sys.path[:0] = [ROOT]
 
 def _scan(dump: str, **kw: object) -> tuple[float, dict, int]:
     from debugger import open_dump
-    from debugger.cache import StatsCache
+    from debugger.stats.cache import StatsCache
     from debugger.watch import preset, scan
 
     d = open_dump(dump)
@@ -48,7 +48,7 @@ def main() -> None:
     a = p.parse_args()
     from distributed import Client, LocalCluster, get_task_stream
 
-    from debugger.executors import client_workers
+    from debugger.common.executors import client_workers
 
     dump = ensure_big_dump(a.root, files=344, layers=4, width=a.width, ranks=a.ranks)
     n, size = tree_size(dump)

@@ -43,7 +43,7 @@ make_dump(DUMP, ranks=2, iterations=2, layers=layers, batch=32)
 
 COMPARE = """
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.compare import compare_ranks
 t_start = time.perf_counter()
 d = open_dump(DUMP)

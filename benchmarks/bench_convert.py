@@ -19,7 +19,7 @@ from bigdump import bench_dump_from_args
 
 SCAN = """
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.watch import preset, scan
 r = scan(open_dump(DUMP), preset('recommended'), jobs=JOBS, cache=StatsCache(enabled=False))
 out.update(hits=len(r.hits), errors=len(r.errors), reads=r.files_checked,
@@ -34,7 +34,7 @@ out.update(tensors=r.tensors, bytes_read=r.bytes_read)
 """
 
 COMPARE = """
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.compare import compare_runs
 r = compare_runs(DUMP, DUMP, jobs=JOBS, cache=StatsCache(enabled=False))
 out.update(pairs=len(r.pairs), bytes=r.bytes_compared)

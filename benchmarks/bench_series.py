@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from debugger.formats.tdbg_h5.series import SeriesWriter  # noqa: E402
-from debugger.stats import COUNT_NAMES, STAT_NAMES  # noqa: E402
+from debugger.stats.core import COUNT_NAMES, STAT_NAMES  # noqa: E402
 
 _READ = """
 import json, sys, time

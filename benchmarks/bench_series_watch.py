@@ -27,7 +27,7 @@ sys.path[:0] = [HERE, os.path.dirname(HERE)]
 from _util import run_python  # noqa: E402
 
 from debugger.formats.tdbg_h5.series import SeriesWriter  # noqa: E402
-from debugger.stats import COUNT_NAMES, STAT_NAMES  # noqa: E402
+from debugger.stats.core import COUNT_NAMES, STAT_NAMES  # noqa: E402
 
 ROLES = ("weight", "gradient", "optimizer_state")
 SUFFIX = ("", ".grad", ".exp_avg_sq")

@@ -25,8 +25,12 @@ ROOT = os.path.dirname(HERE)
 
 
 def load_stats(checkout: str, name: str):  # type: ignore[no-untyped-def]
-    """``debugger/stats.py`` of a checkout, as a module of its own (it imports only numpy)."""
-    spec = importlib.util.spec_from_file_location(name, os.path.join(checkout, "debugger", "stats.py"))
+    """The statistics module of a checkout (``debugger/stats/core.py``, ``debugger/stats.py`` before the
+    stats package), as a module of its own (it imports only numpy)."""
+    path = os.path.join(checkout, "debugger", "stats", "core.py")
+    if not os.path.exists(path):
+        path = os.path.join(checkout, "debugger", "stats.py")
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod     # dataclasses look their module up by name

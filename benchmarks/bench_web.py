@@ -552,8 +552,8 @@ def bench_ranks(root: str, ranks: int, repeat: int) -> dict[str, Any]:
     from tdbg_web import create_app
     from tdbg_web.server import warm
 
-    from debugger import triage as tri
-    from debugger.cache import StatsCache
+    from debugger.views import triage as tri
+    from debugger.stats.cache import StatsCache
     from debugger.model import open_dump
 
     t0 = time.perf_counter()

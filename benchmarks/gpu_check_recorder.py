@@ -39,7 +39,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
-from debugger.stats import COUNT_NAMES, STAT_NAMES, tensor_stats  # noqa: E402
+from debugger.stats.core import COUNT_NAMES, STAT_NAMES, tensor_stats  # noqa: E402
 from debugger.torch import Recorder  # noqa: E402
 
 

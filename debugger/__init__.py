@@ -5,7 +5,7 @@ from typing import Any
 
 __version__ = "0.1.0"   # before the imports below: modules they load read it (stored results are keyed by it)
 
-from .cache import StatsCache  # noqa: E402
+from .stats.cache import StatsCache  # noqa: E402
 from .errors import CorruptFileError, DumpError, NotADumpError, QueryError  # noqa: E402
 from .formats.records import KINDS, Kind  # noqa: E402
 from .model import Dump, Graph, Node, Rank, TensorRef, find_dump_roots, open_dump, open_dumps  # noqa: E402

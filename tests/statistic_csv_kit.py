@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 
 from debugger.formats.mindspore.filenames import parse_tensor_file_name
-from debugger.stats import Stats, tensor_stats
+from debugger.stats.core import Stats, tensor_stats
 
 SINGLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample", "single")
 FIXED = ["Op Type", "Op Name", "Task ID", "Stream ID", "Timestamp", "IO", "Slot", "Data Size", "Data Type", "Shape"]

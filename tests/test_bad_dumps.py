@@ -141,7 +141,7 @@ def _read_header(path: str) -> Any:
 def test_a_broken_file_met_in_a_worker_process_is_the_same_error_in_the_parent(tmp_path: Any) -> None:
     """Commands past one chunk of ranks run in forked workers: an error raised there reaches the parent as
     the same exception, with its path and problem (DumpError pickles by its fields)."""
-    from debugger.executors import local_workers
+    from debugger.common.executors import local_workers
 
     path = str(tmp_path / "t.npy")
     with open(path, "wb") as f:

@@ -4,8 +4,8 @@ from typing import Any
 
 import numpy as np
 
-from debugger.cache import StatsCache, default_cache_dir
-from debugger.stats import tensor_stats
+from debugger.stats.cache import StatsCache, default_cache_dir
+from debugger.stats.core import tensor_stats
 
 
 def test_cache_roundtrip_survives_reopening(tmp_path):

@@ -191,7 +191,7 @@ def test_serve_on_a_taken_port_is_exit_2_naming_the_port_and_never_says_serving(
 def test_progress_bar_draws_only_on_a_terminal():
     import io
 
-    from debugger.report import Progress
+    from debugger.cli.report import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

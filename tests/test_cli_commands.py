@@ -37,7 +37,7 @@ def test_help_lists_every_command_and_imports_none_of_them() -> None:
     for name, command in COMMANDS.items():
         line = next((ln for ln in shown.splitlines() if ln.split()[:1] == [name]), None)
         assert line is not None and command.help.split()[0] in line, (name, shown)
-    assert modules <= {"debugger.cli.failures", "debugger.cli.pipes"}, modules   # no command module: the error line's and the pipe's helpers
+    assert modules <= {"debugger.cli.exits", "debugger.cli.failures", "debugger.cli.pipes"}, modules   # no command module: the exit statuses', the error line's and the pipe's helpers
     assert heavy == set(), heavy
 
 
@@ -51,4 +51,4 @@ def test_a_command_imports_its_own_module_only(name: str) -> None:
 
 def test_an_unknown_command_is_usage_and_names_the_choices() -> None:
     code, _, modules, _ = _run("frobnicate", "x")
-    assert code == 2 and modules <= {"debugger.cli.failures", "debugger.cli.pipes"}
+    assert code == 2 and modules <= {"debugger.cli.exits", "debugger.cli.failures", "debugger.cli.pipes"}

@@ -226,7 +226,7 @@ def test_convert_subsets_and_refusals(converted: dict, tmp_path: Any) -> None:
 
 
 def test_a_first_scan_of_a_converted_dump_reads_stored_statistics_not_values(converted: dict) -> None:
-    from debugger.cache import StatsCache
+    from debugger.stats.cache import StatsCache
     from debugger.watch import scan
     from debugger.watch.registry import Watchpoint
 

@@ -1,4 +1,4 @@
-"""Graph export (debugger.export and `tdbg graph`) on the committed sample and dumpmaker dumps:
+"""Graph export (debugger.views.export and `tdbg graph`) on the committed sample and dumpmaker dumps:
 the DOT parses back with pydot and says what the graph view says; SVG and PNG are drawn by Graphviz."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from clirun import run_cli
 from debugger import open_dump, query
-from debugger.export import export_scope, scope_dot
+from debugger.views.export import export_scope, scope_dot
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dumps_sample")
 SINGLE = os.path.join(ROOT, "single")

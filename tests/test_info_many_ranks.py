@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from debugger.model import open_dump
-from debugger.serialize import RANKS_AT_ONCE, dump_info
+from debugger.model.serialize import RANKS_AT_ONCE, dump_info
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))

@@ -1,4 +1,4 @@
-"""The data flows one way, as tests/layers.py declares it, read from every import of debugger/ and web/ (AST).
+"""The data flows one way, as debugger/common/layers.py declares it, read from every import of debugger/ and web/ (AST).
 
 Module-level and function-local imports both count: a local import is a dependency that waits for a call.
 Also: debugger/ never imports Flask, and web/ never reads dump files itself.
@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import importscan
-from layers import LAYERS, MODEL_ORDER, Layer
+from debugger.common.layers import LAYERS, MODEL_ORDER, Layer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -49,7 +49,7 @@ def violations(root: str, layers: tuple[Layer, ...] = LAYERS) -> tuple[list[str]
     for module in mods:
         placed = layer_of(module, layers)
         if placed is None:
-            unplaced.append(f"{module.path} ({module.name}) is in no layer of tests/layers.py")
+            unplaced.append(f"{module.path} ({module.name}) is in no layer of debugger/common/layers.py")
             continue
         for imp in importscan.imports(root, module):
             target = importscan.resolve(imp.target, known)
@@ -103,7 +103,7 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
         "(debugger.formats.alpha may not import its sibling debugger.formats.beta)",
         "debugger/model.py:2 imports debugger.cli (layer model may not import layer cli)",
     ]
-    assert unplaced == ["debugger/newthing.py (debugger.newthing) is in no layer of tests/layers.py"]
+    assert unplaced == ["debugger/newthing.py (debugger.newthing) is in no layer of debugger/common/layers.py"]
 
 
 def model_order_violations(root: str, order: tuple[str, ...] = MODEL_ORDER) -> list[str]:
@@ -116,7 +116,7 @@ def model_order_violations(root: str, order: tuple[str, ...] = MODEL_ORDER) -> l
         if not module.name.startswith("debugger.model.") or module.is_package:
             continue
         if module.name not in rank:
-            bad.append(f"{module.path} ({module.name}) is not in MODEL_ORDER of tests/layers.py")
+            bad.append(f"{module.path} ({module.name}) is not in MODEL_ORDER of debugger/common/layers.py")
             continue
         for imp in importscan.imports(root, module):
             target = importscan.resolve(imp.target, known)
@@ -141,7 +141,7 @@ def test_the_model_order_check_catches_an_upward_import(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     assert sorted(model_order_violations(str(tmp_path))) == [
-        "debugger/model/extra.py (debugger.model.extra) is not in MODEL_ORDER of tests/layers.py",
+        "debugger/model/extra.py (debugger.model.extra) is not in MODEL_ORDER of debugger/common/layers.py",
         "debugger/model/graph.py:2 imports debugger.model.history (not below it in MODEL_ORDER)",
     ]
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.watch import preset, scan
 from tests.clirun import run_cli
 

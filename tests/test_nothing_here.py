@@ -13,7 +13,7 @@ import pytest
 from clirun import run_cli
 
 from debugger import open_dump
-from debugger.selection import lacking, ranges_text
+from debugger.common.selection import lacking, ranges_text
 
 
 def _dumped(rank_dir: str) -> list[int]:

@@ -1,4 +1,4 @@
-"""debugger.rankviews against numpy truth: bands (quartiles, outliers with NaN ranks), the heatmap's
+"""debugger.views.ranks against numpy truth: bands (quartiles, outliers with NaN ranks), the heatmap's
 sparse cells, rank groups from a recorded parallel layout, and the Ranks tab's search/sort/page."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from debugger import rankviews
+from debugger.views import ranks as rankviews
 from debugger.formats.parallel import MeshRecord, RankLayout
 from debugger.model import open_dump
 
@@ -124,7 +124,7 @@ def _pair(it: int, a: int, b: int, node: str, **kw: object) -> dict[str, object]
 
 
 def test_a_divergent_cell_opens_its_first_divergence_else_its_first_held_error() -> None:
-    from debugger.triage import cell_targets, divergent_tensors
+    from debugger.views.triage import cell_targets, divergent_tensors
 
     cmp = {"base": 0, "first_divergence": _pair(1, 1, 0, "late"),
            "pairs": [_pair(1, 1, 0, "early"), _pair(1, 1, 0, "late"), _pair(2, 1, 0, "gone", match=None),

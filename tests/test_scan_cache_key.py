@@ -14,7 +14,7 @@ import numpy as np
 
 from clirun import run_cli
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.formats.files import hash_entries, hash_tree
 from debugger.watch import preset, scan
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from clirun import run_cli
 
-from debugger.selection import MAX_SELECTED, parse_iterations, parse_ranks
+from debugger.common.selection import MAX_SELECTED, parse_iterations, parse_ranks
 
 
 def test_ranges_and_lists() -> None:

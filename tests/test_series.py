@@ -14,7 +14,7 @@ from debugger.errors import CorruptFileError
 from debugger.formats.records import GraphRecord, Kind, NodeRecord, OutputType
 from debugger.formats.tdbg_h5.series import SCALARS, SeriesReader, SeriesWriter
 from debugger.formats.tdbg_h5.writer import DumpWriter
-from debugger.stats import COUNT_NAMES, STAT_NAMES
+from debugger.stats.core import COUNT_NAMES, STAT_NAMES
 
 
 def _stats(step: int, tensors: int) -> np.ndarray:

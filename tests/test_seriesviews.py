@@ -1,4 +1,4 @@
-"""debugger.seriesviews' arithmetic on plain arrays: buckets split the step range evenly by step (gaps stay
+"""debugger.views.series' arithmetic on plain arrays: buckets split the step range evenly by step (gaps stay
 gaps), each bucket's min, max and mean ignore unknown values, and a tensor's layer comes from its parameter."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from debugger.errors import InvalidQueryError
 from debugger.formats.records import SeriesTensor
-from debugger.seriesviews import bucket_edges, check_range, decimate, layer_of
+from debugger.views.series import bucket_edges, check_range, decimate, layer_of
 
 
 def test_buckets_split_steps_evenly_and_skip_gaps() -> None:
@@ -63,8 +63,8 @@ def test_the_heatmap_of_a_grown_series_has_its_new_steps(tmp_path: Any) -> None:
     from debugger import open_dump
     from debugger.formats.tdbg_h5.series import SeriesWriter
     from debugger.formats.tdbg_h5.writer import DumpWriter
-    from debugger.seriesviews import heatmap
-    from debugger.stats import STAT_NAMES
+    from debugger.views.series import heatmap
+    from debugger.stats.core import STAT_NAMES
 
     root = str(tmp_path / "d")
     DumpWriter(root, 0, "statistics", framework="PyTorch").close()
@@ -86,8 +86,8 @@ def test_spikes_of_a_grown_series_are_found_again(tmp_path: Any) -> None:
     from debugger import open_dump
     from debugger.formats.tdbg_h5.series import SeriesWriter
     from debugger.formats.tdbg_h5.writer import DumpWriter
-    from debugger.seriesviews import spikes
-    from debugger.stats import STAT_NAMES
+    from debugger.views.series import spikes
+    from debugger.stats.core import STAT_NAMES
 
     root = str(tmp_path / "d")
     DumpWriter(root, 0, "statistics", framework="PyTorch").close()

@@ -208,7 +208,7 @@ def test_source_a_line_inside_a_multi_line_statement_finds_the_statement(make_du
     assert inside.code == 0 and inside.json["nodes"] == want
     # the command line also reads the recorded path as it is (for its own user); the server does not
     assert run_cli("code", root, f"train_user.py:{first + 1}", "--json").json["nodes"] == want
-    from debugger.sourceroots import SourceRoots
+    from debugger.model.sourceroots import SourceRoots
     assert SourceRoots([root]).statement_lines(script, first + 1) == []
     assert SourceRoots([root], trust_recorded=True).statement_lines(script, first + 1) == [first, first + 1]
 

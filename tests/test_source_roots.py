@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from clirun import run_cli
-from debugger.sourceroots import SourceRoots, parse_entries
+from debugger.model.sourceroots import SourceRoots, parse_entries
 
 MATMUL = "fc1-Dense/MatMul-op0"
 

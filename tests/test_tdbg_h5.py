@@ -20,7 +20,7 @@ from debugger.formats.tdbg_h5.reader import FORMAT
 from debugger.formats.tdbg_h5.tensor import H5Tensor
 from debugger.formats.tdbg_h5.writer import DumpWriter
 from debugger.formats.tdbg_h5 import arrays, layout
-from debugger.stats import compute_stats
+from debugger.stats.core import compute_stats
 
 
 def make_graph(graph_id: int = 0) -> GraphRecord:

@@ -9,7 +9,7 @@ import pytest
 from debugger.errors import CorruptFileError, QueryError
 from debugger import open_dump
 from debugger.formats.npy import load_npy, read_npy_header
-from debugger.slices import parse_slice
+from debugger.query.slices import parse_slice
 
 
 def _save(path: str, arr: np.ndarray, version: tuple[int, int] | None = None) -> str:

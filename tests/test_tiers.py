@@ -40,5 +40,8 @@ def test_a_module_needing_a_missing_package_is_left_out_and_named(tmp_path: Any)
     assert "1 passed" in done.stdout and "error" not in done.stdout.lower()
     assert "1 test module(s) left out, an optional package missing:" in done.stdout
     assert "test_needs_it.py: needs tdbg_no_such_package" in done.stdout
+    spread = _pytest(str(tmp_path), "-n", "2", env={"TDBG_TIERS_OPTIONAL": "tdbg_no_such_package"})
+    assert spread.returncode == 0 and "1 passed" in spread.stdout, spread.stdout[-1500:]   # pytest-xdist: the
+    assert "test_needs_it.py: needs tdbg_no_such_package" in spread.stdout                # workers collect
     bare = _pytest(str(tmp_path))           # the same module, its package not declared optional: an error
     assert bare.returncode != 0 and "tdbg_no_such_package" in bare.stdout

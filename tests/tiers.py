@@ -37,6 +37,9 @@ SLOW = ("recorder/", "parallel/", "scale/", "models/", "test_scan_follow.py", "t
         "watch/test_engine.py::test_many_ranks_are_scanned", "web/test_security.py::test_every_route_survives",
         "web/test_rank_api.py::test_twenty_ranks")
 _left_out: list[tuple[str, list[str]]] = []
+# test processes of `pytest -n auto` (pytest-xdist): one a core, at most this many, as many tests start
+# processes of their own (ranks, a Dask cluster, Chromium, a training job to follow)
+MAX_WORKERS = 4
 
 
 @lru_cache(maxsize=None)
@@ -116,8 +119,32 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say which test modules were left out for a missing package (never silent)."""
-    if _left_out:
-        terminalreporter.write_line(f"{len(_left_out)} test module(s) left out, an optional package missing:")
-        for rel, lacking in sorted(_left_out):
+    """Say which test modules were left out for a missing package (never silent). Under pytest-xdist the
+    workers collect and this process does not: it finds them itself, the same way."""
+    left_out = _left_out or _lacking_under(terminalreporter.config.args, str(terminalreporter.config.rootpath))
+    if left_out:
+        terminalreporter.write_line(f"{len(left_out)} test module(s) left out, an optional package missing:")
+        for rel, lacking in sorted(left_out):
             terminalreporter.write_line(f"  {rel}: needs {', '.join(lacking)}")
+
+
+def _lacking_under(args: list[str], root: str) -> list[tuple[str, list[str]]]:
+    """The test modules under the command line's paths that need a package that is not installed."""
+    found = set()
+    for arg in args:
+        path = os.path.join(root, arg.split("::")[0])
+        files = [path] if os.path.isfile(path) else [os.path.join(d, n) for d, _, names in os.walk(path) for n in names]
+        for f in files:
+            name = os.path.basename(f)
+            if name.startswith("test_") and name.endswith(".py"):
+                lacking = sorted(p for p in needs(f) if not _installed(p))
+                if lacking:
+                    found.add((os.path.relpath(f, TESTS), tuple(lacking)))
+    return [(rel, list(lacking)) for rel, lacking in found]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: Any) -> int:
+    """``-n auto``: one test process a core, at most :data:`MAX_WORKERS` (a hook of pytest-xdist: without it
+    installed, ``-n`` is no option and this is never called)."""
+    return max(1, min(os.cpu_count() or 1, MAX_WORKERS))

@@ -33,7 +33,7 @@ DEFAULT_CONFIG: Mapping[str, Any] = MappingProxyType({
     "FOLD": query.FOLD,       # same-type siblings folded into one graph node from this many on
     "VALUE_CAP": 100_000,     # tensor values per response at most
     "PAGE_SIZE": query.DEFAULT_PAGE,   # items of a list page when the request gives no end
-    "STATS_CACHE": True,      # keep tensor statistics in the HDF5 cache (debugger.cache)
+    "STATS_CACHE": True,      # keep tensor statistics in the HDF5 cache (debugger.stats.cache)
     "SCHEDULER": None,        # a Dask scheduler address or local[:N]: background scans run there (tdbg serve --scheduler)
     "CACHE_DIR": None,        # where that cache lives (None: $TDBG_CACHE_DIR or ~/.cache/tdbg)
     "HOST": "127.0.0.1",      # app.run() binds loopback unless told otherwise

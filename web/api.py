@@ -11,13 +11,15 @@ from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, request
 
-from debugger import KINDS, export, Graph, QueryError, Rank, TensorRef, query, rankviews, serialize, sourceroots, validate, watch
-from debugger import triage as _triage
-from debugger.cache import StatsCache
+from debugger import KINDS, Graph, QueryError, Rank, TensorRef, query, watch
+from debugger.model import serialize, sourceroots
+from debugger.views import export, ranks as rank_views
+from debugger.views import triage as _triage
+from debugger.stats.cache import StatsCache
 from debugger.errors import InvalidQueryError
 from debugger.watch.session import SWEEP_ID, CoverageSoFar, describe_watchpoint, watchpoints_from_request
 
-from . import guard, overlays
+from . import guard, overlays, validate
 from .session import Workspace
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -123,7 +125,7 @@ def dumps() -> dict[str, Any]:
 @bp.get("/triage")
 def triage() -> dict[str, Any]:
     """What is wrong with the dump: ``{"state": "running", "progress"}`` while the background job
-    works (poll again), then ``{"state": "done", "result"}`` (:func:`debugger.triage.triage`). Of a dump
+    works (poll again), then ``{"state": "done", "result"}`` (:func:`debugger.views.triage.triage`). Of a dump
     a running job is writing, the iterations it may still be writing are ``left_out`` and the warnings that
     appeared since it was last quiet are ``pending_warnings``, as in ``GET info``. With ``start=0`` no job
     is started: ``{"state": "idle"}`` when neither this server nor the cache knows it (the graph's offer of
@@ -167,15 +169,15 @@ def ranks() -> dict[str, Any]:
     if not any(k in request.args for k in ("q", "sort", "offset", "limit")):
         return _page([serialize.rank_info(r) for r in _ws().dump(_dump_id()).ranks])
     sort = request.args.get("sort", "rank")
-    if sort not in rankviews.SORTS:
-        raise InvalidQueryError(f"bad sort {sort!r}: expected one of {', '.join(rankviews.SORTS)}")
+    if sort not in rank_views.SORTS:
+        raise InvalidQueryError(f"bad sort {sort!r}: expected one of {', '.join(rank_views.SORTS)}")
     offset, limit = _int("offset", 0) or 0, _int("limit", 100)
     if limit is None or not 0 <= limit <= 1000 or offset < 0:
         raise InvalidQueryError("bad offset/limit: expected offset >= 0 and 0 <= limit <= 1000")
     dump_id = _dump_id()
     d, t = _ws().dump(dump_id), _ws().peek_triage(dump_id)
     rows = _rank_rows(d, t)
-    total, page = rankviews.select_rows(rows, request.args.get("q", ""), sort, offset, limit)
+    total, page = rank_views.select_rows(rows, request.args.get("q", ""), sort, offset, limit)
     items = [{**_rank_summary(d.rank(x["rank"])), **x} for x in page]
     return {"items": items, "total": total, "count": len(rows), "offset": offset, "limit": limit,
             "sort": sort, "triaged": t is not None}
@@ -199,7 +201,7 @@ def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
     else:
         infos = {r.rank: r.info for r in d.ranks}
         named = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
-        group = {r: g["name"] for g in rankviews.rank_groups(d.rank_ids, {k: i.layout for k, i in infos.items()}, named)
+        group = {r: g["name"] for g in rank_views.rank_groups(d.rank_ids, {k: i.layout for k, i in infos.items()}, named)
                  for r in g["ranks"]}
         hosts = {str(k): h for k, h in named.items()}
         problems = {}
@@ -208,14 +210,14 @@ def _rank_rows(d: Any, t: dict[str, Any] | None) -> list[dict[str, Any]]:
         p = problems.get(str(r.rank), {})
         rows.append({"rank": r.rank, "group": group.get(r.rank), "host": hosts.get(str(r.rank)),
                      "hits": p.get("hits", 0), "divergent": p.get("divergent", 0), "warnings": len(r.warnings),
-                     "first": rankviews.first_tensor(heat, p) if heat else None})
+                     "first": rank_views.first_tensor(heat, p) if heat else None})
     return rows
 
 
 @bp.get("/band")
 def band() -> dict[str, Any]:
     """One statistic of one tensor across the ranks, per iteration, as a band with its outlier ranks
-    named (debugger.rankviews.band): the server sends a summary, never one series per rank."""
+    named (debugger.rank_views.band): the server sends a summary, never one series per rank."""
     graph, node = _int("graph", 0) or 0, _need("node")
     io, slot, stat = request.args.get("io", "output"), _int("slot", 0) or 0, request.args.get("stat", "mean")
     if stat not in _triage.BAND_STATS:
@@ -224,9 +226,9 @@ def band() -> dict[str, Any]:
     series = _ws().stats_of(_dump_id(), lambda c: _triage.stat_series(d, graph, node, io, slot, stat, c or StatsCache(enabled=False)))
     if not series:
         raise QueryError(d.root, f"no rank holds {node} {io}:{slot} in graph {graph}")
-    out = rankviews.band(series)
+    out = rank_views.band(series)
     out.update({"graph": graph, "node": node, "io": io, "slot": slot, "stat": stat})
-    if len(series) < rankviews.LINES_BELOW:      # a band of a few ranks says little: their lines too
+    if len(series) < rank_views.LINES_BELOW:      # a band of a few ranks says little: their lines too
         out["series"] = [{"rank": r, "points": p} for r, p in sorted(series.items())]
     return out
 

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from typing import Any
 
 from debugger import Graph, Rank, query
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.errors import InvalidQueryError
 from debugger.query import overlay as ov
 

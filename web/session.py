@@ -9,12 +9,12 @@ import time
 from typing import Any, Callable
 
 from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump, query
-from debugger import triage as _triage
-from debugger import watchstore
+from debugger.views import triage as _triage
+from debugger.watch import store as watchstore
 from debugger.errors import QueryError
-from debugger.executors import connect
-from debugger.sourceroots import SourceRoots
-from debugger.stats import Stats
+from debugger.common.executors import connect
+from debugger.model.sourceroots import SourceRoots
+from debugger.stats.core import Stats
 from debugger.watch.session import ScanSession
 
 from .writing import Writing

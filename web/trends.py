@@ -1,5 +1,5 @@
 """The /api endpoints of the trends view: a rank's per-step series as the view draws it. Each reads the
-arguments and calls one function of :mod:`debugger.seriesviews`; a bad argument is a 400, a rank
+arguments and calls one function of :mod:`debugger.views.series`; a bad argument is a 400, a rank
 without a series (or an unknown tensor) a 404, as everywhere in the API."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Blueprint, request
 
-from debugger import seriesviews
+from debugger.views import series as seriesviews
 from debugger.errors import InvalidQueryError
 
 from .api import _flag, _int, _need, _rank

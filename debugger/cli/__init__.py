@@ -16,8 +16,8 @@ from types import ModuleType
 from typing import Sequence, TextIO
 
 from ..errors import DumpError
-from ..exits import Exit
-from ..gcpause import paused_gc
+from .exits import Exit
+from ..common.gcpause import paused_gc
 from .failures import internal_error_line
 from .pipes import PipeSafeOutput
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from ..exits import Exit
+from .exits import Exit
 from ..model import Dump, open_dump
-from ..report import table
+from .report import table
 from ..model.source import parse_location
 from .common import add_json, add_source_root, print_json, report_warnings, source_roots
 

@@ -9,9 +9,9 @@ import sys
 from typing import Any, Sequence, TextIO
 
 from ..errors import DumpError
-from ..executors import connect
-from ..selection import parse_iterations, parse_ranks
-from ..sourceroots import SourceRoots
+from ..common.executors import connect
+from ..common.selection import parse_iterations, parse_ranks
+from ..model.sourceroots import SourceRoots
 
 
 def print_json(obj: Any, out: TextIO) -> None:

@@ -5,17 +5,17 @@ import argparse
 import sys
 from typing import TextIO
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..compare.grades import GradeThresholds
 from ..compare.logical_runs import compare_logical, logical_layouts_differ
 from ..compare.pairs import iteration_set
 from ..compare.ranks import compare_ranks
 from ..compare.runs import compare_runs
 from ..errors import DumpError
-from ..exits import Exit
+from .exits import Exit
 from ..model import Dump, open_dump
-from ..report import Progress
-from ..selection import lacking_iterations, present_ranks, ranges_text
+from .report import Progress
+from ..common.selection import lacking_iterations, present_ranks, ranges_text
 from .common import add_json, add_scheduler, cluster_workers, print_json
 from .compare_report import print_result
 

@@ -5,8 +5,8 @@ from typing import TextIO
 
 from ..compare.grades import ERROR, PASS, WARNING
 from ..compare.pairs import CompareResult, Pair
-from ..report import fmt_num, table
-from ..selection import ranges_text
+from .report import fmt_num, table
+from ..common.selection import ranges_text
 
 _SHOWN = 50
 

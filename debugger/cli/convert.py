@@ -5,10 +5,10 @@ import argparse
 from typing import TextIO
 
 from ..convert import ConvertResult, convert
-from ..exits import Exit
+from .exits import Exit
 from ..model import open_dump
-from ..report import Progress, human_bytes
-from ..selection import lacking_iterations, present_ranks, ranges_text
+from .report import Progress, human_bytes
+from ..common.selection import lacking_iterations, present_ranks, ranges_text
 from .common import add_json, add_scheduler, cluster_workers, parse_selection, print_json, report_warnings
 
 

@@ -6,11 +6,11 @@ import os
 from typing import TextIO
 
 from ..errors import DumpError
-from ..exits import Exit
-from ..export import export_scope
+from .exits import Exit
+from ..views.export import export_scope
 from ..model import open_dump
 from ..query import FOLD
-from ..report import human_bytes
+from .report import human_bytes
 from .common import report_warnings
 
 _GRAPH_EXTS = {".dot": "dot", ".gv": "dot", ".svg": "svg", ".png": "png"}

@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from ..exits import Exit
+from .exits import Exit
 from ..formats.records import Kind
 from ..model import open_dumps
-from ..report import human_bytes, table
-from ..selection import ranges_text
-from ..serialize import dump_info
+from .report import human_bytes, table
+from ..common.selection import ranges_text
+from ..model.serialize import dump_info
 from .common import add_json, print_json
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import DumpError, QueryError
-from ..exits import Exit
+from .exits import Exit
 from ..model import Rank, open_dump
-from ..report import fmt_num, table
-from ..selection import ranges_text
-from ..serialize import node_dict, shards_dict
+from .report import fmt_num, table
+from ..common.selection import ranges_text
+from ..model.serialize import node_dict, shards_dict
 from .common import add_json, add_source_root, print_json, report_warnings, source_roots
 
 

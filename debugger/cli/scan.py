@@ -10,12 +10,12 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import DumpError
-from ..exits import Exit
+from .exits import Exit, verdict_exit
 from ..model import Dump, open_dump
-from ..report import Progress
-from ..selection import lacking_iterations, present_ranks, ranges_text
+from .report import Progress
+from ..common.selection import lacking_iterations, present_ranks, ranges_text
 from ..watch.engine import scan_warnings
 from ..watch.registry import Watchpoint, describe_conditions, preset
 from ..watch.session import ScanSession
@@ -110,13 +110,6 @@ def scan_verdict(result: Any, series_hits: list, strict: bool) -> str:
     if result is not None and result.status(strict) == "incomplete":
         return "incomplete"
     return "clean"
-
-
-def verdict_exit(verdict: str, strict: bool) -> int:
-    """The exit status of a verdict: 1 found, 4 incomplete (1 with --strict), 0 clean."""
-    if verdict == "found" or (verdict == "incomplete" and strict):
-        return Exit.FOUND
-    return Exit.INCOMPLETE if verdict == "incomplete" else Exit.OK
 
 
 def _scan_dump(args: argparse.Namespace, dump: Dump, ranks: list[int] | None, its: Any,

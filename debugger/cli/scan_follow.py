@@ -21,16 +21,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, TextIO
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import NotADumpError
-from ..exits import Exit
+from .exits import Exit
 from ..model import Dump, open_dump
 from ..watch.follow import Quiet, settled
 from ..watch.registry import Watchpoint
 from ..watch.results import ScanResult
 from ..watch.session import ScanSession
 from .pipes import pipe_closed
-from .scan import verdict_exit
+from .exits import verdict_exit
 from .scan_report import coverage_lines
 from .scan_series import scan_series
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any, TextIO
 
 from ..formats.records import Kind
-from ..report import fmt_num, table
-from ..selection import ranges_text
+from .report import fmt_num, table
+from ..common.selection import ranges_text
 from ..watch.coverage import Coverage, most_common
 from ..watch.levels import level_notes
 from ..watch.registry import SERIES

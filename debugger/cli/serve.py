@@ -9,9 +9,9 @@ from tdbg_web import create_app
 from tdbg_web.server import listen, serve
 
 from ..errors import DumpError
-from ..exits import Exit
+from .exits import Exit
 from ..model import find_dump_roots
-from ..sourceroots import parse_entries
+from ..model.sourceroots import parse_entries
 from .common import add_cache, add_scheduler, add_source_root, cluster_workers
 
 

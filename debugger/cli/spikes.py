@@ -10,7 +10,7 @@ import argparse
 from typing import TextIO
 
 from ..errors import DumpError
-from ..exits import Exit
+from .exits import Exit
 from ..model import open_dump
 from ..watch.spikes import LOOKBACK, Spike, find_spikes, spike_window
 from .common import add_json, print_json, report_warnings

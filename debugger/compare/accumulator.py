@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..stats import CHUNK
+from ..stats.core import CHUNK
 from .outcome import IDENTICAL, Metrics, Outcome
 
 

@@ -6,8 +6,8 @@ import os
 from concurrent.futures import Future, as_completed
 from typing import Callable
 
-from ..cache import StatsCache
-from ..executors import Workers, local_workers
+from ..stats.cache import StatsCache
+from ..common.executors import Workers, local_workers
 from ..formats.base import TensorSource
 from .cachecodec import cache_names, cached_outcome, outcome_to_extras
 from .divergence import first_divergence

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef
 from .gathered import gathered_params
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .match import match_graphs
 from .localmap import local_map
 from .pairs import CompareResult, Pair, Side, make_pair

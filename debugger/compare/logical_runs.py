@@ -15,16 +15,16 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import QueryError
-from ..executors import Workers
+from ..common.executors import Workers
 from ..formats.parallel import REPLICATE, ShardRecord
 from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef
 from ..model.graph import Graph
 from ..model.logical import LogicalSource, Piece, distinct_pieces
 from ..model.shards import shard_of
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .evaluate import finish
 from .grades import ERROR, GradeThresholds, as_grade_thresholds
 from .localize import localize

@@ -15,7 +15,7 @@ from ..formats.records import Kind
 from ..model.graph import Graph
 from ..model.locate import optimizer_slots, position, user_location
 from ..model import Dump, TensorRef, open_dump
-from ..selection import parse_iterations, ranges_text
+from ..common.selection import parse_iterations, ranges_text
 from .grades import ERROR, PASS, WARNING, GradeThresholds
 from .outcome import Metrics, Outcome
 from .precision import coarser, declared_dtype

@@ -23,13 +23,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import DumpError, QueryError
-from ..executors import Workers, forked, local_workers, shared_with_forks
+from ..common.executors import Workers, forked, local_workers, shared_with_forks
 from ..formats.records import Kind
 from ..model.graph import Graph
 from ..model import Dump, Rank, dump_at
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .evaluate import conclude, finish, start_grading
 from .grades import GradeThresholds, as_grade_thresholds
 from .layout_ranks import layout_pairs

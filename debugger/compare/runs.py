@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Mapping
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import DumpError, QueryError
-from ..executors import Workers
+from ..common.executors import Workers
 from ..model import Dump, Rank, TensorRef
 from ..model.graph import Graph
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .evaluate import finish
 from .grades import GradeThresholds, as_grade_thresholds
 from .match import NodeMatch, check_mapping, load_mapping, match_graphs, match_tensors

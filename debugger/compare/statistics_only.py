@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any, Mapping
 
 from ..formats.base import TensorSource
-from ..stats import CHUNK, stats_of_chunks
+from ..stats.core import CHUNK, stats_of_chunks
 from .outcome import Metrics, Outcome
 
 

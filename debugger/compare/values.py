@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import DumpError
 from ..formats.base import TensorHeader, TensorSource
-from ..stats import CHUNK
+from ..stats.core import CHUNK
 from .accumulator import accumulate
 from .outcome import Outcome
 from .statistics_only import compare_digests

@@ -7,7 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from ..errors import QueryError
-from ..executors import forked
+from ..common.executors import forked
 from ..formats import find_dump_roots as _find_roots
 from ..formats import open_source
 from ..formats.base import DumpSource

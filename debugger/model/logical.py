@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Iterator, Mapping, Sequence
 from ..errors import CorruptFileError
 from ..formats.base import TensorHeader, TensorSource
 from ..formats.parallel import ShardRecord
-from ..stats import COUNT_NAMES, Stats
+from ..stats.core import COUNT_NAMES, Stats
 
 if TYPE_CHECKING:
     import numpy as np

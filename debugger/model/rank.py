@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Callable
 from ..errors import QueryError
 from ..formats.base import RankInfo, RankReader
 from ..formats.records import IterationFacts, Kind
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .graph import Graph
 from .layers import layer_nodes
 from .tensors import TensorRef

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Protocol
 from ..errors import DumpError
 from ..formats.parallel import RankLayout, ShardRecord
 from ..formats.records import Kind
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .logical import LogicalSource, Piece, distinct_pieces
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ import numpy as np
 from ..errors import DumpError
 from ..formats.base import SeriesSource
 from ..formats.records import Kind, SeriesTensor
-from ..selection import ranges_text
-from ..stats import STAT_NAMES, Stats, tensor_stats
+from ..common.selection import ranges_text
+from ..stats.core import STAT_NAMES, Stats, tensor_stats
 
 if TYPE_CHECKING:
     from .rank import Rank

@@ -6,16 +6,13 @@ tensors (and a node with its tensors), code, overlay (numbers on the graph).
 """
 from __future__ import annotations
 
-FOLD = 5                # same-type siblings folded into one node from this many on (scopes; the CLI's default)
-
-# below FOLD: scopes reads it from here
-from ..errors import InvalidQueryError  # noqa: E402
-from .code import marks_for_line, nodes_at_line, nodes_at_location, source_files, source_lines  # noqa: E402
-from .pages import DEFAULT_PAGE, MAX_PAGE, Page, check_range, page  # noqa: E402
-from .scopes import (ScopeTree, hit_nodes, node_digest, place_of, scope_rollup, scope_tree,  # noqa: E402
+from ..errors import InvalidQueryError
+from .code import marks_for_line, nodes_at_line, nodes_at_location, source_files, source_lines
+from .pages import DEFAULT_PAGE, MAX_PAGE, Page, check_range, page
+from .scopes import (FOLD, ScopeTree, hit_nodes, node_digest, place_of, scope_rollup, scope_tree,
                      scope_view, search_nodes)
-from . import overlay  # noqa: E402
-from .tensors import (VALUE_CAP, default_slice, find_tensor, json_values, node_detail,  # noqa: E402
+from . import overlay
+from .tensors import (VALUE_CAP, default_slice, find_tensor, json_values, node_detail,
                       previous_tensor, tensor_diff, tensor_digest, tensor_history, tensor_npy, tensor_summary,
                       tensor_values)
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..errors import InvalidQueryError, QueryError
 from ..model import Dump, Rank
 from ..model.source import parse_location
-from ..sourceroots import known_file
+from ..model.sourceroots import known_file
 from .scopes import node_digest, place_of, scope_tree
 
 # (recorded file, line) -> the lines of the statement holding it (SourceRoots.statement_lines)
@@ -38,7 +38,7 @@ def source_files(dump: Dump, rank: Rank, framework: bool = False, query: str | N
             nodes.update((h.graph_id, h.node) for _, h in _rank_hits(dump, rank, path, ln))
         if not nodes:
             continue
-        # whether the file can be shown is the source roots' answer (debugger.sourceroots), not a guess here
+        # whether the file can be shown is the source roots' answer (debugger.model.sourceroots), not a guess here
         out.append({"file": path, "name": os.path.basename(path), "folder": idx.folder(path), "is_framework": fw,
                     "lines": len(lines), "nodes": len(nodes)})
     out.sort(key=lambda f: (f["is_framework"], f["file"]))

@@ -12,7 +12,7 @@ from ..formats.records import Kind
 from ..model.graph import Graph
 from ..model.rank import Rank
 from ..model.tensors import TensorRef
-from ..stats import ASYMPTOTES, SATURATION_TOLERANCE, Stats, saturated_count, update_stats
+from ..stats.core import ASYMPTOTES, SATURATION_TOLERANCE, Stats, saturated_count, update_stats
 
 StatsOf = Callable[[TensorRef], Stats]
 

@@ -11,8 +11,9 @@ from typing import Any, Iterable, Mapping
 from ..errors import InvalidQueryError, QueryError
 from ..formats.records import Kind, NodeRecord
 from ..model.graph import Graph
-from . import FOLD
 from .pages import Page, page
+
+FOLD = 5                # same-type siblings folded into one node from this many on (the CLI's default too)
 
 _GROUP_RE = re.compile(r"^(?:(?P<scope>.*)/)?(?P<op>[^/\[\]]+)\[(?P<n>\d+)\]$")
 

@@ -12,10 +12,10 @@ from ..errors import InvalidQueryError, QueryError
 from ..model.graph import Graph
 from ..model.history import Previous, previous_value
 from ..model import Rank, TensorRef
-from ..serialize import node_dict, tensor_dict
-from ..slices import parse_slice
-from ..cache import StatsCache
-from ..stats import Stats, histogram, tensor_stats
+from ..model.serialize import node_dict, tensor_dict
+from .slices import parse_slice
+from ..stats.cache import StatsCache
+from ..stats.core import Stats, histogram, tensor_stats
 from .pages import Page, page
 from .scopes import FOLD, place_of, short_name
 
@@ -23,7 +23,7 @@ VALUE_CAP = 100_000     # tensor values in one response at most
 
 
 def tensor_digest(t: TensorRef) -> dict[str, Any]:
-    """A tensor without values: :func:`debugger.serialize.tensor_dict` plus shape and dtype."""
+    """A tensor without values: :func:`debugger.model.serialize.tensor_dict` plus shape and dtype."""
     d = tensor_dict(t)
     d["shape"] = list(t.shape)
     d["dtype"] = str(t.dtype)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..stats import (ASYMPTOTES, CHUNK, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, compiled_kernel,
+from ..stats.core import (ASYMPTOTES, CHUNK, SATURATION_TOLERANCE, STAT_NAMES, UNCHANGED_RTOL, compiled_kernel,
                      compiled_update, quick_stats, stats_in_threads, tensor_stats)
 from . import capture as C
 

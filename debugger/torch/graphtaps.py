@@ -314,7 +314,7 @@ def _stats_op() -> Any:
     """The operator ``tdbg::stats_row22(Tensor x) -> Tensor``: debugger.torch.devstats' statistics of ``x``
     (its first ``NCOLS`` columns, float64, on ``x``'s device), then ``x``'s rank and its first
     :data:`SHAPE_DIMS` sizes (a graph compiled for dynamic shapes knows them only when it runs)."""
-    from ..stats import STAT_NAMES
+    from ..stats.core import STAT_NAMES
     from .devstats import NCOLS, stats_row
 
     # the row's width in the name: Inductor's on-disk cache keys compiled code by the operator's name,

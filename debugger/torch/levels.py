@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Union
 
 from ..formats.records import LEVEL_OPS, LEVELS
-from ..selection import parse_iterations
+from ..common.selection import parse_iterations
 
 Selection = Union[None, str, range, Iterable[int]]
 # Recorder(compiled_ops=...): what an "ops" iteration of a compiled model records (debugger.torch.compiled)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 import torch
 
 from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
-from ..stats import ASYMPTOTES
+from ..stats.core import ASYMPTOTES
 from . import capture as C
 from .devstats import saturated_row
 from .stacks import MAX_FRAMES, is_user_file

@@ -15,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
-from ..stats import ASYMPTOTES
+from ..stats.core import ASYMPTOTES
 from . import activations as A
 from . import capture as C
 from . import optstate

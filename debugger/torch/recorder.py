@@ -28,7 +28,7 @@ from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeR
 from ..formats.parallel import RankLayout
 from ..formats.tdbg_h5.series import SeriesReader, write_captures
 from ..formats.tdbg_h5.writer import DumpWriter
-from ..stats import compiled_kernel
+from ..stats.core import compiled_kernel
 from . import capture as C
 from . import activations as A
 from . import replay as R

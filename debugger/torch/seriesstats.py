@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..stats import STAT_NAMES, quick_stats
+from ..stats.core import STAT_NAMES, quick_stats
 from .devstats import stats_row
 
 NCOLS = len(STAT_NAMES)

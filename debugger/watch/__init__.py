@@ -5,7 +5,7 @@ from .engine import scan
 from .registry import CONDITIONS, PRESETS, Condition, Param, Watchpoint, describe_conditions, preset
 from .results import ErrorRecord, Hit, ScanResult
 from .session import ScanSession, SessionError, SessionHit
-from ..selection import parse_iterations
+from ..common.selection import parse_iterations
 
 __all__ = ["CONDITIONS", "PRESETS", "Condition", "ErrorRecord", "Hit", "Param", "ScanResult", "ScanSession",
            "SessionError", "SessionHit", "Watchpoint", "describe_conditions", "parse_iterations", "preset", "scan"]

@@ -8,13 +8,13 @@ from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 import numpy as np
 
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..errors import DumpError
-from ..executors import Workers
-from ..gcpause import paused_gc
+from ..common.executors import Workers
+from ..common.gcpause import paused_gc
 from ..model import TensorRef
 from ..formats.base import TensorSource
-from ..stats import COUNT_NAMES, STAT_NAMES, Stats
+from ..stats.core import COUNT_NAMES, STAT_NAMES, Stats
 from .compute import FileResult, FileTask, PairResult, PairTask, UnitSpec, run_file_task, run_pair_task
 
 # A running batch: (task kind, tasks, their future or None when computed here on finish).

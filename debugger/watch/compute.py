@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import DumpError
-from ..stats import CHUNK, Stats, stats_of_chunks
+from ..stats.core import CHUNK, Stats, stats_of_chunks
 from ..formats.base import TensorSource
 
 # A unit-activity spec: (mode, lo, hi, threshold_inactivity); mode "inside" counts a sample as

@@ -18,7 +18,7 @@ from ..model import history
 from ..model.graph import Graph
 from ..model.locate import position, user_location
 from ..model import Rank, TensorRef
-from ..stats import STAT_NAMES, Stats
+from ..stats.core import STAT_NAMES, Stats
 from .batch import Batch
 from .bookkeeping import BOOKKEEPING, BOOKKEEPING_RULES, bookkeeping
 from .compute import UnitSpec, pair_mismatch

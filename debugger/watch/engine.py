@@ -7,16 +7,16 @@ import json
 from typing import TYPE_CHECKING, Callable, Iterable
 
 from .. import __version__
-from ..cache import StatsCache
+from ..stats.cache import StatsCache
 from ..model import Dump
-from ..gcpause import paused_gc
+from ..common.gcpause import paused_gc
 from .levels import coarse_iterations
 from .registry import Watchpoint
 from .results import ErrorRecord, Hit, ScanResult
-from ..selection import parse_iterations
+from ..common.selection import parse_iterations
 
 if TYPE_CHECKING:   # the tensor work (numpy, pools) loads after the stored-result lookup, which needs none of it
-    from ..executors import Workers
+    from ..common.executors import Workers
 
 __all__ = ["ErrorRecord", "Hit", "ScanResult", "parse_iterations", "scan", "scan_warnings"]
 

@@ -9,7 +9,7 @@ from typing import Iterable
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, LEVEL_PARAMETERS
 from ..model import Dump
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 
 CANNOT_ANSWER = {
     LEVEL_PARAMETERS: ("weights, gradients, optimizer state and the loss only: the activation watchpoints "

@@ -8,8 +8,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Iterator
 
-from ..cache import StatsCache
-from ..executors import Workers, forked, local_workers, shared_with_forks
+from ..stats.cache import StatsCache
+from ..common.executors import Workers, forked, local_workers, shared_with_forks
 from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef, dump_at
 from ..model.graph import Graph

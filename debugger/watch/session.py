@@ -11,8 +11,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from .. import watchstore
-from ..cache import StatsCache
+from . import store as watchstore
+from ..stats.cache import StatsCache
 from ..model import Dump, open_dump
 from .coverage import Coverage, StepCounts, add_step, read_counts, scan_status
 from .engine import scan
@@ -92,7 +92,7 @@ def describe_watchpoint(wid: int, wp: Watchpoint) -> dict[str, Any]:
 class ScanSession:
     """The watchpoints of one dump and the hits found so far, per (rank, iteration) checked.
 
-    ``store``: the JSON file that keeps them between runs (:mod:`debugger.watchstore`; None: memory
+    ``store``: the JSON file that keeps them between runs (:mod:`debugger.watch.store`; None: memory
     only). Stored results are used only while the dump's files are unchanged (its fingerprint).
     """
 

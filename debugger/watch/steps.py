@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from ..formats.records import IterationFacts, Kind
 from ..model import Rank
-from ..selection import ranges_text
+from ..common.selection import ranges_text
 from .registry import CONDITIONS, PREVIOUS
 from .results import ErrorRecord, ScanResult
 

@@ -13,7 +13,7 @@ from ..formats.records import Kind
 from ..model import Dump, TensorRef
 from ..model.graph import Graph
 from ..model.locate import position
-from ..stats import Stats
+from ..stats.core import Stats
 from .batch import Batch
 from .conditions import NONFINITE, Step, make_hit, nonfinite_counts, unsupplied
 from .registry import Watchpoint

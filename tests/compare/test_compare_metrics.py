@@ -12,7 +12,7 @@ from debugger.compare.grades import ERROR, PASS, WARNING, GradeThresholds, grade
 from debugger.compare.outcome import Metrics, Outcome
 from debugger.compare.values import compare_arrays, compare_sources
 from debugger.formats.npy import NpyTensor
-from debugger.stats import CHUNK
+from debugger.stats.core import CHUNK
 
 F32 = np.float32
 EPS32 = float(np.finfo(np.float32).eps)

@@ -218,7 +218,7 @@ def test_many_ranks_folded_a_few_at_a_time_equal_the_whole(tmp_path, monkeypatch
     # the workers listed the ranks and told their warnings: this process listed only the base
     assert [r.rank for r in forked_dump.ranks if r._local is not None or "listing" in r.reader.__dict__] == [0]
     assert all(r.indexed for r in forked_dump.ranks)
-    from debugger.cache import StatsCache    # the workers write what they compared to the cache, under its lock
+    from debugger.stats.cache import StatsCache    # the workers write what they compared to the cache, under its lock
     first = compare_ranks(root, jobs=2, keep_passes=False, cache=StatsCache(str(tmp_path / "cache")))
     again = compare_ranks(root, jobs=2, keep_passes=False, cache=StatsCache(str(tmp_path / "cache")))
     assert first.computed > 1000 and (again.computed, again.cached) == (0, first.computed)

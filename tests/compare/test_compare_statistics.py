@@ -10,7 +10,7 @@ from clirun import run_cli
 from debugger.compare.grades import ERROR, PASS, WARNING, GradeThresholds, grade
 from debugger.compare.outcome import Outcome
 from debugger.compare.statistics_only import compare_statistics
-from debugger.stats import tensor_stats
+from debugger.stats.core import tensor_stats
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                        "dumps_sample", "msprobe")

@@ -13,7 +13,7 @@ from clirun import run_cli
 
 from debugger import open_dump
 from debugger.model.rank import Rank
-from debugger.serialize import dump_info
+from debugger.model.serialize import dump_info
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus_ms")
 DUMPS = sorted(d for d in os.listdir(DATA) if os.path.isdir(os.path.join(DATA, d)))

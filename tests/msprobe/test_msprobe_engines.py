@@ -5,7 +5,7 @@ import os
 
 from clirun import run_cli
 
-from debugger.exits import Exit
+from debugger.cli.exits import Exit
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                     "dumps_sample", "msprobe")

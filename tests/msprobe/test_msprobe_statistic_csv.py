@@ -9,7 +9,7 @@ from clirun import run_cli
 
 from statistic_csv_kit import HEADERS, SIGMOID, SINGLE, _cell, make_statistic_dump
 from debugger.model import open_dump
-from debugger.stats import tensor_stats
+from debugger.stats.core import tensor_stats
 
 
 @pytest.mark.parametrize("header", sorted(HEADERS))

@@ -109,7 +109,7 @@ def _write_iteration(iw: object, job: Job, rank: int, it: int, params: Mapping[s
             local = alter(rank, it, node, local)
         op = "Linear" if node == "act" else "Gradient" if node.endswith(".grad") else "Parameter"
         if saved == "statistics":
-            from debugger.stats import stats_of_chunks
+            from debugger.stats.core import stats_of_chunks
             st = stats_of_chunks([local.reshape(-1)])[0]
             iw.add(0, job.rename(rank, node), op, "output", 0, stats=st, dtype=local.dtype,  # type: ignore[attr-defined]
                    shape=local.shape)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from debugger.executors import Workers
+from debugger.common.executors import Workers
 from debugger.formats.parallel import MeshRecord
 from debugger.model import open_dump
 from debugger.watch import Watchpoint, scan

@@ -15,7 +15,7 @@ from realruns import run_layouts
 from debugger.formats.parallel import ShardRecord
 from debugger.model.dump import open_dump
 from debugger.model.logical import LogicalSource, Piece
-from debugger.stats import tensor_stats
+from debugger.stats.core import tensor_stats
 
 WORLD = {"ddp": 2, "fsdp2": 2, "fsdp1": 2, "fsdp1-units": 2, "tp": 2, "pp": 2, "2d": 4}
 STEPS = 3

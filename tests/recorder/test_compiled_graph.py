@@ -19,7 +19,7 @@ from nanogpt_kit import inf_into_weight_at, train  # noqa: E402
 from recorder_kit import tensors_by_iteration, train_steps  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
-from debugger.stats import STAT_NAMES, tensor_stats  # noqa: E402
+from debugger.stats.core import STAT_NAMES, tensor_stats  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf:UserWarning")
 STEPS = 4

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from debugger.stats import COUNT_NAMES, STAT_NAMES, tensor_stats  # noqa: E402
+from debugger.stats.core import COUNT_NAMES, STAT_NAMES, tensor_stats  # noqa: E402
 from debugger.torch.devstats import _as_float, _masked, rows_to_dicts, stats_row  # noqa: E402
 
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from clirun import run_cli
 from debugger.formats.records import LEVEL_OPS, LEVEL_PARAMETERS, Kind
 from debugger.model import open_dump
-from debugger.stats import STAT_NAMES, tensor_stats
+from debugger.stats.core import STAT_NAMES, tensor_stats
 from debugger.torch import Recorder
 from models.corpus import build
 

@@ -30,7 +30,7 @@ from recorder_kit import train_steps  # noqa: E402
 
 from debugger import open_dump  # noqa: E402
 from debugger.formats.records import LEVEL_MODULES  # noqa: E402
-from debugger.stats import tensor_stats  # noqa: E402
+from debugger.stats.core import tensor_stats  # noqa: E402
 from debugger.torch import Recorder  # noqa: E402
 
 

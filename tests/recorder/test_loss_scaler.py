@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from clirun import run_cli, scan_quiet  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
-from debugger.triage import triage  # noqa: E402
+from debugger.views.triage import triage  # noqa: E402
 
 STEPS = 5
 

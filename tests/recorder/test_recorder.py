@@ -23,7 +23,7 @@ from clirun import run_cli, scan_quiet  # noqa: E402
 from recorder_kit import tensors_by_iteration  # noqa: E402
 
 from debugger.model import open_dump  # noqa: E402
-from debugger.stats import STAT_NAMES, tensor_stats  # noqa: E402
+from debugger.stats.core import STAT_NAMES, tensor_stats  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "train_script.py")
@@ -571,7 +571,7 @@ def test_transformer_statistics_equal_its_values(tmp_path: pytest.TempPathFactor
     values that save="tensors" stores for the same seeded run (counts, min and max exactly)."""
     import torch
 
-    from debugger.stats import CHUNK, COUNT_NAMES
+    from debugger.stats.core import CHUNK, COUNT_NAMES
     from debugger.torch import Recorder
 
     def build() -> Any:

@@ -162,7 +162,7 @@ def test_a_series_that_never_reached_the_disk_is_told_from_none(tmp_path):
     assert spikes.code == 2 and said in spikes.err, spikes.err
     info = run_cli("info", str(out), "--json")
     assert any(said in w for w in info.json["warnings"])
-    from debugger.seriesviews import catalog      # the Trends tab's answer
+    from debugger.views.series import catalog      # the Trends tab's answer
     trends = catalog(debugger.open_dump(str(out)).rank(0))
     assert not trends["available"] and said in trends["message"]
 

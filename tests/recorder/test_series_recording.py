@@ -137,7 +137,7 @@ def test_grad_scaler_loss_scale(tmp_path):
 
 def test_device_rows_multi_tensor_kernels_match_numpy():
     """The path for GPU tensors (multi-tensor kernels, one device row block), run on CPU tensors here."""
-    from debugger.stats import STAT_NAMES
+    from debugger.stats.core import STAT_NAMES
     from debugger.torch.seriesstats import device_rows
 
     g = torch.Generator().manual_seed(3)

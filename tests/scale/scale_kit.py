@@ -8,7 +8,7 @@ import numpy as np
 
 import dumpmaker
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.watch import preset, scan
 
 LAYERS = (("fc1", 64, 32, "ReLU"), ("fc2", 32, 16, "Sigmoid"), ("fc3", 16, 4, None))

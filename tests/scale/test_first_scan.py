@@ -11,9 +11,9 @@ import numpy as np
 
 from clirun import run_cli
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.formats.npy import NpyTensor
-from debugger.stats import CHUNK, Stats, stats_of_chunks
+from debugger.stats.core import CHUNK, Stats, stats_of_chunks
 from debugger.watch import preset, scan
 from debugger.watch.batch import PackedStats
 from debugger.watch.compute import FileResult

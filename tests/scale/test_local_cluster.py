@@ -12,11 +12,11 @@ pytest.importorskip("distributed")   # the tdbg[dask] extra (part of the test ex
 from distributed import WorkerPlugin, get_task_stream
 
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.compare import compare_ranks, compare_runs
 from debugger.convert import convert
-from debugger.executors import client_workers
-from debugger.stats import tensor_stats
+from debugger.common.executors import client_workers
+from debugger.stats.core import tensor_stats
 from debugger.watch import preset, scan
 from scale_kit import local_scan, multi_rank_dump, same_converted
 

@@ -14,8 +14,8 @@ pytest.importorskip("distributed")   # the tdbg[dask] extra (part of the test ex
 from distributed import get_task_stream  # noqa: E402
 
 from debugger import open_dump  # noqa: E402
-from debugger.cache import StatsCache  # noqa: E402
-from debugger.executors import client_workers  # noqa: E402
+from debugger.stats.cache import StatsCache  # noqa: E402
+from debugger.common.executors import client_workers  # noqa: E402
 from debugger.formats.parallel import MeshRecord  # noqa: E402
 from debugger.watch import Watchpoint, scan  # noqa: E402
 

@@ -16,7 +16,7 @@ pytest.importorskip("distributed")   # the tdbg[dask] extra (part of the test ex
 from distributed import Client
 
 from clirun import run_cli
-from debugger.exits import Exit
+from debugger.cli.exits import Exit
 from scale_kit import multi_rank_dump, same_converted
 
 
@@ -54,7 +54,7 @@ def test_cli_scan_and_compare_with_scheduler_match_local(loopback_cluster: str, 
 def test_cli_scan_with_scheduler_fills_the_cache_a_local_rescan_reads(loopback_cluster: str, multi: str,
                                                                        tmp_path: Any) -> None:
     from debugger import open_dump
-    from debugger.cache import StatsCache
+    from debugger.stats.cache import StatsCache
     from debugger.watch import Watchpoint, scan
 
     cache = str(tmp_path / "cache")

@@ -13,9 +13,9 @@ import pytest
 
 from clirun import run_cli
 from watch_kit import Plant, full, hit_keys, hits, make, run, tensor_file, wp
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger import open_dump
-from debugger.stats import CHUNK
+from debugger.stats.core import CHUNK
 from debugger.watch.engine import parse_iterations, scan
 from debugger.watch.registry import Watchpoint, preset
 
@@ -72,7 +72,7 @@ def test_the_headline_ranks_by_cause_before_iteration(tmp_path, layout):
     """An all-zero gradient at iteration 0 and a NaN planted at iteration 2: the headline is the NaN's
     origin, in the JSON ``first``, the text report and the triage's findings alike; the hit list keeps
     the hit order."""
-    from debugger.triage import triage
+    from debugger.views.triage import triage
 
     lay = layout()
     grad, act = lay.gradient("fc1.weight"), lay.activation()
@@ -199,8 +199,8 @@ def test_statistics_cache_reuse_and_invalidation(tmp_path, layout):
 
 
 def test_cache_keys_ending_in_a_nul_byte_are_found_again(tmp_path):
-    from debugger.cache import _digest
-    from debugger.stats import tensor_stats
+    from debugger.stats.cache import _digest
+    from debugger.stats.core import tensor_stats
     ident = next(f"f{i}" for i in range(100000) if _digest(f"f{i}").endswith(b"\0"))
     c = StatsCache(str(tmp_path))
     s = tensor_stats(np.arange(4, dtype=np.float32))

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.watch import preset, scan
 from debugger.watch.registry import Watchpoint
 

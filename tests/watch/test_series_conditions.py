@@ -161,7 +161,7 @@ def _write_dump(root: str) -> None:
 
 def test_a_session_given_a_series_watchpoint_scans_the_iterations_without_it(runs: dict[str, str]) -> None:
     """The web's sessions take any registry condition: one over time is not planned over iterations."""
-    from debugger.cache import StatsCache
+    from debugger.stats.cache import StatsCache
     from debugger.watch.session import ScanSession
     dump = open_dump(runs["lr"])
     session = ScanSession(dump, StatsCache(None), watchpoints=[Watchpoint.parse("loss_spike"),

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from debugger import open_dump
-from debugger.cache import StatsCache
+from debugger.stats.cache import StatsCache
 from debugger.watch import scan
 from debugger.watch.registry import preset
 from debugger.watch.session import ScanSession

@@ -19,7 +19,7 @@ from watch_kit import Plant, full, hit_keys, make, run, said, said_keys, watched
 from debugger import open_dump
 from debugger.formats.base import TensorHeader, TensorSource
 from debugger.model import Dump
-from debugger.stats import STAT_NAMES, Stats, compute_stats
+from debugger.stats.core import STAT_NAMES, Stats, compute_stats
 from debugger.watch.conditions import change_lower_bound, unchanged_from_statistics
 
 # What MindSpore's statistic dumps typically hold: no counts.

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import dumpmaker
-from debugger import KINDS, export, open_dump, tensor_stats, watch
-from debugger.stats import STAT_NAMES
+from debugger import KINDS, open_dump, tensor_stats, watch
+from debugger.views import export
+from debugger.stats.core import STAT_NAMES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -66,7 +67,7 @@ def test_dumps_of_a_parent_folder_lets_the_user_choose(sample_client: Any) -> No
 
 
 def test_info_is_the_cli_json_plus_a_watch_summary(client: Any, mlp_dump: str) -> None:
-    from debugger import serialize
+    from debugger.model import serialize
 
     info = ok(client.get("/api/info"))
     expected = json.loads(json.dumps(serialize.dump_info(open_dump(mlp_dump))))

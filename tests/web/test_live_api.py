@@ -20,7 +20,8 @@ from typing import Any, Callable
 import pytest
 
 import followrun
-from debugger import open_dump, triage
+from debugger import open_dump
+from debugger.views import triage
 from liveserver import LiveServer
 from tdbg_web import create_app
 

@@ -88,10 +88,10 @@ def test_heatmap_rows_follow_the_recorded_mesh(make_app: Any, sample_root: str) 
 
 
 def test_gradient_norm_per_rank_matches_numpy(sample_root: str) -> None:
-    from debugger.cache import StatsCache
+    from debugger.stats.cache import StatsCache
     from debugger.formats.records import Kind
     from debugger.model import open_dump
-    from debugger.triage import grad_norm_curves
+    from debugger.views.triage import grad_norm_curves
 
     d = open_dump(os.path.join(sample_root, "dp2"))
     curves = grad_norm_curves(d, StatsCache(enabled=False))

@@ -416,7 +416,7 @@ def test_an_unexpected_error_is_json_without_a_traceback(make_dump: Any, tmp_pat
     def boom(*_: Any, **__: Any) -> Any:
         raise RuntimeError("secret detail /home/user/.ssh")
 
-    from debugger import serialize
+    from debugger.model import serialize
 
     monkeypatch.setattr(serialize, "dump_info", boom)
     resp = app.test_client().get("/api/info")

@@ -159,7 +159,7 @@ def test_the_nearest_deep_capture(run: trendsrun.Run, tmp_path: Any) -> None:
     """The recorded iteration nearest a step, from either side, with the graph that holds it."""
     from debugger import open_dump
     from debugger.formats.tdbg_h5.writer import DumpWriter
-    from debugger.seriesviews import nearest_deep
+    from debugger.views.series import nearest_deep
 
     rank = open_dump(run.root).rank(0)
     assert nearest_deep(rank, trendsrun.PLANT) == {"iteration": trendsrun.DEEP, "graph": 0, "distance": trendsrun.PLANT - trendsrun.DEEP}

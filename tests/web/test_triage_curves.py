@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from debugger import StatsCache, open_dump, triage
+from debugger import StatsCache, open_dump
+from debugger.views import triage
 from debugger.formats.records import GraphRecord, Kind, NodeRecord
 from debugger.formats.tdbg_h5.writer import DumpWriter
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from debugger import open_dump
-from debugger.triage import triage
+from debugger.views.triage import triage
 from triage_runs import SPIKE_AT, record_healthy_every_step, record_spiked_series
 
 torch = pytest.importorskip("torch")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from debugger.stats import STAT_NAMES
+from debugger.stats.core import STAT_NAMES
 from debugger.torch import Recorder
 
 STEPS = 160

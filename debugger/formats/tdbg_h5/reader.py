@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...errors import CorruptFileError, DumpError, NotADumpError
-from ...selection import ranges_text
+from ...common.selection import ranges_text
 from ..base import DumpSource, Format, RankInfo, RankReader, SeriesSource, TensorRecord
 from ..files import FileDigest, hash_entries
 from ..parallel import RankLayout, layout_from_dict

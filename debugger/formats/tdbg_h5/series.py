@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ...errors import CorruptFileError, DumpError
-from ...stats import COUNT_NAMES, STAT_NAMES
+from ...stats.core import COUNT_NAMES, STAT_NAMES
 from ..base import SeriesSource
 from ..records import SERIES_ROLES, SeriesTensor
 from . import layout as L

@@ -10,7 +10,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from ...errors import CorruptFileError, DumpError
-from ...stats import EXTRA_STAT_NAMES, STAT_NAMES
+from ...stats.core import EXTRA_STAT_NAMES, STAT_NAMES
 from ..base import TensorHeader, TensorSource
 from . import arrays
 from . import layout as L

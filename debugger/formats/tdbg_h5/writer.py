@@ -18,7 +18,7 @@ import h5py
 import numpy as np
 
 from ...errors import DumpError
-from ...stats import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, stats_of_chunks
+from ...stats.core import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, stats_of_chunks
 from ..base import BOTH, STATISTICS, VALUES
 from ..parallel import RankLayout, layout_to_dict
 from ..records import GraphRecord, IterationFacts

@@ -8,7 +8,7 @@ import { axis } from '../../ticks.js';
 const PAD = { l: 52, r: 64, t: 10, b: 26 };
 const OUTLIER_COLORS = ['#e03131', '#e8590c', '#ae3ec9', '#c2255c', '#f08c00', '#1098ad'];
 
-/** A band chart of ``band`` (debugger.rankviews.band); ``onRank(rank, iteration)`` on an outlier's click. */
+/** A band chart of ``band`` (debugger.views.ranks.band); ``onRank(rank, iteration)`` on an outlier's click. */
 export function bandChart(band, { width = 520, height = 240, marker = null, onRank = null, onPick = null } = {}) {
   const el = s('svg', { class: 'chart band-chart', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img',
     'aria-label': `band of ${band.ranks} ranks` });

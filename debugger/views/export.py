@@ -16,11 +16,11 @@ from typing import Any
 
 import pydot
 
-from .errors import DumpError
-from .formats.records import Kind
-from .model.graph import Graph
-from .errors import InvalidQueryError
-from .query import FOLD, MAX_PAGE, scope_view
+from ..errors import DumpError
+from ..formats.records import Kind
+from ..model.graph import Graph
+from ..errors import InvalidQueryError
+from ..query import FOLD, MAX_PAGE, scope_view
 
 FORMATS = ("dot", "svg", "png")
 NEEDS_GRAPHVIZ = frozenset({"svg", "png"})

@@ -15,7 +15,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from .errors import DumpError
+from ..errors import DumpError
 
 if TYPE_CHECKING:   # imported where a pool or a future is made: a scan answered from the cache needs neither
     from concurrent.futures import Executor, Future

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 if TYPE_CHECKING:   # numpy, and stats with it, load when statistics are read or computed, not for a stored result
     import numpy as np
 
-    from .stats import Stats
+    from . import Stats
 
 _KEY = "S16"
 _KEY_LEN = 16   # digest bytes; numpy's "S" strips trailing NUL bytes on reading, so keys are padded back
@@ -79,7 +79,7 @@ class StatsCache:
     def _read_file(self) -> None:
         import h5py   # local: a cached re-scan (StatsCache's stored results) must not load h5py, numpy
 
-        from .stats import STAT_NAMES
+        from . import STAT_NAMES
 
         if not self.path or not os.path.exists(self.path):
             return
@@ -100,7 +100,7 @@ class StatsCache:
             _warnings.warn(f"{self.path}: unreadable statistics cache ignored ({exc})", RuntimeWarning, 2)
 
     def _row(self, k: bytes) -> Stats | None:
-        from .stats import COUNT_NAMES, STAT_NAMES, Stats   # local: numpy (see _read_file)
+        from . import COUNT_NAMES, STAT_NAMES, Stats   # local: numpy (see _read_file)
 
         i = self._rows.get(k)
         if i is None:
@@ -193,7 +193,7 @@ class StatsCache:
 
     def stats(self, ref: Any) -> Stats:
         """Statistics of a TensorRef: as its dump stores them, else from the cache, else computed (and cached)."""
-        from .stats import Stats, tensor_stats   # local: numpy (see _read_file)
+        from . import Stats, tensor_stats   # local: numpy (see _read_file)
 
         stored = ref.source.stored_stats()
         if stored:
@@ -230,7 +230,7 @@ class StatsCache:
         """Append entries to the file (the caller holds the lock)."""
         import numpy as np   # local: see _read_file
 
-        from .stats import STAT_NAMES
+        from . import STAT_NAMES
 
         try:
             f = h5py.File(self.path, "a")

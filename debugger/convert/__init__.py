@@ -6,15 +6,15 @@ from concurrent.futures import as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .model import history
-from .errors import DumpError, QueryError
-from .executors import Workers
-from .formats.base import BOTH, STATISTICS
-from .formats.records import Kind
-from .formats.tdbg_h5.writer import DumpWriter   # convert writes tdbg's own format, whatever it reads
-from .model import Dump, Rank, TensorRef, open_dump
-from .stats import ASYMPTOTES, saturated_count, update_stats
-from .convert_series import SeriesBuilder
+from ..model import history
+from ..errors import DumpError, QueryError
+from ..common.executors import Workers
+from ..formats.base import BOTH, STATISTICS
+from ..formats.records import Kind
+from ..formats.tdbg_h5.writer import DumpWriter   # convert writes tdbg's own format, whatever it reads
+from ..model import Dump, Rank, TensorRef, open_dump
+from ..stats.core import ASYMPTOTES, saturated_count, update_stats
+from .series import SeriesBuilder
 
 SERIES_MODES = (None, "with", "only")
 
@@ -66,7 +66,7 @@ def convert(dump: Dump, target: str, *, statistics: bool = False, ranks: Iterabl
     ``statistics`` only the statistics and an exact digest of each tensor. ``workers`` on a Dask
     cluster convert one rank per task and write it themselves (``target`` must be a folder they see).
     ``series``: "with" also writes each rank's per-step series (one step per iteration: see
-    :mod:`debugger.convert_series`), "only" writes the series and graphs but no iteration files.
+    :mod:`debugger.convert.series`), "only" writes the series and graphs but no iteration files.
     """
     if series not in SERIES_MODES:
         raise ValueError(f"series must be one of {SERIES_MODES}, got {series!r}")

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model.graph import Graph, Node
-from .executors import local_workers, shared_with_forks
-from .model import Dump, Rank, TensorRef, dump_at
-from .formats.parallel import RankLayout
-from .formats.records import Kind, StackFrame
+from .graph import Graph, Node
+from ..common.executors import local_workers, shared_with_forks
+from . import Dump, Rank, TensorRef, dump_at
+from ..formats.parallel import RankLayout
+from ..formats.records import Kind, StackFrame
 
 
 def frame_dict(f: StackFrame) -> dict[str, Any]:

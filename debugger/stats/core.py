@@ -80,7 +80,7 @@ def compiled_kernel() -> Kernel | None:
     global _kernel
     if _kernel is None:
         try:
-            from .stats_kernel import one_pass   # local: numba is optional and costs ~1 s to start (see its docstring)
+            from .kernel import one_pass   # local: numba is optional and costs ~1 s to start (see its docstring)
         except ImportError:      # no numba, or its JIT disabled
             _kernel = False
         else:
@@ -93,7 +93,7 @@ def compiled_update() -> Any:
     arrays; see stats_kernel.update_pass), loaded with :func:`compiled_kernel`; None without numba."""
     if compiled_kernel() is None:
         return None
-    from .stats_kernel import update_pass   # local: as compiled_kernel
+    from .kernel import update_pass   # local: as compiled_kernel
     return update_pass
 
 

@@ -1,4 +1,5 @@
-"""The declared layers of tdbg, bottom first: which module may import which (checked by tests/test_layering.py).
+"""The declared layers of tdbg, bottom first: which module may import which (checked by tests/test_layering.py; the README's
+tree is checked against the package's folders by tests/test_readme_tree.py).
 
 Data flows one way: files -> readers (formats) -> records -> model -> engines -> tools -> CLI / web.
 A layer is named by module-name prefixes: ``debugger.model`` covers the module ``debugger/model.py`` and,
@@ -30,12 +31,11 @@ _MODEL = _READ + ("table", "model")
 _ENGINES = ("query", "watch", "compare")
 
 LAYERS: tuple[Layer, ...] = (
-    # Leaf helpers that know no dump: errors and exit statuses, lazy loading, number ranges, statistics and
-    # their cache, executors, the generated protobuf module, the 1,000-rank summaries (rankviews: numpy only).
-    Layer("base", ("debugger.errors", "debugger.exits", "debugger.lazy", "debugger.kinds", "debugger.gcpause",
-                   "debugger.slices", "debugger.validate", "debugger.report", "debugger.executors",
-                   "debugger.selection", "debugger.stats", "debugger.stats_kernel", "debugger.cache", "debugger.rankviews",
-                   "debugger.proto")),
+    # Leaf helpers that know no dump: errors, number ranges, where work runs (executors, the paused collector),
+    # this table, statistics and their cache, the generated protobuf module, the 1,000-rank summaries (views/ranks.py:
+    # numpy only).
+    Layer("base", ("debugger.errors", "debugger.common", "debugger.stats", "debugger.views.ranks", "debugger.proto"),
+          exact=("debugger.views",)),
     # The seam every format reads through: records, the reader protocol, safe file access, .npy headers.
     Layer("seam", ("debugger.formats.records", "debugger.formats.base", "debugger.formats.files",
                    "debugger.formats.frames", "debugger.formats.npy", "debugger.formats.parallel"), _BASE),
@@ -47,20 +47,19 @@ LAYERS: tuple[Layer, ...] = (
     Layer("recorder", ("debugger.torch",), _READ + ("debugger.formats.tdbg_h5",)),
     # The model of a dump: ranks, graphs, nodes, source stacks, history, their JSON form and source roots.
     # The package's __init__ (``from debugger import open_dump``, ``__version__``) re-exports the model.
-    Layer("model", ("debugger.model", "debugger.serialize", "debugger.sourceroots"), _READ + ("table",),
-          exact=("debugger",)),
+    Layer("model", ("debugger.model",), _READ + ("table",), exact=("debugger",)),
     # Engines, each on its own: none imports another.
     Layer("query", ("debugger.query",), _MODEL),
-    Layer("watch", ("debugger.watch", "debugger.watchstore"), _MODEL),
+    Layer("watch", ("debugger.watch",), _MODEL),
     Layer("compare", ("debugger.compare",), _MODEL),
-    # Tools built on the engines, each on its own.
-    Layer("export", ("debugger.export",), _MODEL + ("query",)),
-    Layer("triage", ("debugger.triage",), _MODEL + _ENGINES),
-    # What the trends view draws of a per-step series (curves, heatmap, spikes with their deep capture).
-    Layer("seriesviews", ("debugger.seriesviews",), _MODEL + ("watch",)),
+    # Views built on the engines, each on its own, shared by the CLI and the web: the graph as pydot (export),
+    # the triage of a dump, what the trends view draws of a per-step series (curves, heatmap, spikes).
+    Layer("export", ("debugger.views.export",), _MODEL + ("query",)),
+    Layer("triage", ("debugger.views.triage",), _MODEL + _ENGINES),
+    Layer("seriesviews", ("debugger.views.series",), _MODEL + ("watch",)),
     # convert writes tdbg's own format, whatever it reads: through the one tdbg-h5 writer, as the recorder does.
     # Its per-step series go through tdbg-h5's one series writer.
-    Layer("convert", ("debugger.convert", "debugger.convert_series"),
+    Layer("convert", ("debugger.convert",),
           _MODEL + ("debugger.formats.tdbg_h5.writer", "debugger.formats.tdbg_h5.series")),
     # The web layer asks the library only: never a format or the seam (it reads no files itself).
     Layer("web", ("tdbg_web",), _BASE + ("model",) + _ENGINES + ("export", "triage", "seriesviews")),
@@ -71,5 +70,5 @@ LAYERS: tuple[Layer, ...] = (
 # The model package's own layers, bottom first: a module of debugger/model/ may import only the ones before it
 # (its __init__ re-exports them all and is not ranked). Source stacks know no graph; a graph knows no rank;
 # history, the top, reads tensors of ranks across iterations.
-MODEL_ORDER: tuple[str, ...] = ("source", "graph", "locate", "layers", "logical", "tensors", "stepseries", "shards",
-                                "rank", "dump", "history")
+MODEL_ORDER: tuple[str, ...] = ("source", "sourceroots", "graph", "locate", "layers", "logical", "tensors", "stepseries", "shards",
+                                "rank", "dump", "history", "serialize")

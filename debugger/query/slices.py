@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .errors import QueryError
+from ..errors import QueryError
 
 MAX_SLICE_TEXT = 1000     # characters of index text at most: a tensor has a few dimensions, not thousands
 _INT_RE = re.compile(r"[+-]?[0-9]{1,19}")   # ASCII digits only; int() would also take "1_0" and "٣"

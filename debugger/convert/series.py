@@ -10,9 +10,9 @@ stay unknown.
 """
 from __future__ import annotations
 
-from .formats.tdbg_h5.series import SeriesWriter
-from .model import Rank
-from .model.stepseries import StepRows
+from ..formats.tdbg_h5.series import SeriesWriter
+from ..model import Rank
+from ..model.stepseries import StepRows
 
 
 class SeriesBuilder:

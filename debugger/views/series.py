@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidQueryError, QueryError
-from .formats.base import SeriesSource
-from .formats.records import SERIES_ROLES, SeriesTensor
-from .model import Rank
-from .stats import COUNT_NAMES, STAT_NAMES
+from ..errors import InvalidQueryError, QueryError
+from ..formats.base import SeriesSource
+from ..formats.records import SERIES_ROLES, SeriesTensor
+from ..model import Rank
+from ..stats.core import COUNT_NAMES, STAT_NAMES
 
 SCALAR_NAMES = ("loss", "lr", "grad_norm", "loss_scale")
 AGGREGATES = ("max", "mean", "min")
@@ -254,7 +254,7 @@ def spikes(rank: Rank, *, window: int | None = None, z: float | None = None, top
     """The loss spikes of the rank's series, each with its ranked causes and the nearest deep capture (the
     last answer kept until the series or the deep captures change: a followed run's view refreshes often)."""
     s = series_of(rank)
-    from .watch.spikes import find_spikes, spike_window     # numpy's series work: loaded when asked for
+    from ..watch.spikes import find_spikes, spike_window     # numpy's series work: loaded when asked for
     # the window adapts to a short run (spike_window), as `tdbg spikes`'s; the answer says the one used
     opts: dict[str, Any] = {"window": _count("window", window, 50, 100_000) if window is not None
                             else spike_window(len(s.steps()))}

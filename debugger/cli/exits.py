@@ -13,3 +13,10 @@ class Exit(IntEnum):
     INTERNAL = 3       # a bug in tdbg: one line on stderr (the traceback with --debug)
     INCOMPLETE = 4     # scan: no hit, but a watchpoint could check nothing (README "Coverage")
     INTERRUPTED = 130
+
+
+def verdict_exit(verdict: str, strict: bool) -> int:
+    """The exit status of a scan's verdict: 1 found, 4 incomplete (1 with --strict), 0 clean."""
+    if verdict == "found" or (verdict == "incomplete" and strict):
+        return Exit.FOUND
+    return Exit.INCOMPLETE if verdict == "incomplete" else Exit.OK

@@ -9,15 +9,16 @@ import math
 from collections import Counter
 from typing import Any, Callable
 
-from . import __version__, rankviews
-from .cache import StatsCache
-from .compare import compare_ranks
-from .errors import DumpError
-from .executors import Workers
-from .formats.records import Kind
-from .model import Dump
-from .watch import preset, scan
-from .watch.results import headline_order, hit_order
+from .. import __version__
+from . import ranks as rank_views
+from ..stats.cache import StatsCache
+from ..compare import compare_ranks
+from ..errors import DumpError
+from ..common.executors import Workers
+from ..formats.records import Kind
+from ..model import Dump
+from ..watch import preset, scan
+from ..watch.results import headline_order, hit_order
 
 PRESET = "recommended"
 _FORMAT = 14    # bump when the triage object changes: stored triages of older shape are recomputed
@@ -159,8 +160,8 @@ def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str
 
 
 def band_of(curves: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-rank curves (loss, gradient norm) of many ranks as one band (rankviews.band) naming their node."""
-    b = rankviews.band({c["rank"]: c["points"] for c in curves})
+    """Per-rank curves (loss, gradient norm) of many ranks as one band (rank_views.band) naming their node."""
+    b = rank_views.band({c["rank"]: c["points"] for c in curves})
     b["node"] = curves[0].get("node") if curves else None
     b["graph"] = curves[0]["graph"] if curves else None
     b["graph_spans"] = curves[0]["graph_spans"] if curves else []
@@ -217,9 +218,9 @@ def rank_heatmap(dump: Dump, hits: list[tuple[int, int]], divergent: list[tuple[
     layouts = {k: i.layout for k, i in infos.items()}
     its = sorted(set(checked) | {it for _, it in hits} | {it for _, it in divergent})
     hosts = {k: h for k, i in infos.items() if (h := (i.raw or {}).get("host") or (i.raw or {}).get("hostname"))}
-    groups = rankviews.rank_groups(dump.rank_ids, layouts, hosts)
-    heat = rankviews.heatmap(dump.rank_ids, its, hits, divergent, groups, opens)
-    heat["problems"] = {str(r): p for r, p in rankviews.rank_problems(heat).items() if p["hits"] or p["divergent"]}
+    groups = rank_views.rank_groups(dump.rank_ids, layouts, hosts)
+    heat = rank_views.heatmap(dump.rank_ids, its, hits, divergent, groups, opens)
+    heat["problems"] = {str(r): p for r, p in rank_views.rank_problems(heat).items() if p["hits"] or p["divergent"]}
     heat["hosts"] = {str(k): h for k, h in hosts.items()}   # what the Ranks tab searches, without listing every rank again
     return heat
 
@@ -289,8 +290,8 @@ def series_findings(dump: Dump) -> tuple[list[dict[str, Any]], list[str]]:
     parameters), first steps first, and the warnings of reading them: what a scan of the dumped iterations
     does not see between them (a spike at a step no iteration holds). A running job's series is read as far
     as its segments are whole (the reader leaves out one being written), whatever iterations it writes."""
-    from .watch.registry import Watchpoint
-    from .watch.series_conditions import run_series
+    from ..watch.registry import Watchpoint
+    from ..watch.series_conditions import run_series
 
     wp = Watchpoint.parse("loss_spike")
     hits: list[dict[str, Any]] = []
@@ -345,7 +346,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
         agreement = {"base": cmp["base"], "ranks": cmp["ranks"], "iterations": cmp["iterations"],
                      "summary": cmp["summary"], "first_divergence": cmp["first_divergence"]}
         divergent = divergent_cells(cmp)
-    many = len(dump.rank_ids) >= rankviews.LINES_BELOW
+    many = len(dump.rank_ids) >= rank_views.LINES_BELOW
     grads = grad_norm_curves(dump, cache, below)
     spikes, series_warnings = series_findings(dump)
     warnings = warnings + series_warnings

@@ -9,7 +9,7 @@ import os
 import threading
 from typing import Any
 
-from .cache import default_cache_dir
+from ..stats.cache import default_cache_dir
 
 FORMAT = 1   # bump when the stored file changes shape: older files are ignored
 

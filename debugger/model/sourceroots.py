@@ -22,8 +22,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from .errors import DumpError, InvalidQueryError, QueryError
-from .model.source import layer_definitions, statement_lines
+from ..errors import DumpError, InvalidQueryError, QueryError
+from .source import layer_definitions, statement_lines
 
 ENV_VAR = "TDBG_SOURCE_ROOTS"
 MAX_SOURCE_BYTES = 2 << 20     # a source file larger than this is refused (a log or data file, not code)

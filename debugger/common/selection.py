@@ -4,10 +4,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Iterable
 
-from .errors import DumpError
+from ..errors import DumpError
 
 if TYPE_CHECKING:
-    from .model import Dump
+    from ..model import Dump
 
 _PART = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
 MAX_SELECTED = 10_000_000   # a selection naming more numbers than this is a typo, not a request

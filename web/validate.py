@@ -10,7 +10,7 @@ import math
 import re
 from typing import Any, Mapping
 
-from .errors import InvalidQueryError
+from debugger.errors import InvalidQueryError
 
 MAX_TEXT = 1000          # characters of a name, glob, scope or spec at most
 MAX_PARAMS = 64          # parameters of one watchpoint at most

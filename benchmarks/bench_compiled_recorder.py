@@ -14,7 +14,6 @@ and the optimizer step's own time, against which the overhead is given as a mult
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil

@@ -415,7 +415,7 @@ def browser_timings(root: str, cache_dir: str, repeat: int = 40,
                 break
             except OSError:
                 if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError(f"tdbg serve did not start: {proc.stderr.read().decode()[-500:]}")
+                    raise RuntimeError(f"tdbg serve did not start: {proc.stderr.read().decode()[-500:]}") from None
                 time.sleep(0.02)
         t_up = time.perf_counter()
         url = f"http://127.0.0.1:{port}/"

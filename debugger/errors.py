@@ -18,7 +18,7 @@ class DumpError(Exception):
 
 
 def _remake(cls: type, path: str | None, problem: str) -> DumpError:
-    err = DumpError.__new__(cls)
+    err: DumpError = DumpError.__new__(cls)
     DumpError.__init__(err, path, problem)
     return err
 

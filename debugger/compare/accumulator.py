@@ -179,7 +179,8 @@ class MetricAccumulator:
         else:
             cos = 1.0 - (self.sum_sq_diff - (na - nb) ** 2) / (2.0 * na * nb)
             cos = min(1.0, max(-1.0, cos)) if math.isfinite(cos) else cos
-        return Metrics(cos, self.max_abs, self.max_rel, math.sqrt(self.sum_sq_diff), self.within_0_001 / self.count, self.within_0_005 / self.count)
+        return Metrics(cos, self.max_abs, self.max_rel, math.sqrt(self.sum_sq_diff), self.within_0_001 / self.count,
+                       self.within_0_005 / self.count)
 
 
 def accumulate(chunks: Iterable[tuple[np.ndarray, np.ndarray]], da: np.dtype, db: np.dtype, out: Outcome, fast: bool) -> None:

@@ -160,7 +160,7 @@ def _key_of(g: Graph, t: TensorRef, grads: frozenset[str]) -> Key | None:
 def _gradient_nodes(g: Graph) -> frozenset[str]:
     """Nodes whose value an optimizer kernel takes as a gradient."""
     def build(graph: Graph) -> frozenset[str]:
-        out = set()
+        out: set[str] = set()
         for n in graph.nodes():
             roles = n.record.input_roles
             if "gradient" in roles:

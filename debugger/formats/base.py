@@ -255,7 +255,7 @@ class RankReader(ABC):
     def tensor_bytes(self) -> int:
         """Bytes of tensor data the rank holds (from listings)."""
 
-    def release(self) -> None:
+    def release(self) -> None:  # noqa: B027 (optional: a reader that keeps nothing has nothing to forget)
         """Forget what was listed or read so far (read again on next use): a command going through many
         ranks holds a few at a time."""
 

@@ -91,7 +91,8 @@ class IterationGraph:
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
     value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
     info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
-    made: dict[tuple[str, int], tuple[int, tuple[Any, ...], Captured]] = field(default_factory=dict)   # (node, slot) -> (version, view, capture)
+    # (node, slot) -> (version, view, capture)
+    made: dict[tuple[str, int], tuple[int, tuple[Any, ...], Captured]] = field(default_factory=dict)
     constants: set[str] = field(default_factory=set)        # forward nodes made from no data, weight or state
     step_ops: list[Any] = field(default_factory=list)       # optstate.StepOp of the optimizer step running
     step_first: int = 0                                      # index in ``nodes`` of its first operator

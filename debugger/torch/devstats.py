@@ -218,7 +218,7 @@ def extras_to_host(extras: "list[dict[str, Any]]") -> list[dict[str, float]]:
                 by_dev.setdefault(v.device, []).append((i, k))
             else:
                 out[i][k] = float(v)
-    for dev, keys in by_dev.items():
+    for keys in by_dev.values():
         host = torch.stack([extras[i][k].reshape(()) for i, k in keys]).cpu().tolist()
         for (i, k), v in zip(keys, host):
             out[i][k] = v

@@ -229,7 +229,7 @@ def test_small_files_compared_whole_equal_the_chunked_pass(tmp_path, monkeypatch
     cases = [(base + F32(1e-3), base, False), (base, base, True), (base[:, :20], base, False),
              (base.astype(np.float64), base, True)]
     whole, chunked = [], []
-    for i, (a, b, fortran) in enumerate(cases):
+    for a, b, fortran in cases:
         pa, pb = files(tmp_path, a, b, fortran_a=fortran)
         whole.append(compare_files(pa, pb))
         monkeypatch.setattr(npy_mod, "READ_LIMIT", 0)       # every file read in chunks

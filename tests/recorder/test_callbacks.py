@@ -237,7 +237,7 @@ def test_lightning_trainer_records_every_optimizer_step(tmp_path: Any) -> None:
     _assert_dump_holds(dump, truth, final, set(final))
     assert _losses_per_iteration(dump) == {i: 2 for i in range(STEPS)}
     r = open_dump(dump).rank(0)
-    for gid, g in r.graphs.items():
+    for g in r.graphs.values():
         ops = {(n.name.split("/")[0], n.op_type) for n in g.nodes()}
         assert ("model", "addmm") in ops and not any(s.startswith("optimizer-") and op == "addmm" for s, op in ops)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F

@@ -230,7 +230,7 @@ def test_ddp_two_ranks(tmp_path: pytest.TempPathFactory, save: str = "statistics
     from debugger.compare.ranks import invariant_nodes
 
     d = open_dump(out)
-    for gid, g in d.rank(0).graphs.items():
+    for g in d.rank(0).graphs.values():
         inv = invariant_nodes(g)
         for name in facts[0][0]["grad_mean"]:
             assert {name, f"{name}.grad", f"momentum_buffer.{name}"} & set(g) <= inv

@@ -122,7 +122,7 @@ def _train(root: str, steps: int, plant: Plant | None, lr: float, task: Callable
             if plant is not None:
                 plant(-step - 1, model, opt, batch)
             rows = []
-            for (n, p), old in zip(params, before):
+            for (_, p), old in zip(params, before):
                 rows += [torch_stats(p), torch_stats(p.grad), torch_stats(p.detach() - old),
                          torch_stats(opt.state[p]["exp_avg_sq"])]
             rows += [torch_stats(outputs[k]) for k in outputs]

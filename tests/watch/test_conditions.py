@@ -462,7 +462,10 @@ def nan_dump(tmp_path_factory, layout):
     gradient (so fc1.weight after the update); and in fc2.weight's value before the first update."""
     lay = layout(NAN_LAYERS)
     sig, relu = lay.activation("Sigmoid"), lay.activation("ReLU")
-    one_nan = (lambda d: np.where(np.arange(d.size).reshape(d.shape) == 1, np.nan, d).astype(d.dtype))
+
+    def one_nan(d: np.ndarray) -> np.ndarray:
+        return np.where(np.arange(d.size).reshape(d.shape) == 1, np.nan, d).astype(d.dtype)
+
     plant = Plant()
     for node in (lay.producer(sig, 0), sig, relu, lay.gradient("fc1.weight")):
         plant.set(node, one_nan, it=2)

@@ -3,10 +3,7 @@ messages name the dump's files from the served folder's name down, and every vie
 dumps, opened in Chromium, shows neither the served folder's absolute path nor an error's JSON."""
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from typing import Any
 
 import pytest

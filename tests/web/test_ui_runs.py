@@ -2,7 +2,6 @@
 checkpoint restart (Recorder(resume=True)), in a real headless Chromium against the real server."""
 from __future__ import annotations
 
-import os
 import shutil
 from typing import Any, Iterator
 

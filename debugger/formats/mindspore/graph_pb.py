@@ -105,7 +105,7 @@ def read_graph_pb(path: str, graph_id: int) -> GraphRecord:
         nodes.append(NodeRecord(
             name=_text(p.name), op_type="Parameter", scope="", outputs=_output_types(p.type),
             is_parameter=True, has_default=p.HasField("default_val")))
-    for key, full in consts.items():
+    for full in consts.values():
         nodes.append(NodeRecord(name=full, op_type="Constant", scope="", is_constant=True))
     for n in g.node:
         inputs = [(resolve(i.name), "control" if i.type == 1 else "data") for i in n.input]

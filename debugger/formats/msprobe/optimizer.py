@@ -22,7 +22,8 @@ is a value the weight held in the step (the value read, or such an op's output):
 single-tensor loops write the weight last (``add_``, ``addcdiv_``). Its updates are that op and,
 back through the live outputs their first inputs are, the parameter's earlier in-place ops down to
 one whose first input is the value read (AdamW: ``mul_`` (decay), then ``addcdiv_``). A
-zero-initialised bias equals a zero moment: where the chain is ambiguous, fewer ops are updates. Every other op of the parameter is its optimizer state or computed from it
+zero-initialised bias equals a zero moment: where the chain is ambiguous, fewer ops are updates. Every
+other op of the parameter is its optimizer state or computed from it
 (moments, momentum buffers, step counters, denominators). msprobe does not record ``zeros_like`` or
 ``clone`` (its API lists lack them): state appears first as the input of the op that updates it.
 ``torch._foreach_*`` ops (one op for many parameters) are placed only when one parameter fits.

@@ -276,7 +276,7 @@ class SeriesReader(SeriesSource):
 
     def steps(self) -> np.ndarray:
         """Every step of the series, in order."""
-        parts = [self._read(seg, lambda f: read_table_column(f, "steps", seg.path)) for seg in self.segments]
+        parts = [self._read(seg, lambda f, seg=seg: read_table_column(f, "steps", seg.path)) for seg in self.segments]
         return np.concatenate(parts) if parts else np.zeros(0, np.int64)
 
     def curve(self, tensor: str, stat: str) -> tuple[np.ndarray, np.ndarray]:

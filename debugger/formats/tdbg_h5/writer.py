@@ -436,7 +436,7 @@ class IterationWriter:
     def _index_table(self, rows: list[tuple[Any, ...]], dt: np.dtype) -> np.ndarray:
         """The index rows as a table, filled column by column (a row at a time costs ~5 us a row)."""
         table = np.empty(len(rows), dt)
-        for j, name in enumerate(dt.names):
+        for j, name in enumerate(dt.names or ()):
             if name == "shape":      # variable-length: one array per row, never broadcast
                 col = table["shape"]
                 for i, r in enumerate(rows):

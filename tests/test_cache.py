@@ -4,7 +4,7 @@ from typing import Any
 
 import numpy as np
 
-from debugger.stats.cache import StatsCache, default_cache_dir
+from debugger.stats.cache import ExtraKey, StatsCache, default_cache_dir
 from debugger.stats.core import tensor_stats
 
 
@@ -12,11 +12,13 @@ def test_cache_roundtrip_survives_reopening(tmp_path):
     c = StatsCache(str(tmp_path / "c"))
     s = tensor_stats(np.arange(6, dtype=np.float32))
     c.put("a|24|1", s)
-    c.put_extra("a|24|1|range|0|1", 3)
+    c.put_extra(ExtraKey("a|24|1", "range", (0, 1)), 3)
     c.flush()
     again = StatsCache(str(tmp_path / "c"))
     assert again.get("a|24|1") == s
-    assert again.get_extra("a|24|1|range|0|1") == 3.0
+    assert again.get_extra(ExtraKey("a|24|1", "range", (0, 1))) == 3.0
+    assert again.get_extra(ExtraKey("a|24|1", "range", (0, 2))) is None     # other arguments: another number
+    assert ExtraKey.of_pair("a", "b", "excess", 0.01).text() == "a>b|excess|0.01"
     assert again.get("a|24|2") is None  # another identity (the file changed): a miss
 
 

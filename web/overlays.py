@@ -8,7 +8,7 @@ from collections import OrderedDict
 from typing import Any
 
 from debugger import Graph, Rank, query
-from debugger.stats.cache import StatsCache
+from debugger.stats import service
 from debugger.errors import InvalidQueryError
 from debugger.query import overlay as ov
 
@@ -35,8 +35,8 @@ def _remember(key: tuple[Any, ...], owner: tuple[Any, ...], fn: Any) -> dict[str
 
 
 def _stats_fn(ws: Workspace, dump_id: str) -> Any:
-    cache = ws.cache(dump_id) or StatsCache(enabled=False)
-    return cache.stats
+    cache = ws.cache(dump_id)
+    return lambda ref: service.statistics(ref.source, cache)
 
 
 def _other(ws: Workspace, dump_id: str, rank: Rank, vs_rank: int | None, vs_dump: str | None) -> tuple[str, Rank]:

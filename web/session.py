@@ -14,6 +14,7 @@ from debugger.watch import store as watchstore
 from debugger.errors import QueryError
 from debugger.common.executors import connect
 from debugger.model.sourceroots import SourceRoots
+from debugger.stats import service
 from debugger.stats.core import Stats
 from debugger.watch.session import ScanSession
 
@@ -235,5 +236,5 @@ class Workspace:
 
     def stats(self, dump_id: str | None, ref: TensorRef) -> Stats:
         """Statistics of one tensor, through the cache."""
-        return self.stats_of(dump_id, lambda c: (c or StatsCache(enabled=False)).stats(ref))
+        return self.stats_of(dump_id, lambda c: service.statistics(ref.source, c))
 

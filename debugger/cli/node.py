@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
-from ..stats.cache import StatsCache
+from ..stats import service
 from ..errors import DumpError, QueryError
 from .exits import Exit
 from ..model import Rank, open_dump
@@ -57,7 +57,7 @@ def _logical(rank: Rank, graph_id: int, name: str) -> list[dict]:
         if ref.node != name or not ref.is_logical:
             continue
         try:
-            stats = StatsCache(enabled=False).stats(ref).to_dict()
+            stats = service.statistics(ref.source).to_dict()
         except DumpError as exc:
             stats = {"error": str(exc)}
         out.append({"iteration": ref.iteration, "io": ref.io, "slot": ref.slot, "dtype": str(ref.dtype),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping
 
+from ..stats.cache import ExtraKey
 from .outcome import METRIC_NAMES, Metrics, Outcome
 
 _CACHE_TAG = "cmp1"
@@ -21,23 +22,28 @@ def outcome_to_extras(o: Outcome) -> dict[str, float] | None:
     return d
 
 
-def cached_outcome(get: Any, key: str) -> Outcome | None:
-    """An outcome from cache extras (``get(name) -> float | None``), None when not cached."""
+def _key(pair: tuple[str, str], name: str) -> ExtraKey:
+    return ExtraKey.of_pair(pair[0], pair[1], f"{_CACHE_TAG}.{name}")
+
+
+def cached_outcome(get: Any, pair: tuple[str, str]) -> Outcome | None:
+    """An outcome of the files ``pair`` (identities) from cache extras (``get(ExtraKey) -> float | None``), None
+    when not cached."""
     vals = {}
     for n in (*METRIC_NAMES, "identical"):
-        v = get(f"{_CACHE_TAG}|{key}|{n}")
+        v = get(_key(pair, n))
         if v is None:
             return None
         vals[n] = v
     o = Outcome(Metrics(*(float(vals[n]) for n in METRIC_NAMES)), identical=vals["identical"] == 1.0)
     for n in _OPTIONAL:
-        v = get(f"{_CACHE_TAG}|{key}|{n}")
+        v = get(_key(pair, n))
         if v is not None:
             setattr(o, n, int(v))
     return o
 
 
-def cache_names(key: str, extras: Mapping[str, float]) -> Iterator[tuple[str, float]]:
-    """(cache key, value) of each extra of an outcome."""
+def cache_names(pair: tuple[str, str], extras: Mapping[str, float]) -> Iterator[tuple[ExtraKey, float]]:
+    """(cache key, value) of each extra of the outcome of the files ``pair`` (identities)."""
     for n, v in extras.items():
-        yield f"{_CACHE_TAG}|{key}|{n}", v
+        yield _key(pair, n), v

@@ -22,9 +22,9 @@ POOL_MIN_BYTES = 32 << 20
 _CHUNK_TASKS = 256
 
 
-def _pair_key(p: Pair) -> str:
+def _pair_key(p: Pair) -> tuple[str, str]:
     assert p.ref_a is not None and p.ref_b is not None
-    return f"{p.ref_a.identity}>{p.ref_b.identity}"
+    return p.ref_a.identity, p.ref_b.identity
 
 
 def compare_chunk(tasks: list[tuple[TensorSource, TensorSource]], fast: bool) -> list[Outcome]:

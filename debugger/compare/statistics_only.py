@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any, Mapping
 
 from ..formats.base import TensorSource
-from ..stats.core import CHUNK, stats_of_chunks
+from ..stats import service
 from .outcome import Metrics, Outcome
 
 
@@ -41,7 +41,7 @@ def _stats_of(src: TensorSource) -> Mapping[str, Any]:
         return stored
     if not src.has_values:
         return {}
-    return asdict(stats_of_chunks(src.chunks(CHUNK))[0])
+    return asdict(service.compute(src)[0])
 
 
 def _magnitude(s: Mapping[str, Any]) -> float:

@@ -23,6 +23,7 @@ from ..errors import DumpError
 from ..formats.base import SeriesSource
 from ..formats.records import Kind, SeriesTensor
 from ..common.selection import ranges_text
+from ..stats import service
 from ..stats.core import STAT_NAMES, Stats, tensor_stats
 
 if TYPE_CHECKING:
@@ -113,14 +114,14 @@ class StepRows:
         if not src.has_values:
             stored = src.stored_stats()
             return Stats.from_stored(stored) if stored else None
-        values = ref.value()
         if name in self._weights:
+            values = ref.value()
             before = self._before.get(name)
             if before is not None and before[0] == iteration - 1 and before[1].shape == values.shape:
                 delta = values.astype(np.float64) - before[1]
                 rows[self._row_of[name + UPDATE]] = stats_values(tensor_stats(delta))
             self._before[name] = (iteration, np.array(values, dtype=np.float64))
-        return tensor_stats(values)
+        return service.statistics(src)
 
     def _grad_norm(self, refs: dict[str, "TensorRef"], rows: np.ndarray) -> float:
         """The global L2 norm of the parameters' gradients; NaN unless each has exactly one, with its norm."""

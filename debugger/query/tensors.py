@@ -14,6 +14,7 @@ from ..model.history import Previous, previous_value
 from ..model import Rank, TensorRef
 from ..model.serialize import node_dict, tensor_dict
 from .slices import parse_slice
+from ..stats import service
 from ..stats.cache import StatsCache
 from ..stats.core import Stats, histogram, tensor_stats
 from .pages import Page, page
@@ -78,7 +79,7 @@ def node_detail(rank: Rank, graph: Graph, name: str, iteration: int | None = Non
 
 
 def _stats(ref: TensorRef, cache: StatsCache | None = None) -> Stats:
-    return (cache or StatsCache(enabled=False)).stats(ref)
+    return service.statistics(ref.source, cache)
 
 
 def tensor_summary(ref: TensorRef, cache: StatsCache | None = None, bins: int | None = None) -> dict[str, Any]:
@@ -210,8 +211,8 @@ def tensor_diff(rank: Rank, ref: TensorRef, slice_text: str | None = None, cap: 
             "iteration": ref.iteration, "previous_iteration": prev.iteration, "previous_is": found.how,
             "current": _selection(cur, text, each), "previous": _selection(pre, text, each),
             "difference": _selection(dif, text, each),
-            "stats": {"current": tensor_stats(cur_all).to_dict(), "previous": tensor_stats(prev_all).to_dict(),
-                      "difference": tensor_stats(diff_all).to_dict()}}
+            "stats": {"current": _stats(ref).to_dict(), "previous": _stats(prev).to_dict(),
+                      "difference": tensor_stats(diff_all).to_dict()}}     # the difference is no stored tensor
 
 
 def tensor_npy(ref: TensorRef) -> tuple[str, bytes]:

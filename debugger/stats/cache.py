@@ -1,4 +1,5 @@
-"""HDF5 statistics cache, keyed by tensor-file identity and kept outside the dump directory."""
+"""HDF5 statistics cache, keyed by tensor-file identity and kept outside the dump directory; beside it, in a
+folder of their own, the JSON results of whole scans and triages (:class:`ResultStore`)."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +10,10 @@ import os
 import threading
 import time
 import warnings as _warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
+
+from ..common.atomic import write_json_atomic
 
 if TYPE_CHECKING:   # numpy, and stats with it, load when statistics are read or computed, not for a stored result
     import numpy as np
@@ -40,6 +44,61 @@ def _digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogateescape"), digest_size=_KEY_LEN).digest()
 
 
+@dataclass(frozen=True)
+class ExtraKey:
+    """A number cached beside a tensor's statistics: of which file (an identity) or pair of files, what it is,
+    and the arguments that made it (a range's bounds, a unit-activity spec, a tolerance)."""
+
+    identity: str
+    what: str
+    args: tuple[Any, ...] = ()
+
+    @classmethod
+    def of_pair(cls, current: str, previous: str, what: str, *args: Any) -> "ExtraKey":
+        """A number of a tensor and its previous value (or of two runs' tensors)."""
+        return cls(f"{current}>{previous}", what, args)
+
+    def text(self) -> str:
+        """The key as stored (hashed with the rest): ``identity|what|repr(arg)|...``."""
+        return "|".join((self.identity, self.what, *map(repr, self.args)))
+
+
+class ResultStore:
+    """Whole results (a scan's, a triage's) as JSON files in ``folder``, the newest MAX_RESULTS kept; None
+    folder: nothing is stored. A result that cannot be stored only costs time (a warning says why)."""
+
+    def __init__(self, folder: str | None) -> None:
+        self.folder = folder
+
+    def get(self, key: str) -> Any:
+        """A stored result (None when absent or unreadable)."""
+        path = self._path(key)
+        if path is None or not os.path.exists(path):
+            return None
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def put(self, key: str, obj: Any) -> None:
+        """Store a JSON-ready result, keeping the newest MAX_RESULTS."""
+        path = self._path(key)
+        if path is None:
+            return
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_json_atomic(path, obj)
+            old = sorted((e.stat().st_mtime, e.path) for e in os.scandir(os.path.dirname(path)))
+            for _, p in old[:-MAX_RESULTS]:
+                os.remove(p)
+        except OSError as exc:
+            _warnings.warn(f"{path}: result not cached ({exc})", RuntimeWarning, 2)
+
+    def _path(self, key: str) -> str | None:
+        return None if self.folder is None else os.path.join(self.folder, f"{key}.json")
+
+
 class StatsCache:
     """Statistics per tensor file, plus named extra values (range counts, pair differences).
 
@@ -62,6 +121,7 @@ class StatsCache:
         self._corrupt = False
         self.hits = 0
         self.misses = 0
+        self.results = ResultStore(os.path.join(os.path.dirname(self.path), "results") if self.path else None)
 
     @classmethod
     def for_dump(cls, dump_root: str, directory: str | None = None, enabled: bool = True) -> "StatsCache":
@@ -128,20 +188,20 @@ class StatsCache:
             with self._lock:
                 self._new_stats[_digest(identity)] = stats
 
-    def get_extra(self, key: str) -> float | None:
+    def get_extra(self, key: ExtraKey) -> float | None:
         """A cached extra value."""
         if not self.enabled:
             return None
         if not self._loaded:
             self._load()
-        k = _digest(key)
+        k = _digest(key.text())
         return self._extra.get(k, self._new_extra.get(k))
 
-    def put_extra(self, key: str, value: float) -> None:
+    def put_extra(self, key: ExtraKey, value: float) -> None:
         """Remember an extra value."""
         if self.enabled:
             with self._lock:
-                self._new_extra[_digest(key)] = float(value)
+                self._new_extra[_digest(key.text())] = float(value)
 
     def take_new(self) -> tuple[dict[bytes, Stats], dict[bytes, float]]:
         """The entries remembered since the last flush, forgotten here (a worker hands them to its parent)."""
@@ -156,55 +216,6 @@ class StatsCache:
             with self._lock:
                 self._new_stats.update(entries[0])
                 self._new_extra.update(entries[1])
-
-    # -- whole results (a re-scan of an unchanged dump) ----------------------------------------
-    def _result_path(self, key: str) -> str | None:
-        if not self.enabled or not self.path:
-            return None
-        return os.path.join(os.path.dirname(self.path), "results", f"{key}.json")
-
-    def get_result(self, key: str) -> Any:
-        """A stored result (None when absent or unreadable)."""
-        path = self._result_path(key)
-        if path is None or not os.path.exists(path):
-            return None
-        try:
-            with open(path, encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
-
-    def put_result(self, key: str, obj: Any) -> None:
-        """Store a JSON-ready result, keeping the newest MAX_RESULTS."""
-        path = self._result_path(key)
-        if path is None:
-            return
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(obj, f)
-            os.replace(tmp, path)
-            old = sorted((e.stat().st_mtime, e.path) for e in os.scandir(os.path.dirname(path)))
-            for _, p in old[:-MAX_RESULTS]:
-                os.remove(p)
-        except OSError as exc:
-            _warnings.warn(f"{path}: result not cached ({exc})", RuntimeWarning, 2)
-
-    def stats(self, ref: Any) -> Stats:
-        """Statistics of a TensorRef: as its dump stores them, else from the cache, else computed (and cached)."""
-        from . import Stats, tensor_stats   # local: numpy (see _read_file)
-
-        stored = ref.source.stored_stats()
-        if stored:
-            return Stats.from_stored(stored)
-        ident = ref.source.current_identity()   # a view outlives the listing: key by the file as it is now
-        s = self.get(ident) if self.enabled else None
-        if s is None:
-            s = tensor_stats(ref.value())
-            if self.enabled:
-                self.put(ident, s)
-        return s
 
     # -- persistence --------------------------------------------------------------------------
     def flush(self) -> None:

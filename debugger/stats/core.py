@@ -249,6 +249,15 @@ class _StatsAccumulator:
                      self.negatives, self.min, self.max, self.mean, self.abs_sum / self.n, std, l2)
 
 
+def c_order_chunks(a: np.ndarray) -> Iterable[np.ndarray]:
+    """``a``'s elements in C order, CHUNK at a time: the pieces a dump's tensor source gives
+    (``TensorSource.chunks(CHUNK)``), so statistics of values in memory are those of the same values read
+    from a file, to the bit (float32 sums are taken chunk by chunk)."""
+    flat = a.reshape(-1) if a.ndim else a.reshape(1)
+    for i in range(0, flat.size, CHUNK):
+        yield flat[i:i + CHUNK]
+
+
 def _flat_chunks(a: np.ndarray):  # type: ignore[no-untyped-def]
     flat = a.reshape(-1, order="A") if a.ndim else a.reshape(1)
     for i in range(0, flat.size, CHUNK):

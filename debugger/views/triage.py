@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from . import ranks as rank_views
+from ..stats import service
 from ..stats.cache import StatsCache
 from ..compare import compare_ranks
 from ..errors import DumpError
@@ -34,7 +35,7 @@ def cached(dump: Dump, cache: StatsCache | None) -> dict[str, Any] | None:
     """The stored triage of an unchanged dump, else None (stat calls only)."""
     if cache is None or not cache.enabled:
         return None
-    return cache.get_result(_key(dump))
+    return cache.results.get(_key(dump))
 
 
 def loss_curves(dump: Dump, cache: StatsCache, below: int | None = None) -> list[dict[str, Any]]:
@@ -127,7 +128,7 @@ def _spans(run: dict[int, int]) -> list[list[int]]:
 def _output_stats(r: Any, cache: StatsCache, gid: int, it: int, node: str) -> Any:
     """The statistics of ``node``'s first output in ``it`` of graph ``gid``; None when not dumped."""
     try:
-        return cache.stats(r.tensor(gid, it, node, "output", 0))
+        return service.statistics(r.tensor(gid, it, node, "output", 0).source, cache)
     except DumpError:
         return None
 
@@ -150,7 +151,7 @@ def stat_series(dump: Dump, graph: int, node: str, io: str, slot: int, stat: str
         points = []
         for it, g in r.node_runs(graph, node).items():    # each iteration from the graph that ran it
             try:
-                st = cache.stats(r.tensor(g, it, node, io, slot))
+                st = service.statistics(r.tensor(g, it, node, io, slot).source, cache)
             except DumpError:
                 continue
             points.append([it, None if st.has_nonfinite else _finite(getattr(st, stat))])
@@ -363,7 +364,7 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
            "checked": res.iterations, "left_out": leave_out, "below": below}
     out["health"] = health(out)
     if cache.enabled and below is None:
-        cache.put_result(_key(dump), out)
+        cache.results.put(_key(dump), out)
         cache.flush()
     say("done", 1, 1)
     return out

@@ -8,7 +8,8 @@ from typing import Callable, Iterable, Optional, Sequence, TypeVar
 
 import numpy as np
 
-from ..stats.cache import StatsCache
+from ..stats import service
+from ..stats.cache import ExtraKey, StatsCache
 from ..errors import DumpError
 from ..common.executors import Workers
 from ..common.gcpause import paused_gc
@@ -103,20 +104,6 @@ _row = operator.attrgetter(*STAT_NAMES)
 _N_COUNTS = len(COUNT_NAMES)
 
 
-def _stored_beside_values(source: TensorSource) -> Stats | None:
-    """Every statistic, when the dump stores them beside the values (a converted dump): no read needed.
-
-    The writer computed them with the same chunked pass a scan would (``debugger.stats``).
-    """
-    try:
-        stored = source.stored_stats()
-    except DumpError:
-        return None   # reading the values reports the problem
-    if not stored or any(stored.get(n) is None for n in COUNT_NAMES):
-        return None
-    return Stats.from_stored(stored) if all(n in stored for n in STAT_NAMES) else None
-
-
 class Batch:
     """Tasks of several steps, de-duplicated and served from the cache where possible.
 
@@ -199,13 +186,12 @@ class Batch:
 
     def _read_now(self, source: TensorSource) -> FileResult:
         """One tensor's statistics from what the dump stores beside it, the cache, or a read (then cached)."""
-        stats = _stored_beside_values(source) or (self.cache.get(source.identity) if self.cache.enabled else None)
-        if stats is not None:
-            return FileResult(stats=stats)
-        res = run_file_task(FileTask(source))
-        if res.stats is not None and not res.error:
-            self.cache.put(source.identity, res.stats)
-        return res
+        try:
+            return FileResult(stats=service.statistics(source, self.cache, source.identity))
+        except DumpError as exc:
+            return FileResult(error=str(exc))
+        except (OSError, ValueError) as exc:
+            return FileResult(error=f"{source.location}: {exc}")
 
     # -- running ----------------------------------------------------------------------------------
     def start(self, workers: Workers) -> Parts:
@@ -245,7 +231,7 @@ class Batch:
         use_cache = self.cache.enabled
         todo: list[FileTask] = []
         for ident, t in self.files.items():
-            res = FileResult(stats=_stored_beside_values(t.source))
+            res = FileResult(stats=service.stored(t.source))
             if res.stats is None and not use_cache:
                 self.file_results[ident] = res   # everything is to be read: the task as asked
                 todo.append(t)
@@ -254,13 +240,13 @@ class Batch:
                 res.stats = self.cache.get(ident)
             missing = FileTask(t.source, base=res.stats is None)
             for r in t.ranges:
-                count = self.cache.get_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}") if use_cache else None
+                count = self.cache.get_extra(ExtraKey(ident, "range", r)) if use_cache else None
                 if count is None:
                     missing.ranges.add(r)
                 else:
                     res.ranges[r] = int(count)
             for u in t.units:
-                pct = self.cache.get_extra(f"{ident}|units|{u!r}") if use_cache else None
+                pct = self.cache.get_extra(ExtraKey(ident, "units", (u,))) if use_cache else None
                 if pct is None:
                     missing.units.add(u)
                 else:
@@ -273,11 +259,10 @@ class Batch:
     def _pairs_from_cache(self) -> list[PairTask]:
         todo: list[PairTask] = []
         for k, t in self.pairs.items():
-            ident = f"{k[0]}>{k[1]}"
-            res = PairResult(self.cache.get_extra(f"{ident}|dmean"))
+            res = PairResult(self.cache.get_extra(ExtraKey.of_pair(*k, "dmean")))
             missing = PairTask(t.cur, t.prev)
             for rtol in t.rtols:
-                excess = self.cache.get_extra(f"{ident}|excess|{rtol!r}")
+                excess = self.cache.get_extra(ExtraKey.of_pair(*k, "excess", rtol))
                 if excess is None:
                     missing.rtols.add(rtol)
                 else:
@@ -298,10 +283,10 @@ class Batch:
             self.cache.put(ident, res.stats)
         for r, count in res.ranges.items():
             have.ranges[r] = count
-            self.cache.put_extra(f"{ident}|range|{r[0]!r}|{r[1]!r}", count)
+            self.cache.put_extra(ExtraKey(ident, "range", r), count)
         for u, pct in res.units.items():
             have.units[u] = pct
-            self.cache.put_extra(f"{ident}|units|{u!r}", pct)
+            self.cache.put_extra(ExtraKey(ident, "units", (u,)), pct)
 
     def _merge_pair(self, t: PairTask, res: PairResult) -> None:
         k = (t.cur.identity, t.prev.identity)
@@ -309,10 +294,9 @@ class Batch:
         if res.error:
             have.error = res.error
             return
-        ident = f"{k[0]}>{k[1]}"
         if res.diff_abs_mean is not None:
             have.diff_abs_mean = res.diff_abs_mean
-            self.cache.put_extra(f"{ident}|dmean", res.diff_abs_mean)
+            self.cache.put_extra(ExtraKey.of_pair(*k, "dmean"), res.diff_abs_mean)
         for r, v in res.excess.items():
             have.excess[r] = v
-            self.cache.put_extra(f"{ident}|excess|{r!r}", v)
+            self.cache.put_extra(ExtraKey.of_pair(*k, "excess", r), v)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import DumpError
-from ..stats.core import CHUNK, Stats, stats_of_chunks
+from ..stats import service
+from ..stats.core import CHUNK, Stats
 from ..formats.base import TensorSource
 
 # A unit-activity spec: (mode, lo, hi, threshold_inactivity); mode "inside" counts a sample as
@@ -63,7 +64,7 @@ def run_file_task(task: FileTask) -> FileResult:
     try:
         res = FileResult()
         if task.base or task.ranges:
-            res.stats, res.ranges = stats_of_chunks(src.chunks(CHUNK), tuple(sorted(task.ranges)))
+            res.stats, res.ranges = service.compute(src, tuple(sorted(task.ranges)))
         for spec in task.units:
             res.units[spec] = inactive_unit_percentage(src, spec)
         return res

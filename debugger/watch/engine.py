@@ -54,7 +54,7 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
     if cache.enabled:
         # An unchanged dump (same names, sizes, mtimes) and the same request: reuse the result.
         key = _result_key(dump, watchpoints, rank_ids, iterations, where, scope, series_sweep)
-        stored = cache.get_result(key)
+        stored = cache.results.get(key)
         if stored is not None:
             return ScanResult.from_dict(stored, list(watchpoints))
     # The tensor work (numpy, pools, the rules) loads here, after the stored-result lookup, which needs none
@@ -74,7 +74,7 @@ def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None
                 r.index  # noqa: B018 - (a scanned rank's were found, and it may be released since)
         result.rank_warnings = [w for r in dump.ranks for w in r.warnings]
     if key is not None:
-        cache.put_result(key, {**result.to_dict(), "rank_warnings": result.rank_warnings,
+        cache.results.put(key, {**result.to_dict(), "rank_warnings": result.rank_warnings,
                                "series_sweep": [h.as_dict() for h in result.series_sweep],
                                "step_coverage": result.step_coverage_json()})
     return result

@@ -6,9 +6,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 from typing import Any
 
+from ..common.atomic import write_json_atomic
 from ..stats.cache import default_cache_dir
 
 FORMAT = 1   # bump when the stored file changes shape: older files are ignored
@@ -34,10 +34,7 @@ def save(path: str, data: dict[str, Any]) -> bool:
     """Write ``data`` (with the format) atomically; False when the folder is not writable."""
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({**data, "format": FORMAT}, f)
-        os.replace(tmp, path)
+        write_json_atomic(path, {**data, "format": FORMAT})
     except OSError:
         return False
     return True

@@ -211,10 +211,10 @@ def test_threshold_overrides():
 
 def test_cache_records_round_trip():
     o = compare_arrays(np.array([1, np.nan, 3], F32), np.array([1, 2, 3.5], F32))
-    store = dict(cache_names("k", outcome_to_extras(o)))
-    back = cached_outcome(store.get, "k")
+    store = dict(cache_names(("a", "b"), outcome_to_extras(o)))
+    back = cached_outcome(store.get, ("a", "b"))
     assert back.metrics == o.metrics and back.only_a == 1 and back.identical == o.identical
-    assert cached_outcome({}.get, "k") is None
+    assert cached_outcome({}.get, ("a", "b")) is None
     assert outcome_to_extras(Outcome(error="x")) is None
 
 

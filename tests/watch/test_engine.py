@@ -199,16 +199,17 @@ def test_statistics_cache_reuse_and_invalidation(tmp_path, layout):
 
 
 def test_cache_keys_ending_in_a_nul_byte_are_found_again(tmp_path):
-    from debugger.stats.cache import _digest
+    from debugger.stats.cache import ExtraKey, _digest
     from debugger.stats.core import tensor_stats
     ident = next(f"f{i}" for i in range(100000) if _digest(f"f{i}").endswith(b"\0"))
+    key = next(k for k in (ExtraKey(f"f{i}", "range", (0, 1)) for i in range(100000)) if _digest(k.text()).endswith(b"\0"))
     c = StatsCache(str(tmp_path))
     s = tensor_stats(np.arange(4, dtype=np.float32))
     c.put(ident, s)
-    c.put_extra(ident, 3.0)
+    c.put_extra(key, 3.0)
     c.flush()
     again = StatsCache(str(tmp_path))
-    assert again.get(ident) == s and again.get_extra(ident) == 3.0
+    assert again.get(ident) == s and again.get_extra(key) == 3.0
 
 
 # -- the CLI -------------------------------------------------------------------------------------------

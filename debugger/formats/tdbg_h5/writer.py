@@ -12,13 +12,14 @@ import operator
 import os
 import re
 from types import TracebackType
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import h5py
 import numpy as np
 
+from ...common.atomic import write_json_atomic
 from ...errors import DumpError
-from ...stats.core import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, stats_of_chunks
+from ...stats.core import CHUNK, EXTRA_STAT_NAMES, STAT_NAMES, Stats, c_order_chunks, stats_of_chunks
 from ..base import BOTH, STATISTICS, VALUES
 from ..parallel import RankLayout, layout_to_dict
 from ..records import GraphRecord, IterationFacts
@@ -49,14 +50,8 @@ def _fsync_dir(path: str) -> None:
 
 
 def _write_json_atomic(path: str, obj: Any, durable: bool) -> None:
-    """Write ``obj`` as JSON under a temporary name, then rename it over ``path``."""
-    tmp = L.temp_name(path)
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=1, sort_keys=True)
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write ``obj`` as JSON under the format's temporary name (readers skip it), then rename it over ``path``."""
+    write_json_atomic(path, obj, tmp=L.temp_name(path), durable=durable, indent=1, sort_keys=True)
 
 
 def _ensure_marker(root: str) -> None:
@@ -399,7 +394,7 @@ class IterationWriter:
 
     def _consume(self, a: np.ndarray, name: str, graph_id: int, row: int,
                  want_stats: bool) -> tuple[Stats | None, str]:
-        """One pass over ``a`` in C-order blocks: store (when ``name``), digest, statistics."""
+        """``a`` stored (when ``name``) and digested in C-order blocks, then its statistics."""
         d = arrays.Digest(a.dtype, tuple(a.shape))
         ds = None
         if name:
@@ -417,20 +412,12 @@ class IterationWriter:
                 ds = group.create_dataset(str(row), shape=a.shape, dtype=a.dtype, chunks=_chunk_shape(a),
                                                compression=w.compression, compression_opts=w.compression_opts)
 
-        def pieces() -> Iterator[np.ndarray]:
-            for index, block in arrays.c_blocks(a, CHUNK):
-                if ds is not None and a.nbytes >= L.CHUNKED_MIN_BYTES and block.size:
-                    ds.write_direct(block, dest_sel=index)
-                flat = block.reshape(-1)
-                d.update(flat)
-                yield flat
-
-        if want_stats:
-            st = stats_of_chunks(pieces())[0]
-        else:
-            st = None
-            for _ in pieces():
-                pass
+        for index, block in arrays.c_blocks(a, CHUNK):
+            if ds is not None and a.nbytes >= L.CHUNKED_MIN_BYTES and block.size:
+                ds.write_direct(block, dest_sel=index)
+            d.update(block.reshape(-1))
+        # the statistics a scan computes from the stored values, to the bit: its chunks, not the blocks above
+        st = stats_of_chunks(c_order_chunks(a))[0] if want_stats else None
         return st, d.hexdigest()
 
     def _index_table(self, rows: list[tuple[Any, ...]], dt: np.dtype) -> np.ndarray:

@@ -12,6 +12,7 @@ from ..model import Dump
 from ..common.gcpause import paused_gc
 from .levels import coarse_iterations
 from .registry import Watchpoint
+from .request import ScanRequest, ScanRuntime
 from .results import ErrorRecord, Hit, ScanResult
 from ..common.selection import parse_iterations
 
@@ -36,39 +37,38 @@ def scan(dump: Dump, watchpoints: list[Watchpoint], *, ranks: Iterable[int] | No
     the recorded per-step series' loss for its first non-finite step (``result.series_sweep``; a caller that
     reads the series itself, the triage, or checks an iteration at a time, the web session, leaves it off).
     """
+    request = ScanRequest.of(watchpoints, ranks=ranks, iterations=iterations, where=where, scope=scope,
+                             series_sweep=series_sweep)
+    runtime = ScanRuntime(cache or StatsCache(enabled=False), jobs, workers, progress)
     with paused_gc():
-        return _scan(dump, watchpoints, ranks, iterations, where, jobs, cache, progress, workers,
-                     sorted(scope) if scope is not None else None, series_sweep)
+        return run_request(dump, request, runtime)
 
 
-def _scan(dump: Dump, watchpoints: list[Watchpoint], ranks: Iterable[int] | None, iterations: set[int] | str | None,
-          where: str | None, jobs: int | None, cache: StatsCache | None,
-          progress: Callable[[int, int], None] | None, workers: Workers | None,
-          scope: list[int] | None = None, series_sweep: bool = True) -> ScanResult:
-    if isinstance(iterations, str):
-        iterations = parse_iterations(iterations)
-    rank_ids = sorted(ranks) if ranks is not None else dump.rank_ids
-    rank_objs = [dump.rank(r) for r in rank_ids]
-    cache = cache or StatsCache(enabled=False)
+def run_request(dump: Dump, request: ScanRequest, runtime: ScanRuntime) -> ScanResult:
+    """The result of ``request`` on ``dump``: stored (an unchanged dump, the same request), else computed and
+    stored."""
+    rank_ids = list(request.ranks) if request.ranks is not None else dump.rank_ids
+    iterations = request.iterations
+    cache = runtime.cache
     key = None
     if cache.enabled:
         # An unchanged dump (same names, sizes, mtimes) and the same request: reuse the result.
-        key = _result_key(dump, watchpoints, rank_ids, iterations, where, scope, series_sweep)
+        key = _result_key(dump, request, rank_ids)
         stored = cache.results.get(key)
         if stored is not None:
-            return ScanResult.from_dict(stored, list(watchpoints))
+            return ScanResult.from_dict(stored, list(request.watchpoints))
     # The tensor work (numpy, pools, the rules) loads here, after the stored-result lookup, which needs none
     # of it (tests/test_lazy_imports.py): the one local import of the engine.
     from .run import run_steps
     from .sweep import series_nonfinite
 
-    result = run_steps(dump, watchpoints, rank_objs, iterations, where, jobs, cache, progress, workers, scope)
-    if series_sweep:
+    result = run_steps(dump, request, runtime, [dump.rank(r) for r in rank_ids])
+    if request.series_sweep:
         result.series_sweep = [h for h in series_nonfinite(dump, rank_ids, result.hits)
                                if iterations is None or h.step in iterations]
     result.sort()
     result.levels = coarse_iterations(dump, rank_ids, result.iterations)
-    if ranks is None:
+    if request.ranks is None:
         for r in dump.ranks:
             if not r.indexed:   # a rank with nothing to scan: its warnings come from its index
                 r.index  # noqa: B018 - (a scanned rank's were found, and it may be released since)
@@ -93,12 +93,12 @@ def _has_layout(dump: Dump) -> bool:
     return any(r.layout is not None for r in dump.ranks)
 
 
-def _result_key(dump: Dump, wps: list[Watchpoint], ranks: list[int], iterations: set[int] | None,
-                where: str | None, scope: list[int] | None = None, series_sweep: bool = True) -> str:
+def _result_key(dump: Dump, request: ScanRequest, ranks: list[int]) -> str:
     # a logical tensor reads every rank's part: when some ranks are left out of a parallel job's scan,
     # the fingerprint still covers every rank
     fp_ranks = None if len(ranks) < len(dump.rank_ids) and _has_layout(dump) else ranks
-    spec = json.dumps([_RESULT_FORMAT, __version__, [w.to_dict() for w in wps], ranks,
-                       sorted(iterations) if iterations is not None else None, where,
-                       dump.fingerprint(fp_ranks), scope, series_sweep], sort_keys=True)
+    its, scope = request.iterations, request.scope
+    spec = json.dumps([_RESULT_FORMAT, __version__, [w.to_dict() for w in request.watchpoints], ranks,
+                       sorted(its) if its is not None else None, request.where, dump.fingerprint(fp_ranks),
+                       list(scope) if scope is not None else None, request.series_sweep], sort_keys=True)
     return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()

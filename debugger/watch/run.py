@@ -6,7 +6,7 @@ import contextlib
 import os
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..stats.cache import StatsCache
 from ..common.executors import Workers, forked, local_workers, shared_with_forks
@@ -17,6 +17,7 @@ from .batch import Batch, Parts
 from .conditions import ByDesign, Planned, RunStart, Search, Step, rule_of
 from .layers import apply_whole_layer
 from .registry import BACKWARD, BUFFER, COPY, SERIES, Watchpoint
+from .request import ScanRequest, ScanRuntime
 from .results import ScanResult
 from .select import is_float, is_undefined, where_nodes
 from .steps import apply_step_facts
@@ -28,20 +29,20 @@ _BATCH_TASKS = 2048   # tensors planned per batch on one machine; a cluster gets
 _AHEAD = 2   # batches computing while the oldest one is evaluated (memory: a few batches of tasks)
 
 
-def run_steps(dump: Dump, watchpoints: list[Watchpoint], rank_objs: list[Rank], iterations: set[int] | None,
-              where: str | None, jobs: int | None, cache: StatsCache,
-              progress: Callable[[int, int], None] | None, workers: Workers | None,
-              scope: Iterable[int] | None = None) -> ScanResult:
-    """Check ``watchpoints`` on the selected tensors of ``rank_objs``; the hits are not sorted yet. A logical
-    tensor (a sharded parameter's) is judged whole, once: by the lowest rank of ``scope`` (default: the
-    ranks scanned) that holds a part of it."""
+def run_steps(dump: Dump, request: ScanRequest, runtime: ScanRuntime, rank_objs: list[Rank]) -> ScanResult:
+    """Check the request's watchpoints on the selected tensors of ``rank_objs``; the hits are not sorted yet. A
+    logical tensor (a sharded parameter's) is judged whole, once: by the lowest rank of the request's scope
+    (default: the ranks scanned) that holds a part of it."""
     rank_ids = [r.rank for r in rank_objs]
-    plan = _Plan(watchpoints, where_nodes(dump, where), frozenset(scope if scope is not None else rank_ids), cache,
+    wanted, scope, cache = request.iterations, request.scope, runtime.cache
+    jobs, workers = runtime.jobs, runtime.workers
+    plan = _Plan(list(request.watchpoints), where_nodes(dump, request.where),
+                 frozenset(scope if scope is not None else rank_ids), cache,
                  sorted({it for r in rank_objs for gid in set(r.graph_ids) for it in r.iterations(gid)
-                         if iterations is None or it in iterations}))
-    result = ScanResult(dump.root, rank_ids, plan.iterations, list(watchpoints))
+                         if wanted is None or it in wanted}))
+    result = ScanResult(dump.root, rank_ids, plan.iterations, list(request.watchpoints))
     chunks = _rank_chunks(dump, rank_objs)
-    told = _Told(progress, sum(len(_steps(chunk, plan.iterations)) for chunk in chunks))
+    told = _Told(runtime.progress, sum(len(_steps(chunk, plan.iterations)) for chunk in chunks))
     cores = max(1, jobs or os.cpu_count() or 1)
     try:
         if workers is None and cores > 1 and len(chunks) > 1:

@@ -538,8 +538,8 @@ def _print_latencies(report: dict[str, Any], repeat: int) -> None:
 
 RANK_VIEWS = {
     "triage (band + heatmap)": "/api/triage",
-    "ranks: first page": "/api/ranks?offset=0&limit=100",
-    "ranks: page 9, by problems": "/api/ranks?sort=problems&offset=900&limit=100",
+    "ranks: first page": "/api/ranks?sort=rank&begin=0",
+    "ranks: page 9, by problems": "/api/ranks?sort=problems&begin=900",
     "ranks: search": "/api/ranks?q=rank%20640",
     "band of a weight's l2norm": "/api/band?node=fc1.weight&stat=l2norm",
 }

@@ -32,9 +32,9 @@ SLOW = ("recorder/", "parallel/", "scale/", "models/", "test_scan_follow.py", "t
         "watch/test_spikes.py", "watch/test_torch_findings.py", "watch/test_series_conditions.py",
         "web/test_trends_iterations.py", "web/test_triage_verdict.py", "test_function_length.py",
         "test_fuzz.py", "test_info_many_ranks.py", "test_filenames_many.py", "test_nothing_here.py",
-        # single tests of the many-rank and hostile-input kind (seconds each)
-        "compare/test_compare_ranks.py::test_many_ranks_folded", "watch/test_engine.py::test_ranks_scanned_on_forked",
-        "watch/test_engine.py::test_many_ranks_are_scanned", "web/test_security.py::test_every_route_survives",
+        # single tests of the hostile-input kind (seconds each; the many-rank ones take ten ranks through
+        # TDBG_RANKS_AT_ONCE, debugger/common/settings.py, and are fast)
+        "web/test_security.py::test_every_route_survives",
         "web/test_rank_api.py::test_twenty_ranks")
 _left_out: list[tuple[str, list[str]]] = []
 # test processes of `pytest -n auto` (pytest-xdist): one a core, at most this many, as many tests start

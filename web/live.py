@@ -25,7 +25,7 @@ from flask import Blueprint, current_app
 from debugger import Dump
 from debugger.watch.follow import Quiet, settled
 
-from .api import _dump_id, _int, _ws
+from .params import current_dump_id, int_arg, workspace
 from .session import Workspace
 
 LOOK_S = 0.5        # the page asks every second (and each ask may look): a new step shows within about one
@@ -161,7 +161,7 @@ _FOLLOWERS_LOCK = threading.Lock()
 def live() -> dict[str, Any]:
     """``?dump=&rank=``: the dump's generation (up when its files changed), its ranks, the watchpoints'
     hit and checked counts, and ``rank``'s iterations; looks at the dump again when it is time to."""
-    key = _dump_id()
-    f = follower(_ws(), key)
+    key = current_dump_id()
+    f = follower(workspace(), key)
     f.look()
-    return f.state(_int("rank"))
+    return f.state(int_arg("rank"))

@@ -11,7 +11,7 @@ from flask import Blueprint, request
 from debugger.views import series as seriesviews
 from debugger.errors import InvalidQueryError
 
-from .api import _flag, _int, _need, _rank
+from .params import flag_arg, int_arg, need_arg, rank_arg
 
 trends_bp = Blueprint("trends", __name__, url_prefix="/api/ranks/<int:rank>/series")
 
@@ -30,37 +30,37 @@ def _float(name: str) -> float | None:
 
 
 def _range() -> dict[str, int | None]:
-    return {"start": _int("start"), "stop": _int("stop")}
+    return {"start": int_arg("start"), "stop": int_arg("stop")}
 
 
 @trends_bp.get("")
 def catalog(rank: int) -> dict[str, Any]:
     """The series' tensors (with role, parameter, layer), its steps and what can be asked
     (``available: false`` with a message when the rank records none)."""
-    return seriesviews.catalog(_rank(rank))
+    return seriesviews.catalog(rank_arg(rank))
 
 
 @trends_bp.get("/curve")
 def curve(rank: int) -> dict[str, Any]:
     """``?tensor=&stat=&start=&stop=&points=``: one statistic, min/max per bucket."""
-    return seriesviews.curve(_rank(rank), _need("tensor"), request.args.get("stat", "l2norm"),
-                             points=_int("points"), **_range())
+    return seriesviews.curve(rank_arg(rank), need_arg("tensor"), request.args.get("stat", "l2norm"),
+                             points=int_arg("points"), **_range())
 
 
 @trends_bp.get("/heatmap")
 def heatmap(rank: int) -> dict[str, Any]:
     """``?stat=&role=&agg=&log=&start=&stop=&columns=``: tensors (grouped by layer) x step buckets."""
-    return seriesviews.heatmap(_rank(rank), request.args.get("stat", "l2norm"), role=request.args.get("role", "weight"),
-                               agg=request.args.get("agg", "max"), log=_flag("log"), columns=_int("columns"), **_range())
+    return seriesviews.heatmap(rank_arg(rank), request.args.get("stat", "l2norm"), role=request.args.get("role", "weight"),
+                               agg=request.args.get("agg", "max"), log=flag_arg("log"), columns=int_arg("columns"), **_range())
 
 
 @trends_bp.get("/scalars")
 def scalars(rank: int) -> dict[str, Any]:
     """``?start=&stop=&points=``: loss, lr, grad_norm, loss_scale, min/max per bucket."""
-    return seriesviews.scalars(_rank(rank), points=_int("points"), **_range())
+    return seriesviews.scalars(rank_arg(rank), points=int_arg("points"), **_range())
 
 
 @trends_bp.get("/spikes")
 def spikes(rank: int) -> dict[str, Any]:
     """``?window=&z=&top=``: the loss spikes, their ranked causes and the nearest deep capture."""
-    return seriesviews.spikes(_rank(rank), window=_int("window"), z=_float("z"), top=_int("top"))
+    return seriesviews.spikes(rank_arg(rank), window=int_arg("window"), z=_float("z"), top=int_arg("top"))

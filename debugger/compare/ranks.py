@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..stats.cache import StatsCache
 from ..errors import DumpError, QueryError
+from ..common.settings import ranks_at_once
 from ..common.executors import Workers, forked, local_workers, shared_with_forks
 from ..formats.records import Kind
 from ..model.graph import Graph
@@ -137,7 +138,7 @@ def _folded(d: Dump, base: int, others: list[int], sel: set[int] | None, all_ten
             workers: Workers | None) -> set[int]:
     """:func:`_in_chunks` graded on ``workers`` (default: one local pool for every chunk; on a local pool of
     several processes, each chunk compared whole by a forked worker)."""
-    if workers is None and max(1, jobs or os.cpu_count() or 1) > 1 and len(others) > RANKS_AT_ONCE:
+    if workers is None and max(1, jobs or os.cpu_count() or 1) > 1 and len(others) > ranks_at_once(RANKS_AT_ONCE):
         return _on_forks(d, _ChunkJob(base, sel, all_tensors, result.thresholds, cache, fast), others, result,
                          jobs, progress)
     done = [0]
@@ -168,7 +169,7 @@ def _in_chunks(d: Dump, base: int, others: list[int], sel: set[int] | None, all_
     ranks forgotten. The next chunk is listed and paired while the workers compare the last one."""
     all_its: set[int] = set()
     pending: tuple[CompareResult, list[Rank], Callable[[], None]] | None = None
-    for ranks in d.rank_chunks(others, RANKS_AT_ONCE):
+    for ranks in d.rank_chunks(others, ranks_at_once(RANKS_AT_ONCE)):
         part = CompareResult("ranks", d.root, d.root, [r.rank for r in ranks], [], result.thresholds, base=base)
         all_its |= _data_parallel_pairs(d, base, part.ranks, sel, all_tensors, part)
         wait = start(part)
@@ -219,7 +220,8 @@ def _on_forks(d: Dump, job: _ChunkJob, others: list[int], result: CompareResult,
     counts kept in rank order: the listing and the pairing spread over the cores too. The iterations seen."""
     d.load_graphs([job.base, *others])
     d.rank(job.base).index  # noqa: B018 - and the base's tensors listed once for them all
-    chunks = [others[at:at + RANKS_AT_ONCE] for at in range(0, len(others), RANKS_AT_ONCE)]
+    at_once = ranks_at_once(RANKS_AT_ONCE)
+    chunks = [others[at:at + at_once] for at in range(0, len(others), at_once)]
     all_its: set[int] = set()
     with local_workers(jobs) as pool, shared_with_forks(dump=d, compare_job=job):
         futures = [pool.submit(compare_rank_chunk, d.root, chunk) for chunk in chunks]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .graph import Graph, Node
+from ..common.settings import ranks_at_once
 from ..common.executors import local_workers, shared_with_forks
 from . import Dump, Rank, TensorRef, dump_at
 from ..formats.parallel import RankLayout
@@ -119,7 +120,8 @@ RANKS_AT_ONCE = 64   # ranks listed, described and forgotten together
 def _ranks_info(d: Dump, jobs: int) -> tuple[list[dict[str, Any]], list[str]]:
     """:func:`rank_info` of every rank and the warnings of the dump and its ranks, a chunk of ranks at a time
     (on a fork pool when there are several chunks and ``jobs`` is not 1)."""
-    chunks = [d.rank_ids[at:at + RANKS_AT_ONCE] for at in range(0, len(d.rank_ids), RANKS_AT_ONCE)]
+    at_once = ranks_at_once(RANKS_AT_ONCE)
+    chunks = [d.rank_ids[at:at + at_once] for at in range(0, len(d.rank_ids), at_once)]
     if jobs == 1 or len(chunks) < 2:
         parts = [_describe(d, ids) for ids in chunks]
     else:

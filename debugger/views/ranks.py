@@ -174,10 +174,8 @@ def first_tensor(heat: Mapping[str, Any], problems: Mapping[str, Any]) -> dict[s
 SORTS = ("rank", "problems", "hits", "divergent", "warnings")
 
 
-def select_rows(rows: list[dict[str, Any]], q: str = "", sort: str = "rank", offset: int = 0,
-                limit: int = 100) -> tuple[int, list[dict[str, Any]]]:
-    """(how many match, the page): rows whose rank, host or group contains ``q``, sorted (problems:
-    most first, then rank), ``offset``/``limit`` applied."""
+def select_rows(rows: list[dict[str, Any]], q: str = "", sort: str = "rank") -> list[dict[str, Any]]:
+    """The rows whose rank, host or group contains ``q``, sorted (problems: most first, then rank)."""
     q = q.strip().lower()
     if q:
         rows = [x for x in rows if q in str(x["rank"]) or q in f"rank {x['rank']}"
@@ -188,7 +186,7 @@ def select_rows(rows: list[dict[str, Any]], q: str = "", sort: str = "rank", off
         rows = sorted(rows, key=lambda x: (-x[sort], x["rank"]))
     else:
         rows = sorted(rows, key=lambda x: x["rank"])
-    return len(rows), rows[max(0, offset):max(0, offset) + max(0, limit)]
+    return rows
 
 
 __all__ = ["LINES_BELOW", "SORTS", "band", "first_tensor", "heatmap", "rank_groups", "rank_problems", "select_rows"]

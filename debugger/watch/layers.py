@@ -8,7 +8,7 @@ their layer they do not, and a layer whose every weight vanishes or stands still
 """
 from __future__ import annotations
 
-from .conditions import Check, Step
+from .rules import Check, Step
 from .results import ScanResult
 
 WHOLE_LAYER = "whole_layer"

@@ -147,7 +147,7 @@ class Condition:
     op_types: tuple[str, ...] = ()   # restrict to nodes applying these activation functions (NodeRecord.activation)
     advice: str = ""
     origin: str = "mindinsight"      # where the condition comes from: "mindinsight" | "sagemaker" | "tdbg"
-    rule: str = "thresholds"         # the rule that plans and evaluates it (watch/conditions.RULES)
+    rule: str = "thresholds"         # the rule that plans and evaluates it (watch/rules.RULES)
     cause: int = 6                   # headline rank: lower is nearer a cause (see CAUSES)
 
     @property

@@ -9,12 +9,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator
 
 from ..stats.cache import StatsCache
+from ..common.settings import ranks_at_once
 from ..common.executors import Workers, forked, local_workers, shared_with_forks
 from ..formats.records import Kind
 from ..model import Dump, Rank, TensorRef, dump_at
 from ..model.graph import Graph
 from .batch import Batch, Parts
-from .conditions import ByDesign, Planned, RunStart, Search, Step, rule_of
+from .rules import ByDesign, Planned, RunStart, Search, Step, rule_of
 from .layers import apply_whole_layer
 from .registry import BACKWARD, BUFFER, COPY, SERIES, Watchpoint
 from .request import ScanRequest, ScanRuntime
@@ -165,9 +166,10 @@ RANKS_AT_ONCE = 64   # ranks listed, scanned and forgotten together (a dump with
 def _rank_chunks(dump: Dump, ranks: list[Rank]) -> list[list[Rank]]:
     """The ranks a chunk at a time, so that a scan holds a chunk's listings whatever the rank count; all at
     once when a rank has a parallel layout (a sharded parameter is judged from every rank's part)."""
-    if len(ranks) <= RANKS_AT_ONCE or any(r.layout is not None for r in ranks):
+    at_once = ranks_at_once(RANKS_AT_ONCE)
+    if len(ranks) <= at_once or any(r.layout is not None for r in ranks):
         return [ranks]
-    return [ranks[at:at + RANKS_AT_ONCE] for at in range(0, len(ranks), RANKS_AT_ONCE)]
+    return [ranks[at:at + at_once] for at in range(0, len(ranks), at_once)]
 
 
 def _steps(ranks: list[Rank], all_its: list[int]) -> list[tuple[Rank, int, int]]:

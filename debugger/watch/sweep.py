@@ -15,7 +15,7 @@ from ..model.graph import Graph
 from ..model.locate import position
 from ..stats.core import Stats
 from .batch import Batch
-from .conditions import NONFINITE, Step, make_hit, nonfinite_counts, unsupplied
+from .rules import NONFINITE, Step, make_hit, nonfinite_counts, unsupplied
 from .registry import Watchpoint
 from .results import Hit, ScanResult, SeriesHit
 from .select import in_filters

@@ -22,7 +22,7 @@ from __future__ import annotations
 from ..formats.records import Kind
 from ..model import TensorRef
 from .batch import Batch
-from .conditions import Check, Step
+from .rules import Check, Step
 from .results import ScanResult
 from .select import is_float
 

@@ -73,7 +73,7 @@ def test_every_preset_parses():
 
 
 def test_every_condition_names_a_rule_that_evaluates_it():
-    from debugger.watch.conditions import RULES, rule_of
+    from debugger.watch.rules import RULES, rule_of
     from debugger.watch.registry import SERIES
     from debugger.watch.series_conditions import SERIES_RULES
     over_series = {c.rule for c in CONDITIONS.values() if c.needs == SERIES}

@@ -20,7 +20,7 @@ from debugger import open_dump
 from debugger.formats.base import TensorHeader, TensorSource
 from debugger.model import Dump
 from debugger.stats.core import STAT_NAMES, Stats, compute_stats
-from debugger.watch.conditions import change_lower_bound, unchanged_from_statistics
+from debugger.watch.rules import change_lower_bound, unchanged_from_statistics
 
 # What MindSpore's statistic dumps typically hold: no counts.
 FEW = ("max", "min", "mean", "l2norm")

@@ -40,7 +40,7 @@ def ranks20(make_app: Any, tmp_path: Any) -> Any:
 
 
 def test_twenty_ranks_get_a_band_a_heatmap_and_problem_rows(ranks20: Any) -> None:
-    before = ranks20.get("/api/ranks?sort=problems&limit=3").get_json()
+    before = ranks20.get("/api/ranks?sort=problems&end=3").get_json()
     assert before["triaged"] is False and before["total"] == 20 and [x["hits"] for x in before["items"]] == [0, 0, 0]
     assert before["items"][0]["group"] == "ranks 0-19"
     t = _triage(ranks20)
@@ -50,11 +50,12 @@ def test_twenty_ranks_get_a_band_a_heatmap_and_problem_rows(ranks20: Any) -> Non
     assert heat["rows"] == list(range(20)) and heat["iterations"] == [0, 1, 2]
     hit_cells = {(heat["rows"][i], heat["iterations"][j]) for i, j, h, _ in heat["cells"] if h}
     assert (NAN_RANK, 2) in hit_cells
-    after = ranks20.get("/api/ranks?sort=problems&limit=3").get_json()
+    after = ranks20.get("/api/ranks?sort=problems&end=3").get_json()
     assert after["triaged"] and after["items"][0]["rank"] == NAN_RANK and after["items"][0]["hits"] >= 1
     assert after["items"][0]["tensor_files"] > 0       # the `tdbg info` object of each rank on the page
-    page = ranks20.get("/api/ranks?offset=18&limit=5").get_json()
-    assert [x["rank"] for x in page["items"]] == [18, 19] and page["total"] == 20
+    page = ranks20.get("/api/ranks?sort=rank&begin=18").get_json()      # paged as every list: begin, end
+    assert [x["rank"] for x in page["items"]] == [18, 19] and (page["begin"], page["end"], page["total"]) == (18, 20, 20)
+    assert ranks20.get("/api/ranks?sort=rank&begin=5&end=25").status_code == 400      # past the end
     old = ranks20.get("/api/ranks?begin=2&end=4").get_json()     # the old paging still answers
     assert [x["rank"] for x in old["items"]] == [2, 3] and old["total"] == 20
 

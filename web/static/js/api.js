@@ -94,7 +94,7 @@ export const api = {
   triage: (dump, { start = true } = {}) => get('/triage', { dump, start: start ? undefined : 0 }, { reuse: false }),
   ranks: (dump) => get('/ranks', { dump }),
   band: ({ dump, graph, node, io, slot, stat }) => get('/band', { dump, graph, node, io, slot, stat }),
-  rankPage: ({ dump, q, sort, offset, limit }) => get('/ranks', { dump, q, sort, offset, limit }, { reuse: false }),
+  rankPage: ({ dump, q, sort, begin }) => get('/ranks', { dump, q, sort, begin }, { reuse: false }),
   graphs: (dump, rank) => get(`/ranks/${rank}/graphs`, { dump }),
   scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end, overlay }) =>
     get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end, ...(overlay || {}) }),

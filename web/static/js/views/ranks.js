@@ -51,7 +51,7 @@ const ROW = 34, PAGE = 100, VIEW = 440;
 const SORTS = [['rank', 'rank'], ['problems', 'problems first'], ['hits', 'most hits'], ['divergent', 'most divergent'], ['warnings', 'most warnings']];
 
 // The ranks, virtualised: only the rows in sight (and a few more) are in the DOM; the server filters
-// (rank, host, group), sorts and pages them (/api/ranks?q=&sort=&offset=&limit=).
+// (rank, host, group), sorts and pages them (/api/ranks?q=&sort=&begin=: 100 rows from begin).
 function rankList(count) {
   const pages = new Map();
   let total = count, q = '', sort = 'rank', gen = 0;
@@ -66,7 +66,7 @@ function rankList(count) {
   async function fetchPage(p, my) {
     pages.set(p, null);
     try {
-      const r = await api.rankPage({ dump: state.dump, q, sort, offset: p * PAGE, limit: PAGE });
+      const r = await api.rankPage({ dump: state.dump, q, sort, begin: p * PAGE });
       if (my !== gen) return;
       pages.set(p, r.items);
       total = r.total;

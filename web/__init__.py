@@ -20,7 +20,7 @@ from werkzeug.exceptions import HTTPException
 from debugger import DumpError, QueryError, query
 from debugger.errors import InvalidQueryError
 
-from .api import bp
+from .routes import BLUEPRINTS
 from .live import live_bp
 from .trends import trends_bp
 from .guard import MAX_BODY, install as install_guard
@@ -104,7 +104,8 @@ def create_app(dump_path: str, config: dict | None = None) -> Flask:
                                        scheduler=app.config.get("SCHEDULER"))
     install_guard(app)
 
-    app.register_blueprint(bp)
+    for bp in BLUEPRINTS:
+        app.register_blueprint(bp)
     app.register_blueprint(trends_bp)
     app.register_blueprint(live_bp)
 

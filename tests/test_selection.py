@@ -30,3 +30,14 @@ def test_convert_refuses_a_bad_iteration_list_before_writing(make_dump, tmp_path
     out = tmp_path / "out"
     r = run_cli("convert", root, str(out), "--iterations", "2-x")
     assert r.code == 2 and "bad iteration range" in r.err and not out.exists()
+
+
+def test_a_rank_and_a_count_read_as_words():
+    """ "rank 3", never "ranks 3" or "ranks 0-0"; "1 weight", "2 weights" (issue 40's words)."""
+    from debugger.common.selection import counted, ranks_phrase
+    from debugger.views.ranks import rank_groups
+
+    assert ranks_phrase([3]) == "rank 3" and ranks_phrase([0, 0]) == "rank 0"
+    assert ranks_phrase([0, 1, 2, 5]) == "ranks 0-2,5" and ranks_phrase(range(4), ", ") == "ranks 0-3"
+    assert (counted(1, "weight"), counted(2, "weight"), counted(0, "match", "matches")) == ("1 weight", "2 weights", "0 matches")
+    assert [g["name"] for g in rank_groups(list(range(65)), {})] == ["ranks 0-63", "rank 64"]

@@ -6,7 +6,7 @@ from typing import TextIO
 from ..compare.grades import ERROR, PASS, WARNING
 from ..compare.pairs import CompareResult, Pair
 from .report import fmt_num, table
-from ..common.selection import ranges_text
+from ..common.selection import ranges_text, ranks_phrase
 
 _SHOWN = 50
 
@@ -38,7 +38,7 @@ def _print_header(result: CompareResult, out: TextIO) -> None:
     s = result.summary()
     its = ranges_text(result.iterations)
     if result.mode == "ranks":
-        out.write(f"Compared ranks {ranges_text(result.ranks)} with base rank {result.base} of {result.a}\n"
+        out.write(f"Compared {ranks_phrase(result.ranks)} with base rank {result.base} of {result.a}\n"
                   f"  iterations {its}: {s['pairs']} pair(s), {s['counted']} of tensors that must agree\n")
     elif result.mode == "logical":
         out.write(f"Compared the logical tensors of {result.a} (a)\n    with {result.b} (b, baseline)\n"

@@ -8,7 +8,7 @@ from .exits import Exit
 from ..formats.records import Kind
 from ..model import open_dumps
 from .report import human_bytes, table
-from ..common.selection import ranges_text
+from ..common.selection import counted, ranges_text, ranks_phrase
 from ..model.serialize import dump_info
 from .common import add_json, print_json
 
@@ -85,7 +85,7 @@ def _print_layout(layout: dict, out: TextIO) -> None:
         out.write(f"    mesh {name}: {dims} (ranks {ranges_text(m['ranks'])}); groups {groups}\n")
     pp = layout["pipeline"]
     if pp:
-        stages = "; ".join(f"stage {s}: ranks {ranges_text(v['ranks'])} ({len(v['weights'])} weights)"
+        stages = "; ".join(f"stage {s}: {ranks_phrase(v['ranks'])} ({counted(len(v['weights']), 'weight')})"
                            for s, v in pp["by_stage"].items())
         out.write(f"    pipeline: {pp['stages'] or '?'} stage(s), {pp['micro_batches'] or '?'} micro-batch(es); "
                   f"{stages}\n")

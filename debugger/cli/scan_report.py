@@ -5,7 +5,7 @@ from typing import Any, TextIO
 
 from ..formats.records import Kind
 from .report import fmt_num, table
-from ..common.selection import ranges_text
+from ..common.selection import ranges_text, ranks_phrase
 from ..watch.coverage import Coverage, most_common
 from ..watch.levels import level_notes
 from ..watch.registry import SERIES
@@ -26,7 +26,7 @@ def print_conditions(conds: list[dict], out: TextIO) -> None:
 def print_scan(result: ScanResult, out: TextIO, strict: bool = False, series_hits: bool = False) -> None:
     """The human report of a scan: what it covered, what the recording levels of its iterations cannot
     answer, its hits, and what could not be checked."""
-    out.write(f"Scanned {result.dump}: ranks {ranges_text(result.ranks)}, iterations "
+    out.write(f"Scanned {result.dump}: {ranks_phrase(result.ranks)}, iterations "
               f"{ranges_text(result.iterations)}, {len(result.watchpoints)} watchpoint(s)\n")
     for line in coverage_lines(result):
         out.write(f"{line}\n")
@@ -66,7 +66,7 @@ def _covered(c: Coverage, kinds: tuple[str, ...]) -> str:
         return f"NOT CHECKED: none of its {c.candidates} check(s) could run: {most_common(c)}"
     if c.status == "not_applicable":
         return f"applies to none of the {c.of_kind} tensor(s) of its kinds (activation functions, filters)"
-    where = f"iterations {ranges_text(sorted(c.iterations))}, ranks {ranges_text(sorted(c.ranks))}"
+    where = f"iterations {ranges_text(sorted(c.iterations))}, {ranks_phrase(c.ranks)}"
     text = f"checked {c.checked:,} tensor(s) in {where}"
     if c.gaps:
         text += f"; {c.unchecked:,} could not be checked: {most_common(c)}"

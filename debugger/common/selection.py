@@ -58,6 +58,17 @@ def ranges_text(values: Iterable[int], sep: str = ",") -> str:
     return sep.join(out)
 
 
+def ranks_phrase(values: Iterable[int], sep: str = ",") -> str:
+    """``rank 3`` for one rank, ``ranks 0-2,5`` for more (never "ranks 0-0" or "ranks 3")."""
+    vals = sorted(set(values))
+    return f"rank {vals[0]}" if len(vals) == 1 else f"ranks {ranges_text(vals, sep)}"
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 weight``, ``2 weights``: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 # -- a selection against what a dump holds ----------------------------------------------------------
 def lacking(what: str, requested: Iterable[int], present: Iterable[int], holder: str = "it has") -> str | None:
     """``iterations 8, 100-120 requested but not in the dump (it has 0-7)``; None when nothing lacks."""

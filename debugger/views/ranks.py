@@ -10,6 +10,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ..common.selection import ranks_phrase
+
 LINES_BELOW = 16        # below this many ranks a band says little: draw every rank's line
 OUTLIER_IQRS = 5.0      # a value further than this many IQRs (or scaled MADs) from the median is an outlier
 # (3 names a dozen healthy ranks of 1,000 whose losses differ by their batches: losses are skewed)
@@ -91,8 +93,7 @@ def rank_groups(rank_ids: Sequence[int], layouts: Mapping[int, Any], hosts: Mapp
         if keyed:
             return [{"name": k, "ranks": v} for k, v in sorted(keyed.items(), key=lambda kv: kv[1][0])]
     ids = list(rank_ids)
-    return [{"name": f"ranks {ids[i]}-{ids[min(i + block, len(ids)) - 1]}", "ranks": ids[i:i + block]}
-            for i in range(0, len(ids), block)]
+    return [{"name": ranks_phrase(ids[i:i + block]), "ranks": ids[i:i + block]} for i in range(0, len(ids), block)]
 
 
 def _layout_key(rank: int, layout: Any) -> str | None:

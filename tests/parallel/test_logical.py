@@ -273,5 +273,5 @@ def test_info_lists_meshes_groups_stages_and_logical_parameters(tmp_path: Any) -
         "0": {"ranks": [0], "weights": ["a"]}, "1": {"ranks": [1], "weights": ["b"]}}}
     assert r.json["trainable_weights"] == ["a", "b"]          # every stage's, not the first rank's only
     text = run_cli("info", str(tmp_path / "p")).out
-    assert "pipeline: 2 stage(s), 4 micro-batch(es); stage 0: ranks 0 (1 weights); stage 1: ranks 1 (1 weights)" in text
+    assert "pipeline: 2 stage(s), 4 micro-batch(es); stage 0: rank 0 (1 weight); stage 1: rank 1 (1 weight)" in text
     assert "trainable weights (2): a, b" in text, text

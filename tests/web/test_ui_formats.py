@@ -31,6 +31,9 @@ def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: 
     assert page.locator(".records-note").count() == (1 if dump.startswith("msprobe/") else 0)
     if dump.startswith("msprobe/"):
         assert "no data-flow edges" in page.locator(".records-note").inner_text()
+    # a statistics dump's tensors are no files of 0 B: the card says there are no values
+    metrics = page.locator(".metrics").inner_text()
+    assert ("statistics only: no values stored" in metrics and "0 B" not in metrics) is dump.startswith("msprobe/statistics")
     open_view(page, live_sample, f"#/graph?dump={dump}")
     wait_graph(page)
     assert page.locator(".gnode").count() >= 1
@@ -57,6 +60,8 @@ def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: 
     assert (page.locator("a", has_text="Download .npy").count() == 0) is stats_only
     open_view(page, live_sample, f"#/ranks?dump={dump}")
     page.wait_for_selector(".ranks-card .rank-row[data-rank]")
+    size = page.locator(".rank-row[data-rank] .rank-size").first.inner_text()
+    assert ("statistics only" in size and "0 B" not in size) is stats_only
     open_view(page, live_sample, f"#/watch?dump={dump}")
     page.wait_for_selector("[data-preset='recommended']")
     page.goto("about:blank")   # the page polls: leave before the next test

@@ -81,6 +81,8 @@ def test_the_faulty_layer_is_coloured_worst_from_the_root_down(page: Any, plante
     page.locator(f'.gnode[data-id="{top["id"]}"]').click()
     assert "statistics only" in page.locator(".inspector .hist-none").text_content()
     assert "no finite values" not in page.locator(".inspector").text_content()
+    # and offers no download of values it does not hold (a link that answered 404, saved as npy.json)
+    assert page.locator(".inspector .no-npy").is_visible() and page.locator(".inspector a[download]").count() == 0
 
 
 def test_the_overlay_follows_the_replay_slider(page: Any, planted: Any) -> None:

@@ -93,7 +93,7 @@ def _rank_summary(r: Rank) -> dict[str, Any]:
     """What a row of the Ranks tab shows of a rank (its `tdbg info` object less the parameters, the
     metadata and the per-graph details: a page of 100 rows stays small)."""
     return {"rank": r.rank, "path": r.path, "iterations": r.iterations(), "graphs": r.graph_ids,
-            "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(),
+            "tensor_files": r.tensor_file_count(), "tensor_bytes": r.tensor_bytes(), "saved": r.info.saved,
             "nodes_by_kind": dict(sorted(r.kind_counts().items()))}
 
 

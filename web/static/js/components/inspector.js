@@ -155,7 +155,10 @@ function statsSection(d, cur, p) {
   return section(`Statistics · ${cur.io} ${cur.slot}`, [statsBox,
     h('div', { class: 'row insp-actions' },
       h('button', { class: 'btn btn-small btn-accent', onclick: () => set({ view: 'tensor', io: cur.io, slot: cur.slot }) }, 'Values, history & compare →'),
-      h('a', { class: 'btn btn-small', href: api.npyUrl(q), download: '' }, 'Download .npy'))], 'stats');
+      // a statistics-only tensor has no values to download: said, not offered as a link that answers 404
+      cur.has_values === false
+        ? h('span', { class: 'muted small no-npy' }, 'No .npy: statistics only')
+        : h('a', { class: 'btn btn-small', href: api.npyUrl(q), download: '' }, 'Download .npy'))], 'stats');
 }
 
 function ioSection(d) {

@@ -21,6 +21,7 @@ export function mount(root) {
     const its = [...new Set(ranks.flatMap((r) => r.iterations))].sort((a, b) => a - b);
     const files = ranks.reduce((a, r) => a + r.tensor_files, 0);
     const bytes = ranks.reduce((a, r) => a + r.tensor_bytes, 0);
+    const statsOnly = ranks.every((r) => r.saved === 'statistics');
     const kinds = {};
     for (const r of ranks.filter((x) => x.rank === r0.rank)) for (const [k, v] of Object.entries(r.nodes_by_kind)) kinds[k] = (kinds[k] || 0) + v;
     const nodes = Object.values(kinds).reduce((a, b) => a + b, 0);
@@ -44,7 +45,8 @@ export function mount(root) {
       metric('Ranks', String(ranks.length), ranks.map((r) => `rank_${r.rank}`).join(', ')),
       metric('Graphs', String(r0.graphs.length), r0.graph_details.map((g) => `${g.name || 'graph ' + g.graph}: ${fmt(g.nodes)} nodes`).join(' · ')),
       metric('Iterations', its.length ? `${its[0]}–${its[its.length - 1]}` : '—', `${its.length} dumped`),
-      metric('Tensor files', fmt(files), fmtBytes(bytes))));
+      // a statistics dump stores no values: its tensors are records, and "0 B" would read as empty files
+      statsOnly ? metric('Tensors', fmt(files), 'statistics only: no values stored') : metric('Tensor files', fmt(files), fmtBytes(bytes))));
     // what the format records and what it does not (an msprobe dump: calls and their statistics, no data flow)
     if (r0.records) put(page, h('div', { class: 'note records-note muted small' }, h('b', {}, 'What this dump records: '), r0.records));
     // a run resumed into the dump after a restart (Recorder(resume=True)): the runs apart, never one
@@ -71,7 +73,7 @@ export function mount(root) {
         h('div', { class: 'card-body param-list' }, r0.parameters.slice(0, 60).map((p) => h('a', { href: '#', class: 'param-item',
           onclick: (e) => { e.preventDefault(); set({ view: 'graph', node: p.name }); } },
         kindDot(p.kind), h('span', { class: 'mono' }, p.name))))),
-      h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Reader warnings'), h('span', { class: 'muted' }, String(info.warnings.length))),
+      h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Load warnings'), h('span', { class: 'muted' }, String(info.warnings.length))),
         h('div', { class: 'card-body' }, info.warnings.length
           ? h('ul', { class: 'warn-list' }, info.warnings.slice(0, 50).map((x) => h('li', { class: 'mono small' }, x)))
           : h('div', { class: 'muted' }, 'None: every tensor file matched a graph node and every iteration is complete.'),

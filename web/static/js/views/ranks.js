@@ -96,7 +96,8 @@ function rankRow(x, i) {
     h('b', { class: 'rank-name' }, `rank ${x.rank}`),
     h('span', { class: 'faint small rank-group' }, [x.group, x.host].filter(Boolean).join(' · ')),
     h('span', { class: 'small' }, itRange(x.iterations)),
-    h('span', { class: 'num small' }, `${fmt(x.tensor_files)} files · ${fmtBytes(x.tensor_bytes)}`),
+    h('span', { class: 'num small rank-size' }, x.saved === 'statistics' ? `${fmt(x.tensor_files)} tensors · statistics only`
+      : `${fmt(x.tensor_files)} files · ${fmtBytes(x.tensor_bytes)}`),
     h('span', { class: 'rank-problems' }, x.hits ? problemChip(x, 'hit', `${fmt(x.hits)} hits`) : null,
       x.divergent ? problemChip(x, 'divergent', `${fmt(x.divergent)} divergent`) : null,
       x.warnings ? h('span', { class: 'chip warn' }, `${fmt(x.warnings)} warnings`) : null),

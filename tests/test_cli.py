@@ -280,6 +280,19 @@ def test_code_text_output_labels_its_columns():
     assert sig["node"] in r.out     # the whole name, not cut
 
 
+def test_code_prints_the_line_the_stacks_never_named():
+    """The second line of a statement that defines a layer (`self.fc3 = nn.Dense(...,` then its arguments): the
+    nodes it made are found through the statement, and its code is read from the file, never an empty line."""
+    script = os.path.join(os.path.dirname(SINGLE), "make_sample.py")
+    with open(script, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    line = next(i + 1 for i, t in enumerate(lines) if t.strip().startswith("self.fc3 = nn.Dense(")) + 1
+    r = run_cli("code", SINGLE, f"make_sample.py:{line}")
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0] == f"make_sample.py:{line}  {lines[line - 1].strip()}"
+    assert "definition (" in r.out and "fc3.weight" in r.out
+
+
 def test_scan_text_names_tensors_in_full():
     r = run_cli("scan", SINGLE, "--preset", "recommended", "--json")
     names = {h["node"] for h in r.json["hits"] if not h.get("param")}   # parameters go by their name

@@ -8,6 +8,7 @@ from .exits import Exit
 from ..model import Dump, open_dump
 from .report import table
 from ..model.source import parse_location
+from ..model.sourceroots import SourceRoots
 from .common import add_json, add_source_root, print_json, report_warnings, source_roots
 
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if not nodes:
         _print_nothing(dump, args.location, out)
         return Exit.OK
-    code = dump.source_index.code(files[0], line) if files else ""
+    code = _code_text(dump, roots, files[0], line) if files else ""
     out.write(f"{args.location}  {code}\n")
     for f in files:
         if found[f] and found[f] != f:
@@ -46,6 +47,17 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         if rows:
             out.write(f"  {direction} ({len(rows)}):\n" + table(rows, ["rank", "graph", "op", "kind", "node"], indent="    ") + "\n")
     return Exit.OK
+
+
+def _code_text(dump: Dump, roots: SourceRoots, file: str, line: int) -> str:
+    """The line's code as the stacks recorded it, else as the file under the source roots holds it (a line the
+    stacks never named: the second line of a statement that defines a layer); '' when neither has it."""
+    code = dump.source_index.code(file, line)
+    if code:
+        return code
+    text = roots.read(file)["text"]
+    lines = text.splitlines() if text is not None else []
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
 def _print_nothing(dump: Dump, location: str, out: TextIO) -> None:

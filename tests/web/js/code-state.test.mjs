@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  defaultFile, fileOfAnswer, lineClass, lineGroups, lineTitle, parseLoc, pyTokens, selectedLine, shortDir, stackRows,
+  defaultFile, fileOfAnswer, lineClass, lineGroups, lineTitle, marksSummary, parseLoc, pyTokens, selectedLine, shortDir,
+  stackRows,
 } from '../../../web/static/js/views/code/state.js';
 
 test('FILE:LINE parses at its last colon; anything else is null', () => {
@@ -62,4 +63,11 @@ test('a file is listed under a folder with no absolute path; a library file unde
   assert.equal(shortDir('C:\\Users\\ana\\proj\\train.py', ['C:\\Users\\ana\\proj\\train.py']), 'proj/');
   assert.equal(shortDir('train.py', ['train.py']), '');
   for (const f of [...mine, '/srv/a/b/x.py']) assert.ok(!shortDir(f, mine).startsWith('/'));
+});
+
+test('the marked lines are counted so that the numbers add up: nodes made, layers defined', () => {
+  const items = [{ line: 3 }, { line: 5, layer: 'fc1' }, { line: 6, layer: 'fc2' }, { line: 9 }];
+  assert.equal(marksSummary(items), '2 lines created nodes · 2 define a layer');
+  assert.equal(marksSummary([{ line: 1 }, { line: 2, layer: 'fc' }]), '1 line created nodes · 1 defines a layer');
+  assert.equal(marksSummary([{ line: 1 }]), '1 line created nodes');
 });

@@ -1,7 +1,7 @@
 // The code view's DOM: the file list, the source with its marked lines, and the nodes of a line.
 import { set, state } from '../../state.js';
 import { h, basename, empty, kindDot } from '../../dom.js';
-import { lineClass, lineTitle, plural, pyTokens, shortDir, stackRows } from './state.js';
+import { lineClass, lineTitle, marksSummary, plural, pyTokens, shortDir, stackRows } from './state.js';
 
 /** The user's files of a file list (not the framework's): what a user file's folder is shown relative to. */
 export const userFilesOf = (files) => files.filter((f) => !f.is_framework).map((f) => f.file);
@@ -33,13 +33,12 @@ export function fileItems(files, framework) {
 
 /** The source pane's head: file name, folder (the full path in its title), whether it was read from disk. */
 export function sourceHead(lines, text, userFiles) {
-  const made = lines.items.filter((l) => !l.layer).length;
   return [h('div', { class: 'src-title' }, h('b', {}, basename(lines.file)),
     h('span', { class: 'mono muted ellipsis', title: lines.file }, shortDir(lines.file, userFiles, lines.folder))),
   h('div', { class: 'src-meta' },
     text.exists ? h('span', { class: 'chip', title: 'read from this machine' }, 'file on disk')
       : h('span', { class: 'chip warn source-missing', title: text.reason || '' }, 'code from the stacks'),
-    h('span', { class: 'muted' }, `${plural(made, 'line')} created nodes`)),
+    h('span', { class: 'muted marks-summary' }, marksSummary(lines.items))),
   // why the file is not shown: the server's reason (outside the allowed roots: how to allow its folder)
   text.exists ? null : h('div', { class: 'muted small source-hint' }, text.reason || 'the file cannot be read')];
 }

@@ -82,6 +82,14 @@ export function stackRows(items) {
 
 export function plural(n, word) { return `${n} ${word}${n === 1 ? '' : 's'}`; }
 
+/** What the marked lines of a file are, counted so that the numbers add up to the lines marked: those whose
+ * statements created nodes, and those that define a layer (``6 lines created nodes · 11 define layers``). */
+export function marksSummary(items) {
+  const defs = items.filter((l) => l.layer).length;
+  const made = items.length - defs;
+  return `${plural(made, 'line')} created nodes${defs ? ` · ${defs} define${defs === 1 ? 's' : ''} a layer` : ''}`;
+}
+
 const SEP = /[\\/]/;
 
 /** The folders of ``file``'s path, without the file's name. */

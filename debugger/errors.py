@@ -35,6 +35,10 @@ class QueryError(DumpError):
     """A query (node name, FILE:LINE, range, watchpoint) is malformed or matches nothing."""
 
 
+class NoEarlierValue(QueryError):
+    """A tensor has no earlier value to compare with (its first iteration, an activation): a state, not a miss."""
+
+
 class InvalidQueryError(QueryError):
     """A malformed argument (range, slice, location, watchpoint): the caller's mistake, not a miss."""
 

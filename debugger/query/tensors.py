@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import InvalidQueryError, QueryError
+from ..errors import InvalidQueryError, NoEarlierValue, QueryError
 from ..model.graph import Graph
 from ..model.history import Previous, previous_value
 from ..model import Rank, TensorRef
@@ -187,8 +187,8 @@ def previous_tensor(rank: Rank, ref: TensorRef) -> Previous:
     words a view can show: the tensor and iteration, no path)."""
     prev, why = previous_value(rank, ref)
     if prev is None:
-        raise QueryError(None, f"{ref.node} {ref.io} {ref.slot} in iteration {ref.iteration} has no earlier "
-                               f"value to compare with ({why})")
+        raise NoEarlierValue(None, f"{ref.node} {ref.io} {ref.slot} in iteration {ref.iteration} has no earlier "
+                                   f"value to compare with ({why})")
     return prev
 
 

@@ -133,6 +133,26 @@ def test_tensor_view_at_the_first_iteration_says_there_is_nothing_to_compare_wit
     assert SAMPLE not in page.locator("main").inner_text()
 
 
+@pytest.mark.parametrize("dump,node,it", [("single", MATMUL, 0), ("msprobe/statistics_mix", "block.0.weight", 1)])
+def test_a_tensor_view_asks_nothing_it_knows_is_not_there(page: Any, live_sample: Any, dump: str, node: str, it: int) -> None:
+    """No earlier value (an activation at iteration 0), no values (a statistics dump): the view says so and asks
+    the server nothing that answers 4xx (Chromium logs each such answer as a console error)."""
+    from urllib.parse import quote
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    open_view(page, live_sample, f"#/tensor?dump={dump}&it={it}&node={quote(node, safe='')}")
+    page.wait_for_selector(".stats-table")
+    page.wait_for_selector(".values-body .no-earlier, .values-body .no-values, .values-body table, .values-body .scalar")
+    page.wait_for_timeout(300)      # what the view asks after drawing (history, ranks) is in too
+    if dump.startswith("msprobe"):
+        assert "statistics only" in page.locator(".values-body").inner_text()
+    else:       # the values of the previous iteration, asked for: said in words too
+        page.locator(".seg button", has_text="Previous").click()
+        page.wait_for_selector(".values-body .no-earlier")
+        assert "has no earlier value to compare with" in page.locator(".values-body").inner_text()
+    assert failed == []
+
+
 def test_tensor_view_table_heatmap_history_and_compare(page: Any, live_sample: Any) -> None:
     open_view(page, live_sample, "#/tensor?dump=single&it=3&node=conv1.weight")
     page.wait_for_selector(".stats-table")

@@ -6,7 +6,7 @@ from typing import Any
 from flask import Blueprint, Response, request
 
 from debugger import query
-from debugger.errors import InvalidQueryError
+from debugger.errors import InvalidQueryError, NoEarlierValue
 
 from ..params import (current_dump_id, int_arg, tensor_arg,
                      value_cap, workspace)
@@ -44,9 +44,14 @@ def tensor_values(rank: int, graph_id: int) -> dict[str, Any]:
 
 @tensors_bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/diff")
 def tensor_diff(rank: int, graph_id: int) -> dict[str, Any]:
-    """Current, previous-iteration and difference values of a slice, with their statistics."""
+    """Current, previous-iteration and difference values of a slice, with their statistics; a tensor with no
+    earlier value (its first iteration, an activation) is ``{"available": false, "reason"}``, a normal answer
+    and no 404: the page asks for every tensor it shows."""
     r, ref = tensor_arg(rank, graph_id)
-    return query.tensor_diff(r, ref, request.args.get("slice"), value_cap())
+    try:
+        return {"available": True, **query.tensor_diff(r, ref, request.args.get("slice"), value_cap())}
+    except NoEarlierValue as exc:
+        return {"available": False, "reason": exc.problem}
 
 
 @tensors_bp.get("/ranks/<int:rank>/graphs/<int:graph_id>/tensor/npy")

@@ -82,7 +82,9 @@ function statsCards(q, cur, alive) {
   const histBox = h('div', { class: 'card-body hist-body' });
   const histCard = h('div', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Histogram'), h('span', { class: 'muted' }, 'finite values')),
     histBox);
-  Promise.all([api.tensor(q), api.diff({ ...q, slice: null }).catch((e) => ({ error: e }))]).then(([t, d]) => {
+  // a statistics-only tensor has no values to take a difference of: not asked (no 404 to log)
+  const diff = cur.has_values === false ? Promise.resolve(null) : api.diff({ ...q, slice: null }).catch((e) => ({ error: e }));
+  Promise.all([api.tensor(q), diff]).then(([t, d]) => {
     if (!alive()) return;
     // a statistics-only dump stores no values to draw (the histogram is null), which is not "no finite values"
     put(clear(histBox), t.histogram === null
@@ -93,7 +95,7 @@ function statsCards(q, cur, alive) {
       h('thead', {}, h('tr', {}, h('th', {}, 'statistic'), cols.map(([c]) => h('th', { class: 'num' }, c)))),
       h('tbody', {}, STATS.map(([k, label]) => h('tr', { class: ['nan', 'pos_inf', 'neg_inf'].includes(k) && t.stats[k] ? 'bad-row' : '' },
         h('td', {}, label), cols.map(([, st]) => h('td', { class: 'num', 'data-stat': k }, fmt(st ? st[k] : null))))))),
-    cols.length > 1 ? null : h('div', { class: 'muted small' }, d && d.error ? d.error.message : ''));
+    cols.length > 1 ? null : h('div', { class: 'muted small' }, d && d.error ? d.error.message : d && d.reason ? d.reason : ''));
   }).catch((e) => { if (alive()) put(clear(body), errorBox(e)); });
   return [statsCard, histCard];
 }
@@ -131,9 +133,14 @@ async function drawValues(card, q, cur, alive) {
     h('span', { class: 'spacer' }),
     seg([['current', 'Current'], ['previous', 'Previous'], ['difference', 'Difference']], 'which'),
     seg([['table', 'Table'], ['heat', 'Heat map']], 'mode')), body);
+  if (cur.has_values === false) {    // said, not asked: the server would answer 404
+    put(clear(body), h('p', { class: 'muted no-values' }, 'No values stored: this dump holds statistics only.'));
+    return;
+  }
   let got;
   try {
     const r = prefs.which === 'current' ? await api.values({ ...q, slice: state.slice }) : await api.diff({ ...q, slice: state.slice });
+    if (r.available === false) { if (alive()) put(clear(body), h('p', { class: 'muted no-earlier' }, r.reason)); return; }
     got = valuesOf(prefs.which, r);
   } catch (e) { if (alive()) put(clear(body), errorBox(e)); return; }
   if (!alive()) return;

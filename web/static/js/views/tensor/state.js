@@ -16,7 +16,7 @@ export function defaultSlice(sh) {
 
 /** [title, stats] columns: current, and previous and difference when there is a previous iteration. */
 export function statColumns(current, diff) {
-  if (!diff || diff.error) return [['current', current]];
+  if (!diff || diff.error || diff.available === false) return [['current', current]];
   return [['current', current], [`previous (it ${diff.previous_iteration})`, diff.stats.previous], ['difference', diff.stats.difference]];
 }
 

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  centreOn, defaultVsRank, heatColor, overlayArgs, scaleEnds, scaleT, shortValue, spills, viewRect, worstChild,
+  centreOn, defaultVsRank, heatColor, noneAbove, overlayArgs, scaleEnds, scaleT, shortValue, spills, viewRect, worstChild,
 } from '../../../web/static/js/views/graph/overlay-state.js';
 
 test('a log scale puts each decade at its share of the span; no value is null', () => {
@@ -71,4 +71,9 @@ test('the minimap shows when the level spills out of the canvas, and centres whe
   assert.equal(spills(lay, { x: 10, y: 10, k: 1 }, 800, 600), true);
   assert.deepEqual(viewRect({ x: -100, y: -50, k: 2 }, 800, 600), { x: 50, y: 25, w: 400, h: 300 });
   assert.deepEqual(centreOn(200, 1000, 1, 800, 600), { x: 200, y: -700, k: 1 });
+});
+
+test('the legend says "an update ratio", "a max |x|"', () => {
+  assert.equal(noneAbove('update ratio', 3), 'no node has an update ratio above 0 in iteration 3');
+  assert.equal(noneAbove('max |x|', 0), 'no node has a max |x| above 0 in iteration 0');
 });

@@ -96,3 +96,10 @@ export function viewRect(tf, w, h) {
 export function centreOn(px, py, k, w, h) {
   return { x: w / 2 - px * k, y: h / 2 - py * k, k };
 }
+
+/** What the legend says when no node of the level has a value above 0: "no node has an update ratio above 0
+ * in iteration 3" (the article as the label is said: "a max |x|", "an update ratio"). */
+export function noneAbove(label, iteration) {
+  const article = /^[aeiou]/i.test(label) ? 'an' : 'a';
+  return `no node has ${article} ${label} above 0 in iteration ${iteration}`;
+}

@@ -6,7 +6,7 @@ import { put, h, s, clear } from '../../dom.js';
 import { kindColor } from '../../kinds.js';
 import { childKind } from './state.js';
 import {
-  centreOn, defaultVsRank, heatColor, legendGradient, scaleEnds, scaleT, shortValue, spills, viewRect, worstChild,
+  centreOn, defaultVsRank, heatColor, legendGradient, noneAbove, scaleEnds, scaleT, shortValue, spills, viewRect, worstChild,
 } from './overlay-state.js';
 
 let metrics = null;       // GET /api/overlays, asked once
@@ -76,7 +76,7 @@ export function renderScale(el, data) {
     ends ? h('div', { class: 'ov-scale' }, h('span', { class: 'ov-lo' }, ends.lo),
       h('i', { class: 'ov-bar', style: { background: legendGradient() } }), h('span', { class: 'ov-hi' }, ends.hi),
       ends.log ? h('span', { class: 'faint' }, 'log scale') : null)
-      : h('div', { class: 'ov-note' }, o.note || `no node has a ${o.label} above 0 in iteration ${o.iteration}`),
+      : h('div', { class: 'ov-note' }, o.note || noneAbove(o.label, o.iteration)),
     h('div', { class: 'ov-note' }, h('i', { class: 'ov-none' }), 'no value (does not apply, or not dumped)'),
     worst ? h('div', { class: 'ov-worst' }, 'Worst here: ', h('b', {}, worst.name), ` ${shortValue(worst.value, o.share)}`) : null);
 }

@@ -39,3 +39,30 @@ def test_the_wheel_holds_every_package_and_a_new_format_folder(tmp_path):
     assert not missing, f"packages left out of the wheel: {missing}"
     assert {"tdbg_web/__init__.py", "tdbg_web/static/index.html", "debugger/proto/debug_graph.proto"} <= files
     assert not any(n.startswith("web/") for n in files)      # installed as tdbg_web only
+
+
+def _readme_command(number: int) -> str:
+    """Command ``number`` of the README's "Two commands" block."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    block = text[text.index("## Two commands"):]
+    block = block[block.index("```bash") + 7:]
+    lines = block[:block.index("```")].splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith(f"# {number}."))
+    return next(ln for ln in lines[at + 1:] if ln and not ln.startswith("#"))
+
+
+def test_the_readme_first_command_installs_into_a_fresh_virtual_environment(tmp_path):
+    """Command 1 makes a virtual environment (a system pip may refuse to install) and installs there: run as
+    written up to `tdbg serve` (which would block), in a copy of the sources, then `tdbg info` from it."""
+    command = _readme_command(1)
+    assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && pip install -e . && "), command
+    src = tmp_path / "checkout"
+    src.mkdir()
+    _copy_sources(str(src))
+    shutil.copytree(os.path.join(ROOT, "dumps_sample", "single"), src / "dumps_sample" / "single")
+    install = command.split(" && tdbg serve")[0].replace("python3 -m venv", f"{sys.executable} -m venv")
+    done = subprocess.run(["bash", "-c", f"{install} && tdbg info dumps_sample/single"], cwd=src,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mindspore: MindSpore 2.10.0" in done.stdout and os.path.isdir(src / ".venv")

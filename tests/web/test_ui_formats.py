@@ -65,3 +65,23 @@ def test_every_view_draws_on_the_new_formats(page: Any, live_sample: Any, dump: 
     open_view(page, live_sample, f"#/watch?dump={dump}")
     page.wait_for_selector("[data-preset='recommended']")
     page.goto("about:blank")   # the page polls: leave before the next test
+
+
+def test_overview_shows_the_parallel_layout_tdbg_info_prints(page: Any, live_sample: Any) -> None:
+    """The 2-D (dp x tp) sample: each mesh line of `tdbg info` is on the Overview too (it was left out)."""
+    import os
+
+    from clirun import run_cli
+
+    printed = run_cli("info", os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                                           "dumps_sample", "torch_2d")).out
+    meshes = [ln.strip() for ln in printed.splitlines() if ln.strip().startswith("mesh ")]
+    assert len(meshes) == 2
+    open_view(page, live_sample, "#/overview?dump=torch_2d")
+    page.wait_for_selector(".layout-note")
+    shown = page.locator(".layout-note").inner_text()
+    assert all(m in shown for m in meshes) and "12 sharded" in shown, shown
+    open_view(page, live_sample, "#/overview?dump=single")      # a dump with no layout: no note
+    page.wait_for_selector(".layout-note", state="detached")
+    page.wait_for_selector(".metrics")
+    assert page.locator(".layout-note").count() == 0

@@ -4,6 +4,7 @@ import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
 import { put, h, clear, fmt, fmtBytes, errorBox, kindDot, dumpHead } from '../dom.js';
 import { kindsIn, kindColor, kindLabel } from '../kinds.js';
+import { layoutLines } from './overview/state.js';
 
 export function mount(root) {
   const page = h('div', { class: 'page overview' });
@@ -49,6 +50,7 @@ export function mount(root) {
       statsOnly ? metric('Tensors', fmt(files), 'statistics only: no values stored') : metric('Tensor files', fmt(files), fmtBytes(bytes))));
     // what the format records and what it does not (an msprobe dump: calls and their statistics, no data flow)
     if (r0.records) put(page, h('div', { class: 'note records-note muted small' }, h('b', {}, 'What this dump records: '), r0.records));
+    put(page, layoutNote(info.layout));
     // a run resumed into the dump after a restart (Recorder(resume=True)): the runs apart, never one
     if ((r0.runs || []).length > 1) put(page, h('div', { class: 'note runs-note small' }, h('b', {}, `${r0.runs.length} training runs: `),
       r0.runs.map((r, k) => `run ${k + 1} from iteration ${r.first_iteration}${r.resumed ? ` (resumed${r.started ? ' ' + r.started : ''})` : ''}`).join(' · ')));
@@ -91,4 +93,12 @@ function checkedNothing(w) {
   if (!names.length) return null;
   return h('div', { class: 'incomplete-box checked-nothing' }, h('b', {}, `${w.hits ? '' : 'No hit, but '}${names.length} watchpoint${names.length === 1 ? '' : 's'} checked nothing`),
     `: ${names.join(', ')} (see Watchpoints).`);
+}
+
+/** The parallel layout the ranks recorded (meshes, groups, pipeline, sharded parameters), as `tdbg info`
+ * says it; null for a dump without one. */
+function layoutNote(layout) {
+  const lines = layoutLines(layout);
+  return lines.length ? h('div', { class: 'note layout-note small' }, h('b', {}, `Parallel layout (${layout.ranks.length} ranks): `),
+    h('ul', { class: 'layout-lines mono' }, lines.map((l) => h('li', {}, l)))) : null;
 }

@@ -85,3 +85,12 @@ def test_overview_shows_the_parallel_layout_tdbg_info_prints(page: Any, live_sam
     page.wait_for_selector(".layout-note", state="detached")
     page.wait_for_selector(".metrics")
     assert page.locator(".layout-note").count() == 0
+
+
+def test_ranks_with_equal_loss_share_a_line_named_after_all_of_them(page: Any, live_sample: Any) -> None:
+    """torch_2d: the two tensor-parallel ranks of each data-parallel group compute the same loss; each pair is one
+    line named "ranks 0, 1 (identical)", so no rank is drawn under another and missing from the legend."""
+    open_view(page, live_sample, "#/triage?dump=torch_2d")
+    page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
+    legend = page.locator(".loss-card .legend span").all_inner_texts()
+    assert [t.strip() for t in legend] == ["ranks 0, 1 (identical)", "ranks 2, 3 (identical)"], legend

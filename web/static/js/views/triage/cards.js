@@ -5,7 +5,7 @@ import { state, set, touch } from '../../state.js';
 import { put, h, fmt, basename, kindDot, toast } from '../../dom.js';
 import { lineChart } from '../../charts.js';
 import { hitText, tensorLabel } from '../../hits.js';
-import { stepCauses } from './state.js';
+import { rankLines, stepCauses } from './state.js';
 import { bandChart, heatCanvas } from '../ranks/draw.js';
 import { rankRanges } from '../ranks/state.js';
 import { graphAt } from '../../replay.js';
@@ -114,8 +114,7 @@ function skippedNote(t) {
 
 export function lossCard(t) {
   if (t.loss_band) return lossBandCard(t);
-  const series = t.loss.map((c, i) => ({ name: `rank ${c.rank}`, color: RANK_COLORS[i % RANK_COLORS.length],
-    points: c.points.map(([x, y]) => ({ x, y })) }));
+  const series = rankLines(t.loss).map((l, i) => ({ ...l, color: RANK_COLORS[i % RANK_COLORS.length] }));
   const body = h('div', { class: 'card-body' });
   if (!series.length) put(body, h('div', { class: 'muted' }, 'No loss node was found in the graphs.'));
   else {
@@ -158,7 +157,7 @@ export function gradNormCard(t) {
   const what = 'sqrt of the summed squared L2 norms of the gradients';
   if (t.grad_norm_band) return bandCard('grad-card', 'Gradient norm', what, t.grad_norm_band);
   if (!t.grad_norm || !t.grad_norm.length) return null;
-  const series = t.grad_norm.map((c, i) => ({ name: `rank ${c.rank}`, color: RANK_COLORS[i % RANK_COLORS.length], points: c.points.map(([x, y]) => ({ x, y })) }));
+  const series = rankLines(t.grad_norm).map((l, i) => ({ ...l, color: RANK_COLORS[i % RANK_COLORS.length] }));
   return h('div', { class: 'card grad-card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Gradient norm'), h('span', { class: 'muted' }, what)),
     h('div', { class: 'card-body' }, lineChart(series, { width: 520, height: 200, marker: state.iteration, onPick: (x) => set({ iteration: x }) }),
       h('div', { class: 'legend' }, series.map((x) => h('span', {}, h('i', { style: { background: x.color } }), x.name)))));

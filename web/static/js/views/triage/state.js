@@ -17,3 +17,19 @@ export function stepCauses(steps) {
   for (const s of steps) (causes[s.cause] = causes[s.cause] || []).push(s.iteration);
   return causes;
 }
+
+/** Per-rank curves ({rank, points: [[x, y]]}) as the lines a chart draws: ranks whose curves are equal point
+ * for point share one line named after all of them ("ranks 0, 1 (identical)"), so no rank is drawn under
+ * another and lost; the others keep a line of their own, in rank order. */
+export function rankLines(curves) {
+  const groups = new Map();
+  for (const c of curves) {
+    const key = JSON.stringify(c.points);
+    if (!groups.has(key)) groups.set(key, { ranks: [], points: c.points });
+    groups.get(key).ranks.push(c.rank);
+  }
+  return [...groups.values()].map((g) => ({
+    name: g.ranks.length === 1 ? `rank ${g.ranks[0]}` : `ranks ${g.ranks.join(', ')} (identical)`,
+    ranks: g.ranks, points: g.points.map(([x, y]) => ({ x, y })),
+  }));
+}

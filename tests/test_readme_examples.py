@@ -37,7 +37,8 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> str:
     dest = str(tmp_path_factory.mktemp("elsewhere") / "checkout")
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", ROOT, dest], check=True)
     subprocess.run(["git", "-C", dest, "checkout", "-q", "HEAD", "--", "README.md", "dumps_sample/single",
-                    "dumps_sample/dp2", "dumps_sample/torch_2d", "dumps_sample/make_sample.py"], check=True)
+                    "dumps_sample/dp2", "dumps_sample/torch_2d", "dumps_sample/torch_series",
+                    "dumps_sample/make_sample.py"], check=True)
     return dest
 
 
@@ -46,7 +47,7 @@ def test_the_readme_examples_run_from_a_clone(clone: str, tmp_path, monkeypatch)
     monkeypatch.setenv("TDBG_CACHE_DIR", str(tmp_path / "cache"))
     with open("README.md", encoding="utf-8") as f:
         commands = readme_commands(f.read())
-    assert {c[0] for c in commands} >= {"info", "node", "code", "scan", "compare", "convert", "graph"}
+    assert {c[0] for c in commands} >= {"info", "node", "code", "scan", "compare", "convert", "graph", "spikes"}
     for args in commands:
         if args[0] == "convert":    # `convert DUMP OUT`: the README's OUT becomes a folder of this test's own
             args = [*args[:2], str(tmp_path / "out"), *args[3:]]

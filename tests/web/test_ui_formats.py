@@ -94,3 +94,15 @@ def test_ranks_with_equal_loss_share_a_line_named_after_all_of_them(page: Any, l
     page.wait_for_selector(".triage[data-ready='1']", timeout=60_000)
     legend = page.locator(".loss-card .legend span").all_inner_texts()
     assert [t.strip() for t in legend] == ["ranks 0, 1 (identical)", "ranks 2, 3 (identical)"], legend
+
+
+def test_the_series_sample_draws_its_spike_in_trends(page: Any, live_sample: Any) -> None:
+    """torch_series, recorded every step: Trends draws its loss with the spike marked, and the spike's causes
+    name the learning rate of the step before first (as `tdbg spikes` does)."""
+    open_view(page, live_sample, "#/trends?dump=torch_series")
+    page.wait_for_selector(".trends-loss svg path.curve-band")
+    page.wait_for_selector(".trends-loss .spike-hit")
+    page.locator(".trends-loss .spike-hit").first.click()
+    page.wait_for_selector(".spike-causes .spike-head")
+    head = page.locator(".spike-causes").inner_text()
+    assert "Loss spike at step 151" in head and "lr" in head, head

@@ -8,11 +8,11 @@ echoing ``begin``, ``end`` and ``total``. Every request may name the dump with `
 """
 from __future__ import annotations
 
+from .code import code_bp
+from .compare import compare_bp
 from .dumps import dumps_bp
 from .graph import graph_bp
 from .tensors import tensors_bp
-from .code import code_bp
 from .watch import watch_bp
-from .compare import compare_bp
 
 BLUEPRINTS = (dumps_bp, graph_bp, tensors_bp, code_bp, watch_bp, compare_bp)

@@ -8,7 +8,7 @@ from flask import Blueprint, request
 from debugger import query
 from debugger.model import sourceroots
 
-from ..params import (current_dump_id, flag_arg, need_arg, paged, rank_arg, workspace)
+from ..params import current_dump_id, flag_arg, need_arg, paged, rank_arg, workspace
 
 code_bp = Blueprint("code", __name__, url_prefix="/api")
 

@@ -8,7 +8,7 @@ from flask import Blueprint
 from debugger import QueryError
 from debugger.views import triage as _triage
 
-from ..params import (current_dump_id, flag_arg, int_arg, paged, workspace)
+from ..params import current_dump_id, flag_arg, int_arg, paged, workspace
 
 compare_bp = Blueprint("compare", __name__, url_prefix="/api")
 
@@ -27,7 +27,7 @@ def compare() -> tuple[dict[str, Any], int]:
     object with its pairs paged (warning and error pairs, worst first; ``all=1`` for every pair).
     501 with a note when the compare module is not installed."""
     try:
-        from debugger.compare import compare_ranks   # optional: an install may leave the compare engine out
+        from debugger.compare import compare_ranks  # optional: an install may leave the compare engine out
     except ImportError:
         return {"available": False, "error": "rank comparison is not available in this install "
                 "(debugger.compare.compare_ranks is missing)"}, 501

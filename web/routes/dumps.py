@@ -6,14 +6,15 @@ from typing import Any
 from flask import Blueprint, request
 
 from debugger import KINDS, QueryError, Rank, query
-from debugger.model import serialize
-from debugger.views import export, ranks as rank_views
-from debugger.views import triage as _triage
-from debugger.stats.cache import StatsCache
 from debugger.errors import InvalidQueryError
+from debugger.model import serialize
+from debugger.stats.cache import StatsCache
+from debugger.views import export
+from debugger.views import ranks as rank_views
+from debugger.views import triage as _triage
 from debugger.watch import summary
 
-from ..params import (current_dump_id, flag_arg, int_arg, need_arg, paged, workspace)
+from ..params import current_dump_id, flag_arg, int_arg, need_arg, paged, workspace
 
 dumps_bp = Blueprint("dumps", __name__, url_prefix="/api")
 RANK_ROWS = 100     # rows of the Ranks tab a page holds when the request gives no end

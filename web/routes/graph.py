@@ -9,7 +9,7 @@ from debugger import query
 from debugger.views import export
 
 from .. import overlays
-from ..params import (current_dump_id, graph_arg, int_arg, need_arg, paged, rank_arg, view_options, workspace)
+from ..params import current_dump_id, graph_arg, int_arg, need_arg, paged, rank_arg, view_options, workspace
 
 graph_bp = Blueprint("graph", __name__, url_prefix="/api")
 

@@ -8,8 +8,7 @@ from flask import Blueprint, Response, request
 from debugger import query
 from debugger.errors import InvalidQueryError, NoEarlierValue
 
-from ..params import (current_dump_id, int_arg, tensor_arg,
-                     value_cap, workspace)
+from ..params import current_dump_id, int_arg, tensor_arg, value_cap, workspace
 
 tensors_bp = Blueprint("tensors", __name__, url_prefix="/api")
 

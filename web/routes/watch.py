@@ -12,7 +12,7 @@ from debugger.watch import summary
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
 
 from .. import validate
-from ..params import (current_dump_id, flag_arg, int_arg, json_body, paged, workspace)
+from ..params import current_dump_id, flag_arg, int_arg, json_body, paged, workspace
 
 watch_bp = Blueprint("watch", __name__, url_prefix="/api")
 

@@ -26,7 +26,10 @@ ALIASES = frozenset({"detach", "alias"})
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 # In-place ops that overwrite their destination whatever it held: its old value is no data input
 # (the edge is "control"), so e.g. a gradient copied out of an all-reduced bucket is rank-invariant.
-OVERWRITE = frozenset({"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "set_"})
+# The in-place random fills (nn.init's uniform_, normal_ ...) are such writes too: a layer made inside a
+# recorded iteration fills memory torch.empty left holding whatever bytes it had, NaN patterns included.
+OVERWRITE = frozenset({"copy_", "fill_", "zero_", "_foreach_copy_", "_foreach_zero_", "set_", "uniform_",
+                       "normal_", "random_", "bernoulli_", "exponential_", "geometric_", "cauchy_", "log_normal_"})
 COLLECTIVE_WORDS = ("allreduce", "all_reduce", "allgather", "all_gather", "broadcast", "reduce_scatter",
                     "alltoall", "all_to_all")
 PER_RANK_WORDS = ("reduce_scatter", "alltoall", "all_to_all", "send", "recv", "scatter", "gather_", "barrier")
@@ -96,7 +99,8 @@ class IterationGraph:
     constants: set[str] = field(default_factory=set)        # forward nodes made from no data, weight or state
     step_ops: list[Any] = field(default_factory=list)       # optstate.StepOp of the optimizer step running
     step_first: int = 0                                      # index in ``nodes`` of its first operator
-    unset: set[int] = field(default_factory=set)   # storages an uninitialised allocation made, not wholly written yet
+    # storages an uninitialised allocation made, not wholly written yet -> the node that allocated them
+    unset: dict[int, str] = field(default_factory=dict)
 
     def fresh_name(self, scope: str, op: str) -> str:
         """``scope/op-k`` with k the next number of ``op`` in ``scope``."""
@@ -380,6 +384,11 @@ class Tracker:
         best = self.newest(t)
         if best is not None:
             return best[1], None
+        # memory torch.empty made whose tensor object is gone (nn.Parameter(torch.empty(...)) keeps the
+        # memory in a new object): its allocation made it, and its bytes are no value to read
+        maker = self.g.unset.get(storage_ptr(t) or -1)
+        if maker is not None:
+            return maker, None
         leaf = self.leaf_of(t)
         if leaf is None:
             return self._data_input(t, data, read), None

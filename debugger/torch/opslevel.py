@@ -174,7 +174,7 @@ class OpsCapture:
         returned = [t for t in C.flat_tensors(out)]
         for _, _, writes, _, _ in nodes:
             self._count_writes((w, True, False) for w in writes)
-        unset = self._track_unset(g, op, collective, returned, [t for n in nodes for t in n[1]],
+        unset = self._track_unset(g, nodes[0][0], op, collective, returned, [t for n in nodes for t in n[1]],
                                   [w for n in nodes for w in n[2]])
         for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
             if lists:
@@ -242,21 +242,24 @@ class OpsCapture:
                                 self._call.after[-1].activation = activation
 
     @staticmethod
-    def _track_unset(g: C.IterationGraph, op: str, collective: bool, returned: list[torch.Tensor],
+    def _track_unset(g: C.IterationGraph, name: str, op: str, collective: bool, returned: list[torch.Tensor],
                      ins: list[torch.Tensor], writes: list[torch.Tensor]) -> set[int]:
         """Keep ``g.unset`` (storages from torch.empty not wholly written since); the ids of the outputs that
         hold bytes nobody wrote: an output aliasing such a storage that is not itself a written argument
         (FSDP2's all_gather_copy_in returns its whole all-gather buffer with only this rank's chunk filled)."""
         if op in C.UNINITIALISED:
-            g.unset.update(C.storage_ptr(t) for t in returned)
+            g.unset.update((C.storage_ptr(t), name) for t in returned)
             return set()
         if not g.unset:
             return set()
         known = {C.storage_ptr(t) for t in ins}
         # new memory an operator computed its result in (freed memory comes back at the same address)
-        g.unset.difference_update(p for p in map(C.storage_ptr, returned) if p not in known)
+        for ptr in [p for p in map(C.storage_ptr, returned) if p not in known]:
+            g.unset.pop(ptr, None)
         filled = writes + returned if collective else writes     # a collective fills what it returns
-        g.unset.difference_update(C.storage_ptr(t) for t in filled if C.covers_storage(t))
+        for t in filled:
+            if C.covers_storage(t):
+                g.unset.pop(C.storage_ptr(t), None)
         written = {C.view_key(t) for t in filled}
         return {id(t) for t in returned if C.storage_ptr(t) in g.unset and C.view_key(t) not in written}
 

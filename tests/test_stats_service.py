@@ -100,3 +100,40 @@ def test_scan_web_node_and_convert_give_the_same_bits(big_dump: str, tmp_path: A
     converted = next(r for r in open_dump(out).rank(0).tensors(iteration=1) if r.node == ref.node and r.io == ref.io)
     stored = service.stored(converted.source)
     assert stored is not None and stored.to_dict() == truth
+
+
+def test_the_histogram_comes_from_the_service_in_chunks_equal_to_numpy_over_the_whole(tmp_path: Any):
+    """The web's histogram is the service's, binned chunk by chunk over the statistics' range: the very counts
+    and edges of one numpy histogram over every finite value (a tensor over two CHUNKs, with NaN and Inf
+    planted); a range that leaves values out (rounded stored statistics) is measured again, never cuts them."""
+    import dataclasses
+
+    import numpy as np
+
+    from debugger.stats.core import histogram
+
+    import dumpmaker
+
+    def planted(rank: int, iteration: int, node: str, io: str, slot: int, default: Any) -> Any:
+        if node.endswith("fc1.weight") and default is not None and default.size > 1 << 18:
+            default = default.copy()
+            default.reshape(-1)[[5, 1 << 18, -3]] = (np.nan, np.inf, -np.inf)
+        return default
+
+    dump = dumpmaker.make_dump(str(tmp_path / "planted"), iterations=2, values=planted,
+                               layers=(("fc1", 600, 500, "Sigmoid"), ("fc2", 500, 2, None)))
+    ref = _weight(dump)
+    whole = np.array(ref.value(), dtype=np.float32).reshape(-1)
+    stats = service.statistics(ref.source)
+    assert stats.nan == 1 and stats.pos_inf == 1 and stats.neg_inf == 1
+    assert service.histogram(ref.source, stats, 37) == histogram(whole, 37)
+    narrow = dataclasses.replace(stats, min=float(np.sort(whole)[10]))     # 10 values below "min"
+    assert service.histogram(ref.source, narrow, 37) == histogram(whole, 37)
+
+    app = create_app(dump, {"TESTING": True, "CACHE_DIR": str(tmp_path / "cache")})
+    with app.test_client() as c:
+        url = (f"/api/ranks/0/graphs/{ref.graph_id}/tensor?node={ref.node}&io={ref.io}&slot={ref.slot}"
+               f"&iteration={ref.iteration}")
+        got = c.get(url, headers={"Host": "127.0.0.1"}).get_json()
+    bins = len(got["histogram"]["counts"])
+    assert got["histogram"] == histogram(whole, bins)

@@ -16,7 +16,7 @@ from ..model.serialize import node_dict, tensor_dict
 from .slices import parse_slice
 from ..stats import service
 from ..stats.cache import StatsCache
-from ..stats.core import Stats, histogram, tensor_stats
+from ..stats.core import Stats, tensor_stats
 from .pages import Page, page
 from .scopes import FOLD, place_of, short_name
 
@@ -89,7 +89,7 @@ def tensor_summary(ref: TensorRef, cache: StatsCache | None = None, bins: int | 
     if bins is None:
         bins = min(50, max(10, math.ceil(math.sqrt(max(stats.count, 1)))))
     # a statistics-only dump has no values to draw: the histogram is None, the statistics are stored
-    hist = histogram(ref.value(), bins) if ref.has_values else None
+    hist = service.histogram(ref.source, stats, bins) if ref.has_values else None
     return {"tensor": tensor_digest(ref), "stats": stats.to_dict(), "histogram": hist}
 
 

@@ -5,7 +5,10 @@ the web's tensor view and history, and the triage all ask here; convert's writer
 same wherever they are shown."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..errors import DumpError
 from .core import CHUNK, COUNT_NAMES, STAT_NAMES, Stats, stats_of_chunks
@@ -50,3 +53,48 @@ def statistics(source: "TensorSource", cache: "StatsCache | None" = None, identi
         if use_cache:
             cache.put(ident, found)      # type: ignore[union-attr]
     return found
+
+
+def histogram(source: "TensorSource", stats: Stats, bins: int) -> dict[str, list[float]]:
+    """:func:`debugger.stats.core.histogram` of the tensor's finite values, from one chunked pass binned over
+    ``stats``' range (the tensor's statistics from :func:`statistics`); a range that leaves a finite value out
+    (statistics stored by another tool, rounded) is measured from the values in a second pass."""
+    if stats.min is None or stats.max is None or not stats.finite:
+        return {"edges": [], "counts": []}
+    edges, counts = _binned(source, (stats.min, stats.max), bins)
+    if counts is None:
+        edges, counts = _binned(source, _finite_range(source), bins)
+    assert counts is not None
+    return {"edges": [float(e) for e in edges], "counts": [int(c) for c in counts]}
+
+
+def _finite_range(source: "TensorSource") -> tuple[float, float]:
+    lo, hi = math.inf, -math.inf
+    for chunk in source.chunks(CHUNK):
+        flat = _finite64(chunk)
+        if flat.size:
+            lo, hi = min(lo, float(flat.min())), max(hi, float(flat.max()))
+    return lo, hi
+
+
+def _binned(source: "TensorSource", span: tuple[float, float], bins: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """Edges and counts over ``span`` (numpy's bins: the same for one pass over all values as summed over
+    chunks); counts None when a finite value falls outside ``span``."""
+    counts = np.zeros(bins, np.int64)
+    edges = np.histogram_bin_edges(np.empty(0), bins=bins, range=span)
+    for chunk in source.chunks(CHUNK):
+        flat = _finite64(chunk)
+        got, _ = np.histogram(flat, bins=bins, range=span)     # numpy's uniform bins, as over the whole
+        if int(got.sum()) != flat.size:
+            return edges, None
+        counts += got
+    return edges, counts
+
+
+def _finite64(chunk: np.ndarray) -> np.ndarray:
+    flat = np.asarray(chunk).reshape(-1)
+    if flat.dtype.kind == "b":
+        flat = flat.astype(np.uint8)
+    if flat.dtype.kind == "f":
+        flat = flat[np.isfinite(flat)]
+    return flat.astype(np.float64)

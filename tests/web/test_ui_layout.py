@@ -26,6 +26,7 @@ VIEWS = [
     ("triage", "triage?dump=torch_dp2", ".triage[data-ready='1']"),
     ("chooser", "dumps", ".dump-item"),
     ("overview", "overview?dump=single", ".metrics"),
+    ("overview-2d", "overview?dump=torch_2d", ".metrics"),        # long version, rank and watchpoint names
     ("graph", f"graph?dump=single&it=2&scope={BACKBONE}", ".gnode.has-hit"),
     ("graph-torch", "graph?dump=torch_single&it=1", ".gnode"),
     ("graph-msprobe", "graph?dump=msprobe/ddp_2rank_tensor", ".gnode"),
@@ -105,12 +106,12 @@ CHECK = """() => {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: Any) -> Iterator[LiveServer]:
-    """dumps_sample/ served live with a cache of its own, the recommended watchpoints set on two dumps
+    """dumps_sample/ served live with a cache of its own, the recommended watchpoints set on three dumps
     (their hit badges, hits tables and the replay's messages are part of the layout)."""
     if not os.path.isdir(SAMPLE):
         pytest.skip("dumps_sample/ is not present")
     app = create_app(SAMPLE, {"CACHE_DIR": str(tmp_path_factory.mktemp("layout-cache"))})
-    for dump in ("single", "torch_dp2"):
+    for dump in ("single", "torch_dp2", "torch_2d"):
         assert app.test_client().post(f"/api/watchpoints?dump={dump}", json={"preset": "recommended"}).status_code == 201
     srv = LiveServer(app)
     yield srv

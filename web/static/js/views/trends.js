@@ -42,7 +42,8 @@ class TrendsView {
     this.bars = { loss: h('span', { class: 'trends-tools' }), heat: h('span', { class: 'trends-tools' }), curve: h('span', { class: 'trends-tools' }) };
   }
 
-  width() { return Math.max(560, Math.min(1400, (this.root.clientWidth || 1000) - 80)); }
+  // the card's inner width (the page's less its padding and the card's): the charts fill it, up to 1,800 px
+  width() { return Math.max(560, Math.min(1800, (this.page.clientWidth || 1080) - 82)); }
 
   reset() { this.range = null; this.spike = null; clear(this.page); this.load(); }
 

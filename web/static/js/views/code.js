@@ -66,8 +66,8 @@ function markLine(v) {
   if (el) { el.classList.add('selected'); scrollToLine(v.srcBody, el, false); }
 }
 
-// Up or down only, inside the source pane: scrollIntoView would also scroll it sideways to a long
-// line's end (the line numbers out of sight) and scroll the panes around it.
+// Up or down only, inside the source pane: scrollIntoView may also scroll it sideways (a line's row is
+// as wide as the longest line) and scroll the boxes around it, whose overflow is hidden.
 function scrollToLine(body, el, centre) {
   const b = body.getBoundingClientRect(), r = el.getBoundingClientRect();
   if (centre) body.scrollTop += (r.top + r.bottom - b.top - b.bottom) / 2;

@@ -1,4 +1,5 @@
-"""The README's screenshots, taken in headless Chromium at 1440x900 on the real `tdbg serve`:
+"""The README's screenshots, taken in headless Chromium on the real `tdbg serve`, each at 1440x900 (NAME.png)
+and at 1024x700 (NAME-1024x700.png, the smallest window every view is laid out for):
 
 - triage.png: the triage page of dumps_sample/torch_dp2 in the folder of sample dumps;
 - graph-overlay.png: a GPT-2 recording (tests/web/overlayrun.py, a fault planted at step 3) in the graph
@@ -23,19 +24,24 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "web"))
 from bench_overlay import _serve  # noqa: E402
 
 MLP = "model/transformer-GPT2Model/h.1-GPT2Block/mlp-GPT2MLP"
+SIZES = (((1440, 900), ""), ((1024, 700), "-1024x700"))      # (viewport, suffix of the file name)
 
 
 def _shot(page, url: str, ready: str, out: str, settle: float = 1.0) -> None:   # type: ignore[no-untyped-def]
-    page.goto("about:blank")
-    page.goto(url)
-    page.wait_for_selector(ready, timeout=60_000)
-    time.sleep(settle)
-    page.screenshot(path=os.path.join(HERE, out))
-    print("wrote", os.path.join(HERE, out))
+    """``out`` (NAME.png) at each of SIZES: the page opened afresh at that size."""
+    for (width, height), suffix in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto("about:blank")
+        page.goto(url)
+        page.wait_for_selector(ready, timeout=60_000)
+        time.sleep(settle)
+        path = os.path.join(HERE, out.replace(".png", f"{suffix}.png"))
+        page.screenshot(path=path)
+        print("wrote", path)
 
 
 def main() -> int:
-    """Serve the samples and the GPT-2 recording; take the three screenshots."""
+    """Serve the samples and the GPT-2 recording; take the three screenshots at both sizes."""
     from playwright.sync_api import sync_playwright
 
     from overlayrun import record

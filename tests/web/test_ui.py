@@ -278,7 +278,7 @@ def test_export_downloads_the_scope_level(page: Any, live_sample: Any) -> None:
 
 # -- triage, chooser, persistence, roll-up, replay (issue 10) ---------------------------------------------
 BACKBONE = "Default/network-WithLossCell/_backbone-Net"
-SIZES = ((1440, 900), (1024, 768))
+SIZES = ((1440, 900), (1024, 700))
 
 
 def _serve(path: str, cache: str) -> Any:

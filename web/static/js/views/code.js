@@ -63,7 +63,16 @@ function markLine(v) {
   for (const el of v.srcBody.querySelectorAll('.src-line.selected')) el.classList.remove('selected');
   if (!sel) return;
   const el = v.srcBody.querySelector(`.src-line[data-line="${sel.line}"]`);
-  if (el) { el.classList.add('selected'); el.scrollIntoView({ block: 'nearest' }); }
+  if (el) { el.classList.add('selected'); scrollToLine(v.srcBody, el, false); }
+}
+
+// Up or down only, inside the source pane: scrollIntoView may also scroll it sideways (a line's row is
+// as wide as the longest line) and scroll the boxes around it, whose overflow is hidden.
+function scrollToLine(body, el, centre) {
+  const b = body.getBoundingClientRect(), r = el.getBoundingClientRect();
+  if (centre) body.scrollTop += (r.top + r.bottom - b.top - b.bottom) / 2;
+  else if (r.top < b.top) body.scrollTop -= b.top - r.top;
+  else if (r.bottom > b.bottom) body.scrollTop += r.bottom - b.bottom;
 }
 
 async function loadFiles(v) {
@@ -108,7 +117,7 @@ async function loadSource(v) {
   const table = sourceTable(lines, text, selLine);
   put(v.srcBody, table);
   const target = table.querySelector(selLine ? `.src-line[data-line="${selLine}"]` : '.src-line.has-nodes');
-  if (target) requestAnimationFrame(() => target.scrollIntoView({ block: 'center' }));
+  if (target) requestAnimationFrame(() => scrollToLine(v.srcBody, target, true));
 }
 
 async function loadNodes(v) {

@@ -234,7 +234,8 @@ function fitView(g) {
   if (!g.lay) return;
   const r = g.svg.getBoundingClientRect();
   const collapsed = g.legendBox.classList.contains('collapsed');
-  const legendH = g.legendBox.getBoundingClientRect().height;
+  // only the part of the drawing the legend covers (none where it is a strip under the drawing)
+  const legendH = Math.max(0, r.bottom - g.legendBox.getBoundingClientRect().top);
   const t = fitTransform(g.lay, r.width, r.height, legendH, g.extent);
   // A level too big to fit at a readable scale: the legend folds away so it covers no node.
   if (t.overflows && !collapsed) { g.legendBox.classList.add('collapsed'); fitView(g); return; }

@@ -19,10 +19,13 @@ export function refresh() { return mounted ? mounted.refresh() : Promise.resolve
 export function mount(root) {
   const view = new TrendsView(root);
   const timer = setInterval(() => view.follow(), LIVE_MS);
+  // a window made narrower or wider: the charts are drawn again at the new width
+  const resized = new ResizeObserver(() => { if (view.cat && view.width() !== view.drawnWidth) view.drawAll(); });
+  resized.observe(root);
   const handle = {
     refresh: () => view.load(),
     update(changed) { if (changed.has('dump') || changed.has('rank')) view.reset(); },
-    destroy() { if (mounted === handle) mounted = null; view.seq++; clearInterval(timer); },
+    destroy() { if (mounted === handle) mounted = null; view.seq++; clearInterval(timer); resized.disconnect(); },
   };
   mounted = handle;
   view.load();
@@ -39,7 +42,8 @@ class TrendsView {
     this.bars = { loss: h('span', { class: 'trends-tools' }), heat: h('span', { class: 'trends-tools' }), curve: h('span', { class: 'trends-tools' }) };
   }
 
-  width() { return Math.max(560, Math.min(1400, (this.root.clientWidth || 1000) - 80)); }
+  // the card's inner width (the page's less its padding and the card's): the charts fill it, up to 1,800 px
+  width() { return Math.max(560, Math.min(1800, (this.page.clientWidth || 1080) - 82)); }
 
   reset() { this.range = null; this.spike = null; clear(this.page); this.load(); }
 
@@ -101,6 +105,7 @@ class TrendsView {
 
   async drawAll() {
     if (!this.cat || !this.cat.available) return;
+    this.drawnWidth = this.width();
     this.head();
     await Promise.all([this.drawLoss(), this.drawHeat(), this.drawCurve()]);
     this.page.dataset.drawn = String((Number(this.page.dataset.drawn) || 0) + 1);

@@ -147,15 +147,15 @@ export function heatCanvas(heat, { width = 900, onRow = null, onWheel = null } =
         style: { top: `${g.start * rh}px`, height: `${Math.max(10, g.count * rh)}px`, lineHeight: '10px' } }, g.count * rh >= 10 ? g.name : '')));
   const tip = h('div', { class: 'heat-tip small mono' }, 'hover a cell; click a row for its curve');
   canvas.addEventListener('mousemove', (ev) => {
-    const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);
+    const cell = heatCell(heat, ev.offsetX, ev.offsetY, canvas.clientWidth || width, H);
     if (cell) tip.textContent = `${cell.tensor} · steps from ${cell.step}: ${heat.agg} ${heat.stat}${heat.log ? ' (log10)' : ''} = ${fmt(cell.value)}`;
   });
   canvas.addEventListener('click', (ev) => {
-    const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);
+    const cell = heatCell(heat, ev.offsetX, ev.offsetY, canvas.clientWidth || width, H);
     if (cell && onRow) onRow(cell.tensor);
   });
   canvas.addEventListener('wheel', (ev) => {
-    const cell = heatCell(heat, ev.offsetX, ev.offsetY, width, H);
+    const cell = heatCell(heat, ev.offsetX, ev.offsetY, canvas.clientWidth || width, H);
     if (!cell || !onWheel) return;
     ev.preventDefault();
     onWheel(cell.step, ev.deltaY > 0 ? 1.5 : 1 / 1.5);

@@ -202,6 +202,10 @@ def test_code_view_lists_lines_and_their_nodes(page: Any, live_sample: Any) -> N
     page.wait_for_selector(".line-nodes .chip.def")
     assert "fc2.weight" in page.locator(".line-nodes").inner_text()
     shot(page, "code-layer-definition")
+    # an address that names a line by its file's name and no file= (a finding's, the README's) opens it chosen
+    open_view(page, live_sample, "#/code?dump=single&it=2&line=make_sample.py:200")
+    page.wait_for_selector(".src-line.selected[data-line='200']")
+    page.wait_for_selector(".line-nodes .chip.fwd")
 
 
 def test_watchpoint_from_the_registry_form_and_its_hits(page: Any, live_sample: Any) -> None:

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  defaultFile, fileOfAnswer, lineClass, lineGroups, lineTitle, marksSummary, parseLoc, pyTokens, selectedLine, shortDir,
+  defaultFile, fileForLine, fileOfAnswer, lineClass, lineGroups, lineTitle, marksSummary, parseLoc, pyTokens, selectedLine, shortDir,
   stackRows,
 } from '../../../web/static/js/views/code/state.js';
 
@@ -32,6 +32,16 @@ test('a marked line says what it made; a layer definition says so', () => {
 test('the chosen line counts only in its own file', () => {
   assert.equal(selectedLine('/a/t.py:9', '/a/t.py'), 9);
   assert.equal(selectedLine('/a/u.py:9', '/a/t.py'), null);
+  assert.equal(selectedLine('t.py:9', '/a/t.py'), 9);          // the file's name as the user types it
+  assert.equal(selectedLine('a/t.py:9', '/w/a/t.py'), 9);
+  assert.equal(selectedLine('st.py:9', '/a/test.py'), null);   // a whole name, never a part of one
+});
+
+test('an address with a line and no file opens the file that line names', () => {
+  const files = [{ file: '/w/lib.py', is_framework: false }, { file: '/w/make_sample.py', is_framework: false }];
+  assert.equal(fileForLine(files, 'make_sample.py:200'), '/w/make_sample.py');
+  assert.equal(fileForLine(files, 'other.py:3'), '/w/lib.py');
+  assert.equal(fileForLine(files, undefined), '/w/lib.py');
 });
 
 test('which file opens: the only match, the first node\'s, the first user file', () => {

@@ -6,7 +6,7 @@ import { api } from '../api.js';
 import { state, set } from '../state.js';
 import { put, h, clear, errorBox, basename, empty, debounce, toast } from '../dom.js';
 import { createInspector } from '../components/inspector.js';
-import { defaultFile, fileOfAnswer, lineGroups, parseLoc, selectedLine } from './code/state.js';
+import { fileForLine, fileNamedBy, fileOfAnswer, lineGroups, parseLoc, selectedLine } from './code/state.js';
 import { fileItems, nodeGroup, sourceHead, sourceTable, userFilesOf } from './code/render.js';
 
 export function mount(root) {
@@ -51,11 +51,22 @@ function buildPane() {
 function update(v, changed) {
   if (changed.has('dump') || changed.has('rank')) { loadFiles(v); loadSource(v); loadNodes(v); }
   else {
-    if (changed.has('file')) { renderFiles(v); loadSource(v); }
+    const open = fileToOpen(v);
+    if (open) set({ file: open }, { push: false });     // its own update loads it, the line chosen in it
+    else if (changed.has('file')) { renderFiles(v); loadSource(v); }
     else if (changed.has('line')) markLine(v);
     if (changed.has('line') || changed.has('node')) loadNodes(v);
   }
   v.inspector.update(changed);
+}
+
+// The file an address leaves to the view: none named (line= alone, as a finding or the README links a line),
+// or a line in another file than the one open.
+function fileToOpen(v) {
+  if (!v.files || !v.files.length) return null;
+  if (!state.file) return fileForLine(v.files, state.line);
+  const other = selectedLine(state.line, state.file) === null ? fileNamedBy(v.files, state.line) : null;
+  return other && other !== state.file ? other : null;
 }
 
 function markLine(v) {
@@ -83,7 +94,7 @@ async function loadFiles(v) {
     if (my !== v.seq) return;
     v.files = r.items;
     renderFiles(v);
-    if (!state.file && v.files.length) set({ file: defaultFile(v.files) }, { push: false });
+    if (!state.file && v.files.length) set({ file: fileForLine(v.files, state.line) }, { push: false });
   } catch (e) { put(clear(v.fileList), errorBox(e)); }
 }
 

@@ -41,10 +41,27 @@ export function lineTitle(mark) {
     : `${mark.forward} forward, ${mark.backward} backward node(s): click to list them`;
 }
 
+/** Whether a FILE of FILE:LINE (a path, or its last components: train.py, src/train.py) names ``path``. */
+export function namesFile(given, path) {
+  return given === path || path.endsWith('/' + given.replace(/^\.?\//, ''));
+}
+
 /** The line of the chosen location when it is in this file, else null. */
 export function selectedLine(lineState, file) {
   const sel = parseLoc(lineState);
-  return sel && sel.file === file ? sel.line : null;
+  return sel && namesFile(sel.file, file) ? sel.line : null;
+}
+
+/** The dump's file that a FILE:LINE names, or null. */
+export function fileNamedBy(files, lineState) {
+  const sel = parseLoc(lineState);
+  const named = sel && files.find((f) => namesFile(sel.file, f.file));
+  return named ? named.file : null;
+}
+
+/** The file to open for an address that names a line but no file: the dump's file it names, else the default. */
+export function fileForLine(files, lineState) {
+  return fileNamedBy(files, lineState) || defaultFile(files);
 }
 
 /** The file a FILE:LINE answer opens: the only match, else the file of its first node. */

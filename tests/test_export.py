@@ -75,7 +75,7 @@ def test_labels_say_name_op_type_kind_and_scope_sizes(sample_graph: Any) -> None
     fc1, _ = parse(scope_dot(sample_graph, f"{BACKBONE}/fc1-Dense").to_string())
     matmul = fc1[f"{BACKBONE}/fc1-Dense/MatMul-op0"]
     # the name already says MatMul; its weight and constants, one line each, as in the view
-    assert matmul["label"] == "MatMul-op0\\nother\\nfc1.weight float32 16×128\\nDefault_data-1\\nDefault_data-2"
+    assert matmul["label"] == "MatMul-op0\\nother\\nweight float32 16×128\\nDefault_data-1\\nDefault_data-2"
     opt, _ = parse(scope_dot(sample_graph, OPTIMIZER).to_string())
     assert opt[f"{OPTIMIZER}/ApplyMomentum[7]"]["peripheries"] == "2"        # drawn as a stack, like the view
     sig, _ = parse(scope_dot(sample_graph, f"{BACKBONE}/sigmoid-Sigmoid").to_string())

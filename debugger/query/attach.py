@@ -49,9 +49,22 @@ def build(tree: "ScopeTree", sources: Any, framework: bool) -> Attachments:
     return att
 
 
-def row(tree: "ScopeTree", name: str, type_text: str) -> dict[str, Any]:
-    """What a reader's box says of one attached input: its node, name, kind and the value it passes."""
+def row(tree: "ScopeTree", name: str, reader: str, type_text: str) -> dict[str, Any]:
+    """What a reader's box says of one attached input: its node, its name as seen from the reader's
+    module, its kind and the value it passes."""
     a = tree.records[name]
     short = name[len(a.scope) + 1:] if a.scope and name.startswith(a.scope + "/") else name
-    return {"node": name, "name": short, "op_type": a.op_type, "kind": str(a.kind), "param": a.param,
-            "type": type_text}
+    return {"node": name, "name": local_name(short, tree.records[reader].module), "op_type": a.op_type,
+            "kind": str(a.kind), "param": a.param, "type": type_text}
+
+
+def local_name(name: str, module: str) -> str:
+    """A weight's name less the module that reads it, as Netron names a layer's inputs: "weight" for
+    ``transformer.h.1.ln_1.weight`` read in ``transformer.h.1.ln_1``, also when the module path has more
+    at its front (MindSpore's ``network._backbone.fc1`` reading ``fc1.weight``); else the name."""
+    parts = module.split(".") if module else []
+    for k in range(len(parts)):
+        prefix = ".".join(parts[k:]) + "."
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return name[len(prefix):]
+    return name

@@ -355,7 +355,7 @@ def _attach_rows(tree: ScopeTree, att: attach.Attachments, children: list[dict[s
         if c["type"] != "node":
             continue
         names = att.rows.get(c["id"], [])
-        c["attached"] = [attach.row(tree, u, _type_text(tree.records[u])) for u in names]
+        c["attached"] = [attach.row(tree, u, c["id"], _type_text(tree.records[u])) for u in names]
         shown.update(names)
     return shown
 

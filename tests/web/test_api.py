@@ -740,3 +740,18 @@ def test_triage_with_start_0_starts_no_job(make_app: Any, mlp_dump: str) -> None
     assert c.get("/api/triage?start=0").get_json() == {"state": "idle"}
     assert c.get("/api/triage?start=0").get_json() == {"state": "idle"}       # still none
     assert c.get("/api/triage").get_json()["state"] in ("running", "done")     # the landing page's ask starts it
+
+
+def test_a_row_names_its_weight_as_the_reading_layer_sees_it(sample_root: str) -> None:
+    from debugger import query
+    from debugger.query.attach import local_name
+
+    assert local_name("transformer.h.1.ln_1.weight", "transformer.h.1.ln_1") == "weight"
+    assert local_name("fc1.weight", "network._backbone.fc1") == "weight"          # MindSpore's longer module path
+    assert local_name("exp_avg.fc1.weight", "fc1") == "exp_avg.fc1.weight"        # not the layer's own: whole
+    assert local_name("fc1.weight", "") == "fc1.weight"
+    graph = open_dump(os.path.join(sample_root, "single")).rank(0).graph(0)
+    (matmul, _) = query.scope_view(graph, "Default/network-WithLossCell/_backbone-Net/fc1-Dense")["children"]["items"]
+    assert matmul["attached"][0] | {"marks": {}} == {"node": "fc1.weight", "name": "weight", "op_type": "Parameter",
+                                                     "kind": "weight", "param": "fc1.weight",
+                                                     "type": "float32 16×128", "marks": {}}

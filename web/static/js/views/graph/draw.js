@@ -135,8 +135,10 @@ function drawRows(g, c, n, view) {
     put(row, s('rect', { class: 'a-body', x: 0, y: 0, width: w, height: ROW_H - 2, rx: 4,
       style: heat && heat.fill ? `fill:${heat.fill}` : undefined }));
     put(row, s('rect', { class: 'a-kind', x: 4, y: 4, width: 7, height: 7, rx: 2, fill: kindColor(r.kind) }));
-    const typeW = r.type ? Math.min(textWidth(r.type, FONT_ROW), w * 0.45) : 0;
     const hitW = r.marks.hit ? 16 : 0;
+    // the type whole when the name leaves it room, else the name cut first, down to half the row
+    const room = Math.max(w * 0.45, w - 29 - hitW - textWidth(r.name, FONT_ROW));
+    const typeW = r.type ? Math.min(textWidth(r.type, FONT_ROW), room) : 0;
     put(row, s('text', { class: 'a-name', x: 15, y: 11.5 }, fit(r.name, w - 15 - 14 - typeW - hitW, FONT_ROW)));
     if (r.type) put(row, s('text', { class: 'a-type', x: w - 4 - hitW, y: 11.5, 'text-anchor': 'end' }, fit(r.type, typeW, FONT_ROW)));
     if (r.marks.hit) {

@@ -71,11 +71,13 @@ def test_labels_say_name_op_type_kind_and_scope_sizes(sample_graph: Any) -> None
     root, _ = parse(scope_dot(sample_graph, "").to_string())
     view = {c["id"]: c for c in query.scope_view(sample_graph, "")["children"]["items"]}
     assert root["Default"]["label"] == f"Default/\\n{view['Default']['count']} nodes"
-    assert root["Parameter[20]"]["label"] == "Parameter[20]\\n20 × Parameter"
-    assert root["Parameter[20]"]["peripheries"] == "2"                      # drawn as a stack, like the view
+    assert not [n for n in root if n.startswith("Parameter[")]              # weights go with their readers
     fc1, _ = parse(scope_dot(sample_graph, f"{BACKBONE}/fc1-Dense").to_string())
     matmul = fc1[f"{BACKBONE}/fc1-Dense/MatMul-op0"]
-    assert matmul["label"] == "MatMul-op0\\nother"                            # the name already says MatMul
+    # the name already says MatMul; its weight and constants, one line each, as in the view
+    assert matmul["label"] == "MatMul-op0\\nother\\nweight float32 16×128\\nDefault_data-1\\nDefault_data-2"
+    opt, _ = parse(scope_dot(sample_graph, OPTIMIZER).to_string())
+    assert opt[f"{OPTIMIZER}/ApplyMomentum[7]"]["peripheries"] == "2"        # drawn as a stack, like the view
     sig, _ = parse(scope_dot(sample_graph, f"{BACKBONE}/sigmoid-Sigmoid").to_string())
     (only,) = sig.values()
     assert only["label"].startswith("Sigmoid-op0\\n") and "activation" in only["label"]

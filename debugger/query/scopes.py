@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 from ..errors import InvalidQueryError, QueryError
 from ..formats.records import Kind, NodeRecord
 from ..model.graph import Graph
+from . import attach
 from .pages import Page, page
 
 FOLD = 5                # same-type siblings folded into one node from this many on (the CLI's default too)
@@ -43,6 +44,7 @@ class ScopeTree:
         self.root = _Scope("", None)
         self.scopes: dict[str, _Scope] = {"": self.root}
         self._views: dict[tuple[str, int, bool], dict[str, Any]] = {}
+        self._attach: dict[bool, attach.Attachments] = {}
         self._lock = threading.Lock()
         self.records: dict[str, NodeRecord] = {n: graph.record_of(n) for n in graph}
         self.succ: dict[str, list[str]] = {n: graph.successors(n) for n in graph}
@@ -105,8 +107,22 @@ class ScopeTree:
             yield from x.nodes
             stack.extend(x.scopes.values())
 
+    def attachments(self, framework: bool) -> attach.Attachments:
+        """The weights and constants drawn beside their readers (attach.py), built on first use."""
+        with self._lock:
+            att = self._attach.get(framework)
+        if att is None:
+            att = attach.build(self, lambda v: _sources(self, v, framework), framework)
+            with self._lock:
+                self._attach[framework] = att
+        return att
+
     def place(self, name: str, fold: int = FOLD, framework: bool = False) -> str:
-        """The scope path to open to see ``name`` as a node: its scope, or its folded group."""
+        """The scope path to open to see ``name`` as a node: its scope, or its folded group; for a weight
+        or constant drawn beside its readers, the place of the first of them."""
+        readers = self.attachments(framework).readers.get(name)
+        if readers:
+            return self.place(readers[0], fold, framework)
         a = self.records[name]
         scope = a.scope
         sc = self.scopes[scope]
@@ -229,7 +245,8 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
     if hit is not None:
         return hit
     sc, group_op = _open(tree, path)
-    direct = [n for n in sc.nodes if (framework or not tree.hidden(n))
+    att = tree.attachments(framework)
+    direct = [n for n in sc.nodes if (framework or not tree.hidden(n)) and n not in att
               and (group_op is None or tree.records[n].op_type == group_op)]
     if group_op is not None and not direct:
         raise QueryError(None, f"no scope {path!r} in graph {tree.graph.graph_id}")
@@ -237,9 +254,11 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
     children = _scope_children(tree, sc, framework) if group_op is None else []
     children += _node_children(tree, sc, direct, fold if group_op is None else 0, member)
     children.sort(key=lambda c: (c["first"], c["name"]))
-    child_of = _child_locator(tree, sc, member, group_op is not None)
+    located = _child_locator(tree, sc, member, group_op is not None)
     nodes = tree.subtree(sc) if group_op is None else iter(direct)
-    edges = _edges(tree, nodes, child_of, framework, children)
+    edges = _edges(tree, (n for n in nodes if n not in att), located, framework, children)
+    rows = _attach_rows(tree, att, children)
+    child_of = _holder_locator(located, _held(att, located, rows))
     parents = [{"name": "root", "path": ""}]
     acc = ""
     for p in (sc.path.split("/") if sc.path else []):
@@ -248,7 +267,7 @@ def _structure(tree: ScopeTree, path: str, fold: int, framework: bool) -> dict[s
     if group_op is not None:
         parents.append({"name": path.rsplit("/", 1)[-1], "path": path})
     out = {"path": path, "type": "group" if group_op else "scope", "parents": parents,
-           "children": children, "child_of": child_of, "edges": edges}
+           "children": children, "child_of": child_of, "edges": edges, "rows": rows}
     with tree._lock:
         if len(tree._views) > 256:
             tree._views.clear()
@@ -329,6 +348,39 @@ def _child_locator(tree: ScopeTree, sc: _Scope, member: dict[str, str], in_group
     return child_of
 
 
+def _attach_rows(tree: ScopeTree, att: attach.Attachments, children: list[dict[str, Any]]) -> set[str]:
+    """Each node child's ``attached`` rows (its weights and constants); the attached nodes shown so."""
+    shown: set[str] = set()
+    for c in children:
+        if c["type"] != "node":
+            continue
+        names = att.rows.get(c["id"], [])
+        c["attached"] = [attach.row(tree, u, c["id"], _type_text(tree.records[u])) for u in names]
+        shown.update(names)
+    return shown
+
+
+def _held(att: attach.Attachments, child_of: Any, rows: set[str]) -> dict[str, str]:
+    """The scope or group child that takes each attached node not drawn as a row here (its first reader
+    shown in it): a layer's weights count in its scope's marks and overlay colour."""
+    out: dict[str, str] = {}
+    for u, readers in att.readers.items():
+        if u in rows:
+            continue
+        c = next((c for c in map(child_of, readers) if c is not None), None)
+        if c is not None:
+            out[u] = c
+    return out
+
+
+def _holder_locator(located: Any, held: dict[str, str]) -> Any:
+    """``located`` extended to the attached nodes a scope or group child takes."""
+    def child_of(n: str) -> str | None:
+        c = held.get(n)
+        return c if c is not None else located(n)
+    return child_of
+
+
 def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool,
            children: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Edges between children, counted; each child's ``external_in``/``external_out`` set."""
@@ -336,6 +388,7 @@ def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool
     types: dict[tuple[str, str], set[str]] = defaultdict(set)
     ext_in: dict[str, int] = defaultdict(int)
     ext_out: dict[str, int] = defaultdict(int)
+    att = tree.attachments(framework)
     for v in nodes:
         if not framework and tree.hidden(v):
             continue
@@ -343,6 +396,8 @@ def _edges(tree: ScopeTree, nodes: Iterable[str], child_of: Any, framework: bool
         if cv is None:
             continue
         for u in _sources(tree, v, framework):
+            if u in att:
+                continue              # drawn as a row of v's box, not as an edge or a port
             cu = child_of(u)
             if cu is None:
                 ext_in[cv] += 1
@@ -375,31 +430,105 @@ def _one(texts: set[str]) -> str:
 
 
 def scope_view(graph: Graph, path: str = "", *, fold: int = FOLD, framework: bool = False, begin: int = 0,
-               end: int | None = None, marks: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
+               end: int | None = None, marks: Mapping[str, Iterable[str]] | None = None,
+               focus: str | None = None) -> dict[str, Any]:
     """The children of ``path`` (a scope, or a folded group such as ``optimizer/Adam[7]``).
 
     Children are scopes, folded groups of ``fold`` or more same-type sibling nodes, and nodes,
-    in execution order. ``edges`` aggregate the graph's edges between the children of the page
+    in execution order; a node lists in ``attached`` the weights and constants it reads (attach.py),
+    which are not children. ``edges`` aggregate the graph's edges between the children of the page
     (routing ops hidden unless ``framework``). ``marks`` maps a mark name ("hit", "forward"...) to node
-    names; each child gets ``marks: {name: how many of its nodes carry it}``.
+    names; each child and attached row gets ``marks: {name: how many of its nodes carry it}``. With
+    ``focus`` (a node shown on the page), ``neighbours`` lists its producers and readers outside the level.
     """
     tree = scope_tree(graph)
     st = _structure(tree, path, fold, framework)
     pg = page(st["children"], begin, end)
     ids = {c["id"] for c in pg.items}
-    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    if marks:
-        child_of = st["child_of"]
-        for mark, names in marks.items():
-            for n in names:
-                c = child_of(n) if n in graph else None
-                if c is not None and c in ids:
-                    counts[c][mark] += 1
-    items = [{k: v for k, v in c.items() if k != "first"} | {"marks": dict(counts.get(c["id"], {}))}
-             for c in pg.items]
+    counts = _mark_counts(graph, st, ids, marks or {})
+    items = [_with_marks(c, counts) for c in pg.items]
     edges = [e for e in st["edges"] if e["source"] in ids and e["target"] in ids]
-    return {"graph": graph.graph_id, "path": st["path"], "type": st["type"], "parents": st["parents"],
-            "children": Page(pg.begin, pg.end, pg.total, items).to_dict(), "edges": edges}
+    out = {"graph": graph.graph_id, "path": st["path"], "type": st["type"], "parents": st["parents"],
+           "children": Page(pg.begin, pg.end, pg.total, items).to_dict(), "edges": edges}
+    shown = _focus_shown(tree, st, focus, ids, framework) if focus and focus in graph else None
+    if shown is not None:
+        out["neighbours"] = neighbours(tree, shown, st["child_of"], fold=fold, framework=framework)
+    return out
+
+
+def _focus_shown(tree: ScopeTree, st: dict[str, Any], focus: str, ids: set[str], framework: bool) -> str | None:
+    """The node whose neighbours a focus on ``focus`` draws: itself when the page shows it, or for a
+    weight or constant drawn as a row, the first reader showing that row."""
+    if st["child_of"](focus) in ids:
+        return focus
+    if focus in st["rows"]:
+        return next((r for r in tree.attachments(framework).readers[focus] if r in ids), None)
+    return None
+
+
+def _mark_counts(graph: Graph, st: dict[str, Any], ids: set[str],
+                 marks: Mapping[str, Iterable[str]]) -> dict[str, dict[str, int]]:
+    """Per child id (and per attached node drawn as a row), how many of its nodes carry each mark."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    child_of = st["child_of"]
+    for mark, names in marks.items():
+        for n in names:
+            if n in st["rows"]:
+                counts[n][mark] += 1
+                continue
+            c = child_of(n) if n in graph else None
+            if c is not None and c in ids:
+                counts[c][mark] += 1
+    return counts
+
+
+def _with_marks(c: dict[str, Any], counts: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
+    """A child as the answer gives it: its marks, and its attached rows' marks."""
+    out = {k: v for k, v in c.items() if k != "first"} | {"marks": dict(counts.get(c["id"], {}))}
+    if "attached" in c:
+        out["attached"] = [r | {"marks": dict(counts.get(r["node"], {}))} for r in c["attached"]]
+    return out
+
+
+NEIGHBOURS_MAX = 8      # per side: a node read by a hundred others lists the first ones
+
+
+def neighbours(tree: ScopeTree, focus: str, child_of: Any, *, fold: int = FOLD,
+               framework: bool = False) -> dict[str, Any]:
+    """The producers and readers of ``focus`` that its level does not show (weights and constants are
+    rows, not neighbours), each with the place to open to see it, and the edges that join them to the
+    child showing ``focus``."""
+    att = tree.attachments(framework)
+    target = child_of(focus)
+    ins = [u for u in _sources(tree, focus, framework) if u not in att and child_of(u) is None]
+    outs = [w for w in _readers(tree, focus, framework) if child_of(w) is None]
+    items, edges = [], []
+    for names, inward in ((ins, True), (outs, False)):
+        for n in names[:NEIGHBOURS_MAX]:
+            items.append(node_digest(tree.graph, n) | {"id": n, "type": "node", "side": "in" if inward else "out",
+                                                       "place": tree.place(n, fold, framework or tree.hidden(n))})
+            text = _type_text(tree.records[n if inward else focus])
+            edges.append({"source": n, "target": target, "count": 1, "type": text} if inward
+                         else {"source": target, "target": n, "count": 1, "type": text})
+    return {"focus": focus, "items": items, "edges": edges,
+            "more": max(0, len(ins) - NEIGHBOURS_MAX) + max(0, len(outs) - NEIGHBOURS_MAX)}
+
+
+def _readers(tree: ScopeTree, v: str, framework: bool) -> list[str]:
+    """The nodes reading ``v``, in execution order; with routing ops hidden, followed through them."""
+    out: list[str] = []
+    seen = {v}
+    todo = list(tree.succ[v])
+    while todo:
+        w = todo.pop()
+        if w in seen:
+            continue
+        seen.add(w)
+        if not framework and tree.hidden(w):
+            todo.extend(tree.succ.get(w, ()))
+        else:
+            out.append(w)
+    return sorted(out, key=lambda x: (tree.pos[x], x))
 
 
 def scope_rollup(graph: Graph, path: str, values: Mapping[str, float], *, fold: int = FOLD,
@@ -407,12 +536,13 @@ def scope_rollup(graph: Graph, path: str, values: Mapping[str, float], *, fold: 
     """Per child of ``path`` (scope, group or node): the worst (largest) value among the nodes it shows,
     and the node that has it; a child none of whose nodes has a value is left out."""
     tree = scope_tree(graph)
-    child_of = _structure(tree, path, fold, framework)["child_of"]
+    st = _structure(tree, path, fold, framework)
     out: dict[str, tuple[float, str]] = {}
     for n, v in values.items():
         if n not in tree.records or (not framework and tree.hidden(n)):
             continue
-        c = child_of(n)
+        # an attached node drawn as a row has a colour of its own, under its own name
+        c = n if n in st["rows"] else st["child_of"](n)
         if c is not None and (c not in out or v > out[c][0]):
             out[c] = (v, n)
     return out

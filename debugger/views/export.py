@@ -117,7 +117,9 @@ def _node_attrs(c: dict[str, Any]) -> dict[str, Any]:
     # a name that starts with the op type already says it: as in the view, repeat it only when hidden
     sub = _kind_label(c["kind"]) if c["name"].startswith(c["op_type"]) \
         else f"{c['op_type']} · {_kind_label(c['kind'])}"
-    return {"label": _q(f"{c['name']}\n{sub}"), "shape": "box", "style": _q("rounded,filled"),
+    # its weights and constants, one line each, as the view draws them inside its box
+    rows = "".join(f"\n{r['name']} {r['type']}".rstrip() for r in c.get("attached", []))
+    return {"label": _q(f"{c['name']}\n{sub}{rows}"), "shape": "box", "style": _q("rounded,filled"),
             "fillcolor": _q(_tint(color)), "color": _q(color), "penwidth": 1.5, "tooltip": _q(c["node"])}
 
 

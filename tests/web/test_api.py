@@ -134,28 +134,64 @@ def test_page_checker_is_one_function() -> None:
 
 
 # -- graph: scopes, folding, edges, search --------------------------------------------------------------
-def test_root_scope_folds_same_type_siblings(client: Any) -> None:
-    v = ok(client.get("/api/ranks/0/graphs/0/scope"))
-    items = v["children"]["items"]
-    names = {c["name"]: c for c in items}
-    assert {"Default", "Gradients"} <= set(names)
-    groups = [c for c in items if c["type"] == "group"]
-    assert any(re.fullmatch(r"Parameter\[\d+\]", c["name"]) for c in groups)
-    par = next(c for c in groups if c["op_type"] == "Parameter")
-    assert sum(par["kinds"].values()) == par["count"] >= 5
+MOMENTUM = "Default/optimizer-Momentum"
+
+
+def test_same_type_siblings_fold_into_a_group(client: Any) -> None:
+    v = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={MOMENTUM}&fold=3"))
+    groups = [c for c in v["children"]["items"] if c["type"] == "group"]
+    assert [g["name"] for g in groups] == ["ApplyMomentum[4]"]
+    assert sum(groups[0]["kinds"].values()) == groups[0]["count"] == 4
     # edges only between children of this page
-    ids = {c["id"] for c in items}
-    assert v["edges"] and all(e["source"] in ids and e["target"] in ids and e["count"] >= 1 for e in v["edges"])
+    root = ok(client.get("/api/ranks/0/graphs/0/scope"))
+    ids = {c["id"] for c in root["children"]["items"]}
+    assert {"Default", "Gradients"} <= ids
+    assert root["edges"] and all(e["source"] in ids and e["target"] in ids and e["count"] >= 1 for e in root["edges"])
 
 
 def test_a_folded_group_opens_into_its_members(client: Any) -> None:
-    root = ok(client.get("/api/ranks/0/graphs/0/scope"))
-    par = next(c for c in root["children"]["items"] if c["type"] == "group" and c["op_type"] == "Parameter")
-    inner = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={par['path']}"))
+    outer = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={MOMENTUM}&fold=3"))
+    group = next(c for c in outer["children"]["items"] if c["type"] == "group")
+    inner = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={group['path']}&fold=3"))
     assert inner["type"] == "group"
-    assert inner["children"]["total"] == par["count"]
-    assert {c["op_type"] for c in inner["children"]["items"]} == {"Parameter"}
-    assert inner["parents"][-1]["path"] == par["path"]
+    assert inner["children"]["total"] == group["count"]
+    assert {c["op_type"] for c in inner["children"]["items"]} == {"ApplyMomentum"}
+    assert inner["parents"][-1]["path"] == group["path"]
+
+
+def test_weights_and_constants_are_rows_of_the_ops_that_read_them(client: Any) -> None:
+    root = ok(client.get("/api/ranks/0/graphs/0/scope"))
+    # (a constant no node reads, Default_data-0, stays where it is)
+    assert not [c for c in root["children"]["items"] if c.get("kind") in ("weight", "optimizer_state")
+                or c.get("op_type") == "Parameter" and c["type"] == "group"]
+    # each ApplyMomentum draws the weight it updates and its moment beside it, not as edges from the root
+    opt = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={MOMENTUM}"))
+    apply0 = next(c for c in opt["children"]["items"] if c["name"] == "ApplyMomentum-op0")
+    kinds = [r["kind"] for r in apply0["attached"]]
+    assert "weight" in kinds and "optimizer_state" in kinds
+    weight = next(r for r in apply0["attached"] if r["kind"] == "weight")
+    assert weight["type"].startswith("float32 ") and weight["marks"] == {}
+    # the weight's place is the level of its first reader (the forward layer), as search and the node say
+    node = ok(client.get(f"/api/ranks/0/graphs/0/node?node={weight['node']}"))
+    reader = ok(client.get(f"/api/ranks/0/graphs/0/scope?path={node['place']}"))
+    assert any(weight["node"] in [r["node"] for r in c.get("attached", [])] for c in reader["children"]["items"])
+    found = ok(client.get(f"/api/ranks/0/graphs/0/search?q={weight['node']}"))["items"]
+    assert next(x for x in found if x["node"] == weight["node"])["place"] == node["place"]
+
+
+def test_an_attached_weight_carries_its_own_marks_and_its_scope_takes_them_one_level_up(mlp_dump: str) -> None:
+    from debugger import query
+
+    graph = open_dump(mlp_dump).rank(0).graph(0)
+    fc = query.scope_view(graph, MOMENTUM)
+    weight = next(r["node"] for c in fc["children"]["items"] for r in c.get("attached", []) if r["kind"] == "weight")
+    place = query.place_of(graph, weight)
+    v = query.scope_view(graph, place, marks={"hit": [weight]})
+    rows = [r for c in v["children"]["items"] for r in c.get("attached", []) if r["node"] == weight]
+    assert rows and all(r["marks"] == {"hit": 1} for r in rows)
+    assert not any(c["marks"] for c in v["children"]["items"])        # the reader itself is not marked
+    up = query.scope_view(graph, place.rsplit("/", 1)[0], marks={"hit": [weight]})
+    assert sum(c["marks"].get("hit", 0) for c in up["children"]["items"]) == 1
 
 
 def test_fold_threshold_and_routing_ops_are_parameters(client: Any) -> None:
@@ -704,3 +740,18 @@ def test_triage_with_start_0_starts_no_job(make_app: Any, mlp_dump: str) -> None
     assert c.get("/api/triage?start=0").get_json() == {"state": "idle"}
     assert c.get("/api/triage?start=0").get_json() == {"state": "idle"}       # still none
     assert c.get("/api/triage").get_json()["state"] in ("running", "done")     # the landing page's ask starts it
+
+
+def test_a_row_names_its_weight_as_the_reading_layer_sees_it(sample_root: str) -> None:
+    from debugger import query
+    from debugger.query.attach import local_name
+
+    assert local_name("transformer.h.1.ln_1.weight", "transformer.h.1.ln_1") == "weight"
+    assert local_name("fc1.weight", "network._backbone.fc1") == "weight"          # MindSpore's longer module path
+    assert local_name("exp_avg.fc1.weight", "fc1") == "exp_avg.fc1.weight"        # not the layer's own: whole
+    assert local_name("fc1.weight", "") == "fc1.weight"
+    graph = open_dump(os.path.join(sample_root, "single")).rank(0).graph(0)
+    (matmul, _) = query.scope_view(graph, "Default/network-WithLossCell/_backbone-Net/fc1-Dense")["children"]["items"]
+    assert matmul["attached"][0] | {"marks": {}} == {"node": "fc1.weight", "name": "weight", "op_type": "Parameter",
+                                                     "kind": "weight", "param": "fc1.weight",
+                                                     "type": "float32 16×128", "marks": {}}

@@ -96,13 +96,16 @@ def test_zero_share_and_gradient_norm_match_numpy(app_client: Any) -> None:
 def test_update_ratio_is_the_weights_change_over_its_size(app_client: Any) -> None:
     rank = open_dump(os.path.join(SAMPLE, "torch_single")).rank(0)
     before = {t.node: np.asarray(t.value(), np.float64) for t in rank.tensors(1, 2) if t.io == "output"}
-    d = _scope(app_client, "torch_single", 1, 3, overlay="update_ratio")
+    # the weight is drawn as a row of the layer that reads it, coloured under its own name
+    d = _scope(app_client, "torch_single", 1, 3, "model/fc1-Linear", overlay="update_ratio")
     got = d["overlay"]["children"]
-    group = next(c for c in got if c.startswith("Parameter["))
-    node = got[group]["node"]
-    now = np.asarray(rank.tensor(1, 3, node).value(), np.float64)
-    want = np.abs(now - before[node]).mean() / np.abs(before[node]).mean()
-    assert got[group]["value"] == pytest.approx(want, rel=1e-6)
+    assert got["fc1.weight"]["node"] == "fc1.weight"
+    now = np.asarray(rank.tensor(1, 3, "fc1.weight").value(), np.float64)
+    want = np.abs(now - before["fc1.weight"]).mean() / np.abs(before["fc1.weight"]).mean()
+    assert got["fc1.weight"]["value"] == pytest.approx(want, rel=1e-6)
+    # one level up, the layer's scope takes the worst of its weights
+    up = _scope(app_client, "torch_single", 1, 3, "model", overlay="update_ratio")["overlay"]["children"]
+    assert up["model/fc1-Linear"]["value"] >= got["fc1.weight"]["value"]
 
 
 def test_data_parallel_ranks_differ_in_activations_not_in_weights_or_reduced_gradients(app_client: Any) -> None:
@@ -111,8 +114,9 @@ def test_data_parallel_ranks_differ_in_activations_not_in_weights_or_reduced_gra
     kids = d["overlay"]["children"]
     assert kids["model"]["value"] > 1e-3                     # each rank saw its own batch
     grads = next(c for c in kids if c.startswith("Gradient["))
-    params = next(c for c in kids if c.startswith("Parameter["))
-    assert kids[grads]["value"] == 0.0 and kids[params]["value"] == 0.0
+    assert kids[grads]["value"] == 0.0
+    layer = _scope(app_client, "torch_dp2", gid, 3, "model/fc1-Linear", overlay="rank_diff", vs_rank=1)["overlay"]
+    assert layer["children"]["fc1.weight"]["value"] == 0.0 and layer["children"]["fc1.bias"]["value"] == 0.0
     # against another run: the same names in the iteration, whatever graph ran it there
     d = _scope(app_client, "torch_dp2", gid, 3, overlay="run_diff", vs_dump="torch_single")
     assert d["overlay"]["nodes"] > 0 and d["overlay"]["children"]

@@ -1,5 +1,5 @@
 """The graph view at 1440x900 in Chromium on a copy of dumps_sample/single (a MindSpore run, 6 scope levels
-deep, a root with a Parameter[20] group drawn as a stack, triage findings and no watchpoint): the crumbs
+deep, triage findings and no watchpoint): the crumbs
 of a deep scope show the scope whole and still navigate, Fit keeps every drawn node in view, and the info
 line offers the triage's watchpoints, whose hits then show on the graph and in the top bar."""
 from __future__ import annotations

@@ -110,12 +110,12 @@ def test_the_overlay_follows_the_replay_slider(page: Any, planted: Any) -> None:
 def test_the_picker_sets_the_overlay_and_the_minimap_shows_a_level_larger_than_the_view(page: Any, planted: Any) -> None:
     srv, _ = planted
     graph = _graph_of(srv, 4)
-    page.goto(f"{srv.url}#/graph?graph={graph}&it=4&scope=Parameter[148]")
+    page.goto(f"{srv.url}#/graph?graph={graph}&it=4&scope=Gradient[28]")
     page.wait_for_selector(".graph-view .gnode")
     assert page.locator(".gnode.ov-on").count() == 0
-    page.select_option(".overlay-select", "update_ratio")
+    page.select_option(".overlay-select", "max_abs")
     page.wait_for_selector(".gnode.ov-on")
-    assert "ov=update_ratio" in page.url
+    assert "ov=max_abs" in page.url
     assert page.locator(".overlay-select option[value=rank_diff]").is_disabled()      # one rank only
     page.click("button[title='Zoom in']")
     page.click("button[title='Zoom in']")

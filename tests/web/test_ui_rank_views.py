@@ -13,7 +13,7 @@ from test_ui import open_view, wait_graph
 
 SAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "dumps_sample")
 PLANTED = "layers.0.down.bias"
-PLACE = "Parameter[48]"          # the root's folded group of parameters that holds it
+PLACE = "Gradient[12]"           # the root's folded group holding the node that reads it (drawn beside it)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.isdir(os.path.join(SAMPLE, "torch_2d")), reason="dumps_sample/ is not present")]
@@ -26,7 +26,7 @@ def _landed_on_the_bias(page: Any) -> None:
     page.wait_for_function(f"document.querySelector('.insp-name') && document.querySelector('.insp-name').textContent === '{PLANTED}'")
     tile = ".stat-tile[data-stat='max'] .st-value"
     page.wait_for_function(f"document.querySelector(\"{tile}\") && document.querySelector(\"{tile}\").textContent.startsWith('1.2')")
-    page.wait_for_selector(f'.gnode.selected[data-id="{PLANTED}"]')     # the graph opens its scope, the node selected
+    page.wait_for_selector(f'.gattach.selected[data-id="{PLANTED}"]')   # the graph opens its reader's level, the weight's row selected
 
 
 def test_a_divergent_heatmap_cell_opens_the_divergent_tensor(page: Any, live_sample: Any) -> None:

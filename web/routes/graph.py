@@ -30,7 +30,8 @@ def graphs(rank: int) -> dict[str, Any]:
 def scope(rank: int, graph_id: int) -> dict[str, Any]:
     """Children of one scope, folded, with edges and marks (watchpoint hits, a code line's nodes); with
     ``overlay=METRIC`` (and ``vs_rank`` / ``vs_dump`` for a difference) each child's worst value of it in
-    ``iteration`` and the scale over the whole graph (web/overlays.py)."""
+    ``iteration`` and the scale over the whole graph (web/overlays.py); with ``focus=NODE`` its neighbours
+    outside the level."""
     r, g = graph_arg(rank, graph_id)
     marks: dict[str, set[str]] = {}
     it = int_arg("iteration")
@@ -44,7 +45,8 @@ def scope(rank: int, graph_id: int) -> dict[str, Any]:
     if line:
         marks.update(query.marks_for_line(workspace().dump(dump_id), r, graph_id, line, workspace().sources.statement_lines))
     path = request.args.get("path", "")
-    out = query.scope_view(g, path, begin=int_arg("begin", 0) or 0, end=int_arg("end"), marks=marks, **view_options())
+    out = query.scope_view(g, path, begin=int_arg("begin", 0) or 0, end=int_arg("end"), marks=marks,
+                           focus=request.args.get("focus") or None, **view_options())
     name = request.args.get("overlay")
     if name and it is not None:
         vs = (int_arg("vs_rank"), request.args.get("vs_dump") or None)

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  childMarks, crumbFoldMax, crumbParts, dominantKind, drawnExtent, edgeLabelAt, edgePath, fitTransform, nodeClasses,
+  childMarks, crumbFoldMax, crumbParts, dominantKind, drawnExtent, edgePath, fitTransform, nodeClasses,
   nodeOverhang, nodeSubtitle, openPatch, pagerOf, pathParents, shortLoc, structKey, tooltipLines, triageOffer, updatePlan,
 } from '../../../web/static/js/views/graph/state.js';
 import { zoomAt } from '../../../web/static/js/components/panzoom.js';
@@ -47,8 +47,6 @@ test('a scope is drawn in its most frequent kind, other only when alone', () => 
 test('edges: a cubic between two points, quadratics through bends', () => {
   assert.equal(edgePath([[0, 0], [10, 20]]), 'M0,0 C0,10 10,10 10,20');
   assert.equal(edgePath([[0, 0], [10, 10], [20, 20]]), 'M0,0 Q10,10 15,15 L20,20');
-  assert.deepEqual(edgeLabelAt([[0, 0], [10, 20]]), [5, 10]);
-  assert.deepEqual(edgeLabelAt([[0, 0], [3, 3], [9, 9]]), [3, 3]);
 });
 
 test('marks, classes, subtitle and tooltip of a node with a hit and a code line', () => {

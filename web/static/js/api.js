@@ -96,8 +96,8 @@ export const api = {
   band: ({ dump, graph, node, io, slot, stat }) => get('/band', { dump, graph, node, io, slot, stat }),
   rankPage: ({ dump, q, sort, begin }) => get('/ranks', { dump, q, sort, begin }, { reuse: false }),
   graphs: (dump, rank) => get(`/ranks/${rank}/graphs`, { dump }),
-  scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end, overlay }) =>
-    get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end, ...(overlay || {}) }),
+  scope: ({ dump, rank, graph, path, iteration, line, framework, begin, end, overlay, focus }) =>
+    get(`${T(rank, graph)}/scope`, { dump, path, iteration, line, framework, begin, end, focus, ...(overlay || {}) }),
   overlays: () => get('/overlays', {}),
   search: ({ dump, rank, graph, q, framework, end }) => get(`${T(rank, graph)}/search`, { dump, q, framework, end }),
   node: ({ dump, rank, graph, node, iteration, framework }) =>

@@ -15,9 +15,10 @@ import { createSearch } from './graph/search.js';
 import { createMinimap, createPicker, renderScale } from './graph/overlay.js';
 import { overlayArgs } from './graph/overlay-state.js';
 import {
-  childMarks, crumbFoldMax, crumbParts, fitTransform, openPatch, pagerOf, pathParents, shortLoc, structKey, triageOffer,
-  updatePlan,
+  childMarks, childShowing, crumbFoldMax, crumbParts, fitTransform, openPatch, pagerOf, pathParents, shortLoc, structKey,
+  triageOffer, updatePlan, withNeighbours,
 } from './graph/state.js';
+import { centreOn } from './graph/overlay-state.js';
 import { waitTriage } from './triage.js';
 import { watchPreset } from './triage/cards.js';
 
@@ -40,6 +41,7 @@ export function mount(root) {
     update: (changed) => update(g, changed),
     destroy() {
       g.destroyed = true; g.inspector.destroy(); g.pz.destroy(); window.removeEventListener('resize', g.onResize);
+      g.controlsSeen.disconnect();
       document.removeEventListener('pointerdown', g.onPointer); document.removeEventListener('keydown', g.onKey);
     },
   };
@@ -131,6 +133,10 @@ function wireEvents(g) {
   // A resized window refits the level, unless the user has panned or zoomed since it was drawn.
   g.onResize = debounce(() => { renderCrumbs(g); if (!g.pz.userMoved) fitView(g); }, 120);
   window.addEventListener('resize', g.onResize);
+  // The controls beside the crumbs grow after the first drawing (the colouring's second select, the
+  // export formats): the crumbs are fitted again to the room left.
+  g.controlsSeen = new ResizeObserver(debounce(() => renderCrumbs(g), 30));
+  for (const el of g.crumbs.parentElement.children) if (el !== g.crumbs) g.controlsSeen.observe(el);
   // the crumbs' menu closes on a click elsewhere or Escape
   g.onPointer = (e) => { if (g.crumbMenu && !e.target.closest('.crumb-menu, .crumb.folded')) closeCrumbMenu(g); };
   g.onKey = (e) => { if (e.key === 'Escape') closeCrumbMenu(g); };
@@ -162,6 +168,9 @@ function update(g, changed) {
 // -- data ---------------------------------------------------------------------------------------
 async function load(g, { relayout = true } = {}) {
   const seq = ++g.loadSeq;
+  // A level entered with a node chosen (a finding, a search, a link) draws that node's neighbours from
+  // outside the level; reloads of the same level keep it, so the layout does not move under the user.
+  if (relayout) g.focus = state.node;
   renderCrumbs(g);
   g.overlay.hidden = false;
   g.overlay.textContent = 'Loading…';
@@ -169,7 +178,7 @@ async function load(g, { relayout = true } = {}) {
   try {
     d = await api.scope({ dump: state.dump, rank: state.rank, graph: state.graph, path: state.scope,
       iteration: ctx.watchCount || state.overlay ? state.iteration : null, line: state.line, framework: state.framework,
-      begin: g.begin, end: null, overlay: overlayArgs(state) });
+      begin: g.begin, end: null, overlay: overlayArgs(state), focus: g.focus || null });
   } catch (e) {
     if (seq !== g.loadSeq) return;
     if (e.status === 404 && state.scope) {        // a scope of another graph or rank: the nearest one it has
@@ -180,7 +189,7 @@ async function load(g, { relayout = true } = {}) {
     return;
   }
   if (seq !== g.loadSeq) return;
-  g.data = d;
+  g.data = d = withNeighbours(d);
   renderScale(g.scaleEl, d);       // before the fit: the legend's height is part of it
   const key = structKey(d);
   if (key !== g.structKey || relayout || !g.lay) {
@@ -214,14 +223,24 @@ async function relayoutScope(g, d, key, seq) {
   const same = g.structKey && g.structKey.split('|')[0] === d.path;
   g.structKey = key;
   draw(g);
-  if (!same) { g.pz.userMoved = false; fitView(g); } else g.pz.apply();
+  if (!same) { g.pz.userMoved = false; fitView(g); centreFocus(g); } else g.pz.apply();
   return true;
+}
+
+/** The focused node in the middle of the canvas, at the scale Fit chose. */
+function centreFocus(g) {
+  const id = childShowing(g.data.children.items, g.focus);
+  const n = id && g.lay.nodes.find((x) => x.id === id);
+  if (!n) return;
+  const r = g.svg.getBoundingClientRect();
+  g.pz.tf = centreOn(n.x + n.w / 2, n.y + n.h / 2, g.pz.tf.k, r.width, r.height);
+  g.pz.apply();
 }
 
 // A reveal of a node chosen elsewhere (search, code view, hit list): open the scope that shows it.
 async function reveal(g) {
   if (!state.node) return;
-  if (g.data && g.data.children.items.some((c) => c.id === state.node)) { markSelection(g); return; }
+  if (g.data && childShowing(g.data.children.items, state.node)) { markSelection(g); return; }
   try {
     const d = await api.node({ dump: state.dump, rank: state.rank, graph: state.graph, node: state.node,
       iteration: state.iteration, framework: state.framework });
@@ -251,23 +270,35 @@ function draw(g) {
 }
 
 function markSelection(g) {
-  for (const el of g.viewport.querySelectorAll('.gnode.selected')) el.classList.remove('selected');
+  for (const el of g.viewport.querySelectorAll('.gnode.selected, .gattach.selected')) el.classList.remove('selected');
   if (!state.node) return;
-  for (const el of g.viewport.querySelectorAll('.gnode')) if (el.dataset.id === state.node) el.classList.add('selected');
+  for (const el of g.viewport.querySelectorAll('.gnode.t-node, .gattach')) {
+    if (el.dataset.id === state.node) el.classList.add('selected');
+  }
 }
 
 // The crumbs: every level when the row has room; else the levels after the root fold into '…', the
-// outermost first, until the row fits. The scope and its parent are never folded.
+// outermost first, until the row fits; else they take a row of their own and fold again. The scope and
+// its parent are never folded, and the scope's name is never cut.
 function renderCrumbs(g) {
   closeCrumbMenu(g);
   const parents = g.data && g.data.path === state.scope ? g.data.parents : pathParents(state.scope);
   const fits = () => g.crumbs.scrollWidth <= g.crumbs.clientWidth;
+  const foldToFit = () => {
+    for (let hide = 0; hide <= crumbFoldMax(parents.length); hide++) {
+      drawCrumbs(g, crumbParts(parents, hide));
+      if (fits()) return true;
+    }
+    return false;
+  };
   g.crumbs.classList.remove('tight', 'tighter');
-  for (let hide = 0; hide <= crumbFoldMax(parents.length); hide++) {
-    drawCrumbs(g, crumbParts(parents, hide));
-    if (fits()) return;
-  }
-  g.crumbs.classList.add('tight');            // then the root and '…' shrink, the parent last
+  g.crumbs.parentElement.classList.remove('crumbs-own-row');
+  if (foldToFit()) return;
+  // The controls beside them (search, colour, export) leave too little room: the crumbs take a row of
+  // their own, so the scope's name is never cut; only then do the levels above it shrink.
+  g.crumbs.parentElement.classList.add('crumbs-own-row');
+  if (foldToFit()) return;
+  g.crumbs.classList.add('tight');
   if (!fits()) g.crumbs.classList.add('tighter');
 }
 
@@ -313,6 +344,9 @@ function renderInfo(g) {
   put(clear(g.info),
     h('span', {}, `${c.total} ${c.total === 1 ? 'child' : 'children'}`),
     sep(), h('span', {}, `${g.data.edges.length} edge groups`),
+    g.data.neighbours && g.data.neighbours.items.length
+      ? [sep(), h('span', { class: 'neighbours-note', title: 'The chosen node\'s inputs and readers outside this level (dashed): click one to open its level' },
+        `${g.data.neighbours.items.length} neighbour${g.data.neighbours.items.length > 1 ? 's' : ''} outside`)] : null,
     g.lay ? [sep(), h('span', { class: 'faint' }, `layout ${g.lay.ms.toFixed(0)} ms`)] : null,
     hits ? [sep(), h('span', { class: 'chip hit' }, `${hits} hit${hits > 1 ? 's' : ''} here`)] : null,
     line ? [sep(), h('span', { class: 'chip fwd' }, `${line} from line`)] : null,

@@ -3,15 +3,18 @@
 import { put, s, fmt } from '../../dom.js';
 import { kinds, kindColor, kindLabel } from '../../kinds.js';
 import {
-  GROUP_H, NODE_H, SCOPE_H, childKind, childLabel, drawnExtent, edgeLabelAt, edgePath, edgeWidth, nodeClasses,
+  NODE_H, ROW_H, attachedRows, boxHeight, childKind, childLabel, drawnExtent, edgePath, edgeWidth, nodeClasses,
   nodeOverhang, nodeSubtitle, sizeSubtitle, tooltipLines,
 } from './state.js';
 import { childHeat } from './overlay.js';
+import { placeLabels } from './labels.js';
 
 const FONT_B = '600 12px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_S = '600 13px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';
 const FONT_SUB = '11px sans-serif';
 const FONT_TAG = '600 10px sans-serif';      // the edges' labels, the line pill and the value tag (graph.css)
+const FONT_ROW = '10.5px system-ui, "Liberation Sans", "DejaVu Sans", sans-serif';   // an attached row (graph.css .gattach text)
+const LABEL_H = 12;                          // an edge label's box: 10 px text and its halo
 
 let measureCtx = null;       // made on first use: importing this module touches no document
 function textWidth(text, font) {
@@ -33,9 +36,10 @@ function fit(text, max, font) {
 
 /** [width, height] a child is laid out with. */
 export function sizeOf(c) {
-  if (c.type === 'scope') return [Math.min(270, Math.max(160, textWidth(c.name, FONT_S) + 44)), SCOPE_H];
-  const w = Math.max(textWidth(c.name, FONT_B), textWidth(sizeSubtitle(c), FONT_SUB)) + 34;
-  return [Math.min(240, Math.max(118, w)), c.type === 'group' ? GROUP_H : NODE_H];
+  if (c.type === 'scope') return [Math.min(270, Math.max(160, textWidth(c.name, FONT_S) + 44)), boxHeight(c)];
+  let w = Math.max(textWidth(c.name, FONT_B), textWidth(c.ghost ? nodeSubtitle(c) : sizeSubtitle(c), FONT_SUB)) + 34;
+  for (const r of attachedRows(c).rows) w = Math.max(w, textWidth(r.name, FONT_ROW) + textWidth(r.type, FONT_ROW) + 58);
+  return [Math.min(c.attached && c.attached.length ? 280 : 240, Math.max(118, w)), boxHeight(c)];
 }
 
 /** The arrow marker and the shadow filter every drawing uses. */
@@ -55,19 +59,21 @@ export function drawScene(viewport, data, lay, view) {
   }
   const eg = s('g', { class: 'edges' });
   const lg = s('g', { class: 'edge-labels' });   // drawn after the nodes: a count never hides under one
-  const labelBoxes = [];
   const types = new Map(data.edges.map((e) => [`${e.source}\n${e.target}`, e.type || '']));
+  const ghosts = new Set(data.edges.filter((e) => e.ghost).map((e) => `${e.source}\n${e.target}`));
+  const labels = [];
   for (const e of lay.edges) {
     const type = types.get(`${e.source}\n${e.target}`) || '';
-    put(eg, s('path', { d: edgePath(e.points), class: 'edge', 'stroke-width': edgeWidth(e.count), 'marker-end': 'url(#arrow)' },
+    put(eg, s('path', { d: edgePath(e.points), class: ghosts.has(`${e.source}\n${e.target}`) ? 'edge edge-ghost' : 'edge', 'stroke-width': edgeWidth(e.count), 'marker-end': 'url(#arrow)' },
       s('title', {}, `${e.count} edge${e.count > 1 ? 's' : ''}: ${childLabel(byId.get(e.source))} → ${childLabel(byId.get(e.target))}${type ? `\n${type}` : ''}`)));
-    const label = [e.count > 1 ? `${e.count}×` : '', type].filter(Boolean).join(' ');
-    if (label) {
-      const a = edgeLabelAt(e.points);
-      put(lg, s('text', { x: a[0] + 4, y: a[1] + 3, class: type ? 'edge-count edge-type' : 'edge-count' }, label));
-      labelBoxes.push([a[0] + 4, a[1] - 8, a[0] + 4 + textWidth(label, FONT_TAG), a[1] + 6]);
-    }
+    const text = [e.count > 1 ? `${e.count}×` : '', type].filter(Boolean).join(' ');
+    if (text) labels.push({ text, type, points: e.points, w: textWidth(text, FONT_TAG), h: LABEL_H });
   }
+  const labelBoxes = placeLabels(labels, lay.nodes);
+  labels.forEach((l, i) => {
+    const b = labelBoxes[i];
+    put(lg, s('text', { x: b[0], y: b[3] - 3, class: l.type ? 'edge-count edge-type' : 'edge-count' }, l.text));
+  });
   const ng = s('g', { class: 'nodes' });
   const overhangs = new Map();
   for (const n of lay.nodes) {
@@ -98,6 +104,7 @@ function drawNode(c, n, view, overhangs) {
     put(g, s('path', { class: 'strip', d: `M7,0 H4 Q0,0 0,4 V${n.h - 4} Q0,${n.h} 4,${n.h} H7 Z`, fill: kindColor(childKind(c)) }));
   }
   const scope = c.type === 'scope';
+  if (c.attached && c.attached.length) drawRows(g, c, n, view);
   const textX = scope ? 12 : 14;
   const maxW = n.w - textX - (hits ? 20 : 10);
   put(g, s('text', { class: 'n-title', x: textX, y: scope ? 20 : 17 }, fit(c.name, maxW, scope ? FONT_S : FONT_B)));
@@ -109,6 +116,43 @@ function drawNode(c, n, view, overhangs) {
   g.addEventListener('click', (e) => { e.stopPropagation(); view.onOpen(c); });
   g.addEventListener('keydown', (e) => { if (e.key === 'Enter') g.dispatchEvent(new MouseEvent('click')); });
   return g;
+}
+
+/** A node's rows: each weight or constant it reads, by name and value type, under its title; a row
+ * selects its own node and shows that node's hits and overlay colour; the last may say "+N more". */
+function drawRows(g, c, n, view) {
+  const { rows, more } = attachedRows(c);
+  put(g, s('line', { class: 'a-sep', x1: 7, x2: n.w, y1: NODE_H, y2: NODE_H }));
+  rows.forEach((r, i) => {
+    const y = NODE_H + 2 + i * ROW_H;
+    const heat = childHeat({ id: r.node, type: 'node' }, view.overlay);
+    const row = s('g', { class: `gattach k-${r.kind}${r.node === view.selected ? ' selected' : ''}${r.marks.hit ? ' has-hit' : ''}`,
+      transform: `translate(7,${y})`, 'data-id': r.node, 'data-kind': r.kind, tabindex: 0, role: 'button' });
+    if (heat && heat.t !== undefined) row.dataset.heat = heat.t.toFixed(4);
+    put(row, s('title', {}, `${r.node}\n${r.op_type} · ${kindLabel(r.kind)}${r.type ? ` · ${r.type}` : ''}` +
+      `${r.marks.hit ? `\n${r.marks.hit} watchpoint hit(s) in iteration ${view.iteration}` : ''}${heat ? `\n${heat.title}` : ''}\nclick to inspect`));
+    const w = n.w - 11;
+    put(row, s('rect', { class: 'a-body', x: 0, y: 0, width: w, height: ROW_H - 2, rx: 4,
+      style: heat && heat.fill ? `fill:${heat.fill}` : undefined }));
+    put(row, s('rect', { class: 'a-kind', x: 4, y: 4, width: 7, height: 7, rx: 2, fill: kindColor(r.kind) }));
+    const hitW = r.marks.hit ? 16 : 0;
+    // the type whole when the name leaves it room, else the name cut first, down to half the row
+    const room = Math.max(w * 0.45, w - 29 - hitW - textWidth(r.name, FONT_ROW));
+    const typeW = r.type ? Math.min(textWidth(r.type, FONT_ROW), room) : 0;
+    put(row, s('text', { class: 'a-name', x: 15, y: 11.5 }, fit(r.name, w - 15 - 14 - typeW - hitW, FONT_ROW)));
+    if (r.type) put(row, s('text', { class: 'a-type', x: w - 4 - hitW, y: 11.5, 'text-anchor': 'end' }, fit(r.type, typeW, FONT_ROW)));
+    if (r.marks.hit) {
+      put(row, s('circle', { class: 'hit-badge', cx: w - 8, cy: (ROW_H - 2) / 2, r: 6 }));
+      put(row, s('text', { class: 'hit-text a-hit', x: w - 8, y: (ROW_H - 2) / 2 + 3.5, 'text-anchor': 'middle' }, r.marks.hit > 9 ? '9+' : String(r.marks.hit)));
+    }
+    row.addEventListener('click', (e) => { e.stopPropagation(); view.onOpen({ type: 'node', id: r.node }); });
+    row.addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.stopPropagation(); row.dispatchEvent(new MouseEvent('click')); } });
+    put(g, row);
+  });
+  if (more) {
+    put(g, s('text', { class: 'a-more', x: 22, y: NODE_H + 2 + rows.length * ROW_H + 11.5 },
+      `+${more} more (inputs in the inspector)`));
+  }
 }
 
 /** A scope's kind distribution bar and its open arrow. */

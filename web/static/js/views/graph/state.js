@@ -5,6 +5,24 @@ import { kindLabel } from '../../kinds.js';
 
 export const PAGE = 300;
 export const NODE_H = 42, GROUP_H = 44, SCOPE_H = 52;
+export const ROW_H = 17, ROWS_MAX = 4;     // a node's rows of attached weights and constants
+
+/** The attached rows a node draws (its weights and constants, as Netron draws initializers): the first
+ * ROWS_MAX, and how many more a "+N more" row stands for. */
+export function attachedRows(c) {
+  const all = (c && c.attached) || [];
+  const shown = all.length > ROWS_MAX ? all.slice(0, ROWS_MAX - 1) : all;
+  return { rows: shown, more: all.length - shown.length };
+}
+
+/** The height of a child's box: a node grows a row per attached input it draws. */
+export function boxHeight(c) {
+  if (c.type === 'scope') return SCOPE_H;
+  if (c.type === 'group') return GROUP_H;
+  const { rows, more } = attachedRows(c);
+  const n = rows.length + (more ? 1 : 0);
+  return n ? NODE_H + 2 + n * ROW_H + 8 : NODE_H;     // 8: room for the overlay's value tag
+}
 
 /** The kind a scope or group is drawn in: its most frequent, 'other' only when nothing else. */
 export function dominantKind(kinds) {
@@ -60,6 +78,22 @@ export function pagerOf(children) {
     next: children.end, first: children.begin === 0, last: children.end >= children.total };
 }
 
+/** A scope answer with the focused node's neighbours from outside the level (its `neighbours`) drawn
+ * as children of their own (`ghost`) and joined to it by edges. */
+export function withNeighbours(d) {
+  if (!d.neighbours || !d.neighbours.items.length) return d;
+  const ghosts = d.neighbours.items.map((n) => ({ ...n, ghost: true, marks: {} }));
+  return { ...d, children: { ...d.children, items: d.children.items.concat(ghosts) },
+    edges: d.edges.concat(d.neighbours.edges.map((e) => ({ ...e, ghost: true }))) };
+}
+
+/** The id of the child that shows node `id`: the child itself, or the node whose rows list it. */
+export function childShowing(items, id) {
+  if (!id) return null;
+  const c = items.find((x) => x.id === id && !x.ghost) || items.find((x) => (x.attached || []).some((r) => r.node === id));
+  return c ? c.id : null;
+}
+
 /** The structure of a scope answer: a new key means a new layout. */
 export function structKey(d) {
   return `${d.path}|${d.children.begin}|${d.children.items.map((c) => c.id).join('\n')}|${d.edges.length}`;
@@ -82,12 +116,6 @@ export function edgePath(pts) {
   return `${d} L${last[0]},${last[1]}`;
 }
 
-/** Where an edge's count label sits: the middle of a straight edge, else its middle point. */
-export function edgeLabelAt(points) {
-  if (points.length === 2) return [(points[0][0] + points[1][0]) / 2, (points[0][1] + points[1][1]) / 2];
-  return points[Math.floor(points.length / 2)];
-}
-
 export function edgeWidth(count) { return Math.min(5, 1.2 + Math.log2(count) * 0.7); }
 
 export function childLabel(c) { return c ? (c.type === 'scope' ? c.name + '/' : c.name) : '?'; }
@@ -102,11 +130,14 @@ export function nodeClasses(c, selectedNode) {
   if (c.marks.forward) cls.push('hl-forward');
   if (c.marks.backward) cls.push('hl-backward');
   if (c.type === 'node' && c.id === selectedNode) cls.push('selected');
+  if (c.ghost) cls.push('t-ghost');
   return cls;
 }
 
-/** The second line of a child: node count, group size and op, or op and kind. */
+/** The second line of a child: node count, group size and op, or op and kind; for a neighbour from
+ * outside the level, where it is. */
 export function nodeSubtitle(c, fmtCount = String) {
+  if (c.ghost) return `${c.side === 'in' ? 'input from' : 'read in'} ${c.scope || 'root'}`;
   if (c.type === 'scope') return `${fmtCount(c.count)} node${c.count === 1 ? '' : 's'}`;
   if (c.type === 'group') return `${c.count} × ${c.op_type}`;
   return c.name.startsWith(c.op_type) ? kindLabel(c.kind) : `${c.op_type} · ${kindLabel(c.kind)}`;
@@ -119,6 +150,7 @@ export function sizeSubtitle(c) {
 
 /** The hover text of a child. */
 export function tooltipLines(c, { iteration, line }) {
+  if (c.ghost) return `${c.node}\n${c.op_type} · ${kindLabel(c.kind)}\noutside this level: click to open ${c.place || 'the root'}`;
   const lines = [c.type === 'node' ? c.node : c.path];
   if (c.type === 'node') lines.push(`${c.op_type} · ${kindLabel(c.kind)}`);
   else lines.push(Object.entries(c.kinds).map(([k, v]) => `${v} ${kindLabel(k)}`).join(', '));
@@ -130,6 +162,7 @@ export function tooltipLines(c, { iteration, line }) {
 
 /** The state change of a click on a child: select a node, open a scope or group. */
 export function openPatch(c) {
+  if (c.ghost) return { scope: c.place, node: c.id };
   if (c.type === 'node') return { node: c.id };
   // A chain of single-child scopes opens in one click (to its only node, selected).
   const patch = { scope: c.open || c.path };

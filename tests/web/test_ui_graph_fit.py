@@ -40,6 +40,9 @@ def _open_graph(page: Any, srv: LiveServer, query: str) -> None:
     page.wait_for_selector("body[data-ready='1']")
     page.wait_for_selector(".gnode")
     page.wait_for_function("document.querySelector('.graph-overlay').hidden")
+    # the crumbs are fitted again when the toolbar's controls grow after the first drawing: read them settled
+    page.wait_for_function("""() => { const h = (document.querySelector('.crumbs') || {}).innerHTML;
+      const same = h !== undefined && h === window.__crumbsSeen; window.__crumbsSeen = h; return same; }""", polling=150)
 
 
 def _crumbs(page: Any) -> list[dict[str, Any]]:

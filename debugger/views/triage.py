@@ -390,5 +390,6 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged, "series_hits": t["series_hits"], "unanswered": t["coverage"]["unanswered"]}
 
 
-__all__ = ["BAND_STATS", "PRESET", "OnScan", "watchpoints", "band_of", "stat_series", "cached", "cell_targets", "divergent_cells", "divergent_tensors",
+__all__ = ["BAND_STATS", "PRESET", "OnScan", "watchpoints",
+           "band_of", "stat_series", "cached", "cell_targets", "divergent_cells", "divergent_tensors",
            "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

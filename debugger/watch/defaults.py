@@ -31,9 +31,9 @@ class DumpWatchpoints:
         return self.user.edited
 
     def current(self) -> ScanSession:
-        """The session in use: the user's once edited, else the triage's."""
-        with self._lock:
-            return self.user if self.user.edited else self.triage
+        """The session in use: the user's once edited, else the triage's. Without the dump's lock (one
+        attribute read): asking which list is in use never waits for a check that holds it."""
+        return self.user if self.user.edited else self.triage
 
     def to_edit(self) -> ScanSession:
         """The session an edit changes: the user's, which starts from the triage's list (and what it

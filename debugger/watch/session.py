@@ -322,6 +322,8 @@ class ScanSession:
             old = {r.rank: set(r.iterations()) for r in self.dump.ranks}
             self.dump = reopen(self.dump.root)
             self._fingerprint = None
+            if not self._watchpoints and not self._hits:     # nothing to keep: no store to write (nor fingerprint)
+                return []
             new = {r.rank: set(r.iterations()) for r in self.dump.ranks}
             dropped = [key for key in list(self._hits) if not _still_valid(key, old, new)]
             for key in dropped:

@@ -54,7 +54,7 @@ function sourceLine(source, on) {
   const triage = source.from === 'triage';
   return h('div', { class: 'card-body wp-source small', 'data-source': source.from },
     h('span', { class: `chip ${triage ? 'muted-chip' : 'fwd'}` }, sourceText(source)),
-    triage ? h('span', { class: 'muted' }, ' the findings of the triage page. Remove, add or change one (✎) to make the list your own.')
+    triage ? h('span', { class: 'muted' }, ' the triage page\'s findings, watched from the start. Remove, add or change one (✎) to make the list your own.')
       : [h('span', { class: 'muted' }, ' kept for this dump across restarts. '),
         h('button', { class: 'btn btn-small btn-ghost wp-defaults', title: 'Use the triage\'s recommended watchpoints again: this list is dropped',
           onclick: () => on.backToDefaults() }, 'Back to the triage\'s')]);

@@ -85,7 +85,8 @@ def scope_overlay(ws: Workspace, dump_id: str, rank: Rank, graph: Graph, it: int
     if not ws.readable(dump_id, rank.rank, [it]):
         return {**head, "pending": True, "scale": ov.scale({}, m), "children": {}}
     if m.name == "hits" and not len(ws.watch(dump_id)):
-        head["note"] = "no watchpoint is set: add one in the Watchpoints tab, or \"Watch these\" on the triage page"
+        head["note"] = ("no watchpoint is set: add one in the Watchpoints tab, or use the triage's again "
+                        "(\"Back to the triage's\" there)")
     values = _values(ws, dump_id, rank, graph, it, m, vs)
     rolled = query.scope_rollup(graph, path, values, **view_opts)
     return {**head, "pending": False, "scale": ov.scale(values, m), "nodes": len(values),

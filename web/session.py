@@ -1,5 +1,5 @@
 """What the app remembers between requests: the dumps found at its path, their statistics
-caches, and per dump its scan session (the watchpoints the user set and the iterations checked)."""
+caches, and per dump its watchpoints (the triage's until the user edits them) and the iterations checked."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from debugger import Dump, StatsCache, TensorRef, find_dump_roots, open_dump, query
 from debugger.views import triage as _triage
-from debugger.watch import store as watchstore
+from debugger.watch.defaults import DumpWatchpoints
 from debugger.errors import QueryError
 from debugger.common.executors import connect
 from debugger.model.sourceroots import SourceRoots
@@ -38,7 +38,7 @@ class Workspace:
         self.use_cache = use_cache
         self._dumps: dict[str, Dump] = {}
         self._caches: dict[str, StatsCache | None] = {}
-        self._watch: dict[str, ScanSession] = {}
+        self._watch: dict[str, DumpWatchpoints] = {}
         self._compared: dict[tuple[str, int], Any] = {}
         self._triage: dict[str, dict[str, Any]] = {}
         self.writing = Writing()      # the dumps a running job is still writing (web/live.py says which)
@@ -135,15 +135,28 @@ class Workspace:
         return self._locks[self.resolve(dump_id)]
 
     def watch(self, dump_id: str | None) -> ScanSession:
-        """The scan session of a dump (its watchpoints and their hits), kept in the cache folder."""
+        """The scan session in use on a dump (its watchpoints and their hits): the triage's, or the user's
+        once edited (:class:`DumpWatchpoints`)."""
+        return self.watchpoints(dump_id).current()
+
+    def watchpoints(self, dump_id: str | None) -> DumpWatchpoints:
+        """Both watchpoint lists of a dump, kept in the cache folder."""
         key = self.resolve(dump_id)
         d, c = self.dump(key), self.cache(key)
         with self._lock:
             w = self._watch.get(key)
             if w is None:
-                store = watchstore.store_path(self.ids[key], self.cache_dir) if self.use_cache else None
-                w = self._watch[key] = ScanSession(d, c, store, self._locks[key])
+                w = self._watch[key] = DumpWatchpoints(d, c, self.cache_dir, self.use_cache, self._locks[key])
             return w
+
+    def defaults_pending(self, dump_id: str | None) -> bool:
+        """Whether the triage's watchpoints are in use but not known yet: its scan is running or not started."""
+        w = self.watchpoints(dump_id)
+        if w.edited or len(w.triage):
+            return False
+        with self._lock:
+            job = self._triage.get(self.resolve(dump_id))
+        return job is None or job["state"] == "running"
 
     def warm(self, dump_id: str | None = None) -> None:
         """Open a dump now: every rank's graphs, tensor index and root scope level (what the first
@@ -176,6 +189,8 @@ class Workspace:
                 return dict(job)
         d, cache = self.dump(key), self.cache(key)
         stored = _triage.cached(d, cache)
+        if stored is not None:     # its scan was not kept: the list alone, checked where a page asks
+            self.watchpoints(key).take_triage(_triage.watchpoints(), None)
         with self._lock:
             if stored is not None:
                 self._triage[key] = {"state": "done", "result": stored}
@@ -200,7 +215,8 @@ class Workspace:
             # the iterations a running job may still be writing are left out (web/live.py says which)
             self.settle(key)
             below = self.settled_below(key)
-            res = _triage.triage(d, cache, say, workers=self.workers, below=below)
+            res = _triage.triage(d, cache, say, workers=self.workers, below=below,
+                                 on_scan=self.watchpoints(key).take_triage)
             if cache is not None:
                 cache.flush()
             with self._lock:

@@ -18,12 +18,18 @@ from ..errors import DumpError
 from ..common.executors import Workers
 from ..formats.records import Kind
 from ..model import Dump
-from ..watch import preset, scan
+from ..watch import ScanResult, Watchpoint, preset, scan
 from ..watch.results import headline_order, hit_order
 
 PRESET = "recommended"
 _FORMAT = 14    # bump when the triage object changes: stored triages of older shape are recomputed
 Progress = Callable[[str, int, int], None]
+OnScan = Callable[[list[Watchpoint], ScanResult], None]
+
+
+def watchpoints() -> list[Watchpoint]:
+    """The watchpoints the triage scans with, in its order (its hits' ``watchpoint_index``)."""
+    return preset(PRESET)
 
 
 def _key(dump: Dump) -> str:
@@ -315,11 +321,12 @@ def iterations_below(dump: Dump, below: int) -> set[int]:
 
 
 def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | None = None,
-           workers: Workers | None = None, below: int | None = None) -> dict[str, Any]:
+           workers: Workers | None = None, below: int | None = None, on_scan: OnScan | None = None) -> dict[str, Any]:
     """The triage object of ``dump`` (from the cache when the dump is unchanged); ``workers`` (a Dask
     cluster) runs its scan and comparison, else this process does. ``below``: iterations from this one on
     are left out, not read (a running job may still be writing them; its dump may list more of them while
-    the triage runs); such a triage is not stored."""
+    the triage runs); such a triage is not stored. ``on_scan(watchpoints, result)`` is handed the scan
+    (not when the triage comes from the cache): the web UI's default watchpoints reuse it."""
     cache = cache or StatsCache(enabled=False)
     stored = cached(dump, cache)
     if stored is not None:
@@ -328,12 +335,14 @@ def triage(dump: Dump, cache: StatsCache | None = None, progress: Progress | Non
     say("loss", 0, 1)
     warnings = dump.all_warnings()
     curves = loss_curves(dump, cache, below)
-    wps = preset(PRESET)
+    wps = watchpoints()
     listed = {i for r in dump.ranks for i in r.iterations()}
     kept = None if below is None else iterations_below(dump, below)
     leave_out = sorted(listed - kept) if kept is not None else []
     res = scan(dump, wps, iterations=kept, jobs=1, cache=cache, progress=lambda d, t: say("scan", d, t),
                workers=workers, series_sweep=False)    # the series' losses: series_findings below
+    if on_scan is not None:
+        on_scan(wps, res)
     data = res.to_dict()
     hits = data.get("hits", [])
     wp_dicts = [w.to_dict() for w in wps]
@@ -381,5 +390,6 @@ def health(t: dict[str, Any]) -> dict[str, Any]:
             "diverged": diverged, "series_hits": t["series_hits"], "unanswered": t["coverage"]["unanswered"]}
 
 
-__all__ = ["BAND_STATS", "PRESET", "band_of", "stat_series", "cached", "cell_targets", "divergent_cells", "divergent_tensors",
+__all__ = ["BAND_STATS", "PRESET", "OnScan", "watchpoints",
+           "band_of", "stat_series", "cached", "cell_targets", "divergent_cells", "divergent_tensors",
            "findings", "grad_norm_curves", "health", "loss_curves", "rank_heatmap", "triage"]

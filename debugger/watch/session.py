@@ -109,6 +109,7 @@ class ScanSession:
         self._coverage: dict[Key, dict[int, StepCounts]] = {}   # per key: watchpoint id -> what it met
         self._fingerprint: str | None = None
         self.files_checked = 0    # tensor files this session's checks read (results it reused read none)
+        self.edited = False       # the user changed this list (debugger.watch.defaults: else the triage's is used)
         self._load()
         for wp in watchpoints:    # given as they are: a scan's list keeps its repeats and its order
             self._put(wp)
@@ -130,6 +131,8 @@ class ScanSession:
         except (ValueError, KeyError, TypeError):
             return      # an unusable store is as good as none: the user's next change rewrites it
         self._watchpoints = items
+        # a store from before the triage's defaults: a list set by hand is the user's, an empty one was the default
+        self.edited = bool(data.get("edited", bool(items)))
         self._next_id = max([int(data.get("next", 1)), *[i + 1 for i in items]])
         if checked and data.get("fingerprint") == self._fp():
             for key, hits, errors, coverage in checked:
@@ -142,7 +145,7 @@ class ScanSession:
                     [[wid, *n] for wid, n in self._coverage.get((r, it), {}).items()]]
                    for (r, it), hs in sorted(self._hits.items())]
         watchstore.save(self.store, {
-            "dump": self.dump.root, "fingerprint": self._fp(), "next": self._next_id,
+            "dump": self.dump.root, "fingerprint": self._fp(), "next": self._next_id, "edited": self.edited,
             "watchpoints": [{"id": i, "spec": w.to_dict()} for i, w in self._watchpoints.items()],
             "results_format": _RESULTS_FORMAT, "checked": checked})
 
@@ -181,6 +184,40 @@ class ScanSession:
         with self._lock:
             self._watchpoints.clear()
             self._reset()
+            self._save()
+
+    def take(self, watchpoints: list[Watchpoint], res: ScanResult | None = None) -> None:
+        """Make ``watchpoints`` the list (ids anew when it differs; what was found stays when it does not),
+        and ``res``, a scan of exactly that list in that order, what they found in the keys it scanned:
+        a whole scan made elsewhere (the triage's) is reused, not done again."""
+        with self._lock:
+            if [_spec_key(w) for w in self._watchpoints.values()] != [_spec_key(w) for w in watchpoints]:
+                self._watchpoints.clear()
+                self._reset()
+                for wp in watchpoints:
+                    self._put(wp)
+            if res is not None:
+                self._record(res, list(self._watchpoints), [(r, it) for r in res.ranks for it in res.iterations])
+            self._save()
+
+    def take_from(self, other: "ScanSession") -> None:
+        """Start from ``other``'s watchpoints (their ids kept) and what they found: the first edit of a
+        list shown as another's; marks this list as edited."""
+        with self._lock:
+            self._watchpoints = dict(other._watchpoints)
+            self._next_id = max(self._next_id, other._next_id)
+            self._hits = {k: list(v) for k, v in other._hits.items()}
+            self._errors = {k: list(v) for k, v in other._errors.items()}
+            self._coverage = {k: dict(v) for k, v in other._coverage.items()}
+            self.edited = True
+            self._save()
+
+    def forget(self) -> None:
+        """Drop every watchpoint and the edited mark: the list is no one's choice again."""
+        with self._lock:
+            self._watchpoints.clear()
+            self._reset()
+            self.edited = False
             self._save()
 
     def _reset(self) -> None:
@@ -285,6 +322,8 @@ class ScanSession:
             old = {r.rank: set(r.iterations()) for r in self.dump.ranks}
             self.dump = reopen(self.dump.root)
             self._fingerprint = None
+            if not self._watchpoints and not self._hits:     # nothing to keep: no store to write (nor fingerprint)
+                return []
             new = {r.rank: set(r.iterations()) for r in self.dump.ranks}
             dropped = [key for key in list(self._hits) if not _still_valid(key, old, new)]
             for key in dropped:

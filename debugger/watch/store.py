@@ -1,6 +1,6 @@
 """Where a scan session (debugger.watch.session, the web UI's watch panel) keeps a dump's watchpoints
-and their hits between runs: one JSON file per dump in the cache folder (never inside the dump),
-written atomically."""
+and their hits between runs: one JSON file per dump and list (the user's, the triage's defaults) in the
+cache folder (never inside the dump), written atomically."""
 from __future__ import annotations
 
 import hashlib
@@ -14,10 +14,11 @@ from ..stats.cache import default_cache_dir
 FORMAT = 1   # bump when the stored file changes shape: older files are ignored
 
 
-def store_path(dump_root: str, cache_dir: str | None = None) -> str:
-    """The file of one dump root (named after its real path) under the cache folder."""
+def store_path(dump_root: str, cache_dir: str | None = None, kind: str = "watch") -> str:
+    """The file of one dump root (named after its real path) under the cache folder; ``kind``: whose list,
+    ``watch`` (the user's) or ``triage`` (the triage's defaults, :mod:`debugger.watch.defaults`)."""
     tag = hashlib.blake2b(os.path.realpath(dump_root).encode(), digest_size=8).hexdigest()
-    return os.path.join(cache_dir or default_cache_dir(), "watch", f"watch-{tag}.json")
+    return os.path.join(cache_dir or default_cache_dir(), "watch", f"{kind}-{tag}.json")
 
 
 def load(path: str) -> dict[str, Any] | None:

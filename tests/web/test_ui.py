@@ -232,8 +232,8 @@ def test_watchpoint_from_the_registry_form_and_its_hits(page: Any, live_sample: 
         it = int(page.locator("#it-value").inner_text())
         page.click("#run-next-hit")
         page.wait_for_function(f"document.getElementById('it-value').textContent === '{it + 1}'")
-    finally:
-        page.request.delete(live_sample.url + "api/watchpoints?dump=single")
+    finally:     # the triage's watchpoints again, as the other tests of the shared server expect
+        page.request.post(live_sample.url + "api/watchpoints/defaults?dump=single")
 
 
 def test_switching_rank(page: Any, live_sample: Any) -> None:
@@ -567,22 +567,30 @@ def test_a_source_file_outside_the_allowed_roots_says_how_to_allow_it(page: Any,
         srv.stop()
 
 
-def test_watch_these_updates_every_pane_without_a_reload(page: Any, tmp_path: Any) -> None:
-    """'Watch these' on the triage page: the hit badge shows the iteration's hits and 'Run to next hit'
-    is enabled at once (they stayed stale until a reload)."""
+def test_the_triage_finishing_and_watch_these_again_update_every_pane_without_a_reload(page: Any, tmp_path: Any) -> None:
+    """The triage's findings are the watchpoints: when it finishes, the hit badge shows the iteration's hits
+    and 'Run to next hit' is enabled with no click and no reload; after the user removed them all, the
+    findings card's 'Watch these again' brings them back at once (they stayed stale until a reload)."""
     import shutil
     root = str(tmp_path / "dumps")       # a folder of dumps, the dump named in the address
     for name in ("single", "dp2"):
         shutil.copytree(os.path.join(SAMPLE, name), os.path.join(root, name))
     srv = _serve(root, str(tmp_path / "cache"))
     try:
-        _timed_triage(page, srv.url + "#/triage?dump=single&it=7")
-        assert page.locator("#run-next-hit").is_disabled()
+        page.goto(srv.url + "#/triage?dump=single&it=7")
+        page.wait_for_selector("body[data-ready='1']")
         navigations = page.evaluate("performance.getEntriesByType('navigation').length")
-        page.locator(".findings button", has_text="Watch these").click()
         page.wait_for_function("!document.getElementById('run-next-hit').disabled", timeout=20_000)
         page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
         assert int(page.locator("#hit-badge").inner_text()) >= 1
+        page.locator("#tabs a[data-view=watch]").click()
+        page.locator("button", has_text="Remove all").click()            # the user's list: empty
+        page.wait_for_selector(".wp-source[data-source='user']")
+        page.locator("#tabs a[data-view=triage]").click()
+        page.wait_for_selector("#run-next-hit:disabled")
+        page.locator(".findings button", has_text="Watch these again").click()
+        page.wait_for_function("!document.getElementById('run-next-hit').disabled", timeout=20_000)
+        page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
         assert page.evaluate("performance.getEntriesByType('navigation').length") == navigations
     finally:
         page.goto("about:blank")
@@ -604,8 +612,9 @@ def test_triage_findings_and_loss_are_above_the_fold_in_a_folder_of_dumps(page: 
 
 
 def test_switching_dump_and_removing_watchpoints_update_every_pane(page: Any, tmp_path: Any) -> None:
-    """The top bar follows the watchpoints of the dump shown: another dump's (none) when switching, and
-    none after 'Remove all' in the Watchpoints tab, with no reload; the graph drops its hit marks."""
+    """The top bar follows the watchpoints of the dump shown: another dump's (none: its user removed them)
+    when switching, and none after 'Remove all' in the Watchpoints tab, with no reload; the graph drops its
+    hit marks."""
     import shutil
     root = str(tmp_path / "dumps")
     for name in ("single", "dp2"):
@@ -613,10 +622,10 @@ def test_switching_dump_and_removing_watchpoints_update_every_pane(page: Any, tm
     srv = _serve(root, str(tmp_path / "cache"))
     enabled = "!document.getElementById('run-next-hit').disabled"
     try:
+        page.request.delete(srv.url + "api/watchpoints?dump=dp2")      # dp2: the user's list, empty
         _timed_triage(page, srv.url + "#/triage?dump=single&it=7")
         navigations = page.evaluate("performance.getEntriesByType('navigation').length")
-        page.locator(".findings button", has_text="Watch these").click()
-        page.wait_for_function(enabled, timeout=20_000)
+        page.wait_for_function(enabled, timeout=20_000)     # the triage's findings: watched with no click
         page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
         page.select_option("#dump-select", "dp2")          # a dump with no watchpoint
         page.wait_for_function(f"!({enabled}) && document.getElementById('hit-badge').hidden", timeout=20_000)

@@ -1,7 +1,7 @@
 """The graph view at 1440x900 in Chromium on a copy of dumps_sample/single (a MindSpore run, 6 scope levels
-deep, triage findings and no watchpoint): the crumbs
-of a deep scope show the scope whole and still navigate, Fit keeps every drawn node in view, and the info
-line offers the triage's watchpoints, whose hits then show on the graph and in the top bar."""
+deep, triage findings): the crumbs of a deep scope show the scope whole and still navigate, Fit keeps every
+drawn node in view, and with every watchpoint removed the info line offers the triage's back, whose hits then
+show on the graph and in the top bar."""
 from __future__ import annotations
 
 import json
@@ -34,8 +34,12 @@ def single(tmp_path_factory: Any) -> Iterator[LiveServer]:
 
 
 def _open_graph(page: Any, srv: LiveServer, query: str) -> None:
+    """The graph with the triage's watchpoints known and the server's live counts of their hits up to date:
+    either changing under the page would redraw it once (closing a crumb menu)."""
+    _triage(srv)
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto("about:blank")         # a goto that only changes the hash would not reload
+    urllib.request.urlopen(f"{srv.url}api/live?dump=single", timeout=60).close()   # no page holds the dump's lock now
     page.goto(f"{srv.url}#/graph?{query}")
     page.wait_for_selector("body[data-ready='1']")
     page.wait_for_selector(".gnode")
@@ -163,14 +167,12 @@ def _triage(srv: LiveServer) -> dict[str, Any]:
 
 
 def test_the_info_line_offers_the_triage_and_its_hits_show(page: Any, single: LiveServer) -> None:
+    """The user removed every watchpoint (the triage's are the default): the graph offers them back."""
+    req = urllib.request.Request(f"{single.url}api/watchpoints", method="DELETE")
+    urllib.request.urlopen(req, timeout=60).close()
     with urllib.request.urlopen(f"{single.url}api/watchpoints") as r:
-        assert json.load(r)["total"] == 0
-    # opening the graph starts no triage (its scan would compete with the drawing): no offer yet
-    _open_graph(page, single, "")
-    page.wait_for_load_state("networkidle")
-    with urllib.request.urlopen(f"{single.url}api/triage?start=0") as r:
-        assert json.load(r)["state"] == "idle"
-    assert page.locator(".triage-offer").is_hidden()
+        listed = json.load(r)
+        assert listed["total"] == 0 and listed["source"] == {"from": "user"}
     t = _triage(single)
     assert t["findings"]
     it = t["findings"][0]["first"]["iteration"]
@@ -185,4 +187,5 @@ def test_the_info_line_offers_the_triage_and_its_hits_show(page: Any, single: Li
     page.wait_for_selector("#hit-badge:not([hidden])")
     assert page.locator(".triage-offer").is_hidden()
     with urllib.request.urlopen(f"{single.url}api/watchpoints") as r:
-        assert json.load(r)["total"] > 0
+        listed = json.load(r)
+        assert listed["total"] > 0 and listed["source"]["from"] == "triage"

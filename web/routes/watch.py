@@ -1,5 +1,6 @@
-"""Watchpoints on a dump: the conditions and presets, adding and removing, hits with their coverage
-and verdict, running to the next hit."""
+"""Watchpoints on a dump: the conditions and presets, the list in use (the triage's until the user edits
+it), adding and removing, going back to the triage's, hits with their coverage and verdict, running to
+the next hit."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,6 +8,7 @@ from typing import Any
 from flask import Blueprint
 
 from debugger import QueryError, query, watch
+from debugger.views import triage as _triage
 from debugger.errors import InvalidQueryError
 from debugger.watch import summary
 from debugger.watch.session import describe_watchpoint, watchpoints_from_request
@@ -25,13 +27,25 @@ def conditions() -> dict[str, Any]:
 
 @watch_bp.get("/watchpoints")
 def watchpoints() -> dict[str, Any]:
-    """Watchpoints set on the dump, each with its coverage over what was checked so far (of ``rank``),
-    and the verdict of those checks."""
-    w = workspace().watch(current_dump_id())
-    rank = int_arg("rank")
+    """Watchpoints in use on the dump, each with its coverage over what was checked so far (of ``rank``),
+    and the verdict of those checks; ``source`` says whose list it is (:func:`_source`)."""
+    return _listed(current_dump_id(), int_arg("rank"))
+
+
+def _listed(dump_id: str | None, rank: int | None) -> dict[str, Any]:
+    w = workspace().watch(dump_id)
     cov = w.coverage(rank)
     items = [{**i, "coverage": summary.coverage_json(cov, i["id"])} for i in w.describe()]
-    return paged(items, **summary.verdict(len(w.hits(rank)), cov))
+    return paged(items, source=_source(dump_id), **summary.verdict(len(w.hits(rank)), cov))
+
+
+def _source(dump_id: str | None) -> dict[str, Any]:
+    """``{"from": "user"}`` once the user edited the list, else ``{"from": "triage", "preset", "pending"}``:
+    the triage's findings are the watchpoints, ``pending`` while its scan has not given them yet."""
+    ws = workspace()
+    if ws.watchpoints(dump_id).edited:
+        return {"from": "user"}
+    return {"from": "triage", "preset": _triage.PRESET, "pending": ws.defaults_pending(dump_id)}
 
 
 @watch_bp.post("/watchpoints")
@@ -41,7 +55,7 @@ def add_watchpoint() -> tuple[dict[str, Any], int]:
         wps = watchpoints_from_request(validate.watchpoint_request(json_body()))
     except ValueError as exc:
         raise InvalidQueryError(str(exc)) from None
-    w = workspace().watch(current_dump_id())
+    w = workspace().watchpoints(current_dump_id()).to_edit()
     ids = w.add(wps)
     have = w.watchpoints()
     return {"created": [describe_watchpoint(i, have[i]) for i in ids], "watchpoints": w.describe()}, 201
@@ -50,7 +64,7 @@ def add_watchpoint() -> tuple[dict[str, Any], int]:
 @watch_bp.delete("/watchpoints/<int:wid>")
 def delete_watchpoint(wid: int) -> dict[str, Any]:
     """Remove one watchpoint (its hits go with it)."""
-    w = workspace().watch(current_dump_id())
+    w = workspace().watchpoints(current_dump_id()).to_edit()
     try:
         w.remove(wid)
     except KeyError:
@@ -60,9 +74,17 @@ def delete_watchpoint(wid: int) -> dict[str, Any]:
 
 @watch_bp.delete("/watchpoints")
 def clear_watchpoints() -> dict[str, Any]:
-    """Remove every watchpoint."""
-    workspace().watch(current_dump_id()).clear()
+    """Remove every watchpoint (an empty list of the user's: the triage's are not used either)."""
+    workspace().watchpoints(current_dump_id()).to_edit().clear()
     return {"deleted": "all", "watchpoints": []}
+
+
+@watch_bp.post("/watchpoints/defaults")
+def back_to_defaults() -> dict[str, Any]:
+    """Use the triage's watchpoints again (the user's list is dropped); answers as GET watchpoints."""
+    dump_id = current_dump_id()
+    workspace().watchpoints(dump_id).back_to_defaults()
+    return _listed(dump_id, None)
 
 
 @watch_bp.get("/hits")

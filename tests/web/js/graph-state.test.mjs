@@ -126,6 +126,9 @@ test('the info line offers the triage only with no watchpoint and some findings'
   assert.equal(triageOffer(2, t), null);
   assert.equal(triageOffer(0, { ...t, findings: [] }), null);
   assert.equal(triageOffer(0, null), null);
+  // the triage's own list in use (still running, or found nothing to list): no offer, its hits fill in
+  assert.equal(triageOffer(0, t, { from: 'triage', preset: 'recommended', pending: true }), null);
+  assert.deepEqual(triageOffer(0, t, { from: 'user' }), triageOffer(0, t));
 });
 
 test('zoom keeps the point under the pointer in place, within 0.05-3', () => {

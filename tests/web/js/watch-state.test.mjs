@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   coverageBadge, coverageText, groupByOrigin, hitGroups, hitsSummary, originOf, paramPlaceholder, paramRange, presetMessage,
-  rangesText, specOf, verdictNote,
+  hitBadge, rangesText, replayTitle, sourceText, specOf, verdictNote,
 } from '../../../web/static/js/views/watch/state.js';
 
 test('conditions group by origin, old servers\' `family` read the same', () => {
@@ -75,4 +75,31 @@ test('no hit is never clean when a watchpoint checked nothing', () => {
   assert.equal(verdictNote({ ...r, coverage: [WHOLE, SOME], verdict: 'clean', coverage_status: 'partial' }).level, 'partial');
   assert.equal(verdictNote({ ...r, coverage: [WHOLE], verdict: 'clean', coverage_status: 'complete' }).level, 'clean');
   assert.equal(hitsSummary({ ...r, coverage: [WHOLE], verdict: 'clean' }, 'iteration', 2, 0), '0 hits in iteration 2 · rank 0');
+});
+
+test('whose list is in use, in words, and the replay button\'s tooltip', () => {
+  const triage = { from: 'triage', preset: 'recommended', pending: false };
+  assert.equal(sourceText(triage), 'from the triage: recommended');
+  assert.equal(sourceText({ from: 'user' }), 'your own list');
+  assert.match(replayTitle(7, triage), /\(from the triage: recommended\)/);
+  assert.match(replayTitle(0, { ...triage, pending: true }), /still running/);
+  assert.match(replayTitle(0, { from: 'user' }), /Add a watchpoint first/);
+});
+
+test('the hit badge: the count, never complete over a coverage gap, "…" while the triage runs', () => {
+  const cov = (status, id = 1) => ({ id, status });
+  assert.deepEqual(hitBadge(null, 2, 0, true).text, '…');
+  assert.equal(hitBadge(null, 2, 0, true).state, 'pending');
+  const whole = hitBadge({ total: 3, verdict: 'found', coverage_status: 'complete', coverage: [cov('complete')], groups: [] }, 2, 0);
+  assert.deepEqual([whole.text, whole.state], ['3', 'complete']);
+  assert.equal(whole.title, '3 hits in iteration 2 of rank 0 (the Watchpoints tab lists them)');
+  const part = hitBadge({ total: 1, verdict: 'found', coverage_status: 'partial', coverage: [cov('partial')], groups: [] }, 2, 0);
+  assert.deepEqual([part.text, part.state], ['1', 'partial']);
+  assert.match(part.title, /not every check could run/);
+  const gap = hitBadge({ total: 2, verdict: 'found', coverage_status: 'incomplete', coverage: [cov('unanswered')], groups: [{ id: 1, text: 'w' }] }, 2, 0);
+  assert.equal(gap.state, 'partial');
+  const nothing = hitBadge({ total: 0, verdict: 'incomplete', coverage_status: 'incomplete', coverage: [cov('unanswered')], groups: [{ id: 1, text: 'w' }] }, 2, 0);
+  assert.deepEqual([nothing.text, nothing.state], ['?', 'incomplete']);
+  assert.match(nothing.title, /^No hit, but 1 watchpoint checked nothing in iteration 2 of rank 0/);
+  assert.equal(hitBadge({ total: 0, verdict: 'clean', coverage_status: 'complete', coverage: [cov('complete')], groups: [] }, 2, 0), null);
 });

@@ -131,6 +131,17 @@ export const api = {
     invalidate();
     return r;
   },
+  clearWatchpoints: async (dump) => {
+    const r = await request('DELETE', url('/watchpoints', { dump }));
+    invalidate();
+    return r;
+  },
+  // the triage's watchpoints again, the user's list dropped: answers as watchpoints()
+  watchDefaults: async (dump) => {
+    const r = await request('POST', url('/watchpoints/defaults', { dump }));
+    invalidate();
+    return r;
+  },
   hits: ({ dump, rank, iteration, all, watchpoint, begin, end }) =>
     get('/hits', { dump, rank, iteration, all, watchpoint, begin, end }, { reuse: false }),
   nextHit: (dump, rank, iteration) => request('POST', url('/replay/next_hit', { dump }), { rank, iteration }),

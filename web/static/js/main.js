@@ -4,6 +4,7 @@ import { state, set, start, subscribe, ctx, touch, hashOf } from './state.js';
 import { runIterations, iterationsOf, graphRunning, defaultGraph, nearestIteration, stepIteration, rangeLabel } from './replay.js';
 import { put, h, clear, toast, errorBox } from './dom.js';
 import { tensorLabel } from './hits.js';
+import { hitBadge, replayTitle } from './views/watch/state.js';
 import { setKinds } from './kinds.js';
 import * as overview from './views/overview.js';
 import * as triage from './views/triage.js';
@@ -35,12 +36,30 @@ function mountView() {
 // Only cheap requests before the first view: the dump list (with rank ids) and the watchpoints;
 // the overview asks for the full info (which lists every tensor file) itself.
 async function loadWatchCount() {
-  try { ctx.watchCount = (await api.watchpoints(state.dump)).total; } catch { ctx.watchCount = 0; }
+  try {
+    const r = await api.watchpoints(state.dump);
+    ctx.watchCount = r.total;
+    ctx.watchSource = r.source || null;
+  } catch { ctx.watchCount = 0; ctx.watchSource = null; }
+  if (ctx.watchSource && ctx.watchSource.pending) awaitDefaults(state.dump);
+}
+
+// The triage's findings are the watchpoints until the user edits them: while its scan runs the
+// badge says so; when it is done they fill in, without a reload. The triage is started here, not only
+// by its page: a link straight to the graph needs its hits too.
+let awaiting = null;
+function awaitDefaults(dump) {
+  if (awaiting === dump) return;
+  awaiting = dump;
+  triage.waitTriage(dump, () => {}, () => state.dump === dump)
+    .catch(() => null)
+    .then(() => { if (awaiting === dump) awaiting = null; if (state.dump === dump) watchChanged(); });
 }
 
 async function loadDump() {
   const d = ctx.dumps.find((x) => x.id === state.dump) || ctx.dumps[0];
-  const watchCount = loadWatchCount();   // in parallel with the rank's graphs, not before them
+  // in parallel with the rank's graphs, not before them; an answer after their first drawing draws again
+  const watchCount = loadWatchCount().then(() => { if (ctx.iterations.length) renderIteration(); });
   const rs = $('rank-select');
   put(clear(rs), ...d.ranks.map((r) => h('option', { value: r, selected: r === state.rank }, String(r))));
   rs.disabled = d.ranks.length < 2;
@@ -99,8 +118,7 @@ function renderIteration() {
   $('it-first').disabled = $('it-prev').disabled = i <= 0;
   $('it-next').disabled = $('it-last').disabled = i < 0 || i >= its.length - 1;
   $('run-next-hit').disabled = !ctx.watchCount;
-  $('run-next-hit').title = ctx.watchCount ? 'Check the watchpoints iteration by iteration and stop at the first hit'
-    : 'Add a watchpoint first (Watchpoints tab)';
+  $('run-next-hit').title = replayTitle(ctx.watchCount, ctx.watchSource);
   refreshHitBadge();
 }
 
@@ -113,15 +131,21 @@ let badgeSeq = 0;
 async function refreshHitBadge() {
   const badge = $('hit-badge');
   const my = ++badgeSeq;
-  if (!ctx.watchCount || state.iteration === null) { badge.hidden = true; return; }
+  const show = (b) => {
+    badge.hidden = !b;
+    if (!b) return;
+    badge.textContent = b.text;
+    badge.title = b.title;
+    badge.dataset.state = b.state;
+  };
+  if (ctx.watchSource && ctx.watchSource.pending) { show(hitBadge(null, state.iteration, state.rank, true)); return; }
+  if (!ctx.watchCount || state.iteration === null) { show(null); return; }
   try {
     const r = await api.hits({ dump: state.dump, rank: state.rank, iteration: state.iteration });
     if (my !== badgeSeq) return;
     ctx.hitCount = r.total;
-    badge.hidden = !r.total;
-    badge.textContent = r.total;
-    badge.title = `${r.total} hit${r.total === 1 ? '' : 's'} in iteration ${state.iteration} of rank ${state.rank} (the Watchpoints tab lists them)`;
-  } catch { badge.hidden = true; }
+    show(hitBadge(r, state.iteration, state.rank));
+  } catch { show(null); }
 }
 
 async function watchChanged() {
@@ -223,9 +247,10 @@ async function dumpGrew(r) {
   await loadRank();
 }
 
-function hitsChanged(r, quietNow) {
+async function hitsChanged(r, quietNow) {
   invalidate();               // the graph's cached scopes carry the old hit marks
   ctx.watchCount = r.watchpoints;
+  await loadWatchCount();     // whose list it is may have changed too (the triage's filled in)
   renderIteration();
   touch(...(quietNow ? ['watch', 'triage'] : ['watch']));    // a triage that left iterations out is redone
 }

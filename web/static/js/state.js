@@ -99,6 +99,7 @@ export const ctx = {
   graphs: [],
   iterations: [],
   watchCount: 0,
+  watchSource: null,   // whose watchpoints are in use: {from: 'triage', preset, pending} or {from: 'user'}
   hitCount: 0,
 };
 

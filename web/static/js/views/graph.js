@@ -20,7 +20,7 @@ import {
 } from './graph/state.js';
 import { centreOn } from './graph/overlay-state.js';
 import { waitTriage } from './triage.js';
-import { watchPreset } from './triage/cards.js';
+import { useTriageWatchpoints } from './triage/cards.js';
 
 
 export function mount(root) {
@@ -367,17 +367,17 @@ function triageOf(g, dump) {
   return result;
 }
 
-// With no watchpoint the graph draws no hit badge, though the triage may have found problems: the
-// info line says so and offers the triage's watchpoints (as the triage page's "Watch these" does).
+// With no watchpoint (the user removed them all) the graph draws no hit badge, though the triage may have
+// found problems: the info line says so and offers the triage's watchpoints back.
 async function offerTriage(g) {
   const dump = state.dump;
   g.offer.hidden = true;
   if (ctx.watchCount) return;
   const result = await triageOf(g, dump);
-  const offer = triageOffer(ctx.watchCount, result);
+  const offer = triageOffer(ctx.watchCount, result, ctx.watchSource);
   if (!offer || state.dump !== dump || g.destroyed) return;
-  const button = h('button', { class: 'btn btn-small', title: `Add the ${offer.preset} watchpoints: their hits show on the graph`,
-    onclick: async () => { button.disabled = true; if (!await watchPreset(offer.preset)) button.disabled = false; } },
+  const button = h('button', { class: 'btn btn-small', title: `Use the triage's ${offer.preset} watchpoints again: their hits show on the graph`,
+    onclick: async () => { button.disabled = true; if (!await useTriageWatchpoints()) button.disabled = false; } },
   'Watch these');
   put(clear(g.offer), h('span', { class: 'sep' }, '·'), h('span', {}, offer.text), button);
   g.offer.hidden = false;

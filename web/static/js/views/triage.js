@@ -6,7 +6,7 @@
 import { api } from '../api.js';
 import { state, set, ctx } from '../state.js';
 import { put, h, clear, fmt, errorBox, dumpHead } from '../dom.js';
-import { agreementCard, findingsCard, gradNormCard, heatmapCard, lossCard, warningsCard } from './triage/cards.js';
+import { agreementCard, findingsCard, gradNormCard, heatmapCard, lossCard, warningsCard, watchButton } from './triage/cards.js';
 import { progressPercent, progressText } from './triage/state.js';
 
 const POLL_MS = 400;
@@ -67,6 +67,7 @@ export function mount(root) {
   let seq = 0;
   let live = true;
   let partial = false;        // the triage shown left out iterations a running job was writing
+  let shown = null;           // the triage drawn (its findings' button follows whose watchpoints are in use)
 
   async function render() {
     const my = ++seq;
@@ -87,6 +88,7 @@ export function mount(root) {
     } catch (e) { if (alive()) put(clear(wait), h('div', { class: 'card-body' }, errorBox(e))); return; }
     if (!t || !alive()) return;
     d.health = t.health;
+    shown = t;
     partial = (t.left_out || []).length > 0;
     for (const chip of page.querySelectorAll(`.dump-item[data-dump="${CSS.escape(d.id)}"] .dump-health`)) put(clear(chip), healthChip(t.health));
     wait.remove();
@@ -97,7 +99,10 @@ export function mount(root) {
 
   render();
   return {
-    update(changed) { if (changed.has('dump') || (changed.has('triage') && partial)) render(); },
+    update(changed) {
+      if (changed.has('dump') || (changed.has('triage') && partial)) render();
+      else if (changed.has('watch') && shown) for (const slot of page.querySelectorAll('.watch-action')) put(clear(slot), watchButton(shown));
+    },
     destroy() { live = false; },
   };
 }

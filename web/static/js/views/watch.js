@@ -1,5 +1,6 @@
-// Watchpoints pane: a form generated from the condition registry, presets, the active list, and
-// hits grouped by watchpoint (click a hit: its node in the graph at its iteration).
+// Watchpoints pane: a form generated from the condition registry, presets, the list in use (the
+// triage's until the user edits it, with a way back), and hits grouped by watchpoint (click a hit: its
+// node in the graph at its iteration).
 // Split by job: watch/state.js (pure logic), watch/render.js (the DOM); this module holds the
 // pane's state, calls the API and wires the events.
 import { api } from '../api.js';
@@ -18,6 +19,8 @@ export function mount(root, { onWatchChange }) {
     mode: 'iteration',       // hits of the iteration | of all iterations
     closed: new Set(),       // groups the user closed; every other group is open
     wps: null,               // the last GET watchpoints answer
+    form: null,              // the form's inputs (drawForm)
+    editing: null,           // the watchpoint the form changes (null: it adds one)
     seq: 0,
     onWatchChange,
   };
@@ -51,40 +54,73 @@ async function changed(v) {
 }
 
 // -- the form -----------------------------------------------------------------------------------
+// Adds a watchpoint, or (after a row's "edit") changes one: the changed one is added, then the old removed.
 function drawForm(v) {
-  const sel = conditionSelect(v.conditions);
-  const fields = h('div', { class: 'param-fields' });
-  const helpEl = h('p', { class: 'cond-help' });
-  const nodeInput = h('input', { type: 'text', placeholder: 'e.g. fc1.* or *MatMul*', 'aria-label': 'node filter' });
-  const scopeInput = h('input', { type: 'text', placeholder: 'a scope path prefix', 'aria-label': 'scope filter' });
-  const errBox = h('div');
-  const drawFields = () => {
-    const c = v.conditions.find((x) => x.name === sel.value);
-    put(clear(helpEl), c.help, c.advice ? h('span', { class: 'advice' }, ` ${c.advice}`) : null);
-    put(clear(fields), paramFields(c));
+  const f = v.form = {
+    sel: conditionSelect(v.conditions),
+    fields: h('div', { class: 'param-fields' }),
+    helpEl: h('p', { class: 'cond-help' }),
+    nodeInput: h('input', { type: 'text', placeholder: 'e.g. fc1.* or *MatMul*', 'aria-label': 'node filter' }),
+    scopeInput: h('input', { type: 'text', placeholder: 'a scope path prefix', 'aria-label': 'scope filter' }),
+    errBox: h('div'),
+    submit: h('button', { class: 'btn btn-accent', type: 'submit' }, 'Add watchpoint'),
+    cancel: h('button', { class: 'btn btn-ghost', type: 'button', hidden: true, onclick: () => editWatchpoint(v, null) }, 'Cancel'),
+    head: h('h2', {}, 'New watchpoint'),
   };
-  sel.addEventListener('change', drawFields);
-  drawFields();
-  const submit = async (e) => {
-    e.preventDefault();
-    clear(errBox);
-    const values = [...fields.querySelectorAll('[data-param]')].map((inp) => [inp.dataset.param, inp.value]);
-    try {
-      const r = await api.addWatchpoint(state.dump, specOf(sel.value, values, nodeInput.value, scopeInput.value));
-      toast(`Watchpoint ${r.created.map((w) => w.text).join(', ')} added`);
-      await changed(v);
-    } catch (err) { put(errBox, errorBox(err)); }
-  };
-  put(clear(v.formCard), h('div', { class: 'card-head' }, h('h2', {}, 'New watchpoint')),
-    h('form', { class: 'card-body wp-form', onsubmit: submit },
-      h('label', { class: 'field' }, h('span', {}, 'Condition'), sel), helpEl, fields,
+  f.sel.addEventListener('change', () => drawFields(v));
+  drawFields(v);
+  put(clear(v.formCard), h('div', { class: 'card-head' }, f.head),
+    h('form', { class: 'card-body wp-form', onsubmit: (e) => { e.preventDefault(); submitForm(v); } },
+      h('label', { class: 'field' }, h('span', {}, 'Condition'), f.sel), f.helpEl, f.fields,
       h('details', { class: 'filters' }, h('summary', {}, 'Limit to nodes or a scope'),
-        h('label', { class: 'field' }, h('span', {}, 'Node (glob on name or parameter)'), nodeInput),
-        h('label', { class: 'field' }, h('span', {}, 'Scope prefix'), scopeInput)),
-      errBox,
-      h('div', { class: 'row' }, h('button', { class: 'btn btn-accent', type: 'submit' }, 'Add watchpoint'))),
+        h('label', { class: 'field' }, h('span', {}, 'Node (glob on name or parameter)'), f.nodeInput),
+        h('label', { class: 'field' }, h('span', {}, 'Scope prefix'), f.scopeInput)),
+      f.errBox,
+      h('div', { class: 'row' }, f.submit, f.cancel)),
     h('div', { class: 'card-head sub' }, h('h3', {}, 'Presets')),
     h('div', { class: 'card-body presets' }, presetList(v.presets, (name, specs) => addPreset(v, name, specs))));
+}
+
+function drawFields(v, values = {}) {
+  const f = v.form;
+  const c = v.conditions.find((x) => x.name === f.sel.value);
+  put(clear(f.helpEl), c.help, c.advice ? h('span', { class: 'advice' }, ` ${c.advice}`) : null);
+  put(clear(f.fields), paramFields(c));
+  for (const inp of f.fields.querySelectorAll('[data-param]')) {
+    const val = values[inp.dataset.param];
+    if (val !== undefined) inp.value = typeof val === 'boolean' ? (val ? '1' : '0') : String(val);
+  }
+}
+
+/** Fill the form with one watchpoint to change it (its thresholds, filters); null: back to adding. */
+function editWatchpoint(v, w) {
+  const f = v.form;
+  v.editing = w;
+  f.head.textContent = w ? `Change ${w.text}` : 'New watchpoint';
+  f.submit.textContent = w ? 'Save changes' : 'Add watchpoint';
+  f.cancel.hidden = !w;
+  clear(f.errBox);
+  if (w) f.sel.value = w.name;
+  drawFields(v, w ? w.params : {});
+  f.nodeInput.value = (w && w.node) || '';
+  f.scopeInput.value = (w && w.scope) || '';
+  if (w) v.formCard.scrollIntoView({ block: 'nearest' });
+}
+
+async function submitForm(v) {
+  const f = v.form;
+  clear(f.errBox);
+  const values = [...f.fields.querySelectorAll('[data-param]')].map((inp) => [inp.dataset.param, inp.value]);
+  const old = v.editing;
+  try {
+    const r = await api.addWatchpoint(state.dump, specOf(f.sel.value, values, f.nodeInput.value, f.scopeInput.value));
+    // unchanged (nothing created): the old one stays; else the changed one replaces it
+    if (old && r.created.length) await api.deleteWatchpoint(state.dump, old.id);
+    toast(old ? (r.created.length ? `Watchpoint changed to ${r.created[0].text}` : 'Nothing changed')
+      : `Watchpoint ${r.created.map((w) => w.text).join(', ')} added`);
+    if (old) editWatchpoint(v, null);
+    await changed(v);
+  } catch (err) { put(f.errBox, errorBox(err)); }
 }
 
 async function addPreset(v, name, specs) {
@@ -108,8 +144,17 @@ async function refresh(v) {
 // The rows' coverage is that of what the hits card shows (this iteration, or all of them): none while it checks.
 function drawList(v, coverage) {
   put(clear(v.listCard), watchpointList(v.wps, {
-    removeAll: async (items) => { for (const w of items) await api.deleteWatchpoint(state.dump, w.id); await changed(v); },
+    removeAll: async () => { await api.clearWatchpoints(state.dump); await changed(v); },
     remove: async (w) => { await api.deleteWatchpoint(state.dump, w.id); await changed(v); },
+    edit: (w) => editWatchpoint(v, w),
+    backToDefaults: async () => {
+      try {
+        await api.watchDefaults(state.dump);
+        toast('The triage\'s watchpoints are in use again');
+        editWatchpoint(v, null);
+        await changed(v);
+      } catch (err) { toast(err.message, 'error'); }
+    },
   }, coverage));
 }
 
@@ -123,6 +168,10 @@ async function drawHits(v, count) {
   const body = h('div', { class: 'hits-body' });
   put(clear(v.hitsCard), h('div', { class: 'card-head' }, h('h2', {}, 'Hits'), summary, h('span', { class: 'spacer' }), seg), body);
   drawList(v);
+  if (v.wps.source && v.wps.source.pending) {
+    put(body, empty('The triage is still running', `Its ${v.wps.source.preset} watchpoints are used, with their hits, once it is done.`));
+    return;
+  }
   if (!count) { put(body, empty('No watchpoints', 'Hits appear here once a watchpoint is set.')); return; }
   const all = v.mode === 'all';
   put(body, h('div', { class: 'muted pad' }, all ? 'Checking every iteration…' : `Checking iteration ${state.iteration}…`));

@@ -64,9 +64,11 @@ export function childMarks(items) {
   return { hits, line };
 }
 
-/** What the info line offers when no watchpoint is set and the triage found problems (the graph then
- * draws no hit badge for them): its words and the preset to watch; null otherwise. */
-export function triageOffer(watchCount, triage) {
+/** What the info line offers when the user's list is empty and the triage found problems (the graph then
+ * draws no hit badge for them): its words and the preset to watch again; null otherwise (the triage's own
+ * list in use: its hits fill in when it is done). */
+export function triageOffer(watchCount, triage, source = { from: 'user' }) {
+  if (source && source.from === 'triage') return null;
   if (watchCount || !triage || !triage.findings || !triage.findings.length) return null;
   const n = triage.findings.length;
   return { text: `No watchpoint set · triage found ${n} problem${n === 1 ? '' : 's'}:`, preset: triage.preset };

@@ -1,7 +1,7 @@
 // The triage page's cards, each drawn from the triage result: findings, loss, rank agreement and
 // load warnings.
 import { api } from '../../api.js';
-import { state, set, touch } from '../../state.js';
+import { state, set, touch, ctx } from '../../state.js';
 import { put, h, fmt, basename, kindDot, toast } from '../../dom.js';
 import { lineChart } from '../../charts.js';
 import { hitText, tensorLabel } from '../../hits.js';
@@ -32,18 +32,30 @@ function findingRow(f, manyRanks) {
     h('div', { class: 'f-what small' }, hitText(x)));
 }
 
-/** Add a preset's watchpoints to the open dump and tell every pane (the triage page's and the graph's
- * "Watch these"); false when it failed (a toast says why). */
-export async function watchPreset(preset) {
+/** Use the triage's watchpoints again (the user's list dropped) and tell every pane (the Watchpoints
+ * view's and the graph's "back to the triage's"); false when it failed (a toast says why). */
+export async function useTriageWatchpoints() {
   try {
-    const r = await api.addWatchpoint(state.dump, { preset });
+    await api.watchDefaults(state.dump);
     touch('watchpoints');      // every pane that shows them: the hit badge, Run to next hit, the graph's marks
-    toast(r.created.length ? `${r.created.length} watchpoints added` : 'These watchpoints are already set');
+    toast('The triage\'s watchpoints are in use');
     return true;
   } catch (e) {
     toast(e.message, 'error');
     return false;
   }
+}
+
+/** The findings are the watchpoints in use (their hits in the graph and the replay) until the user edits
+ * the list; then this button brings them back (redrawn when the list changes: triage.js). */
+export function watchButton(t) {
+  const own = ctx.watchSource && ctx.watchSource.from === 'user';
+  if (own) {
+    return h('button', { class: 'btn btn-small', title: `Your own watchpoints are in use: use the ${t.preset} ones of these findings again`,
+      onclick: async () => { if (await useTriageWatchpoints()) set({ view: 'watch' }); } }, 'Watch these again');
+  }
+  return h('button', { class: 'btn btn-small', title: `These ${t.preset} watchpoints are in use: their hits show in the graph and the replay. Edit them in the Watchpoints tab`,
+    onclick: () => set({ view: 'watch' }) }, 'Edit watchpoints');
 }
 
 export function findingsCard(t) {
@@ -52,8 +64,7 @@ export function findingsCard(t) {
       ? `${t.findings.length} watchpoint${t.findings.length === 1 ? '' : 's'} fired · ${fmt(t.hits)} hit${t.hits === 1 ? '' : 's'} in ${t.checked.length} iteration${t.checked.length === 1 ? '' : 's'}`
       : `the ${t.preset} watchpoints, ${t.checked.length} iterations`),
     h('span', { class: 'spacer' }),
-    h('button', { class: 'btn btn-small', title: `Add the ${t.preset} watchpoints to this dump: their hits show in the graph and the replay`,
-      onclick: async () => { if (await watchPreset(t.preset)) set({ view: 'watch' }); } }, 'Watch these'));
+    h('span', { class: 'watch-action' }, watchButton(t)));
   const rows = t.findings.map((f) => findingRow(f, t.ranks.length > 1));
   return h('div', { class: 'card findings' }, head, h('div', { class: 'card-body' },
     rows, otherEvidence(t), t.findings.length ? null : verdictBox(t), skippedNote(t)));

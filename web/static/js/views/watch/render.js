@@ -3,7 +3,7 @@
 import { set } from '../../state.js';
 import { h, fmt, basename, kindDot } from '../../dom.js';
 import { hitText, tensorLabel } from '../../hits.js';
-import { coverageBadge, coverageText, groupByOrigin, paramPlaceholder, paramRange } from './state.js';
+import { coverageBadge, coverageText, groupByOrigin, paramPlaceholder, paramRange, sourceText } from './state.js';
 
 /** The condition select, grouped by origin. */
 export function conditionSelect(conditions, selected) {
@@ -36,14 +36,28 @@ export function presetList(presets, onAdd) {
     h('div', { class: 'preset-specs' }, specs.map((sp) => h('code', {}, sp)))));
 }
 
-/** The active watchpoints card's content; `coverage` (id -> COVERAGE of what the hits card shows, or
- *  none while it checks) gives each row its badge and what it checked. */
+/** The card of the watchpoints in use: whose list it is (the triage's, or the user's with a way back
+ *  to the triage's), and the rows; `coverage` (id -> COVERAGE of what the hits card shows, or none while
+ *  it checks) gives each row its badge and what it checked. */
 export function watchpointList(wps, on, coverage = new Map()) {
+  const source = wps.source || { from: 'user' };
   return [h('div', { class: 'card-head' }, h('h2', {}, 'Active watchpoints'), h('span', { class: 'muted' }, String(wps.total)),
     h('span', { class: 'spacer' }),
     wps.total ? h('button', { class: 'btn btn-small btn-ghost btn-danger', onclick: () => on.removeAll(wps.items) }, 'Remove all') : null),
+  sourceLine(source, on),
   wps.total ? h('ul', { class: 'wp-list' }, wps.items.map((w) => watchpointRow(w, coverage.get(w.id), on)))
-    : h('div', { class: 'card-body muted' }, 'No watchpoint yet. Add one above, or a preset.')];
+    : h('div', { class: 'card-body muted' }, source.pending ? `The triage is still running: its ${source.preset} watchpoints show here when it is done.`
+      : 'No watchpoint yet. Add one above, or a preset.')];
+}
+
+function sourceLine(source, on) {
+  const triage = source.from === 'triage';
+  return h('div', { class: 'card-body wp-source small', 'data-source': source.from },
+    h('span', { class: `chip ${triage ? 'muted-chip' : 'fwd'}` }, sourceText(source)),
+    triage ? h('span', { class: 'muted' }, ' the triage page\'s findings, watched from the start. Remove, add or change one (✎) to make the list your own.')
+      : [h('span', { class: 'muted' }, ' kept for this dump across restarts. '),
+        h('button', { class: 'btn btn-small btn-ghost wp-defaults', title: 'Use the triage\'s recommended watchpoints again: this list is dropped',
+          onclick: () => on.backToDefaults() }, 'Back to the triage\'s')]);
 }
 
 function watchpointRow(w, cov, on) {
@@ -53,7 +67,9 @@ function watchpointRow(w, cov, on) {
     h('div', { class: 'wp-text mono' }, w.text, badge ? h('span', { class: `chip ${badge.cls} wp-badge`, title: text }, badge.text) : null),
     h('div', { class: 'wp-help muted' }, w.help),
     text ? h('div', { class: `wp-cov small ${cov.status === 'complete' ? 'muted' : 'wp-cov-gap'}` }, text) : null,
-    h('button', { class: 'icon-x', title: 'Remove', 'aria-label': `remove ${w.text}`, onclick: () => on.remove(w) }, '×'));
+    h('span', { class: 'wp-actions' },
+      h('button', { class: 'icon-x wp-edit', title: 'Change its thresholds or filters', 'aria-label': `change ${w.text}`, onclick: () => on.edit(w) }, '✎'),
+      h('button', { class: 'icon-x', title: 'Remove', 'aria-label': `remove ${w.text}`, onclick: () => on.remove(w) }, '×')));
 }
 
 /** One watchpoint's hits as a foldable table (a row opens its node in the graph at its iteration). */

@@ -44,6 +44,33 @@ export function presetMessage(name, created, wanted) {
   return `Preset ${name} is already set`;
 }
 
+/** Whose list is in use, in words: "from the triage: recommended" or "your own list". */
+export function sourceText(source) {
+  if (!source || source.from === 'user') return 'your own list';
+  return `from the triage: ${source.preset}`;
+}
+
+/** The Run to next hit button's tooltip. */
+export function replayTitle(count, source) {
+  if (source && source.pending) return `The triage is still running the ${source.preset} watchpoints: they are used once it is done`;
+  if (!count) return 'Add a watchpoint first (Watchpoints tab)';
+  return `Check the watchpoints (${sourceText(source)}) iteration by iteration and stop at the first hit`;
+}
+
+/** The tab's hit badge of an iteration's hits answer: {text, title, state}; null when it shows nothing.
+ *  A count over checks that did not all run says so, and no hit where a watchpoint checked nothing is "?",
+ *  never an empty badge that reads as clean; `pending`: the triage's watchpoints are not known yet. */
+export function hitBadge(r, iteration, rank, pending = false) {
+  if (pending) return { text: '…', state: 'pending', title: 'The triage is still running its watchpoints: their hits show here when it is done' };
+  const where = `in iteration ${iteration} of rank ${rank}`;
+  const note = verdictNote(r);
+  if (r.verdict === 'incomplete') return { text: '?', state: 'incomplete', title: `${note.text} ${where} (the Watchpoints tab says which)` };
+  if (!r.total) return null;
+  const gap = (note && note.level === 'warn') || r.coverage_status === 'partial' || r.coverage_status === 'incomplete';
+  return { text: String(r.total), state: gap ? 'partial' : 'complete',
+    title: `${hitsWord(r.total)} ${where}${gap ? '; not every check could run (the Watchpoints tab says which)' : ''} (the Watchpoints tab lists them)` };
+}
+
 const hitsWord = (n) => `${n} hit${n === 1 ? '' : 's'}`;
 
 /** The hits card's summary; in iteration mode the same count as the tab's badge. */

@@ -293,15 +293,6 @@ def quick_stats(a: np.ndarray) -> tuple[float, ...] | None:
     return (n, 0, 0, 0, zeros, positives, n - zeros - positives, lo, hi, mean, abs_sum / n, std, l2)
 
 
-def batch_kernel(name: str) -> Any:
-    """A many-arrays kernel of debugger.stats.kernel by name (``batch_subtract``, ``batch_copy``), loaded with
-    :func:`compiled_kernel`; None without numba."""
-    if compiled_kernel() is None:
-        return None
-    from . import kernel   # local: as compiled_kernel
-    return getattr(kernel, name)
-
-
 def quick_rows(addresses: np.ndarray, sizes: np.ndarray, wide: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`quick_stats` of many contiguous float32 (``wide`` 0) / float64 (1) arrays of 1 to CHUNK
     elements, given by address, from one kernel call: (rows in STAT_NAMES order, which rows hold; the others

@@ -119,36 +119,3 @@ try:
     batch_pass = numba.njit(_BATCH_SIG, nogil=True, cache=True)(_batch_pass)
 except RuntimeError:
     batch_pass = numba.njit(_BATCH_SIG, nogil=True)(_batch_pass)
-
-
-def _batch_subtract(current, previous, sizes, wide):  # type: ignore[no-untyped-def]
-    """``previous[i] = current[i] - previous[i]`` (elementwise, in their own float type) for arrays by address;
-    ``previous`` as None-free addresses of the same sizes and dtypes."""
-    for i in range(current.size):
-        a, b = _as_pointer(current[i]), _as_pointer(previous[i])
-        if wide[i]:
-            c64, p64 = numba.carray(a, sizes[i], np.float64), numba.carray(b, sizes[i], np.float64)
-            for j in range(sizes[i]):
-                p64[j] = c64[j] - p64[j]
-        else:
-            c32, p32 = numba.carray(a, sizes[i], np.float32), numba.carray(b, sizes[i], np.float32)
-            for j in range(sizes[i]):
-                p32[j] = c32[j] - p32[j]
-
-
-def _batch_copy(source, target, sizes, wide):  # type: ignore[no-untyped-def]
-    """``target[i][:] = source[i]`` for arrays by address (``wide``: 8-byte elements, else 4)."""
-    for i in range(source.size):
-        n = sizes[i] * (2 if wide[i] else 1)
-        s = numba.carray(_as_pointer(source[i]), n, np.int32)    # as integers: bits moved, never read as floats
-        t = numba.carray(_as_pointer(target[i]), n, np.int32)
-        t[:] = s
-
-
-_PAIR_SIG = "void(i8[::1], i8[::1], i8[::1], u1[::1])"
-try:
-    batch_subtract = numba.njit(_PAIR_SIG, nogil=True, cache=True)(_batch_subtract)
-    batch_copy = numba.njit(_PAIR_SIG, nogil=True, cache=True)(_batch_copy)
-except RuntimeError:
-    batch_subtract = numba.njit(_PAIR_SIG, nogil=True)(_batch_subtract)
-    batch_copy = numba.njit(_PAIR_SIG, nogil=True)(_batch_copy)

@@ -31,7 +31,7 @@ import torch
 
 from ..formats.tdbg_h5.series import SEGMENT_STEPS, SeriesWriter
 from . import capture as C
-from .seriesstats import COL, pairwise, rows_of, to_host
+from .seriesstats import COL, rows_of, to_host
 
 # how often the pending steps become readable on disk: what a crash (SIGKILL) can lose, about a second;
 # each write is a small segment of the steps since the last (merged into the 4096-step one later)
@@ -154,7 +154,6 @@ class SeriesCapture:
         params: list[str] = []
         grad_ids: list[int] = []
         multi = len(self.optimizers) > 1
-        updates: list[tuple[torch.Tensor, torch.Tensor]] = []
         for p in trained:
             pname = self.param_name[id(p)]
             w = C.local(p).detach()
@@ -164,7 +163,7 @@ class SeriesCapture:
             params.append(pname)
             prev = self._prev.get(id(p))
             if prev is not None and prev.shape == w.shape:
-                updates.append((w, prev))     # prev will hold the update (copied back by _snapshot_all)
+                _sub_into(w, prev)        # prev now holds the update (copied back below)
                 tensors.append(prev)
                 names.append(f"{pname}.update")
                 roles.append("update")
@@ -182,7 +181,6 @@ class SeriesCapture:
                         names.append(f"{prefix}{key}.{pname}")
                         roles.append("optimizer_state")
                         params.append(pname)
-        pairwise("batch_subtract", updates, _sub_into)
         for p in trained:
             if id(p) in self._grad_rows:
                 pname = self.param_name[id(p)]
@@ -218,14 +216,12 @@ class SeriesCapture:
 
     def _snapshot_all(self, trained: list[torch.Tensor] | None = None) -> None:
         """Each trained weight's value now, in a buffer kept for it (the next step's update)."""
-        pairs = []
         for p in self._trained() if trained is None else trained:
             w = C.local(p).detach()
             buf = self._prev.get(id(p))
             if buf is None or buf.shape != w.shape or buf.dtype != w.dtype or buf.device != w.device:
                 buf = self._prev[id(p)] = torch.empty_like(w, memory_format=torch.contiguous_format)
-            pairs.append((w, buf))
-        pairwise("batch_copy", pairs, _copy_into)
+            _copy_into(w, buf)
 
     def _scalars(self, grad_ids: list[int]) -> dict[str, Any]:
         out: dict[str, Any] = {}

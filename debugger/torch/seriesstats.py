@@ -8,12 +8,12 @@ are unknown (NaN), and the non-finite counts are 0 when a tensor's L2 norm is fi
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from ..stats.core import CHUNK, STAT_NAMES, batch_kernel, quick_rows, quick_stats
+from ..stats.core import CHUNK, STAT_NAMES, quick_rows, quick_stats
 from .devstats import stats_row
 
 NCOLS = len(STAT_NAMES)
@@ -25,7 +25,9 @@ _PLAIN = (torch.Tensor, torch.nn.Parameter)
 def cpu_rows(tensors: Sequence[torch.Tensor], out: np.ndarray) -> None:
     """Fill ``out`` (len(tensors) x 13) with the statistics of CPU tensors (NaN: unknown): the common case
     (contiguous float32/float64, one chunk, finite) from one kernel call over all of them."""
-    quick = [i for i, t in enumerate(tensors) if t.numel() <= CHUNK and _addressable(t)]
+    # the kernel reads memory by address: only plain CPU tensors of its layout, and the list keeps them alive
+    quick = [i for i, t in enumerate(tensors) if type(t) in _PLAIN and t.device.type == "cpu" and t.dtype in _WIDE
+             and t.is_contiguous() and 0 < t.numel() <= CHUNK and not t.is_neg() and t.data_ptr()]
     done: set[int] = set()
     if quick:
         batch = quick_rows(np.array([tensors[i].data_ptr() for i in quick], np.int64),
@@ -39,31 +41,6 @@ def cpu_rows(tensors: Sequence[torch.Tensor], out: np.ndarray) -> None:
     for i, t in enumerate(tensors):
         if i not in done:
             out[i] = _one_row(t)
-
-
-def _addressable(t: torch.Tensor) -> bool:
-    """The batch kernels read and write memory by address: only plain CPU tensors of their layout (the
-    caller's lists keep them alive)."""
-    return type(t) in _PLAIN and t.device.type == "cpu" and t.dtype in _WIDE and t.is_contiguous() \
-        and not t.is_neg() and t.numel() > 0 and bool(t.data_ptr())
-
-
-def pairwise(kernel_name: str, pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
-             one: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
-    """Apply a batch kernel of debugger.stats.kernel (``batch_subtract``: b = a - b, ``batch_copy``: b = a) to
-    (a, b) pairs of one dtype and size, in one call; ``one(a, b)`` for the pairs it cannot take."""
-    fast = [(a, b) for a, b in pairs if a.dtype == b.dtype and a.numel() == b.numel() and _addressable(a)
-            and _addressable(b)]
-    kernel = batch_kernel(kernel_name) if fast else None
-    if kernel is None:
-        fast = []
-    else:
-        kernel(np.array([a.data_ptr() for a, _ in fast], np.int64), np.array([b.data_ptr() for _, b in fast], np.int64),
-               np.array([a.numel() for a, _ in fast], np.int64), np.array([_WIDE[a.dtype] for a, _ in fast], np.uint8))
-    done = {id(b) for _, b in fast}
-    for a, b in pairs:
-        if id(b) not in done:
-            one(a, b)
 
 
 def _one_row(t: torch.Tensor) -> list[float] | tuple[float, ...]:

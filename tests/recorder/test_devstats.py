@@ -71,20 +71,3 @@ def test_series_rows_of_many_cpu_tensors_in_one_call_are_debugger_stats() -> Non
                                                                                                rel=0, abs=0)
     with pytest.raises((TypeError, RuntimeError, NotImplementedError)):
         cpu_rows([torch.randn(3), torch.randn(3, device="meta")], np.empty((2, len(STAT_NAMES))))
-
-
-def test_series_pairs_are_subtracted_and_copied_in_one_call_as_torch_does() -> None:
-    """The series' updates (prev = w - prev) and snapshots (prev = w): by address in one kernel call where the
-    layout allows, elementwise in the tensors' own dtype (torch's bits), the rest one by one."""
-    from debugger.torch.seriesstats import pairwise
-
-    torch.manual_seed(1)
-    ws = [torch.randn(5), torch.randn(300, dtype=torch.float64), torch.randn(4, 3).t(), torch.randn(6).to(torch.bfloat16)]
-    prevs = [torch.randn(w.shape, dtype=w.dtype) for w in ws]
-    want = [w - p for w, p in zip(ws, prevs)]
-    slow: list[int] = []
-    pairwise("batch_subtract", list(zip(ws, prevs)), lambda a, b: (slow.append(len(slow)), torch.sub(a, b, out=b)))
-    assert len(slow) == 2       # the transposed view and the bfloat16 pair
-    assert all(torch.equal(p, v) for p, v in zip(prevs, want))
-    pairwise("batch_copy", list(zip(ws, prevs)), lambda a, b: b.copy_(a))
-    assert all(torch.equal(p, w) for p, w in zip(prevs, ws))

@@ -231,27 +231,6 @@ def test_quick_stats_leave_the_rest_to_tensor_stats() -> None:
 
 
 @needs_numba
-def test_quick_rows_are_quick_stats_to_the_bit_for_many_arrays_in_one_call() -> None:
-    """The series' one call over a step's tensors by address gives each row quick_stats gives, and marks the
-    rows it cannot answer (a non-finite element, a constant whose variance needs the centred pass)."""
-    from debugger.stats.core import quick_rows
-
-    rng = np.random.default_rng(4)
-    arrays = [rng.standard_normal(n).astype(np.float32) for n in (1, 2, 17, 4096, CHUNK)]
-    arrays += [rng.standard_normal(300) * 1e-3 + 5, np.zeros(9, np.float32), np.full(6, 3.0, np.float32),
-               np.array([1e30, -2e30], np.float32), np.array([1.0, np.nan, 2.0], np.float32),
-               np.array([np.inf, 1.0]), (rng.standard_normal(50) + 1e4).astype(np.float32)]
-    rows, ok = quick_rows(np.array([a.ctypes.data for a in arrays], np.int64), np.array([a.size for a in arrays]),
-                          np.array([a.dtype == np.float64 for a in arrays], np.uint8))
-    # held: the common rows and zeros; left to quick_stats: a mean far from the spread, one element or equal ones
-    # (its centred pass), NaN, Inf
-    assert list(ok) == [False, True, True, True, True, False, True, False, True, False, False, False]
-    for a, row, held in zip(arrays, rows, ok):
-        if held:
-            assert tuple(row) == tuple(float(v) for v in quick_stats(a)), a[:4]
-
-
-@needs_numba
 def test_stats_in_threads_are_tensor_stats_to_the_bit() -> None:
     """Every other chunk read by a second thread, merged in chunk order: the very numbers, NaN and Inf
     counted."""

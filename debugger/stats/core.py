@@ -293,30 +293,6 @@ def quick_stats(a: np.ndarray) -> tuple[float, ...] | None:
     return (n, 0, 0, 0, zeros, positives, n - zeros - positives, lo, hi, mean, abs_sum / n, std, l2)
 
 
-def quick_rows(addresses: np.ndarray, sizes: np.ndarray, wide: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`quick_stats` of many contiguous float32 (``wide`` 0) / float64 (1) arrays of 1 to CHUNK
-    elements, given by address, from one kernel call: (rows in STAT_NAMES order, which rows hold; the others
-    need :func:`quick_stats` or more); None without the kernel. The same operations, so the same bits."""
-    if compiled_kernel() is None:
-        return None
-    from .kernel import batch_pass   # local: as compiled_kernel
-    raw = np.empty((addresses.size, 7))
-    batch_pass(addresses, sizes, wide, raw)
-    s, sq, abs_sum, zeros, positives, lo, hi = raw.T
-    n = sizes.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        m = s / n
-        m2 = sq - n * m * m
-        ok = np.isfinite(sq) & (m2 >= 1e-6 * sq)      # else quick_stats' centred pass, or no quick answer
-        mean = 0.0 + (m - 0.0) * n / n
-        std = np.where(n > 1, np.sqrt(m2 / np.maximum(n - 1, 1)), 0.0)
-        l2 = np.sqrt(np.maximum(m2 + mean * mean * n, 0.0))
-    nil = np.zeros_like(n)
-    rows = np.stack([n, nil, nil, nil, zeros, positives, n - zeros - positives, lo, hi, mean, abs_sum / n, std, l2],
-                    axis=1)
-    return rows, ok
-
-
 def compute_stats(a: np.ndarray, ranges: tuple[tuple[float, float], ...] = (), *, compiled: bool = False
                   ) -> tuple[Stats, dict[tuple[float, float], int]]:
     """Statistics of ``a`` and, for each closed range [lo, hi], how many elements fall inside."""

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import numba
 import numpy as np
-from numba.core import cgutils, types
-from numba.extending import intrinsic
 
 if numba.config.DISABLE_JIT:
     # NUMBA_DISABLE_JIT would run this loop as Python, about 1 us an element: numpy's passes instead
@@ -88,34 +86,3 @@ try:
     update_pass = numba.njit(_UPDATE_SIGS, fastmath=True, nogil=True, cache=True)(_update_pass)
 except RuntimeError:
     update_pass = numba.njit(_UPDATE_SIGS, fastmath=True, nogil=True)(_update_pass)
-
-
-# ---- many tensors in one call, by address (the per-step series: ~150 tensors a step, whose per-tensor
-# Python around the kernel cost more than the kernel) ----------------------------------------------------
-@intrinsic
-def _as_pointer(typingctx, address):  # type: ignore[no-untyped-def]
-    """An integer address as a raw pointer (the caller keeps the memory alive and checks its layout)."""
-    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
-    return types.voidptr(types.int64), codegen
-
-
-def _batch_pass(addresses, sizes, wide, out):  # type: ignore[no-untyped-def]
-    """Row i of ``out``: :func:`one_pass` of the contiguous float32 (``wide[i]`` 0) or float64 (1) array
-    of ``sizes[i]`` elements at ``addresses[i]``."""
-    for i in range(addresses.size):
-        p = _as_pointer(addresses[i])
-        if wide[i]:
-            x64 = numba.carray(p, sizes[i], np.float64)
-            r = one_pass(x64, x64.view(np.int64))
-        else:
-            x32 = numba.carray(p, sizes[i], np.float32)
-            r = one_pass(x32, x32.view(np.int32))
-        out[i, 0], out[i, 1], out[i, 2], out[i, 3], out[i, 4], out[i, 5], out[i, 6] = r
-
-
-_BATCH_SIG = "void(i8[::1], i8[::1], u1[::1], f8[:, ::1])"
-try:
-    batch_pass = numba.njit(_BATCH_SIG, nogil=True, cache=True)(_batch_pass)
-except RuntimeError:
-    batch_pass = numba.njit(_BATCH_SIG, nogil=True)(_batch_pass)

@@ -13,44 +13,23 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..stats.core import CHUNK, STAT_NAMES, quick_rows, quick_stats
+from ..stats.core import STAT_NAMES, quick_stats
 from .devstats import stats_row
 
 NCOLS = len(STAT_NAMES)
 COL = {n: i for i, n in enumerate(STAT_NAMES)}
-_WIDE = {torch.float32: 0, torch.float64: 1}     # the batch kernel's dtypes
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def cpu_rows(tensors: Sequence[torch.Tensor], out: np.ndarray) -> None:
-    """Fill ``out`` (len(tensors) x 13) with the statistics of CPU tensors (NaN: unknown): the common case
-    (contiguous float32/float64, one chunk, finite) from one kernel call over all of them."""
-    # the kernel reads memory by address: only plain CPU tensors of its layout, and the list keeps them alive
-    quick = [i for i, t in enumerate(tensors) if type(t) in _PLAIN and t.device.type == "cpu" and t.dtype in _WIDE
-             and t.is_contiguous() and 0 < t.numel() <= CHUNK and not t.is_neg() and t.data_ptr()]
-    done: set[int] = set()
-    if quick:
-        batch = quick_rows(np.array([tensors[i].data_ptr() for i in quick], np.int64),
-                           np.array([tensors[i].numel() for i in quick], np.int64),
-                           np.array([_WIDE[tensors[i].dtype] for i in quick], np.uint8))
-        if batch is not None:
-            rows, ok = batch
-            held = np.flatnonzero(ok)
-            out[np.asarray(quick)[held]] = rows[held]
-            done = {quick[k] for k in held}
+    """Fill ``out`` (len(tensors) x 13) with the statistics of CPU tensors (NaN: unknown)."""
     for i, t in enumerate(tensors):
-        if i not in done:
-            out[i] = _one_row(t)
-
-
-def _one_row(t: torch.Tensor) -> list[float] | tuple[float, ...]:
-    """The statistics of one CPU tensor: the kernel's quick answer, else the full pass."""
-    if t.dtype == torch.float32 and t.is_contiguous() and not t.requires_grad and t.numel():
-        quick = quick_stats(t.numpy().reshape(-1))
-        if quick is not None:
-            return quick
-    row = stats_row(t.detach())
-    return [math.nan if row.get(n) is None else row[n] for n in STAT_NAMES]     # type: ignore[union-attr]
+        if t.dtype == torch.float32 and t.is_contiguous() and not t.requires_grad and t.numel():
+            quick = quick_stats(t.numpy().reshape(-1))      # one kernel call (the common case)
+            if quick is not None:
+                out[i] = quick
+                continue
+        row = stats_row(t.detach())
+        out[i] = [math.nan if row.get(n) is None else row[n] for n in STAT_NAMES]     # type: ignore[union-attr]
 
 
 def device_rows(tensors: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -50,24 +50,3 @@ def test_cpu_rows_are_debugger_stats() -> None:
     assert got == {k: want[k] for k in STAT_NAMES}
     assert math.isclose(rows_to_dicts([stats_row(torch.arange(4.0))])[0]["mean"], 1.5)
     assert np.isnan(np.float64(rows_to_dicts([_masked(torch.full((3,), float("nan")), 3)])[0]["min"] or np.nan))
-
-
-def test_series_rows_of_many_cpu_tensors_in_one_call_are_debugger_stats() -> None:
-    """The series' rows of a step's CPU tensors, most from one kernel call by address, are tensor_stats to the
-    bit; what the call cannot read by address (another layout or dtype, a NaN, a tensor with no CPU memory)
-    takes the tensor's own path: a meta tensor is refused with an error, never read from a wild address."""
-    from debugger.torch.seriesstats import cpu_rows
-
-    torch.manual_seed(0)
-    ts = [torch.randn(n) for n in (2, 65, 4096)] + [torch.randn(33, dtype=torch.float64), torch.zeros(5),
-          torch.randn(6, 4).t(), torch.randn(9).to(torch.bfloat16), torch.tensor([1.0, float("nan")]),
-          torch.nn.Parameter(torch.randn(7)), torch.full((4,), 2.5)]
-    out = np.full((len(ts), len(STAT_NAMES)), np.nan)
-    cpu_rows(ts, out)
-    for t, row in zip(ts, out):
-        want = tensor_stats(t.detach().float().numpy() if t.dtype == torch.bfloat16 else t.detach().numpy(),
-                            compiled=True).to_dict()
-        assert [np.nan if want[n] is None else want[n] for n in STAT_NAMES] == pytest.approx(list(row), nan_ok=True,
-                                                                                               rel=0, abs=0)
-    with pytest.raises((TypeError, RuntimeError, NotImplementedError)):
-        cpu_rows([torch.randn(3), torch.randn(3, device="meta")], np.empty((2, len(STAT_NAMES))))

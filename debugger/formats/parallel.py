@@ -184,7 +184,7 @@ def _ints(v: Any, what: str) -> tuple[int, ...]:
 
 def _run(v: Any) -> Run:
     a, b = _ints(v, "a run")[:2] if isinstance(v, list) and len(v) == 2 else (None, None)
-    if a is None or b < a:
+    if a is None or b is None or b < a:
         raise ValueError(f"{v!r} is not a run [start, stop)")
     return (a, b)
 

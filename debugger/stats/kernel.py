@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-if numba.config.DISABLE_JIT:
+if getattr(numba.config, "DISABLE_JIT", False):
     # NUMBA_DISABLE_JIT would run this loop as Python, about 1 us an element: numpy's passes instead
     raise ImportError("numba's JIT is disabled (NUMBA_DISABLE_JIT)")
 

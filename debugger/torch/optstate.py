@@ -15,7 +15,7 @@ from typing import Iterable
 
 import torch
 
-from ..formats.records import NodeRecord
+from ..formats.records import Kind, NodeRecord
 from . import capture as C
 
 
@@ -61,7 +61,7 @@ def tag_state_ops(ops: Iterable[StepOp], owners: dict[int, str], param_ptrs: set
             continue        # the update kernel (it writes the weight, maybe the state too)
         owner = next((owners[p] for p in op.out_ptrs if p in owners and i >= since.get(p, 0)), None)
         if owner is not None:
-            op.record.kind = "optimizer_state"
+            op.record.kind = Kind.OPTIMIZER_STATE
             op.record.param = owner
             marked += 1
     return marked
@@ -73,5 +73,5 @@ def tag_state_inputs(leaves: Iterable[tuple[NodeRecord, int]], owners: dict[int,
     for rec, ptr in leaves:
         owner = owners.get(ptr)
         if owner is not None:
-            rec.kind = "optimizer_state"
+            rec.kind = Kind.OPTIMIZER_STATE
             rec.param = owner

@@ -6,7 +6,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from ..formats.records import IterationFacts, NodeRecord
+from ..formats.records import IterationFacts, Kind, NodeRecord
 
 # the kernel GradScaler.unscale_ runs to find NaN/Inf in the scaled gradients (it then skips step())
 LOSS_SCALER_CHECK = "_amp_foreach_non_finite_check_and_unscale_"
@@ -37,5 +37,5 @@ def mark_loss_scaler(nodes: list[NodeRecord]) -> None:
         for _ in range(4):      # torch.full(0.0), then its copy to the gradients' device
             if src is None or src.kind not in ("other", "input"):
                 break
-            src.kind = "optimizer_state"
+            src.kind = Kind.OPTIMIZER_STATE
             src = by_name.get(src.inputs[0][0]) if len(src.inputs) == 1 else None

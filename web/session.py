@@ -149,14 +149,18 @@ class Workspace:
                 w = self._watch[key] = DumpWatchpoints(d, c, self.cache_dir, self.use_cache, self._locks[key])
             return w
 
-    def defaults_pending(self, dump_id: str | None) -> bool:
-        """Whether the triage's watchpoints are in use but not known yet: its scan is running or not started."""
+    def defaults_state(self, dump_id: str | None) -> str:
+        """Of the triage's watchpoints, in use until the user edits them: ``known`` (or not in use), ``pending``
+        (its scan is running or not started) or ``failed`` (the triage failed: there are none, and the page
+        must say so rather than show no hit)."""
         w = self.watchpoints(dump_id)
         if w.edited or len(w.triage):
-            return False
+            return "known"
         with self._lock:
             job = self._triage.get(self.resolve(dump_id))
-        return job is None or job["state"] == "running"
+        if job is not None and job["state"] == "error":
+            return "failed"
+        return "pending" if job is None or job["state"] == "running" else "known"
 
     def warm(self, dump_id: str | None = None) -> None:
         """Open a dump now: every rank's graphs, tensor index and root scope level (what the first

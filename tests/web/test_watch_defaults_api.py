@@ -49,7 +49,8 @@ def test_the_triage_findings_are_the_watchpoints_with_no_second_scan(make_app: C
     app = make_app(SAMPLE)
     c = app.test_client()
     before = ok(c.get("/api/watchpoints?dump=single"))
-    assert before["total"] == 0 and before["source"] == {"from": "triage", "preset": "recommended", "pending": True}
+    assert before["total"] == 0 and before["source"] == {"from": "triage", "preset": "recommended", "pending": True,
+                                                                 "failed": False}
     t = triaged(c)
     after = ok(c.get("/api/watchpoints?dump=single"))
     assert after["total"] == RECOMMENDED and after["source"]["pending"] is False and after["verdict"] == "found"

@@ -45,7 +45,8 @@ def _source(dump_id: str | None) -> dict[str, Any]:
     ws = workspace()
     if ws.watchpoints(dump_id).edited:
         return {"from": "user"}
-    return {"from": "triage", "preset": _triage.PRESET, "pending": ws.defaults_pending(dump_id)}
+    said = ws.defaults_state(dump_id)
+    return {"from": "triage", "preset": _triage.PRESET, "pending": said == "pending", "failed": said == "failed"}
 
 
 @watch_bp.post("/watchpoints")

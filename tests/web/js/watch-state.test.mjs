@@ -84,12 +84,16 @@ test('whose list is in use, in words, and the replay button\'s tooltip', () => {
   assert.match(replayTitle(7, triage), /\(from the triage: recommended\)/);
   assert.match(replayTitle(0, { ...triage, pending: true }), /still running/);
   assert.match(replayTitle(0, { from: 'user' }), /Add a watchpoint first/);
+  assert.match(replayTitle(0, { ...triage, failed: true }), /triage failed/);
 });
 
 test('the hit badge: the count, never complete over a coverage gap, "…" while the triage runs', () => {
   const cov = (status, id = 1) => ({ id, status });
   assert.deepEqual(hitBadge(null, 2, 0, true).text, '…');
   assert.equal(hitBadge(null, 2, 0, true).state, 'pending');
+  // a failed triage set no watchpoint: never the empty badge of "no hit"
+  assert.deepEqual([hitBadge({ from: 'triage', failed: true }, 2, 0).text, hitBadge({ from: 'triage', failed: true }, 2, 0).state],
+    ['!', 'incomplete']);
   const whole = hitBadge({ total: 3, verdict: 'found', coverage_status: 'complete', coverage: [cov('complete')], groups: [] }, 2, 0);
   assert.deepEqual([whole.text, whole.state], ['3', 'complete']);
   assert.equal(whole.title, '3 hits in iteration 2 of rank 0 (the Watchpoints tab lists them)');

@@ -139,6 +139,7 @@ async function refreshHitBadge() {
     badge.dataset.state = b.state;
   };
   if (ctx.watchSource && ctx.watchSource.pending) { show(hitBadge(null, state.iteration, state.rank, true)); return; }
+  if (ctx.watchSource && ctx.watchSource.failed) { show(hitBadge(ctx.watchSource, state.iteration, state.rank)); return; }
   if (!ctx.watchCount || state.iteration === null) { show(null); return; }
   try {
     const r = await api.hits({ dump: state.dump, rank: state.rank, iteration: state.iteration });

@@ -53,6 +53,7 @@ export function sourceText(source) {
 /** The Run to next hit button's tooltip. */
 export function replayTitle(count, source) {
   if (source && source.pending) return `The triage is still running the ${source.preset} watchpoints: they are used once it is done`;
+  if (source && source.failed) return 'The triage failed, so its watchpoints are not set: the Triage tab says why; add a watchpoint (Watchpoints tab)';
   if (!count) return 'Add a watchpoint first (Watchpoints tab)';
   return `Check the watchpoints (${sourceText(source)}) iteration by iteration and stop at the first hit`;
 }
@@ -62,6 +63,7 @@ export function replayTitle(count, source) {
  *  never an empty badge that reads as clean; `pending`: the triage's watchpoints are not known yet. */
 export function hitBadge(r, iteration, rank, pending = false) {
   if (pending) return { text: '…', state: 'pending', title: 'The triage is still running its watchpoints: their hits show here when it is done' };
+  if (r && r.failed) return { text: '!', state: 'incomplete', title: 'The triage failed: nothing was checked (the Triage tab says why)' };
   const where = `in iteration ${iteration} of rank ${rank}`;
   const note = verdictNote(r);
   if (r.verdict === 'incomplete') return { text: '?', state: 'incomplete', title: `${note.text} ${where} (the Watchpoints tab says which)` };

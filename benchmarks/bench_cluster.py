@@ -46,9 +46,9 @@ def main() -> None:
     p.add_argument("--workers", default="1,2,4")
     p.add_argument("--rounds", type=int, default=2, help="runs of each configuration (the best is kept)")
     a = p.parse_args()
-    from distributed import Client, LocalCluster, get_task_stream
+    from distributed import Client, get_task_stream
 
-    from debugger.common.executors import client_workers
+    from debugger.common.executors import client_workers, start_local_cluster
 
     dump = ensure_big_dump(a.root, files=344, layers=4, width=a.width, ranks=a.ranks)
     n, size = tree_size(dump)
@@ -71,7 +71,7 @@ def main() -> None:
     rep["runs"]["local_pool_2"] = row(s, 2)
     for k in (int(x) for x in a.workers.split(",")):
         t0 = time.perf_counter()
-        cluster = LocalCluster(n_workers=k, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = start_local_cluster(k)
         client = Client(cluster)
         client.wait_for_workers(k)
         start = time.perf_counter() - t0

@@ -164,15 +164,24 @@ def client_workers(client: Any) -> Workers:
                    where=f"the Dask cluster at {client.scheduler.address}")
 
 
+def start_local_cluster(n_workers: int | None) -> Any:
+    """A Dask LocalCluster of single-thread worker processes on loopback, its HTTP endpoint on a free port."""
+    from distributed import LocalCluster   # local: Dask is optional (tdbg[dask])
+    # The scheduler serves HTTP even without its dashboard, on port 8787 unless told otherwise: a second
+    # cluster on the machine (another job, a parallel test) then moves it with a UserWarning. A free
+    # loopback port keeps it quiet and local; one thread per worker since numpy reductions hold the GIL.
+    return LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False})
+
+
 def _dask(where: str, n: int | None) -> tuple[Executor, int, tuple[Callable[[], Any], ...]]:
     try:
-        from distributed import Client, LocalCluster   # local: Dask is optional (tdbg[dask]), for --scheduler only
+        from distributed import Client   # local: Dask is optional (tdbg[dask]), for --scheduler only
     except ImportError:
         raise DumpError(None, "--scheduler needs Dask: pip install 'tdbg[dask]'") from None
     closers: tuple[Callable[[], Any], ...]
     if where == LOCAL:
-        # one thread per worker: the tasks are numpy reductions that hold the GIL between calls
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+        cluster = start_local_cluster(n)
         client = Client(cluster)
         closers = (client.close, cluster.close)
     else:

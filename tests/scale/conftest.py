@@ -9,6 +9,8 @@ from typing import Any, Iterator
 
 import pytest
 
+from debugger.common.executors import start_local_cluster
+
 
 @pytest.fixture(autouse=True)
 def _cache_elsewhere(monkeypatch: Any, tmp_path: Any) -> None:
@@ -20,7 +22,7 @@ def _cache_elsewhere(monkeypatch: Any, tmp_path: Any) -> None:
 def local_cluster() -> Iterator[Any]:
     """A real LocalCluster of 2 worker processes and its client."""
     distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = start_local_cluster(2)
     client = distributed.Client(cluster)
     try:
         yield client
@@ -38,7 +40,7 @@ def loopback_cluster(tmp_path_factory: Any) -> Iterator[str]:
     env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
     py = [sys.executable, "-m"]
     procs = [subprocess.Popen([*py, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--no-dashboard", "--scheduler-file", sfile],
+                               "--no-dashboard", "--dashboard-address", "127.0.0.1:0", "--scheduler-file", sfile],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)]
     try:
         deadline = time.time() + 60

@@ -136,3 +136,29 @@ def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(local_cluster: An
         assert want.pop("target") != got.pop("target")
         same_converted(str(tmp_path / "here"), str(tmp_path / "there"))
     assert got == want
+
+
+def test_a_local_cluster_starts_quietly_beside_another_on_port_8787() -> None:
+    """Dask's scheduler serves HTTP on 8787 by default; a second cluster on the machine must not warn or fail."""
+    import socket
+    import warnings
+
+    from debugger.common.executors import start_local_cluster
+    holder = socket.socket()
+    try:
+        holder.bind(("0.0.0.0", 8787))   # what another cluster on this machine would hold
+        holder.listen()
+    except OSError:
+        pass   # something already holds it, which is the case under test
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cluster = start_local_cluster(1)
+        try:
+            http = cluster.scheduler.http_server
+            assert http.port != 8787 and http.address == "127.0.0.1", (http.address, http.port)
+            assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        finally:
+            cluster.close()
+    finally:
+        holder.close()

@@ -8,16 +8,17 @@ optimizer state, gradients and data inputs as leaf nodes; and per tensor its val
 iteration i's optimizer step; the value the forward pass read (before the update) is the input of
 the weight's readers (the first one is what tdbg's "previous value" uses for the first iteration).
 
-This module holds the Recorder's life cycle (iterations, levels, hooks, captures, the hand-over to
-the writer thread); its parts each have a module: opslevel.py (level "ops": a node per operator),
-replay.py (iterations that repeat a recorded one), leaves.py (parameters, state, gradients).
+This module holds the Recorder's life cycle (iterations, levels, hooks, captures); its other jobs each
+have a module: output.py (rows, graphs and run histories handed to the writer thread, failed writes),
+seriesrun.py (the per-step series, its triggers and capture log), modulelevel.py (level "modules"),
+opslevel.py (level "ops": a node per operator), replay.py (iterations that repeat a recorded one),
+leaves.py (parameters, state, gradients), graphnodes.py (operators of graphs compiled by torch.compile).
 """
 from __future__ import annotations
 
 import contextlib
 import fnmatch
 import os
-import time
 import warnings
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,7 +26,7 @@ import torch
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, GraphRecord, Kind, NodeRecord, OutputType, StackFrame
 from ..formats.parallel import RankLayout
-from ..formats.tdbg_h5.series import SeriesReader, write_captures
+from ..formats.tdbg_h5.series import SeriesReader
 from ..formats.tdbg_h5.writer import DumpWriter
 from ..stats.core import compiled_kernel
 from . import capture as C
@@ -41,18 +42,20 @@ from .replay import ReplayCapture
 from .levels import COMPILED_OPS, LevelPlan, Selection
 from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
-from .devstats import as_float32, cpu_stats_view, extras_to_host, rows_to_dicts, stats_row, update_row
-from .series import FLUSH_SECONDS, SeriesCapture, warn_off
-from .triggers import CaptureLog, TouchFile, Trigger
+from .devstats import as_float32, cpu_stats_view, stats_row, update_row
+from .series import FLUSH_SECONDS
+from .seriesrun import SeriesRun
+from .stepargs import closure_of, with_closure
+from .triggers import TouchFile, Trigger
 from .runpath import earlier_run, refuse_earlier_run, resumed_runs
 from .signals import FlushOnSignal
+from .output import Output, rows_of
 from .writefail import say_writing_stopped
-from .sink import DigestBox, Job, Row, Sink
+from .sink import DigestBox, Job
 from .stacks import user_stack
 from .stepfacts import iteration_facts, mark_loss_scaler
 
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
-_MAX_GRAPHS = 64
 
 
 class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
@@ -128,21 +131,16 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self.iteration = 0
         self.resume = resume
         self._graph_base = 0        # the first graph id of this run (after a resumed run's graphs)
-        self._earlier_captures: dict[str, Any] | None = None    # a resumed run's deep steps and triggers
         self._graph: C.IterationGraph | None = None
         self._busy = False
         self._mode: OpsMode | None = None
-        self._sink: Sink | None = None
-        self._writer: DumpWriter | None = None
+        self._out: Output | None = None     # from start() to close()
         self._handles: list[Any] = []
         self._scopes: list[tuple[Any, str, str]] = []     # (module, scope, model path)
         self._in_step: torch.optim.Optimizer | None = None
         self._stepped: set[int] = set()     # ids of the optimizers whose step() ran in this iteration
         self._in_backward = 0
         self._backward_source: tuple[StackFrame, ...] = ()
-        self._graph_ids: dict[tuple[Any, ...], int] = {}
-        self._graph_records: dict[int, GraphRecord] = {}
-        self._history: dict[int, list[int]] = {}
         self._orig_backward: Any = None
         root = W.unwrap(model)
         self._root = root
@@ -154,7 +152,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._init_leaves()
         self._composites = A.Composites()
         self._module_level = ModuleLevel(self)     # level "modules": one node per module call
-        self._init_series(series, series_flush_seconds, scaler, trigger, touch_file)
+        self._series = SeriesRun(series, series_flush_seconds, scaler, trigger, touch_file)
+        self._signals: FlushOnSignal | None = None
         self._init_compiled(compiled_ops)
 
     def _init_leaves(self) -> None:
@@ -189,22 +188,6 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
         self._step_counts: dict[int, float | None] = {}     # each optimizer's step count at the last step()
 
-    def _init_series(self, series: bool, flush_seconds: float, scaler: Any, trigger: Trigger | None,
-                     touch_file: "str | os.PathLike[str] | TouchFile | None") -> None:
-        """The per-step series' options and the triggers that watch it (nothing starts before start())."""
-        self._series_wanted = series
-        self._series_options = {"flush_seconds": flush_seconds, "scaler": scaler}
-        self._series: SeriesCapture | None = None
-        if (trigger is not None or touch_file is not None) and not series:
-            raise ValueError("trigger= and touch_file= watch the per-step series: give series=True too")
-        self._trigger = trigger
-        self._touch = touch_file if isinstance(touch_file, TouchFile) or touch_file is None else TouchFile(touch_file)
-        self._captures: CaptureLog | None = None
-        self._captures_written = 0.0
-        self._series_warned = False
-        self._writing_stopped = False   # a write failed: nothing more is recorded (writefail.py)
-        self._signals: FlushOnSignal | None = None
-
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
         self.start()
@@ -220,16 +203,16 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         world = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
         dev = next((p.device.type for p in self._root.parameters()), "cpu")
         metadata = {"recorder": "debugger.torch", "world_size": world, "levels": self._plan.describe(),
-                    "series": self._series_wanted}
+                    "series": self._series.wanted}
         if self.resume:
             metadata.update(self._resumed())
         else:
             refuse_earlier_run(self.path, self.rank)
-        self._writer = DumpWriter(self.path, self.rank, self.saved, framework="PyTorch",
+        writer = DumpWriter(self.path, self.rank, self.saved, framework="PyTorch",
                                   framework_version=torch.__version__, device_target=dev.upper(),
                                   net=C.class_name(self._root), compression=self.compression,
                                   durable=self.durable, in_memory=True, metadata=metadata, layout=self._layout())
-        self._sink = Sink(self._writer)
+        self._out = Output(writer, self._graph_base)
         self._signals = FlushOnSignal(self._flush_on_signal).install()
         if self.stats_on_device:
             # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
@@ -239,8 +222,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
             self._handles.append(opt.register_step_post_hook(self._step_post))
         self._micro.install(self.pipeline)
-        if self._series_wanted:
-            self._start_series()
+        if self._series.wanted:
+            self._handles += self._series.start(writer.rank_dir, self._root, self.optimizers, self._param_name,
+                                                self._plan, self._own_work)
         self._orig_backward = torch.autograd.backward
         # backward() is a graph break in compiled code: Dynamo runs it eagerly, but would trace the frame
         # of a plain Python replacement (where the recorder steps aside); disabled, it runs as it is
@@ -249,8 +233,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         if self._graph is not None:     # the weights as training starts: iteration 0's "before" (no hook
             with self._own_work():      # of a compiled optimizer step takes it)
                 self._snapshot_ends()
-        if self._captures is not None:
-            self._captures.took(self.iteration, self._level)
+        self._series.took(self.iteration, self._level, write=False)
         return self
 
     def _resumed(self) -> dict[str, Any]:
@@ -259,43 +242,38 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         held = earlier_run(self.path, self.rank)
         if held.empty:
             return {}
-        runs = resumed_runs(held, self.saved, self._plan.describe(), self._series_wanted)
+        runs = resumed_runs(held, self.saved, self._plan.describe(), self._series.wanted)
         self.iteration, self._graph_base = held.next_iteration, held.next_graph_id
-        self._earlier_captures = SeriesReader(held.rank_dir).captures() if held.series_steps else None
+        self._series.earlier_captures = SeriesReader(held.rank_dir).captures() if held.series_steps else None
         return {"runs": runs}
 
     def step(self) -> None:
         """End the current iteration (hands it to the writer thread) and start the next."""
-        if self._writer is None:
+        if self._out is None:
             raise RuntimeError("Recorder.step() outside 'with Recorder(...)' (or before start())")
         self._end()
-        if self._series is not None:
-            self._series_call(self._series.end_step, self.iteration)
-            self._series_call(self._check_triggers)
+        self._series.end_step(self.iteration)
         self.iteration += 1
         self._begin()
-        if self._captures is not None:
-            self._captures.took(self.iteration, self._level)
-            self._write_captures(force=False)
+        self._series.took(self.iteration, self._level)
 
     def capture_next(self, n: int = 1, level: str = LEVEL_OPS) -> None:
         """Record the next ``n`` iterations (from the one after the current) at ``level`` or finer."""
         self._plan.capture_next(self.iteration + 1, n, level)
-        if self._captures is not None:
-            self._captures.asked(self.iteration, n, level, {"check": "capture_next"})
+        self._series.asked(self.iteration, n, level)
 
     def flush(self) -> None:
         """Wait until every ended iteration is written (``step`` does not wait for its own), and every
         ended step of the series is readable."""
-        if self._sink is not None:
-            self._sink.flush()
+        if self._out is not None:
+            self._out.sink.flush()
             self._check_writing()
-        if self._series is not None:
-            self._series_call(self._series.flush)
+        self._series.flush()
 
     def close(self) -> None:
         """Stop recording (the open iteration is dropped), write run histories, release the rank."""
-        if self._writer is None:
+        out = self._out
+        if out is None:
             return
         if self._signals is not None:
             self._signals.remove()
@@ -311,131 +289,26 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             h.remove()
         self._handles.clear()
         try:
-            if self._series is not None:
-                self._series_call(self._series.close)
-                self._series = None
-            if self._captures is not None:
-                self._captures.untake(self.iteration)      # the open iteration is dropped
-                self._write_captures(force=True)
-            if self._sink is not None:
-                self._sink.close()
-                self._check_writing()
-            if not self._writing_stopped:
-                self._write_histories()
+            self._series.close(self.iteration)      # the open iteration is dropped
+            out.sink.close()
+            self._check_writing()
+            if not out.stopped:
+                out.write_histories()
         finally:
-            self._writer.close()
-            self._writer = None
+            out.writer.close()
+            self._out = None
 
     def _flush_on_signal(self) -> None:
         """SIGTERM or SIGINT (debugger.torch.signals): every ended iteration and series step onto the disk."""
-        if self._sink is not None:
-            self._sink.flush()
-        series = self._series
-        if series is not None:
-            series.flush()
-
-    def _write_histories(self) -> None:
-        """Each graph with its run history, at close (a failure is said like any write's: never raised
-        over the user's code, which may be leaving a ``with`` block on its own exception)."""
-        assert self._writer is not None
-        try:
-            for gid, rec in self._graph_records.items():
-                self._writer.write_graph(rec, run_history=self._history.get(gid, ()))
-        except Exception as exc:
-            self._writing_stopped = True
-            last = self._sink.last_written if self._sink is not None else None
-            say_writing_stopped(self._writer.rank_dir, exc, last, False)
-
-    # ---- the per-step series ----------------------------------------------------------------
-    def _start_series(self) -> None:
-        assert self._writer is not None
-        try:
-            self._series = SeriesCapture(self._writer.rank_dir, self._root, self.optimizers, self._param_name,
-                                         **self._series_options)
-        except Exception as exc:     # never break the training
-            self._series_off(exc)
-            return
-        for opt in self.optimizers:
-            self._handles.append(opt.register_step_pre_hook(self._series_step_pre))
-        self._captures = CaptureLog(self._plan.describe())
-        self._captures.carry(self._earlier_captures)
-        self._series.host_scalars = self._trigger is not None
-
-    def _check_triggers(self) -> None:
-        """The cheap checks of the step just ended; one that fires asks for the next steps deep."""
-        assert self._series is not None and self._captures is not None
-        fired: list[tuple[dict[str, Any], int, str]] = []
-        if self._trigger is not None:
-            why = self._trigger.check(self.iteration, self._series.last_loss, self._series.last_grad_norm)
-            if why is not None:
-                fired.append((why, self._trigger.steps, self._trigger.level))
-        if self._touch is not None:
-            why = self._touch.check(self.iteration)
-            if why is not None:
-                fired.append((why, self._touch.steps, self._touch.level))
-        for why, steps, level in fired:
-            self._plan.capture_next(self.iteration + 1, steps, level)
-            self._captures.asked(self.iteration, steps, level, why)
-        if fired:
-            self._write_captures(force=True)
-
-    def _write_captures(self, force: bool) -> None:
-        """The captures file, when it changed (at most every flush period unless ``force``)."""
-        log = self._captures
-        now = time.monotonic()
-        if log is None or self._writer is None or not log.changed or \
-                not force and now - self._captures_written < self._series_options["flush_seconds"]:
-            return
-        try:
-            write_captures(self._writer.rank_dir, log.as_dict())
-            log.changed = False
-            self._captures_written = now
-        except Exception as exc:     # never break the training
-            self._series_off(exc)
-
-    def _series_step_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
-        if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
-            return None
-        if self._series is None:
-            return None
-        closure = _closure_of(args, kwargs)
-        if closure is None:
-            self._series_call(self._series.on_optimizer_step, opt)
-            return None
-
-        # step(closure) (Lightning) runs the forward and backward inside step(): the gradients the
-        # update reads are there once the closure returns, not before
-        def series_closure() -> Any:
-            result = closure()
-            if self._series is not None:
-                self._series_call(self._series.on_optimizer_step, opt)
-            return result
-        return _with_closure(args, kwargs, series_closure)
-
-    def _series_call(self, fn: Any, *args: Any) -> None:
-        """A call into the series; its first failure warns once and turns the series off. The recorder's own
-        work: at level "ops" its reads (``Tensor.numpy()`` dispatches a ``detach``) were recorded as the
-        training's operators."""
-        try:
-            with torch.no_grad(), self._own_work():
-                fn(*args)
-        except Exception as exc:
-            self._series_off(exc, fn)
-
-    def _series_off(self, exc: BaseException, fn: Any = None) -> None:
-        """The series' (and its captures file's) first failure: one warning, both off, training goes on."""
-        series, self._series, self._captures = self._series, None, None
-        if not self._series_warned:
-            self._series_warned = True
-            warn_off(exc)
-        if series is not None and fn != series.close:
-            with contextlib.suppress(Exception):
-                series.close()
+        if self._out is not None:
+            self._out.sink.flush()
+        self._series.flush(guarded=False)
 
     # ---- iteration lifecycle ----------------------------------------------------------------
     def _begin(self) -> None:
         self._scopes.clear()
-        self._level = None if self._writing_stopped else self._plan.level_of(self.iteration)
+        stopped = self._out is not None and self._out.stopped
+        self._level = None if stopped else self._plan.level_of(self.iteration)
         graph_ops = self._level == LEVEL_OPS and self._compiled_ops == "boundary" and self._runs_compiled()
         if graph_ops:
             # "ops" would run the compiled program eagerly: its boundary is recorded instead, with the
@@ -570,23 +443,18 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             self._before_step.clear()
         with self._own_work():
             self._snapshot_ends()
-        assert self._sink is not None
-        self._sink.submit(job)
+        assert self._out is not None
+        self._out.submit(job)
         self._check_writing()
 
     def _check_writing(self) -> None:
         """A failed write (told by the writer thread) stops the recording, once, never the training."""
-        sink = self._sink
-        if sink is None or sink.failed is None or self._writing_stopped:
+        failed = self._out.failure() if self._out is not None else None
+        if failed is None:
             return
-        self._writing_stopped = True
-        exc, last = sink.failed
-        series, self._series, self._captures = self._series, None, None
-        self._series_warned = True      # one warning says it all
-        if series is not None:
-            with contextlib.suppress(Exception):
-                series.close()
-        say_writing_stopped(sink.writer.rank_dir, exc, last, series is not None)
+        exc, last = failed
+        series_was_on = self._series.stop()     # one warning says it all
+        say_writing_stopped(self._out.rank_dir, exc, last, series_was_on)
 
     def _job(self, g: C.IterationGraph) -> Job:
         mark_loss_scaler(g.nodes)
@@ -594,20 +462,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         level = LEVEL_OPS if self._tapped_graphs else (self._level or LEVEL_OPS)
         record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order,
                              level=level, compiled=bool(self._tapped_graphs))
-        sig = _signature(record)
-        gid = self._graph_ids.get(sig)
-        new: list[GraphRecord] = []
-        if gid is None:
-            gid = self._graph_base + len(self._graph_ids)
-            if len(self._graph_ids) >= _MAX_GRAPHS:
-                raise RuntimeError(f"tdbg recorder: more than {_MAX_GRAPHS} different graphs; record fewer "
-                                   "iterations (iterations=...) or a model whose operators repeat")
-            self._graph_ids[sig] = gid
-            record.graph_id = gid
-            record.name = f"train_step_{gid}" if gid else "train_step"
-            self._graph_records[gid] = record
-            new.append(record)
-        self._history.setdefault(gid, []).append(self.iteration)
+        assert self._out is not None
+        gid, new = self._out.graph_of(record)
+        self._out.ran(gid, self.iteration)
         trace = self._trace
         if trace is not None:       # a graph seen before: the run repeats, the next iterations replay it
             trace.nodes, trace.order = list(g.nodes), list(g.order)
@@ -617,41 +474,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             trace.loss_slots = {k: set(v) for k, v in g.loss_slots.items()}
             self._repeat = None if new else (gid, trace)
             self._trace = None
-        rows = self._rows(g, gid)
+        rows = rows_of(g, gid)
         facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
         return Job(self.iteration, new, [gid], rows, facts)
-
-
-    def _rows(self, g: C.IterationGraph, gid: int) -> list[Row]:
-        """The iteration's captures as the writer's rows (device statistics copied to the host at once)."""
-        rows: list[Row] = []
-        stat_rows: list[Any] = []
-        # a loss node's other outputs (nll_loss's total weight) are no loss: not stored
-        g.captured = [c for c in g.captured if not (c.io == "output" and c.node in g.loss_slots
-                                                     and c.slot not in g.loss_slots[c.node])]
-        extras: list[dict[str, Any]] = []
-        for c in g.captured:
-            r = Row(gid, c.node, c.op_type, c.io, c.slot, values=c.values, digest_of=c.host,
-                    dtype=c.dtype, shape=c.shape)
-            rows.append(r)
-            if c.stats is not None:
-                stat_rows.append(c.stats)
-            if c.extra:
-                extras.append(c.extra)
-        if extras:
-            hosted = iter(extras_to_host(extras))     # one host transfer per device
-            for r, c in zip(rows, g.captured):
-                if c.extra:
-                    r.extra = next(hosted)
-        if stat_rows:
-            dicts = rows_to_dicts(stat_rows)        # one host transfer per device
-            it = iter(dicts)
-            for r, c in zip(rows, g.captured):
-                if c.stats is not None:
-                    r.stats = next(it)
-        g.captured.clear()
-        g.made.clear()      # it holds host copies in values mode: not past the hand-over
-        return rows
 
 
     def _on_input(self, rec: NodeRecord, t: torch.Tensor) -> None:
@@ -809,9 +634,8 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         assert self._orig_backward is not None
         if compiling():
             return self._orig_backward(tensors, *args, **kwargs)
-        if self._series is not None and not self._busy:
-            roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
-            self._series_call(self._series.on_backward, [t for t in roots if isinstance(t, torch.Tensor)])
+        if not self._busy:
+            self._series.on_backward(tensors)
         g = self._graph
         if g is None or self._busy:
             return self._orig_backward(tensors, *args, **kwargs)
@@ -858,11 +682,11 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         if g is None:
             return None
         self._stepped.add(id(opt))
-        closure = _closure_of(args, kwargs)
+        closure = closure_of(args, kwargs)
         if closure is not None:
             # step(closure) (Lightning's automatic optimization, LBFGS) runs the forward and backward
             # inside step(): they are the iteration's own ops, its gradients are there once it returns
-            return _with_closure(args, kwargs, self._closure_recorder(opt, closure))
+            return with_closure(args, kwargs, self._closure_recorder(opt, closure))
         try:
             self._enter_step(g, opt)
         except Exception as exc:     # never break the training: drop this iteration instead
@@ -904,28 +728,3 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             return
         with self._guarded():
             self._tag_state(g, opt)
-
-
-def _closure_of(args: Any, kwargs: Any) -> Any:
-    """The closure passed to ``optimizer.step`` (``args`` starts with the optimizer), else None."""
-    closure = kwargs.get("closure") if kwargs else None
-    if closure is None and len(args) > 1:
-        closure = args[1]
-    return closure if callable(closure) else None
-
-
-def _with_closure(args: Any, kwargs: Any, closure: Any) -> tuple[Any, Any]:
-    """``(args, kwargs)`` of ``optimizer.step`` with ``closure`` in place of the one given."""
-    if kwargs and kwargs.get("closure") is not None:
-        return args, {**kwargs, "closure": closure}
-    return (args[0], closure, *args[2:]), kwargs
-
-
-def _signature(record: GraphRecord) -> tuple[Any, ...]:
-    """Equal for iterations that ran the same operators with the same edges (within this process: a stack
-    enters by its hash, not its text, which costs ten times as much to write out). The key itself, not a
-    digest of it: no collision, and a third of the work of formatting and hashing it as text."""
-    nodes = tuple((n.name, n.op_type, n.kind, tuple(s for s, _ in n.inputs),
-                   tuple((o.dtype, None if o.shape is None else tuple(o.shape)) for o in n.outputs), hash(n.stack),
-                   n.module) for n in record.nodes)
-    return nodes, repr((record.outputs, record.level, record.compiled))

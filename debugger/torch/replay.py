@@ -23,6 +23,7 @@ import torch
 from ..formats.records import Kind, NodeRecord
 from . import capture as C
 from .devstats import saturated_row, stats_row
+from .output import rows_of
 from .sink import Job
 from .stepfacts import iteration_facts
 
@@ -370,10 +371,11 @@ class ReplayCapture:
     def _replayed_job(self, g: C.IterationGraph, replaying: Replaying) -> Job:
         """The job of an iteration replayed against the trace of graph ``replaying.graph_id``."""
         gid = replaying.graph_id
-        self._history.setdefault(gid, []).append(self.iteration)
+        assert self._out is not None
+        self._out.ran(gid, self.iteration)
         g.loss_slots = replaying.trace.loss_slots
-        rows = self._rows(g, gid)
-        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, self._graph_records[gid].nodes)
+        rows = rows_of(g, gid)
+        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, self._out.graph_records[gid].nodes)
         return Job(self.iteration, [], [gid], rows, facts)
 
     def _replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: Trace) -> bool:

@@ -24,20 +24,24 @@ from .stacks import MAX_FRAMES, is_user_file
 
 
 class GraphNodes:
-    """The Recorder's nodes from compiled graphs (a mixin: the state is the Recorder's)."""
+    """A Recorder's nodes from compiled graphs: what the ``"tdbg"`` backend's tapped builds report at the
+    recorder's "ops" iterations (the iteration being recorded is the Recorder's)."""
 
-    _taking_graph = False
-    _tap_base = "model"          # the scope the last forward graph ran in
-    _tapped_graphs = 0           # graphs whose operators this iteration recorded
-    _tapped_every = False        # one of them tapped every operator (the backend's operators="all")
+    def __init__(self, rec: Any) -> None:
+        self.rec = rec
+        self.taking = False     # this iteration takes the compiled graphs' operators
+        self.tapped = 0         # graphs whose operators this iteration recorded
+        self.tapped_every = False       # one of them tapped every operator (the backend's operators="all")
+        self._tap_base = "model"        # the scope the last forward graph ran in
 
     def takes_graph(self) -> bool:
         """Whether a compiled graph run now should run its tapped build (an "ops" iteration)."""
-        return self._taking_graph and self._graph is not None and not self._busy
+        return self.taking and self.rec._graph is not None and not self.rec._busy
 
-    def _take_graphs(self, on: bool) -> None:
-        """Be (or stop being) the recorder the ``"tdbg"`` backend's graphs report to."""
-        self._taking_graph = on
+    def take(self, on: bool) -> None:
+        """Be (or stop being) what the ``"tdbg"`` backend's graphs report to; a new iteration's count."""
+        self.taking = on
+        self.tapped = 0
         if on:
             TAKER[0] = self
         elif TAKER[0] is self:
@@ -46,12 +50,12 @@ class GraphNodes:
     def _compiled_scope(self) -> str:
         """The scope of a graph run outside any module call the hooks saw: that of the compiled module
         (``m.compile()`` runs with no hook), else global (a compiled function)."""
-        found = W.runs_compiled(self._root, self.model)
+        found = W.runs_compiled(self.rec._root, self.rec.model)
         if not found:
             return C.GLOBAL_SCOPE
         if found[0] == "model":
             return "model"
-        return f"model/{found[0]}-{C.class_name(self._root.get_submodule(found[0]))}"
+        return f"model/{found[0]}-{C.class_name(self.rec._root.get_submodule(found[0]))}"
 
     def _tap_record(self, g: C.IterationGraph, tap: Tap, base: str, forward: bool, ins: list[str]) -> NodeRecord:
         """The node of a tapped operator, added to the iteration (its outputs filled by the caller)."""
@@ -70,8 +74,8 @@ class GraphNodes:
     def graph_ran(self, info: TappedGraph, inputs: list[Any], outputs: list[Any], rows: torch.Tensor) -> None:
         """A tapped build ran: its operators become this iteration's nodes (a failure drops the
         iteration, never the training)."""
-        with self._guarded():
-            g = self._graph
+        with self.rec._guarded():
+            g = self.rec._graph
             if g is not None:
                 self._graph_nodes(g, info, inputs, outputs, rows)
 
@@ -79,9 +83,10 @@ class GraphNodes:
                      rows: torch.Tensor) -> None:
         if info.taps and bool((rows[:, 0] == FAILED).any()):
             raise RuntimeError("the statistics of a compiled operator could not be computed")
+        rec = self.rec
         forward = not info.backward
         if forward:
-            self._tap_base = self._scopes[-1][1] if self._scopes else self._compiled_scope()
+            self._tap_base = rec._scopes[-1][1] if rec._scopes else self._compiled_scope()
         base = self._tap_base if forward else f"{C.BACKWARD_SCOPE}/{self._tap_base}"
         names: dict[tuple[str, int], str] = {}
         placed: dict[int, str] = {}
@@ -92,29 +97,29 @@ class GraphNodes:
                 return names.get((node, slot))
             k = int(node[1:])
             if k not in placed and k < len(inputs) and isinstance(inputs[k], torch.Tensor):
-                placed[k] = self._tracker.source(inputs[k], data=forward, read=False)[0]
+                placed[k] = rec._tracker.source(inputs[k], data=forward, read=False)[0]
             return placed.get(k)
 
         sizes = _runtime_shapes(info, rows)
         made: dict[str, NodeRecord] = {}       # FX node -> its record: a multi-output operator is one node
         for i, tap in enumerate(info.taps):
             shape = sizes.get(i, tap.shape)
-            rec = made.get(tap.node)
-            if rec is None:
-                rec = made[tap.node] = self._tap_record(g, tap, base, forward, [s for s in map(source, tap.inputs) if s])
-            rec.outputs.extend(OutputType(None, None) for _ in range(len(rec.outputs), tap.slot + 1))
-            rec.outputs[tap.slot] = OutputType(tap.dtype, shape)
-            names[(tap.node, tap.slot)] = rec.name
-            if not self.values and self._want(tap.module, tap.op):
-                g.captured.append(C.Captured(rec.name, tap.op, "output", tap.slot, stats=rows[i, :NCOLS], shape=shape,
+            node = made.get(tap.node)
+            if node is None:
+                node = made[tap.node] = self._tap_record(g, tap, base, forward, [s for s in map(source, tap.inputs) if s])
+            node.outputs.extend(OutputType(None, None) for _ in range(len(node.outputs), tap.slot + 1))
+            node.outputs[tap.slot] = OutputType(tap.dtype, shape)
+            names[(tap.node, tap.slot)] = node.name
+            if not rec.values and rec._want(tap.module, tap.op):
+                g.captured.append(C.Captured(node.name, tap.op, "output", tap.slot, stats=rows[i, :NCOLS], shape=shape,
                                              dtype="float32" if tap.dtype == "bfloat16" else tap.dtype))
-        if self.values and info.taps:
-            self._compile_notes.graph_values()
+        if rec.values and info.taps:
+            rec._compile_notes.graph_values()
         for ref, t in zip(info.outputs, outputs):
             if ref is not None and isinstance(t, torch.Tensor) and ref in names:
-                self._tracker.register(t, names[ref])
-        self._tapped_graphs += 1
-        self._tapped_every = self._tapped_every or info.every
+                rec._tracker.register(t, names[ref])
+        self.tapped += 1
+        self.tapped_every = self.tapped_every or info.every
 
 
 def _runtime_shapes(info: TappedGraph, rows: torch.Tensor) -> dict[int, tuple[int, ...]]:

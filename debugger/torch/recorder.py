@@ -58,7 +58,7 @@ from .stepfacts import iteration_facts, mark_loss_scaler
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
 
-class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
+class Recorder(OpsCapture, ReplayCapture, LeafCapture):
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
@@ -184,6 +184,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
         self._compiled_ops = compiled_ops
         self._compiled_seen = False     # an "ops" iteration found the model compiled (its wrapper, its frames)
         self._compile_notes = CompileNotes()
+        self._graph_nodes = GraphNodes(self)     # level "ops" of code compiled with the "tdbg" backend
         self._module_hooks = False     # the global module hooks are in (from the first "ops"/"modules" iteration)
         self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
         self._step_counts: dict[int, float | None] = {}     # each optimizer's step count at the last step()
@@ -279,7 +280,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             self._signals.remove()
             self._signals = None
         self._stop_mode()
-        self._take_graphs(False)
+        self._graph_nodes.take(False)
         self._graph = None
         if self._orig_backward is not None:
             torch.autograd.backward = self._orig_backward   # type: ignore[assignment]
@@ -315,8 +316,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
             # operators of the graphs compiled by the "tdbg" backend (debugger.torch.graphtaps)
             self._level = LEVEL_MODULES
             self._compile_notes.boundary_begins()
-        self._take_graphs(graph_ops)
-        self._tapped_graphs = 0
+        self._graph_nodes.take(graph_ops)
         if self._level in (LEVEL_OPS, LEVEL_MODULES):
             self._hook_modules()
         if self._level is None:
@@ -402,8 +402,9 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
 
     def _end(self) -> None:
         g = self._graph
-        if self._taking_graph and g is not None:
-            self._compile_notes.ops_at_boundary(self.iteration, self._tapped_graphs, self._tapped_every)
+        taps = self._graph_nodes
+        if taps.taking and g is not None:
+            self._compile_notes.ops_at_boundary(self.iteration, taps.tapped, taps.tapped_every)
         if g is not None and self._level in (LEVEL_MODULES, LEVEL_OPS) and not self._module_calls \
                 and next(self._root.children(), None) is not None:
             self._note_compiled_model()     # a model with submodules whose calls were not seen
@@ -459,9 +460,10 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture, GraphNodes):
     def _job(self, g: C.IterationGraph) -> Job:
         mark_loss_scaler(g.nodes)
         outputs = list(g.losses)
-        level = LEVEL_OPS if self._tapped_graphs else (self._level or LEVEL_OPS)
+        tapped = self._graph_nodes.tapped
+        level = LEVEL_OPS if tapped else (self._level or LEVEL_OPS)
         record = GraphRecord(0, "train_step", g.nodes, outputs, source_file="", execution_order=g.order,
-                             level=level, compiled=bool(self._tapped_graphs))
+                             level=level, compiled=bool(tapped))
         assert self._out is not None
         gid, new = self._out.graph_of(record)
         self._out.ran(gid, self.iteration)

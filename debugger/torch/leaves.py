@@ -166,7 +166,7 @@ class LeafCapture:
                 same = None
                 if self._level == LEVEL_OPS:
                     src, _ = self._tracker.source(grad, data=False)
-                    same = self._same_bits(g, grad)      # AccumulateGrad keeps the backward op's output
+                    same = self._ops.same_bits(g, grad)      # AccumulateGrad keeps the backward op's output
                     rec = NodeRecord(name, "Gradient", "", inputs=[(src, "data")],
                                      outputs=[OutputType(C.dtype_name(grad.dtype), tuple(grad.shape))],
                                      kind=Kind.GRADIENT, param=pname, is_backward=True)

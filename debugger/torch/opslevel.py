@@ -1,7 +1,7 @@
 """Level "ops": every ATen operator of an iteration as a graph node, seen by a dispatch mode.
 
 :class:`OpsMode` sees each call below autograd (forward, backward and the optimizer step) and either
-replays it against a trace (replay.py) or records it in full: :class:`OpsCapture` (a part of the
+replays it against a trace (replay.py) or records it in full: :class:`OpsLevel` (a part of the
 Recorder) names the node after its module scope, finds its inputs' producers, tells its kind and
 captures its tensors.
 """
@@ -49,7 +49,7 @@ class OpsMode(TorchDispatchMode):
         rec._call_begin(func, args, kwargs)
         try:
             with C.OWN_OPS():
-                pre = rec._before(func, args, kwargs)
+                pre = rec._ops.before(func, args, kwargs)
         except Exception as exc:     # never break the training: drop this iteration instead
             rec._drop(exc)
             pre = None
@@ -63,7 +63,7 @@ class OpsMode(TorchDispatchMode):
         rec._call_out = out
         try:
             with C.OWN_OPS():
-                rec._after(pre, func, args, kwargs, out)
+                rec._ops.after(pre, func, args, kwargs, out)
         except Exception as exc:
             rec._drop(exc)
         finally:
@@ -72,15 +72,20 @@ class OpsMode(TorchDispatchMode):
         return out
 
 
-class OpsCapture:
-    """The Recorder's per-operator recording (a mixin: the state is the Recorder's)."""
+class OpsLevel:
+    """A Recorder's per-operator recording at level "ops": each operator :class:`OpsMode` sees becomes a
+    node, named after its module scope, with its inputs' producers, its kind and its captures (the
+    iteration being recorded and its leaves are the Recorder's)."""
+
+    def __init__(self, rec: Any) -> None:
+        self.rec = rec
 
     def _pass_capture(self, g: C.IterationGraph, op: str, name: str, src: torch.Tensor, out: torch.Tensor) -> None:
         """Let the view ``out`` of ``src`` share ``src``'s capture when it holds the same elements: an
         alias (AccumulateGrad's detach of a gradient) entirely; a view of the same memory span in
         another layout (``t``, ``view``, ``permute``) its statistics, never a digest (that of ``src``'s
         layout)."""
-        same = self._same_bits(g, src)
+        same = self.same_bits(g, src)
         if same is None:
             return
         if op in C.ALIASES:
@@ -92,10 +97,10 @@ class OpsCapture:
                                  C.Captured(c.node, c.op_type, c.io, c.slot, stats=c.stats, dtype=c.dtype,
                                             shape=tuple(out.shape)))
 
-    def _same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int, tuple[Any, ...], C.Captured] | None:
+    def same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int, tuple[Any, ...], C.Captured] | None:
         """(version, view, capture) of this iteration's capture of ``t``'s bits, if any: that of the node
         that made ``t`` (alive, so its memory was not reused), as the same view at the same version."""
-        e = self._tracker.newest(t)
+        e = self.rec._tracker.newest(t)
         made = None if e is None else g.made.get((e[1], e[3]))
         if made is None or made[0] is None or made[0] != C.version(t) or made[1] != C.view_key(t):
             return None
@@ -103,27 +108,27 @@ class OpsCapture:
 
     def _scope(self) -> tuple[str, str, tuple[StackFrame, ...], bool]:
         """(scope, module path, source stack, backward) of the operator about to run."""
-        if self._in_backward or torch._C._current_autograd_node() is not None:
+        if self.rec._in_backward or torch._C._current_autograd_node() is not None:
             node = torch._C._current_autograd_node()
             fwd = node.metadata.get("tdbg") if node is not None else None
-            g = self._graph
+            g = self.rec._graph
             info = g.info.get(fwd) if (fwd and g is not None) else None
             if info is not None:
                 scope, src, path = info
                 # a backward kernel's frames are those of the forward operator it derives from
                 return (f"{C.BACKWARD_SCOPE}/{scope}", path,
                         tuple(replace(f, forward_candidate=True) for f in src), True)
-            micro = self._micro.scope()      # a pipeline stage's backward of one micro-batch
-            return (f"{C.BACKWARD_SCOPE}/{micro}" if micro else C.BACKWARD_SCOPE), "", self._backward_source, True
-        if self._in_step is not None:
-            return f"optimizer-{type(self._in_step).__name__}", "", user_stack(4), False
-        if self._scopes:
-            _, scope, path = self._scopes[-1]
+            micro = self.rec._micro.scope()      # a pipeline stage's backward of one micro-batch
+            return (f"{C.BACKWARD_SCOPE}/{micro}" if micro else C.BACKWARD_SCOPE), "", self.rec._backward_source, True
+        if self.rec._in_step is not None:
+            return f"optimizer-{type(self.rec._in_step).__name__}", "", user_stack(4), False
+        if self.rec._scopes:
+            _, scope, path = self.rec._scopes[-1]
             return scope, path, user_stack(4), False
         return C.GLOBAL_SCOPE, "", user_stack(4), False
 
-    def _before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        g = self._graph
+    def before(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        g = self.rec._graph
         assert g is not None
         C.tag_pending(g)
         op, routing, collective, per_rank = C.op_hints(func)
@@ -132,7 +137,7 @@ class OpsCapture:
         lists = [v for v, _, _ in groups if isinstance(v, list) and v]
         n = len(lists[0]) if lists else 0
         elements = range(n) if lists else range(1)
-        want = self._want(path, op)
+        want = self.rec._want(path, op)
         nodes = []
         for e in elements:
             ins: list[torch.Tensor] = []
@@ -153,19 +158,19 @@ class OpsCapture:
                     overwritten.add(id(t))
             name = g.fresh_name(scope, op)
             srcs = []
-            forward = not backward and self._in_step is None
+            forward = not backward and self.rec._in_step is None
             for slot, t in enumerate(ins):
                 read = id(t) not in overwritten
-                src, leaf = self._tracker.source(t, data=forward, read=read and want)
+                src, leaf = self.rec._tracker.source(t, data=forward, read=read and want)
                 srcs.append(src)
                 if leaf is not None and want and read:
-                    self._capture(name, op, "input", slot, t, exact=True, reuse=True)
+                    self.rec._capture(name, op, "input", slot, t, exact=True, reuse=True)
             nodes.append((name, ins, writes, srcs, overwritten))
         return (op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want)
 
-    def _after(self, pre: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+    def after(self, pre: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         op, routing, collective, per_rank, scope, path, source, backward, nodes, lists, want = pre
-        g = self._graph
+        g = self.rec._graph
         assert g is not None
         group: tuple[int, ...] = ()
         if collective:
@@ -173,7 +178,7 @@ class OpsCapture:
             group = C.collective_group(args, kwargs)
         returned = [t for t in C.flat_tensors(out)]
         for _, _, writes, _, _ in nodes:
-            self._count_writes((w, True, False) for w in writes)
+            self.count_writes((w, True, False) for w in writes)
         unset = self._track_unset(g, nodes[0][0], op, collective, returned, [t for n in nodes for t in n[1]],
                                   [w for n in nodes for w in n[2]])
         for e, (name, ins, writes, srcs, overwritten) in enumerate(nodes):
@@ -181,13 +186,13 @@ class OpsCapture:
                 outs = [returned[e]] if len(returned) == len(nodes) else writes
             else:
                 outs = returned if returned else writes
-            if routing and len(ins) == 1 and len(outs) == 1 and (op in C.ALIASES or not self.values):
+            if routing and len(ins) == 1 and len(outs) == 1 and (op in C.ALIASES or not self.rec.values):
                 self._pass_capture(g, op, name, ins[0], outs[0])
             roles: tuple[str, ...] = ()
-            if self._in_step is not None and any(C.storage_ptr(w) in self._param_ptrs or
-                                                 C.storage_ptr(w) in self._state_ptrs for w in writes):
+            if self.rec._in_step is not None and any(C.storage_ptr(w) in self.rec._param_ptrs or
+                                                 C.storage_ptr(w) in self.rec._state_ptrs for w in writes):
                 roles = tuple(self._role(t) for t in ins)
-            forward = not backward and self._in_step is None
+            forward = not backward and self.rec._in_step is None
             is_routing = routing or op in C.PASS_THROUGH
             traced = tuple(g.value_of.get(s, s) for s in srcs)      # through views to the value's maker
             kind, activation = Kind.OTHER, ""
@@ -197,49 +202,49 @@ class OpsCapture:
             value_inputs = traced[:1] if is_routing else traced
             if is_routing and traced:
                 g.value_of[name] = traced[0]
-            rec = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
+            node = NodeRecord(name, op, scope, inputs=[(s, "control" if id(t) in overwritten else "data")
                                                       for s, t in zip(srcs, ins)],
                              outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
                              stack=source, module=path or "", kind=kind, is_backward=backward,
                              is_routing=is_routing, is_collective=collective, group=group,
                              per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
                              activation=activation)
-            g.nodes.append(rec)
+            g.nodes.append(node)
             if kind == Kind.CONSTANT:
                 g.constants.add(name)
-            elif activation in A.PART_OF_COMPOSITE and self._scopes and outs and \
-                    self._composites.needs_check(self._scopes[-1][0]):
-                self._composites.add(self._scopes[-1][0], rec, outs[0])
+            elif activation in A.PART_OF_COMPOSITE and self.rec._scopes and outs and \
+                    self.rec._composites.needs_check(self.rec._scopes[-1][0]):
+                self.rec._composites.add(self.rec._scopes[-1][0], node, outs[0])
             g.order.append(name)
             if not backward:
                 g.info[name] = (scope, source, path)
-            if self._in_step is not None:
+            if self.rec._in_step is not None:
                 out_ptrs = tuple(C.storage_ptr(t) for t in outs if isinstance(t, torch.Tensor))
                 in_ptrs = {C.storage_ptr(t) for t in ins}
-                g.step_ops.append(optstate.StepOp(rec, out_ptrs, not any(p in in_ptrs for p in out_ptrs)))
+                g.step_ops.append(optstate.StepOp(node, out_ptrs, not any(p in in_ptrs for p in out_ptrs)))
             # Equal on every data-parallel rank when made only from weights, optimizer state and
             # collectives' results (what `tdbg compare --ranks` checks): stored with an exact digest.
-            data = [v for v, (_, e) in zip(traced, rec.inputs) if e == "data"]
+            data = [v for v, (_, e) in zip(traced, node.inputs) if e == "data"]
             invariant = not per_rank and (collective or (bool(data) and all(v in g.invariant for v in data)))
             if invariant:
                 g.invariant.add(name)
             for slot, t in enumerate(outs):
                 if not isinstance(t, torch.Tensor):
                     continue
-                self._tracker.register(t, name, view=routing, slot=slot)
-                if not backward and self._in_step is None and t.requires_grad is not None:
+                self.rec._tracker.register(t, name, view=routing, slot=slot)
+                if not backward and self.rec._in_step is None and t.requires_grad is not None:
                     try:
                         g.pending_tags.append((weakref.ref(t), name))
                     except TypeError:
                         pass
                 if want and not routing and not roles and op not in C.UNINITIALISED and id(t) not in unset:
-                    c = self._capture(name, op, "output", slot, t, exact=invariant)
+                    c = self.rec._capture(name, op, "output", slot, t, exact=invariant)
                     if c is not None:
                         g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
-                        if activation in ASYMPTOTES and not self.values and t.dtype.is_floating_point:
+                        if activation in ASYMPTOTES and not self.rec.values and t.dtype.is_floating_point:
                             c.extra = saturated_row(t, activation)
-                            if self._call is not None and self._call.after:
-                                self._call.after[-1].activation = activation
+                            if self.rec._call is not None and self.rec._call.after:
+                                self.rec._call.after[-1].activation = activation
 
     @staticmethod
     def _track_unset(g: C.IterationGraph, name: str, op: str, collective: bool, returned: list[torch.Tensor],
@@ -263,7 +268,7 @@ class OpsCapture:
         written = {C.view_key(t) for t in filled}
         return {id(t) for t in returned if C.storage_ptr(t) in g.unset and C.view_key(t) not in written}
 
-    def _count_writes(self, groups: Any) -> None:
+    def count_writes(self, groups: Any) -> None:
         """Count the in-place writes to leaves (and gradients) of (tensor or list, written, out=) groups:
         some kernels under a dispatch mode do not bump the version counter, and reuse keys count these."""
         for v, written, _ in groups:
@@ -273,8 +278,8 @@ class OpsCapture:
                 if w is None:
                     continue
                 p = C.storage_ptr(w)
-                if p in self._leaf_by_ptr or p in self._shared_ptrs or p in self._grad_ptrs:
-                    self._writes[p] = self._writes.get(p, 0) + 1
+                if p in self.rec._leaf_by_ptr or p in self.rec._shared_ptrs or p in self.rec._grad_ptrs:
+                    self.rec._writes[p] = self.rec._writes.get(p, 0) + 1
 
     @staticmethod
     def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
@@ -293,20 +298,20 @@ class OpsCapture:
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)
-        if ptr in self._param_ptrs:
+        if ptr in self.rec._param_ptrs:
             return "weight"
-        if ptr in self._grad_ptrs:
+        if ptr in self.rec._grad_ptrs:
             return "gradient"
-        if ptr in self._state_ptrs:
+        if ptr in self.rec._state_ptrs:
             return "state"
         return "hyper"
 
-    def _mark_losses(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
+    def mark_losses(self, g: C.IterationGraph, roots: list[torch.Tensor]) -> None:
         """Level "ops": the operators that made ``roots`` are the iteration's losses."""
         C.tag_pending(g)
         for t in roots:
-            src, _ = self._tracker.source(t, data=False)
-            slot = self._tracker.slot_of(t)
+            src, _ = self.rec._tracker.source(t, data=False)
+            slot = self.rec._tracker.slot_of(t)
             if slot is not None:
                 g.loss_slots.setdefault(src, set()).add(slot)
             if src not in g.losses:

@@ -37,7 +37,7 @@ from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_re
 from .layouts import rank_layout
 from .graphnodes import GraphNodes
 from .leaves import LeafCapture
-from .opslevel import OpsCapture, OpsMode
+from .opslevel import OpsLevel, OpsMode
 from .replay import ReplayCapture
 from .levels import COMPILED_OPS, LevelPlan, Selection
 from .modulelevel import ModuleLevel
@@ -58,7 +58,7 @@ from .stepfacts import iteration_facts, mark_loss_scaler
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
 
-class Recorder(OpsCapture, ReplayCapture, LeafCapture):
+class Recorder(ReplayCapture, LeafCapture):
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
@@ -152,6 +152,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
         self._init_leaves()
         self._composites = A.Composites()
         self._module_level = ModuleLevel(self)     # level "modules": one node per module call
+        self._ops = OpsLevel(self)      # level "ops": one node per operator
         self._series = SeriesRun(series, series_flush_seconds, scaler, trigger, touch_file)
         self._signals: FlushOnSignal | None = None
         self._init_compiled(compiled_ops)
@@ -651,7 +652,7 @@ class Recorder(OpsCapture, ReplayCapture, LeafCapture):
             if self._replaying is not None:
                 pass        # the traced graph knows its losses
             elif self._level == LEVEL_OPS:
-                self._mark_losses(g, roots)
+                self._ops.mark_losses(g, roots)
             else:
                 self._loss_nodes(g, roots)
         self._in_backward += 1

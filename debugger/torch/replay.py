@@ -248,7 +248,7 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
         with rec._own_work():       # as a full recording does: the reduced value is what is captured
             C.wait_collective(out, func)
     if rec._in_step is not None:
-        rec._count_writes(C.arg_groups(func, args, kwargs))     # as a full recording does (reuse keys)
+        rec._ops.count_writes(C.arg_groups(func, args, kwargs))     # as a full recording does (reuse keys)
     if (call.after or call.made) and rec._replaying is replaying:
         # the arguments' tensors are listed once per call: the outputs are added to them
         tensors = call_tensors(args, kwargs, out) if tensors is None else tensors + call_tensors((), {}, out)

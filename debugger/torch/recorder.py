@@ -103,8 +103,8 @@ class Recorder(ReplayCapture, LeafCapture):
             raise ValueError(f"save must be one of {', '.join(_SAVE)}, got {save!r}")
         self.path = os.fspath(path)
         self.model = model
-        self.optimizers: list[torch.optim.Optimizer] = (
-            [] if optimizer is None else list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer])
+        self.optimizers: list[torch.optim.Optimizer] = [W.unwrap_optimizer(o) for o in (
+            [] if optimizer is None else list(optimizer) if isinstance(optimizer, (list, tuple)) else [optimizer])]
         self.saved = _SAVE[save]
         self.values = self.saved != "statistics"
         self.stats_on_device = self.saved == "statistics"

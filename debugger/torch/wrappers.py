@@ -2,6 +2,8 @@
 ``torch.compile``): the recorder names what they wrap, never the wrapper."""
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 _WRAPPER_CLASSES = ("FullyShardedDataParallel", "CheckpointWrapper")
@@ -35,6 +37,16 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
         return model
     last = chain[-1]
     return last._orig_mod if is_compiled_wrapper(last) else last.module
+
+
+def unwrap_optimizer(opt: Any) -> Any:
+    """The torch optimizer under accelerate's ``AcceleratedOptimizer`` (a subclass of Optimizer that never
+    ran its ``__init__``: it has no hook dicts) or Lightning's ``LightningOptimizer``: the one whose step
+    hooks fire when the update runs."""
+    inner = getattr(opt, "optimizer", None)
+    while isinstance(inner, torch.optim.Optimizer):
+        opt, inner = inner, getattr(inner, "optimizer", None)
+    return opt
 
 
 def runs_compiled(root: torch.nn.Module, model: torch.nn.Module) -> list[str]:

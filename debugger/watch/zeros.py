@@ -14,12 +14,16 @@ msprobe, keeps every finding):
   (a ReLU after a dead block reads only zeros: the block that died is the finding);
 - a weight whose gradient in the same iteration is all zero did not change because of that gradient
   (judged itself): ``weight_not_changed`` skips it, and ``tensor_all_zero`` a zero-initialised weight
-  that such a gradient left at zero.
+  that such a gradient left at zero;
+- at a level without operator edges ("parameters", "modules") an all-zero gradient in an iteration that
+  found a weight all zero (not a bias: an added zero makes no zeros) cannot be told from the zeros that
+  weight makes below it (LoRA's B, a zero-initialised head): ``tensor_all_zero`` and
+  ``gradient_vanishing`` skip it, saying so, where level "ops" follows the edges.
 Each skip is counted once per watchpoint in the scan's ``skipped`` summary.
 """
 from __future__ import annotations
 
-from ..formats.records import Kind
+from ..formats.records import LEVEL_OPS, Kind
 from ..model import TensorRef
 from .batch import Batch
 from .rules import Check, Step
@@ -29,6 +33,8 @@ from .select import is_float
 ZERO_RULES = frozenset({"tensor_all_zero", "gradient_vanishing", "weight_not_changed", "activation_dead_layer"})
 FROM_UPSTREAM = "all zero because a value it reads is all zero: reported where the zeros start"
 FROM_GRADIENT = "its gradient is all zero in this iteration: judged as the gradient"
+FROM_ZERO_WEIGHT = ("all zero in an iteration that found a weight all zero (a zero-initialised weight such as LoRA's B "
+                    "zeroes the gradients below it), at a level without operator edges to tell: level \"ops\" does")
 
 
 def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
@@ -65,13 +71,28 @@ def gradient_of(step: Step, ref: TensorRef) -> TensorRef | None:
     return next((g for g in step.outputs.get(Kind.GRADIENT, ()) if g.param == ref.param), None)
 
 
+def weights_found(step: Step) -> list[TensorRef]:
+    """At a level without operator edges, the step's weights other than biases as the step found them (each
+    gradient node reads its weight so); at level "ops" none: the edges say where zeros come from."""
+    if step.graph is None or step.graph.level == LEVEL_OPS:
+        return []
+    found = (step.tmap.get((g.node, "input", 1)) for g in step.outputs.get(Kind.GRADIENT, ())
+             if g.param and not g.param.endswith("bias"))
+    return [r for r in found if r is not None]
+
+
 def plan_upstream(step: Step, batch: Batch) -> None:
     """Ask for the statistics the zero rules read, when a watchpoint of the step uses them."""
+    gradients_checked = False
     for item in step.planned:
         if isinstance(item, Check) and item.wp.name in ZERO_RULES:
             grad = gradient_of(step, item.ref) if item.ref.kind == Kind.WEIGHT else None
             for r in upstream(step, item.ref) + ([grad] if grad is not None else []):
                 batch.want_stats(r)
+            gradients_checked = gradients_checked or item.ref.kind == Kind.GRADIENT
+    if gradients_checked:
+        for r in weights_found(step):
+            batch.want_stats(r)
 
 
 def _all_zero(batch: Batch, ref: TensorRef | None) -> bool:
@@ -101,4 +122,6 @@ def _explained(step: Step, batch: Batch, watchpoint: str, ref: TensorRef) -> str
         return FROM_GRADIENT if _all_zero(batch, gradient_of(step, ref)) else None
     if _all_zero(batch, ref) and any(_all_zero(batch, r) for r in upstream(step, ref)):
         return FROM_UPSTREAM
+    if ref.kind == Kind.GRADIENT and _all_zero(batch, ref) and any(_all_zero(batch, w) for w in weights_found(step)):
+        return FROM_ZERO_WEIGHT
     return None

@@ -105,6 +105,19 @@ def test_healthy_runs_are_quiet_at_level_parameters(tmp_path, name: str) -> None
     assert res.levels == {"parameters": list(range(corpus.STEPS))}
 
 
+def test_a_zero_initialised_head_is_no_vanishing_gradient_at_level_parameters(tmp_path) -> None:
+    """torchvision's ViT starts with its head all zero: torch makes every gradient below it exactly zero at
+    step 0 (LoRA's B does the same to its A). At "ops" the edges place the zeros at the head; "parameters"
+    records no operator edges to tell, so it says so instead of reporting a healthy run's gradients as vanishing."""
+    path = str(tmp_path / "dump")
+    truth = train(path, build("vit"), Loop("sgd-nesterov", clip=0.5), level="parameters")
+    assert truth.losses[-1] < truth.losses[0], truth.losses
+    res = scan_recommended(path)
+    assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
+    said = {s.watchpoint for s in res.skipped if "found a weight all zero" in s.reason}
+    assert said == {"gradient_vanishing", "tensor_all_zero"}, res.skipped
+
+
 def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:
     """The NaN of the test above, recorded at level "parameters": no operator is recorded, so the
     headline is the first non-finite tensor the level holds, iteration 2's loss (torch says it is NaN),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"   # before the imports below: modules they load read it (stored results are keyed by it)
+__version__ = "0.1.0"
 
 from .stats.cache import StatsCache  # noqa: E402
 from .errors import CorruptFileError, DumpError, NotADumpError, QueryError  # noqa: E402

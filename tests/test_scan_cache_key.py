@@ -151,3 +151,32 @@ def test_without_folder_descriptors_listing_and_key_are_the_same(make_dump: Any,
     monkeypatch.setattr(files, "_DIR_FD", True)
     hash_entries(h2, os.path.join(dump, "rank_0", "graphs"))
     assert h1.hexdigest() == h2.hexdigest()
+
+
+def test_a_stored_scan_is_not_the_answer_of_other_code(tmp_path: Any, sample_root: str) -> None:
+    """A stored result is keyed by the code that computed it, not only by its version number: after an edited
+    rule (a pulled checkout, an editable install, a fix at the same version) the scan computes again."""
+    import shutil
+    import subprocess
+    import sys
+
+    import debugger
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(os.path.dirname(debugger.__file__), pkg / "debugger",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    # -S: no site hooks (an editable install's finder would import the checkout's debugger before the copy)
+    import site
+
+    path = os.pathsep.join([str(pkg), *site.getsitepackages(), site.getusersitepackages()])
+    env = {**os.environ, "PYTHONPATH": path, "TDBG_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-S", "-m", "debugger.cli", "scan", os.path.join(sample_root, "torch_2d"), "--json"]
+    where = subprocess.run([sys.executable, "-S", "-c", "import debugger; print(debugger.__file__)"], env=env,
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert where.stdout.startswith(str(pkg)), where
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "no previous iteration" in first.stdout, first.stderr
+    history = pkg / "debugger" / "model" / "history.py"
+    history.write_text(history.read_text().replace('"no previous iteration"', '"no earlier iteration"'))
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "no earlier iteration" in second.stdout and "no previous iteration" not in second.stdout, second.stderr

@@ -9,7 +9,7 @@ import math
 from collections import Counter
 from typing import Any, Callable
 
-from .. import __version__
+from ..common.codeid import code_id
 from . import ranks as rank_views
 from ..stats import service
 from ..stats.cache import StatsCache
@@ -33,7 +33,7 @@ def watchpoints() -> list[Watchpoint]:
 
 
 def _key(dump: Dump) -> str:
-    spec = json.dumps(["triage", _FORMAT, __version__, dump.fingerprint()])
+    spec = json.dumps(["triage", _FORMAT, code_id(), dump.fingerprint()])
     return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()
 
 

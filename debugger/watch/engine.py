@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Callable, Iterable
 
-from .. import __version__
+from ..common.codeid import code_id
 from ..stats.cache import StatsCache
 from ..model import Dump
 from ..common.gcpause import paused_gc
@@ -98,7 +98,7 @@ def _result_key(dump: Dump, request: ScanRequest, ranks: list[int]) -> str:
     # the fingerprint still covers every rank
     fp_ranks = None if len(ranks) < len(dump.rank_ids) and _has_layout(dump) else ranks
     its, scope = request.iterations, request.scope
-    spec = json.dumps([_RESULT_FORMAT, __version__, [w.to_dict() for w in request.watchpoints], ranks,
+    spec = json.dumps([_RESULT_FORMAT, code_id(), [w.to_dict() for w in request.watchpoints], ranks,
                        sorted(its) if its is not None else None, request.where, dump.fingerprint(fp_ranks),
                        list(scope) if scope is not None else None, request.series_sweep], sort_keys=True)
     return hashlib.blake2b(spec.encode(), digest_size=16).hexdigest()

@@ -324,7 +324,7 @@ PRESETS: dict[str, list[str]] = {
     "recommended": [
         "overflow",
         "gradient_vanishing:abs_mean_lt=1e-9,whole_layer=1",
-        "weight_change_too_large:abs_mean_update_ratio_gt=10",
+        "weight_change_too_large:abs_mean_update_ratio_gt=10,epsilon=1e-3",
         "weight_not_changed:rtol=0,atol=0,whole_layer=1",
         "tensor_all_zero:zero_percentage_ge=100",
         "activation_saturated_layer:tolerance=1e-3,saturated_percentage_gt=50",
@@ -335,7 +335,7 @@ PRESETS: dict[str, list[str]] = {
     "parameters": [
         "overflow",
         "gradient_vanishing:abs_mean_lt=1e-9,whole_layer=1",
-        "weight_change_too_large:abs_mean_update_ratio_gt=10",
+        "weight_change_too_large:abs_mean_update_ratio_gt=10,epsilon=1e-3",
         "weight_not_changed:rtol=0,atol=0,whole_layer=1",
         "tensor_all_zero:zero_percentage_ge=100",
     ],

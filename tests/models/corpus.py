@@ -116,6 +116,16 @@ def vit() -> Model:
     return Model(m, _images, _classify)
 
 
+def vit_layer_scale() -> Model:
+    """timm's ViT with layer scale (each block's branches times a gamma initialised at 1e-5) and a class
+    token drawn at std 1e-6: weights initialised tiny on purpose."""
+    import timm
+
+    m = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=10, img_size=32, patch_size=8,
+                          depth=2, embed_dim=32, num_heads=2, init_values=1e-5)
+    return Model(m, _images, _classify)
+
+
 def efficientnet() -> Model:
     """timm's EfficientNet-B0 (SiLU, sigmoid squeeze-excite gates, drop path)."""
     import timm
@@ -181,7 +191,7 @@ def build(name: str) -> Model:
 
 MODELS: dict[str, Callable[[], Model]] = {
     "gpt2": gpt2, "gpt2-sdpa": lambda: gpt2("sdpa"), "bert": bert, "llama": llama, "resnet18": resnet18,
-    "mobilenet_v3": mobilenet_v3, "vit": vit, "efficientnet": efficientnet, "mlp": mlp, "char_lstm": char_lstm,
+    "mobilenet_v3": mobilenet_v3, "vit": vit, "vit-ls": vit_layer_scale, "efficientnet": efficientnet, "mlp": mlp, "char_lstm": char_lstm,
 }
 
 
@@ -335,6 +345,7 @@ HEALTHY: list[tuple[str, Loop, tuple[str, ...]]] = [
     ("resnet18", Loop("sgd-momentum", schedule="step"), ("statistics", "tensors")),
     ("mobilenet_v3", Loop("rmsprop"), ("statistics",)),
     ("vit", Loop("sgd-nesterov", clip=0.5), ("statistics",)),
+    ("vit-ls", Loop("adamw"), ("statistics",)),
     ("efficientnet", Loop("adagrad"), ("statistics",)),
     ("mlp", Loop("adam"), ("statistics", "tensors")),
     ("char_lstm", Loop("sgd-momentum", clip=1.0), ("statistics",)),

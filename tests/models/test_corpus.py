@@ -92,7 +92,7 @@ def test_a_nan_made_at_iteration_2_heads_the_scan_at_its_line(tmp_path, save: st
     assert {h.iteration for h in res.hits if h.watchpoint == "overflow"} == {2}
 
 
-@pytest.mark.parametrize("name", ["gpt2", "resnet18"])
+@pytest.mark.parametrize("name", ["gpt2", "resnet18", "vit", "vit-ls"])
 def test_healthy_runs_are_quiet_at_level_parameters(tmp_path, name: str) -> None:
     """At level "parameters" a healthy run is as quiet as at every operator, and the scan says what that
     level cannot answer."""
@@ -116,6 +116,34 @@ def test_a_zero_initialised_head_is_no_vanishing_gradient_at_level_parameters(tm
     assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
     said = {s.watchpoint for s in res.skipped if "found a weight all zero" in s.reason}
     assert said == {"gradient_vanishing", "tensor_all_zero"}, res.skipped
+
+
+def test_tiny_initialised_weights_move_by_the_learning_rate_and_a_jump_still_fires(tmp_path) -> None:
+    """timm's layer scale starts at 1e-5 and the class token at std 1e-6: AdamW's first step moves them by about
+    the learning rate, an update ratio of 100 and more by torch's own numbers, on a healthy run. The preset's
+    floor (epsilon=1e-3) judges such a weight by how far it moved: quiet here, while the same gamma
+    multiplied by 1e4 between two steps is still the headline."""
+    snaps: list[dict[str, torch.Tensor]] = []
+
+    def keep(i: int, m: nn.Module) -> None:
+        snaps.append({n: p.detach().clone() for n, p in m.named_parameters()})
+
+    path = str(tmp_path / "healthy")
+    train(path, build("vit-ls"), Loop("adamw"), level="parameters", before_step=keep)
+    gamma = "blocks.0.ls1.gamma"
+    before, after = snaps[0][gamma], snaps[1][gamma]
+    assert float((after - before).abs().mean() / before.abs().mean()) > 10     # torch: a ratio over the threshold
+    assert [(h.watchpoint, h.iteration, h.node) for h in scan_recommended(path).hits] == []
+
+    def jump(i: int, m: nn.Module) -> None:
+        if i == 2:
+            with torch.no_grad():
+                m.get_parameter(gamma).mul_(1e4)
+
+    path = str(tmp_path / "jump")
+    train(path, build("vit-ls"), Loop("adamw"), level="parameters", before_step=jump)
+    res = scan_recommended(path)
+    assert _first(res) == ("weight_change_too_large", 2) and res.first.node == gamma, res.hits
 
 
 def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:

@@ -153,7 +153,8 @@ class LeafCapture:
         """A ``Gradient`` node per parameter with a gradient, as ``opt.step()`` starts (``read``: the
         weights are as the backward pass read them, not yet updated)."""
         self._refresh_leaves()
-        if self._replaying is not None and self._replay_gradients(g, opt, self._replaying.trace):
+        replaying = self._replay.replaying
+        if replaying is not None and self._replay.replay_gradients(g, opt, replaying.trace):
             return
         grads: set[int] = set()
         for grp in opt.param_groups:

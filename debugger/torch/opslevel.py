@@ -38,7 +38,7 @@ class OpsMode(TorchDispatchMode):
         rec = self.rec
         if rec._busy or rec._graph is None or func.namespace == "profiler":
             return func(*args, **kwargs)
-        if rec._replaying is not None:
+        if rec._replay.replaying is not None:
             return R.replay_call(rec, func, args, kwargs, self._full)     # no closure per call: hot path
         return self._full(func, args, kwargs)
 
@@ -46,7 +46,7 @@ class OpsMode(TorchDispatchMode):
         """Run ``func`` (unless it ``ran`` already, with that output) and record it as a graph node."""
         rec = self.rec
         rec._busy = True
-        rec._call_begin(func, args, kwargs)
+        rec._replay.call_begin(func, args, kwargs)
         try:
             with C.OWN_OPS():
                 pre = rec._ops.before(func, args, kwargs)
@@ -57,10 +57,10 @@ class OpsMode(TorchDispatchMode):
             rec._busy = False
         out = func(*args, **kwargs) if ran is NOT_RUN else ran
         if pre is None or rec._graph is None:
-            rec._call_end()
+            rec._replay.call_end()
             return out
         rec._busy = True
-        rec._call_out = out
+        rec._replay.call_out = out
         try:
             with C.OWN_OPS():
                 rec._ops.after(pre, func, args, kwargs, out)
@@ -68,7 +68,7 @@ class OpsMode(TorchDispatchMode):
             rec._drop(exc)
         finally:
             rec._busy = False
-            rec._call_end()
+            rec._replay.call_end()
         return out
 
 
@@ -243,8 +243,9 @@ class OpsLevel:
                         g.made[(name, slot)] = (C.version(t), C.view_key(t), c)
                         if activation in ASYMPTOTES and not self.rec.values and t.dtype.is_floating_point:
                             c.extra = saturated_row(t, activation)
-                            if self.rec._call is not None and self.rec._call.after:
-                                self.rec._call.after[-1].activation = activation
+                            call = self.rec._replay.call
+                            if call is not None and call.after:
+                                call.after[-1].activation = activation
 
     @staticmethod
     def _track_unset(g: C.IterationGraph, name: str, op: str, collective: bool, returned: list[torch.Tensor],

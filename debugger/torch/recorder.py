@@ -38,7 +38,6 @@ from .layouts import rank_layout
 from .graphnodes import GraphNodes
 from .leaves import LeafCapture
 from .opslevel import OpsLevel, OpsMode
-from .replay import ReplayCapture
 from .levels import COMPILED_OPS, LevelPlan, Selection
 from .modulelevel import ModuleLevel
 from .pipeline import MicroBatches
@@ -58,7 +57,7 @@ from .stepfacts import iteration_facts, mark_loss_scaler
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
 
-class Recorder(ReplayCapture, LeafCapture):
+class Recorder(LeafCapture):
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
@@ -112,13 +111,7 @@ class Recorder(ReplayCapture, LeafCapture):
         self.replay = replay
         self.pipeline = pipeline
         self._micro = MicroBatches()        # pipeline parallelism: the micro-batch running now
-        self._trace: R.Trace | None = None          # the calls of the full "ops" iteration being recorded
-        self._call: R.Call | None = None            # ... and of its operator call running now
-        self._call_args: tuple[Any, Any] = ((), {})
-        self._call_out: Any = None
-        self._call_tensors: tuple[bool, list[torch.Tensor]] | None = None
-        self._repeat: tuple[int, R.Trace] | None = None    # the graph the run repeats, and its trace
-        self._replaying: R.Replaying | None = None
+        self._replay = R.Replay(self)       # "ops" iterations that repeat a recorded one
         self._level: str | None = None      # the level of the iteration being recorded (None: not recorded)
         self.modules = list(modules) if modules else None
         self.ops = list(ops) if ops else None
@@ -329,19 +322,20 @@ class Recorder(ReplayCapture, LeafCapture):
         self._stepped = set()
         self._composites.clear()
         self._graph = C.IterationGraph()
-        self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input, self._note_made)
+        self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input, self._replay.note_made)
         self._refresh_leaves(walk=True)
         if self._snapshots:     # only the weights trained now keep a buffer
             self._snapshots = {k: b for k, b in self._snapshots.items()
                                if (k[0] if isinstance(k, tuple) else k) in self._param_ptrs}
-        self._replaying = self._trace = None
+        replay = self._replay
+        replay.replaying = replay.trace = None
         if self._level != LEVEL_OPS:
             self._stop_mode()     # the coarser levels see no operator: no dispatch mode, no cost per operator
             return
-        if self._repeat is not None:
-            self._replaying = R.Replaying(self._repeat[1], self._repeat[0])
+        if replay.repeat is not None:
+            replay.replaying = R.Replaying(replay.repeat[1], replay.repeat[0])
         elif self.replay:
-            self._trace = R.Trace()
+            replay.trace = R.Trace()
         if self._mode is None:
             self._mode = OpsMode(self)
             self._mode.__enter__()
@@ -374,7 +368,7 @@ class Recorder(ReplayCapture, LeafCapture):
         warnings.warn(f"tdbg recorder: iteration {self.iteration} is not recorded: "
                       f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
         self._graph = None
-        self._replaying = self._trace = self._call = self._repeat = None
+        self._replay.forget()
 
     def _stop_mode(self) -> None:
         if self._mode is not None:
@@ -413,13 +407,13 @@ class Recorder(ReplayCapture, LeafCapture):
         if g is None:
             self._before_step.clear()
             return
-        replaying = self._replaying
+        replaying = self._replay.replaying
         if replaying is not None:
             with self._own_work():
                 self._refresh_leaves()      # optimizer state the step made is a leaf too
             if not replaying.complete() or any(leaf.name not in replaying.trace.names
                                                for leaf in self._leaf_by_ptr.values()):
-                self._resume_full()
+                self._replay.resume_full()
                 replaying = None
         try:
             with self._own_work():
@@ -439,7 +433,7 @@ class Recorder(ReplayCapture, LeafCapture):
                         before = self._before_step.get(ptr)
                         if c is not None and before is not None and leaf.kind == Kind.WEIGHT:
                             c.extra = update_row(C.local(t), before)
-                job = self._job(g) if replaying is None else self._replayed_job(g, replaying)
+                job = self._job(g) if replaying is None else self._replay.replayed_job(g, replaying)
         finally:
             self._graph = None
             self._before_step.clear()
@@ -468,15 +462,15 @@ class Recorder(ReplayCapture, LeafCapture):
         assert self._out is not None
         gid, new = self._out.graph_of(record)
         self._out.ran(gid, self.iteration)
-        trace = self._trace
+        trace = self._replay.trace
         if trace is not None:       # a graph seen before: the run repeats, the next iterations replay it
             trace.nodes, trace.order = list(g.nodes), list(g.order)
             trace.names = frozenset(n.name for n in g.nodes)
             trace.invariant = frozenset(g.invariant)
             trace.losses = list(g.losses)
             trace.loss_slots = {k: set(v) for k, v in g.loss_slots.items()}
-            self._repeat = None if new else (gid, trace)
-            self._trace = None
+            self._replay.repeat = None if new else (gid, trace)
+            self._replay.trace = None
         rows = rows_of(g, gid)
         facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
         return Job(self.iteration, new, [gid], rows, facts)
@@ -534,8 +528,8 @@ class Recorder(ReplayCapture, LeafCapture):
         if key is not None and hit is None:
             self._reuse[key] = (c.values, c.stats, c.host, c.dtype)   # a device row is stacked with the rest
         self._graph.captured.append(c)
-        if self._call is not None and self._trace is not None:
-            self._trace_take(given, c, exact, reuse)
+        if self._replay.call is not None and self._replay.trace is not None:
+            self._replay.trace_take(given, c, exact, reuse)
         return c
 
 
@@ -647,9 +641,9 @@ class Recorder(ReplayCapture, LeafCapture):
             roots = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
             # every root is a loss (micro-batches accumulating gradients call backward often)
             roots = [t for t in roots if isinstance(t, torch.Tensor)]
-            if self._level == LEVEL_OPS and self._replaying is None:
+            if self._level == LEVEL_OPS and self._replay.replaying is None:
                 self._tracker.forget_moved()
-            if self._replaying is not None:
+            if self._replay.replaying is not None:
                 pass        # the traced graph knows its losses
             elif self._level == LEVEL_OPS:
                 self._ops.mark_losses(g, roots)

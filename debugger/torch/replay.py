@@ -226,13 +226,13 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
     """One operator call of an iteration being replayed. Once the iteration stops repeating its trace
     the call is recorded in full: ``full(func, args, kwargs)`` runs and records it, ``full(func, args,
     kwargs, out)`` records one that ran already (its outputs differ from the trace's)."""
-    replaying = rec._replaying
+    replaying = rec._replay.replaying
     g = rec._graph
     if g.pending_tags:
         C.tag_pending(g)
     call = replaying.next_call(func)
     if call is None:
-        rec._resume_full()
+        rec._replay.resume_full()
         return full(func, args, kwargs)
     captured = len(g.captured)
     tensors = None
@@ -240,7 +240,7 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
         tensors = call_tensors(args, kwargs)
         if not _alike(call.before, tensors):
             replaying.k -= 1
-            rec._resume_full()
+            rec._replay.resume_full()
             return full(func, args, kwargs)
         _take(rec, call.before, tensors)
     out = func(*args, **kwargs)
@@ -249,13 +249,13 @@ def replay_call(rec: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, An
             C.wait_collective(out, func)
     if rec._in_step is not None:
         rec._ops.count_writes(C.arg_groups(func, args, kwargs))     # as a full recording does (reuse keys)
-    if (call.after or call.made) and rec._replaying is replaying:
+    if (call.after or call.made) and rec._replay.replaying is replaying:
         # the arguments' tensors are listed once per call: the outputs are added to them
         tensors = call_tensors(args, kwargs, out) if tensors is None else tensors + call_tensors((), {}, out)
         if not _alike(call.after, tensors):
             del g.captured[captured:]      # recorded again, in full
             replaying.k -= 1
-            rec._resume_full()
+            rec._replay.resume_full()
             full(func, args, kwargs, out)
             return out
         if call.made:
@@ -276,109 +276,123 @@ def _take(rec: Any, takes: list[Take], tensors: list[torch.Tensor]) -> None:
     try:
         with torch._C._DisableTorchDispatch():
             for take in takes:
-                rec._replay_take(take, tensors[take.where])
+                rec._replay.replay_take(take, tensors[take.where])
     except Exception as exc:      # never break the training: leave this iteration out
         rec._drop(exc)
     finally:
         rec._busy = False
 
 
-class ReplayCapture:
-    """The Recorder's side of replay (a mixin: the state is the Recorder's): the trace a full iteration
-    leaves, the captures a replayed one takes, and the switch to a full recording."""
+class Replay:
+    """A Recorder's replay: the trace a full "ops" iteration leaves, the captures a replayed one takes, and
+    the switch to a full recording (the iteration being recorded and its leaves are the Recorder's)."""
 
-    def _resume_full(self) -> None:
+    def __init__(self, rec: Any) -> None:
+        self.rec = rec
+        self.trace: Trace | None = None         # the calls of the full "ops" iteration being recorded
+        self.call: Call | None = None           # ... and of its operator call running now
+        self.call_args: tuple[Any, Any] = ((), {})
+        self.call_out: Any = None
+        self.call_tensors: tuple[bool, list[torch.Tensor]] | None = None
+        self.repeat: tuple[int, Trace] | None = None    # the graph the run repeats, and its trace
+        self.replaying: Replaying | None = None
+
+    def forget(self) -> None:
+        """An iteration left out (a failure): nothing of it is traced or replayed."""
+        self.replaying = self.trace = self.call = self.repeat = None
+
+    def resume_full(self) -> None:
         """The iteration being replayed stopped repeating its trace: rebuild its graph so far and record
         the rest in full (see replay.py); the next iterations are recorded in full until the run repeats."""
-        replaying, g = self._replaying, self._graph
-        self._replaying = self._repeat = None
+        replaying, g = self.replaying, self.rec._graph
+        self.replaying = self.repeat = None
         if replaying is None or g is None:
             return
-        busy = self._busy
-        self._busy = True
+        busy = self.rec._busy
+        self.rec._busy = True
         try:
             with C.OWN_OPS():
-                rebuild(g, self._tracker, replaying)
-                params = {C.clean_name(k): v for k, v in self._root.named_parameters()}
+                rebuild(g, self.rec._tracker, replaying)
+                params = {C.clean_name(k): v for k, v in self.rec._root.named_parameters()}
                 for n in g.nodes:       # the gradients the rebuilt graph holds: their producer for the rest
                     p = params.get(n.param or "") if n.op_type == "Gradient" else None
                     if p is not None and p.grad is not None:
-                        self._tracker.register(C.local(p.grad), n.name)
-                if self._in_step is not None:
+                        self.rec._tracker.register(C.local(p.grad), n.name)
+                if self.rec._in_step is not None:
                     g.step_first = len(g.nodes)
         finally:
-            self._busy = busy
+            self.rec._busy = busy
 
-    def _call_begin(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self._trace is not None and self._graph is not None:
-            self._call = Call(func, first_node=len(self._graph.nodes), first_order=len(self._graph.order),
-                                backward=bool(self._in_backward or torch._C._current_autograd_node() is not None))
-            self._call_args = (args, kwargs)
-            self._call_out = None
-            self._call_tensors = None
+    def call_begin(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self.trace is not None and self.rec._graph is not None:
+            self.call = Call(func, first_node=len(self.rec._graph.nodes), first_order=len(self.rec._graph.order),
+                                backward=bool(self.rec._in_backward or torch._C._current_autograd_node() is not None))
+            self.call_args = (args, kwargs)
+            self.call_out = None
+            self.call_tensors = None
 
-    def _call_end(self) -> None:
-        if self._call is not None and self._trace is not None:
-            self._trace.calls.append(self._call)
+    def call_end(self) -> None:
+        if self.call is not None and self.trace is not None:
+            self.trace.calls.append(self.call)
         # no reference past the call: AccumulateGrad copies a gradient that anything else holds
-        self._call = self._call_out = self._call_tensors = None
-        self._call_args = ((), {})
+        self.call = self.call_out = self.call_tensors = None
+        self.call_args = ((), {})
 
-    def _trace_take(self, t: torch.Tensor, c: C.Captured, exact: bool, reuse: bool) -> None:
+    def trace_take(self, t: torch.Tensor, c: C.Captured, exact: bool, reuse: bool) -> None:
         """Note a capture of the running call in the trace (where the tensor is among the call's)."""
-        call = self._call
+        call = self.call
         assert call is not None
-        after = self._call_out is not None
+        after = self.call_out is not None
         where = where_in(t, self._tensors_of_call(after))
         if where < 0:       # not one of the call's own tensors: this iteration cannot be replayed
-            self._trace = None
+            self.trace = None
             return
         (call.after if after else call.before).append(
             Take(where, c.node, c.op_type, c.io, c.slot, c.shape, exact, reuse))
 
     def _tensors_of_call(self, after: bool) -> list[torch.Tensor]:
         """The running call's tensors (``after``: with its outputs), listed once per phase."""
-        if self._call_tensors is None or self._call_tensors[0] != after:
-            self._call_tensors = (after, call_tensors(*self._call_args, self._call_out if after else None))
-        return self._call_tensors[1]
+        if self.call_tensors is None or self.call_tensors[0] != after:
+            self.call_tensors = (after, call_tensors(*self.call_args, self.call_out if after else None))
+        return self.call_tensors[1]
 
-    def _note_made(self, t: torch.Tensor, node: str, view: bool, slot: int) -> None:
+    def note_made(self, t: torch.Tensor, node: str, view: bool, slot: int) -> None:
         """The tracker registered ``t`` as made by ``node``: note it in the trace of the running call."""
-        call = self._call
-        if call is None or self._trace is None:
+        call = self.call
+        if call is None or self.trace is None:
             return
         where = where_in(t, self._tensors_of_call(True))
         if where < 0:
-            self._trace = None
+            self.trace = None
             return
         call.made.append((where, node, slot, view))
 
-    def _replay_take(self, take: Take, t: torch.Tensor) -> None:
+    def replay_take(self, take: Take, t: torch.Tensor) -> None:
         """Capture the tensor a traced call's take names (its shape checked already; the trace says it
         was a plain tensor: a statistics capture that no leaf shares takes the short way)."""
-        if take.reuse or self.values or type(t) is not torch.Tensor or t.dtype not in C.STATS_DTYPE:
-            c = self._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
+        if take.reuse or self.rec.values or type(t) is not torch.Tensor or t.dtype not in C.STATS_DTYPE:
+            c = self.rec._capture(take.node, take.op_type, take.io, take.slot, t, exact=take.exact, reuse=take.reuse)
         else:
             t = t.detach()
             c = C.Captured(take.node, take.op_type, take.io, take.slot, shape=take.shape,
                            stats=stats_row(t), dtype=C.STATS_DTYPE[t.dtype])
             if take.exact:
-                c.host = self._digest_box(t)
-            self._graph.captured.append(c)
-        if c is not None and take.activation and not self.values and t.dtype.is_floating_point:
+                c.host = self.rec._digest_box(t)
+            self.rec._graph.captured.append(c)
+        if c is not None and take.activation and not self.rec.values and t.dtype.is_floating_point:
             c.extra = saturated_row(t, take.activation)
 
-    def _replayed_job(self, g: C.IterationGraph, replaying: Replaying) -> Job:
+    def replayed_job(self, g: C.IterationGraph, replaying: Replaying) -> Job:
         """The job of an iteration replayed against the trace of graph ``replaying.graph_id``."""
         gid = replaying.graph_id
-        assert self._out is not None
-        self._out.ran(gid, self.iteration)
+        assert self.rec._out is not None
+        self.rec._out.ran(gid, self.rec.iteration)
         g.loss_slots = replaying.trace.loss_slots
         rows = rows_of(g, gid)
-        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, self._out.graph_records[gid].nodes)
-        return Job(self.iteration, [], [gid], rows, facts)
+        facts = iteration_facts(self.rec.optimizers, self.rec._stepped, self.rec._param_name, self.rec._out.graph_records[gid].nodes)
+        return Job(self.rec.iteration, [], [gid], rows, facts)
 
-    def _replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: Trace) -> bool:
+    def replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: Trace) -> bool:
         """:meth:`_record_gradients` of an iteration being replayed: the captures, no nodes. False (and
         the graph rebuilt, nothing captured) when a gradient is not the trace's."""
         counters = dict(g.counters)
@@ -386,16 +400,16 @@ class ReplayCapture:
         for grp in opt.param_groups:
             for p in grp["params"]:
                 if p.grad is not None:
-                    pname = self._param_name.get(id(p), f"param@{C.storage_ptr(C.local(p)):x}")
+                    pname = self.rec._param_name.get(id(p), f"param@{C.storage_ptr(C.local(p)):x}")
                     k = counters.get(("", f"{pname}.grad"), 0)
                     counters[("", f"{pname}.grad")] = k + 1
                     named.append((C.local(p.grad), pname, f"{pname}.grad-{k}" if k else f"{pname}.grad"))
         if any(name not in trace.names for _, _, name in named):
-            self._resume_full()
+            self.resume_full()
             return False
         g.counters = counters
         for grad, pname, name in named:
-            if self._want(self._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
-                self._capture(name, "Gradient", "output", 0, grad, exact=True)
-        self._grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
+            if self.rec._want(self.rec._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
+                self.rec._capture(name, "Gradient", "output", 0, grad, exact=True)
+        self.rec._grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
         return True

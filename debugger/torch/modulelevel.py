@@ -192,7 +192,7 @@ class ModuleLevel:
         for p in module._parameters.values():
             if p is None:
                 continue
-            leaf = rec._leaf_of(p)      # no module output is a parameter's memory: the leaf, without a search
+            leaf = rec._leaves.leaf_of(p)      # no module output is a parameter's memory: the leaf, without a search
             if leaf is None:
                 src, _ = rec._tracker.source(p, data=False)
             else:
@@ -248,7 +248,7 @@ class ModuleLevel:
         e = tracker.newest(t)
         if e is not None:
             return [e[1]]
-        if t.grad_fn is not None and self.rec._leaf_of(t) is None:
+        if t.grad_fn is not None and self.rec._leaves.leaf_of(t) is None:
             found = self._makers(t.grad_fn)
             if found:
                 return found

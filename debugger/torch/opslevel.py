@@ -189,8 +189,8 @@ class OpsLevel:
             if routing and len(ins) == 1 and len(outs) == 1 and (op in C.ALIASES or not self.rec.values):
                 self._pass_capture(g, op, name, ins[0], outs[0])
             roles: tuple[str, ...] = ()
-            if self.rec._in_step is not None and any(C.storage_ptr(w) in self.rec._param_ptrs or
-                                                 C.storage_ptr(w) in self.rec._state_ptrs for w in writes):
+            if self.rec._in_step is not None and any(C.storage_ptr(w) in self.rec._leaves.param_ptrs or
+                                                 C.storage_ptr(w) in self.rec._leaves.state_ptrs for w in writes):
                 roles = tuple(self._role(t) for t in ins)
             forward = not backward and self.rec._in_step is None
             is_routing = routing or op in C.PASS_THROUGH
@@ -279,8 +279,8 @@ class OpsLevel:
                 if w is None:
                     continue
                 p = C.storage_ptr(w)
-                if p in self.rec._leaf_by_ptr or p in self.rec._shared_ptrs or p in self.rec._grad_ptrs:
-                    self.rec._writes[p] = self.rec._writes.get(p, 0) + 1
+                if p in self.rec._leaves.leaf_by_ptr or p in self.rec._leaves.shared_ptrs or p in self.rec._leaves.grad_ptrs:
+                    self.rec._leaves.writes[p] = self.rec._leaves.writes.get(p, 0) + 1
 
     @staticmethod
     def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
@@ -299,11 +299,11 @@ class OpsLevel:
 
     def _role(self, t: torch.Tensor) -> str:
         ptr = C.storage_ptr(t)
-        if ptr in self.rec._param_ptrs:
+        if ptr in self.rec._leaves.param_ptrs:
             return "weight"
-        if ptr in self.rec._grad_ptrs:
+        if ptr in self.rec._leaves.grad_ptrs:
             return "gradient"
-        if ptr in self.rec._state_ptrs:
+        if ptr in self.rec._leaves.state_ptrs:
             return "state"
         return "hyper"
 

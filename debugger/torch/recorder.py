@@ -36,7 +36,7 @@ from . import wrappers as W
 from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
 from .layouts import rank_layout
 from .graphnodes import GraphNodes
-from .leaves import LeafCapture
+from .leaves import Leaves
 from .opslevel import OpsLevel, OpsMode
 from .levels import COMPILED_OPS, LevelPlan, Selection
 from .modulelevel import ModuleLevel
@@ -57,7 +57,7 @@ from .stepfacts import iteration_facts, mark_loss_scaler
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
 
-class Recorder(LeafCapture):
+class Recorder:
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
     ``save``: "tensors" (values), "statistics" (computed on the tensor's device) or "both".
@@ -142,34 +142,13 @@ class Recorder(LeafCapture):
         self._wrappers = {id(m) for m in (model, *root.modules()) if W.is_wrapper(m)}
         self._param_name = {id(p): C.clean_name(n) for n, p in root.named_parameters()}
         self._buffer_name = {id(b): C.clean_name(n) for n, b in root.named_buffers()}
-        self._init_leaves()
+        self._leaves = Leaves(self)      # parameters, buffers, optimizer state, gradients
         self._composites = A.Composites()
         self._module_level = ModuleLevel(self)     # level "modules": one node per module call
         self._ops = OpsLevel(self)      # level "ops": one node per operator
         self._series = SeriesRun(series, series_flush_seconds, scaler, trigger, touch_file)
         self._signals: FlushOnSignal | None = None
         self._init_compiled(compiled_ops)
-
-    def _init_leaves(self) -> None:
-        """The leaves' bookkeeping (debugger.torch.leaves): found by storage, captures kept for reuse."""
-        self._leaf_by_ptr: dict[Any, C.Leaf] = {}       # by LeafCapture._key_of
-        self._shared_ptrs: set[int] = set()
-        self._grad_ptrs: set[int] = set()
-        self._state_ptrs: set[int] = set()
-        self._param_ptrs: set[int] = set()
-        self._reuse: dict[Any, Any] = {}
-        # in-place writes seen per leaf storage: some kernels (foreach ops under a dispatch mode) do
-        # not bump the version counter, so the reuse key counts the writes it saw as well
-        self._writes: dict[int, int] = {}
-        self._leaf_tensors: dict[Any, torch.Tensor] = {}
-        self._named: tuple[list[tuple[str, torch.Tensor]], list[tuple[str, torch.Tensor]]] | None = None
-        self._leaves_made_of: tuple[Any, ...] | None = None     # what the leaf table was last made from
-        self._strangers: set[int] = set()     # ids of nn.Parameters met outside the leaf table (walked for once)
-        # statistics mode: each trained weight as the previous iteration's step() left it (else as this
-        # iteration's first optimizer step found it), for the update statistics stored at step(): a
-        # change made between two steps, outside the optimizer, is part of the update
-        self._before_step: dict[int, torch.Tensor] = {}
-        self._snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of _before_step, by weight storage
 
     def _init_compiled(self, compiled_ops: str) -> None:
         """What torch.compile needs the recorder to keep (debugger.torch.compiled)."""
@@ -181,7 +160,6 @@ class Recorder(LeafCapture):
         self._graph_nodes = GraphNodes(self)     # level "ops" of code compiled with the "tdbg" backend
         self._module_hooks = False     # the global module hooks are in (from the first "ops"/"modules" iteration)
         self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
-        self._step_counts: dict[int, float | None] = {}     # each optimizer's step count at the last step()
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -227,7 +205,7 @@ class Recorder(LeafCapture):
         self._begin()
         if self._graph is not None:     # the weights as training starts: iteration 0's "before" (no hook
             with self._own_work():      # of a compiled optimizer step takes it)
-                self._snapshot_ends()
+                self._leaves.snapshot_ends()
         self._series.took(self.iteration, self._level, write=False)
         return self
 
@@ -315,18 +293,14 @@ class Recorder(LeafCapture):
             self._hook_modules()
         if self._level is None:
             self._graph = None
-            self._before_step.clear()       # the next recorded iteration's update is its own step's
+            self._leaves.before_step.clear()       # the next recorded iteration's update is its own step's
             self._stop_mode()
             return
-        self._prune_reuse()
         self._stepped = set()
         self._composites.clear()
         self._graph = C.IterationGraph()
-        self._tracker = C.Tracker(self._graph, self._leaf_of, self._on_input, self._replay.note_made)
-        self._refresh_leaves(walk=True)
-        if self._snapshots:     # only the weights trained now keep a buffer
-            self._snapshots = {k: b for k, b in self._snapshots.items()
-                               if (k[0] if isinstance(k, tuple) else k) in self._param_ptrs}
+        self._tracker = C.Tracker(self._graph, self._leaves.leaf_of, self._on_input, self._replay.note_made)
+        self._leaves.begin()
         replay = self._replay
         replay.replaying = replay.trace = None
         if self._level != LEVEL_OPS:
@@ -405,40 +379,40 @@ class Recorder(LeafCapture):
             self._note_compiled_model()     # a model with submodules whose calls were not seen
         self._module_calls = 0
         if g is None:
-            self._before_step.clear()
+            self._leaves.before_step.clear()
             return
         replaying = self._replay.replaying
         if replaying is not None:
             with self._own_work():
-                self._refresh_leaves()      # optimizer state the step made is a leaf too
+                self._leaves.refresh()      # optimizer state the step made is a leaf too
             if not replaying.complete() or any(leaf.name not in replaying.trace.names
-                                               for leaf in self._leaf_by_ptr.values()):
+                                               for leaf in self._leaves.leaf_by_ptr.values()):
                 self._replay.resume_full()
                 replaying = None
         try:
             with self._own_work():
                 C.tag_pending(g)
-                self._refresh_leaves()
+                self._leaves.refresh()
                 if replaying is None:
-                    self._late_gradients(g)
-                self._after_updates()
-                for ptr, leaf in list(self._leaf_by_ptr.items()):
-                    t = self._leaf_tensors.get(ptr)
+                    self._leaves.late_gradients(g)
+                self._leaves.after_updates()
+                for ptr, leaf in list(self._leaves.leaf_by_ptr.items()):
+                    t = self._leaves.leaf_tensors.get(ptr)
                     if t is None:
                         continue
                     if replaying is None:
                         self._tracker.make_leaf(leaf, t)
-                    if self._want(self._leaf_module(leaf), "Parameter"):
+                    if self._want(self._leaves.leaf_module(leaf), "Parameter"):
                         c = self._capture(leaf.name, "Parameter", "output", 0, t, exact=True, reuse=True)
-                        before = self._before_step.get(ptr)
+                        before = self._leaves.before_step.get(ptr)
                         if c is not None and before is not None and leaf.kind == Kind.WEIGHT:
                             c.extra = update_row(C.local(t), before)
                 job = self._job(g) if replaying is None else self._replay.replayed_job(g, replaying)
         finally:
             self._graph = None
-            self._before_step.clear()
+            self._leaves.before_step.clear()
         with self._own_work():
-            self._snapshot_ends()
+            self._leaves.snapshot_ends()
         assert self._out is not None
         self._out.submit(job)
         self._check_writing()
@@ -501,8 +475,8 @@ class Recorder(LeafCapture):
         c = C.Captured(node, op_type, io, slot, shape=shape)
         # Leaves (parameters, state, gradients) are read several times and kept across iterations:
         # the same memory at the same version counter holds the same bits, so its capture is reused.
-        key = C.reuse_key(outer, self._writes) if reuse else None
-        hit = self._reuse.get(key) if key is not None else None
+        key = C.reuse_key(outer, self._leaves.writes) if reuse else None
+        hit = self._leaves.reuse.get(key) if key is not None else None
         if hit is not None:
             c.values, c.stats, c.host, c.dtype = hit
         elif same is not None:
@@ -526,7 +500,7 @@ class Recorder(LeafCapture):
             if exact:
                 c.host = self._digest_box(t)
         if key is not None and hit is None:
-            self._reuse[key] = (c.values, c.stats, c.host, c.dtype)   # a device row is stacked with the rest
+            self._leaves.reuse[key] = (c.values, c.stats, c.host, c.dtype)   # a device row is stacked with the rest
         self._graph.captured.append(c)
         if self._replay.call is not None and self._replay.trace is not None:
             self._replay.trace_take(given, c, exact, reuse)
@@ -708,8 +682,8 @@ class Recorder(LeafCapture):
     def _enter_step(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """Record ``opt``'s gradients and mark the ops that follow as its step."""
         with self._own_work():
-            self._record_gradients(g, opt)
-            self._snapshot_weights(opt)
+            self._leaves.record_gradients(g, opt)
+            self._leaves.snapshot_weights(opt)
         g.step_ops = []
         g.step_first = len(g.nodes)
         self._in_step = opt
@@ -719,9 +693,9 @@ class Recorder(LeafCapture):
         if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
             return
         self._in_step = None
-        self._grad_ptrs = set()
+        self._leaves.grad_ptrs = set()
         g = self._graph
         if g is None:
             return
         with self._guarded():
-            self._tag_state(g, opt)
+            self._leaves.tag_state(g, opt)

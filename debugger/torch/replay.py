@@ -409,7 +409,7 @@ class Replay:
             return False
         g.counters = counters
         for grad, pname, name in named:
-            if self.rec._want(self.rec._leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
+            if self.rec._want(self.rec._leaves.leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                 self.rec._capture(name, "Gradient", "output", 0, grad, exact=True)
-        self.rec._grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
+        self.rec._leaves.grad_ptrs = {C.storage_ptr(grad) for grad, _, _ in named}
         return True

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ..formats.records import Kind, NodeRecord, OutputType
+from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
 
 # Ops whose output is their input's value (followed when tracing a value back to its producer).
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
@@ -93,9 +93,9 @@ class IterationGraph:
     loss_slots: dict[str, set[int]] = field(default_factory=dict)   # the output(s) backward() started from
     pending_tags: list[tuple[Any, str]] = field(default_factory=list)
     value_of: dict[str, str] = field(default_factory=dict)      # routing node -> the node whose value it passes
-    info: dict[str, tuple[str, str, str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
+    info: dict[str, tuple[str, tuple[StackFrame, ...], str]] = field(default_factory=dict)   # forward node -> (scope, source, module)
     # (node, slot) -> (version, view, capture)
-    made: dict[tuple[str, int], tuple[int, tuple[Any, ...], Captured]] = field(default_factory=dict)
+    made: dict[tuple[str, int], tuple[int | None, tuple[Any, ...], Captured]] = field(default_factory=dict)
     constants: set[str] = field(default_factory=set)        # forward nodes made from no data, weight or state
     step_ops: list[Any] = field(default_factory=list)       # optstate.StepOp of the optimizer step running
     step_first: int = 0                                      # index in ``nodes`` of its first operator

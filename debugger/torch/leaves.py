@@ -3,6 +3,7 @@ gradients, found by storage address, and the Gradient nodes made for them as eac
 begins (a part of the Recorder: :class:`Leaves`)."""
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import torch
@@ -73,9 +74,8 @@ class Leaves:
         # FSDP1's parameters are views of one flat parameter: a storage several of them share keys its
         # leaves by (address, offset) (:meth:`_key_of`)
         locals_ = [(n, p, C.local(p)) for n, p in params]     # a DTensor parameter: this rank's shard
-        seen: set[int] = set()
-        self.shared_ptrs = {ptr for ptr in (C.storage_ptr(t) for _, _, t in locals_)
-                             if ptr and (ptr in seen or seen.add(ptr))}
+        ptrs = [ptr for ptr in (C.storage_ptr(t) for _, _, t in locals_) if ptr]
+        self.shared_ptrs = {ptr for ptr, n in collections.Counter(ptrs).items() if n > 1}
         for n, p, local in locals_:
             key = self.key_of(local)
             if key:

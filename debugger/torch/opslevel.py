@@ -97,7 +97,7 @@ class OpsLevel:
                                  C.Captured(c.node, c.op_type, c.io, c.slot, stats=c.stats, dtype=c.dtype,
                                             shape=tuple(out.shape)))
 
-    def same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int, tuple[Any, ...], C.Captured] | None:
+    def same_bits(self, g: C.IterationGraph, t: torch.Tensor) -> tuple[int | None, tuple[Any, ...], C.Captured] | None:
         """(version, view, capture) of this iteration's capture of ``t``'s bits, if any: that of the node
         that made ``t`` (alive, so its memory was not reused), as the same view at the same version."""
         e = self.rec._tracker.newest(t)
@@ -110,7 +110,8 @@ class OpsLevel:
         """(scope, module path, source stack, backward) of the operator about to run."""
         if self.rec._in_backward or torch._C._current_autograd_node() is not None:
             node = torch._C._current_autograd_node()
-            fwd = node.metadata.get("tdbg") if node is not None else None
+            meta: dict[str, Any] | None = node.metadata if node is not None else None   # type: ignore[assignment]
+            fwd = meta.get("tdbg") if meta is not None else None
             g = self.rec._graph
             info = g.info.get(fwd) if (fwd and g is not None) else None
             if info is not None:
@@ -284,7 +285,7 @@ class OpsLevel:
 
     @staticmethod
     def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
-                      per_rank: bool, data_in: list[str], is_list: bool) -> tuple[str, str]:
+                      per_rank: bool, data_in: list[str], is_list: bool) -> tuple[Kind, str]:
         """(kind, activation) of a forward operator, from what it reads and computes."""
         if not data_in:
             if scope == C.GLOBAL_SCOPE:

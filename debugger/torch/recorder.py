@@ -419,12 +419,13 @@ class Recorder:
 
     def _check_writing(self) -> None:
         """A failed write (told by the writer thread) stops the recording, once, never the training."""
-        failed = self._out.failure() if self._out is not None else None
-        if failed is None:
+        out = self._out
+        failed = out.failure() if out is not None else None
+        if out is None or failed is None:
             return
         exc, last = failed
         series_was_on = self._series.stop()     # one warning says it all
-        say_writing_stopped(self._out.rank_dir, exc, last, series_was_on)
+        say_writing_stopped(out.rank_dir, exc, last, series_was_on)
 
     def _job(self, g: C.IterationGraph) -> Job:
         mark_loss_scaler(g.nodes)

@@ -23,7 +23,7 @@ import os
 import sys
 import types
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 import torch
@@ -108,6 +108,7 @@ class _Call:
     key: tuple[tuple[types.CodeType, int], ...]     # the user's (code, line) of ``stack``
     want: bool                  # its tensors are stored (Recorder's ``modules`` / ``ops`` filters)
     children: int = 0           # calls made inside it
+    weights: list["C.Captured"] = field(default_factory=list)   # the weights it read, captured under ``name``
 
 
 class ModuleLevel:
@@ -183,6 +184,7 @@ class ModuleLevel:
             part = hook_scope[len(above) + 1:] if above and hook_scope.startswith(above + "/") else hook_scope
             name = g.once_name(f"{parent.name}/{part}")
         inputs: list[str] = []
+        weights: list[C.Captured] = []
         for t in output_tensors(args):
             for src in self._sources(t):
                 if src not in inputs:
@@ -203,7 +205,9 @@ class ModuleLevel:
                 if leaf is not None and want:
                     # the value the forward read, before the step's update (a weight's "previous value"
                     # at the first iteration); the same bits as the last step()'s capture: reused
-                    rec._capture(name, cls, "input", len(inputs) - 1, p, exact=True, reuse=True)
+                    c = rec._capture(name, cls, "input", len(inputs) - 1, p, exact=True, reuse=True)
+                    if c is not None:
+                        weights.append(c)
         for src in inputs:
             if src in self._names:
                 self._consumers.setdefault(src, []).append(name)
@@ -211,7 +215,7 @@ class ModuleLevel:
         if parent is not None:
             parent.children += 1
         self._calls.append(_Call(module, name, parent.name if parent else "", hook_scope, path or "",
-                                 inputs, stack, anchor, key, want))
+                                 inputs, stack, anchor, key, want, weights=weights))
 
     def _stack(self, parent: _Call | None) -> tuple[Any, tuple[tuple[types.CodeType, int], ...], tuple[StackFrame, ...]]:
         """(the frame that runs this call's hooks, the user's frames at the call as (code, line) and as
@@ -300,6 +304,8 @@ class ModuleLevel:
             # a container: its children's scope is named after the call; its own node goes in that scope
             # too (a node named like a scope would be both a box and a node in the graph view)
             call.scope, call.name = call.name, g.once_name(f"{call.name}/{cls}")
+            for c in call.weights:      # captured at the pre hook, under the name it had then
+                c.node = call.name
         outs: list[torch.Tensor] = []
         for t in output_tensors(output):
             if not any(t is o for o in outs):

@@ -8,7 +8,9 @@ found at the loss. Judged as training values they make a healthy run fail.
 
 A node is bookkeeping, on a graph with data edges (a loss that reads something), when
 - no value it reads comes from a trained input: a weight, optimizer state or buffer, a backward node, or
-  a data input (an input that reaches the loss or is read with the model's weights); a value taken off
+  a data input (an input that reaches the loss or is read with the model's weights; a tensor the loop made
+  outside the recorded iteration counts as an input, not as a buffer: timm's LAMB keeps its step counter,
+  ``torch.tensor(0.0)`` at the first step, in its parameter groups and reads it only to count); a value taken off
   the loss's own computation (``loss.detach()``, the Trainer's detached step loss) counts as made from
   no trained input: the loss and what computes it are judged themselves;
 - and its value never reaches a loss.
@@ -56,7 +58,7 @@ def _build(graph: Graph) -> frozenset[str]:
     # trained input: the training values it copies are judged where they are made
     stop = to_loss - set(sources)
     model = _closure(sources, readers, stop)
-    data = [n for n in graph if graph.record_of(n).kind == Kind.INPUT
+    data = [n for n in graph if _input(graph, n)
             and (n in to_loss or any(r in model for r in readers.get(n, ())))]
     trained = model | _closure(data, readers, stop)
     # no constant (a graph's constants are judged apart), no weight or state: values a loop made
@@ -67,7 +69,14 @@ def _made(graph: Graph, name: str) -> bool:
     """A value the loop made: an operator's output or an input it made earlier (not a constant, weight,
     buffer or optimizer state)."""
     rec = graph.record_of(name)
-    return rec.kind == Kind.INPUT or not rec.is_parameter and rec.kind != Kind.CONSTANT
+    return _input(graph, name) or not rec.is_parameter and rec.kind != Kind.CONSTANT
+
+
+def _input(graph: Graph, name: str) -> bool:
+    """A data input, or a tensor from outside the iteration first read outside the forward pass (a node
+    ``Input`` of kind other): neither is a weight, state or buffer."""
+    rec = graph.record_of(name)
+    return rec.kind == Kind.INPUT or rec.is_parameter and rec.op_type == "Input" and rec.kind == Kind.OTHER
 
 
 def _trained_source(graph: Graph, name: str) -> bool:
@@ -75,7 +84,7 @@ def _trained_source(graph: Graph, name: str) -> bool:
     rec = graph.record_of(name)
     if rec.is_backward:
         return True
-    return rec.is_parameter and rec.kind not in (Kind.INPUT, Kind.CONSTANT)
+    return rec.is_parameter and rec.kind != Kind.CONSTANT and not _input(graph, name)
 
 
 def _closure(start: Iterable[str], edges: dict[str, list[str]], stop: set[str]) -> set[str]:

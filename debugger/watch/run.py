@@ -17,6 +17,7 @@ from ..model.graph import Graph
 from .batch import Batch, Parts
 from .rules import ByDesign, Planned, RunStart, Search, Step, rule_of
 from .layers import apply_whole_layer
+from .layerscale import apply_layer_scale, plan_layer_scale
 from .registry import BACKWARD, BUFFER, COPY, SERIES, Watchpoint
 from .request import ScanRequest, ScanRuntime
 from .results import ScanResult
@@ -191,6 +192,7 @@ def _finish(running: tuple[list[Step], Batch, Parts, list[Rank]], result: ScanRe
         result.keep_step(step.rank.rank, step.iteration, step.coverage)
         sweep_step(step, batch, result)
         apply_zero_origins(step, batch, result, first_hit)
+        apply_layer_scale(step, batch, result, first_hit)
         apply_whole_layer(step, result, first_hit)
         # a check holds its step and the step its checks: a cycle the paused collector leaves, with the
         # step's tensors in it (a GB at 1,000 ranks); broken, reference counting frees them here
@@ -263,6 +265,7 @@ def _plan_step(rank: Rank, gid: int, it: int, wps: list[Watchpoint], selected: d
             continue
         rule_of(wp.condition).plan(wp, order, step, batch)
     plan_upstream(step, batch)
+    plan_layer_scale(step, batch)
     plan_sweep(step, batch, wps)
     return step
 

@@ -15,31 +15,36 @@ msprobe, keeps every finding):
 - a weight whose gradient in the same iteration is all zero did not change because of that gradient
   (judged itself): ``weight_not_changed`` skips it, and ``tensor_all_zero`` a zero-initialised weight
   that such a gradient left at zero;
-- at a level without operator edges ("parameters", "modules") an all-zero gradient in an iteration that
-  found a weight all zero (not a bias: an added zero makes no zeros) cannot be told from the zeros that
-  weight makes below it (LoRA's B, a zero-initialised head): ``tensor_all_zero`` and
-  ``gradient_vanishing`` skip it, saying so, where level "ops" follows the edges.
+- at a level without operator edges an all-zero gradient below a weight found all zero (not a bias: an
+  added zero makes no zeros; LoRA's B, a zero-initialised head) is those zeros: ``tensor_all_zero`` and
+  ``gradient_vanishing`` skip it, saying so. Level "modules" links a call to the weights it reads and the
+  calls it reads from, so the gradient must be of a weight behind the call that read the zeros; level
+  "parameters" cannot tell, and skips any all-zero gradient in such an iteration (watch/zeroweights.py).
 Each skip is counted once per watchpoint in the scan's ``skipped`` summary.
 """
 from __future__ import annotations
 
-from ..formats.records import LEVEL_OPS, Kind
+from ..formats.records import Kind
 from ..model import TensorRef
 from .batch import Batch
 from .rules import Check, Step
 from .results import ScanResult
 from .select import is_float
+from .zeroweights import behind, inside, weights_found
 
 ZERO_RULES = frozenset({"tensor_all_zero", "gradient_vanishing", "weight_not_changed", "activation_dead_layer"})
 FROM_UPSTREAM = "all zero because a value it reads is all zero: reported where the zeros start"
 FROM_GRADIENT = "its gradient is all zero in this iteration: judged as the gradient"
 FROM_ZERO_WEIGHT = ("all zero in an iteration that found a weight all zero (a zero-initialised weight such as LoRA's B "
                     "zeroes the gradients below it), at a level without operator edges to tell: level \"ops\" does")
+BEHIND_ZERO_WEIGHT = ("all zero because a module it feeds read its weight all zero (a zero-initialised weight such "
+                      "as LoRA's B or a classifier head passes no gradient back): reported where the zeros start")
 
 
 def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
     """The floating-point tensors ``ref``'s node reads (flags such as MatMul's transpose_a are no value it
-    computes with): its captured inputs and its producers' outputs (not parameters')."""
+    computes with): its captured inputs and its producers' outputs (not parameters'); a container's own
+    node at level "modules" reads its children's outputs (it returns one of them)."""
     graph = step.graph
     if graph is None or ref.node not in graph:
         return []
@@ -53,7 +58,7 @@ def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
     for src, _ in graph.record_of(node).inputs:
         if src in graph and graph.record_of(src).is_routing:   # a view of a weight (t, view): what it read
             out.extend(step.inputs_of.get(src, ()))
-    for src in graph.value_inputs(node):
+    for src in list(graph.value_inputs(node)) + inside(graph, node):
         src = graph.value_source(src) if src in graph else src     # through routing (AccumulateGrad's detach)
         if not src or src not in graph or graph.record_of(src).is_parameter:
             continue
@@ -71,16 +76,6 @@ def gradient_of(step: Step, ref: TensorRef) -> TensorRef | None:
     return next((g for g in step.outputs.get(Kind.GRADIENT, ()) if g.param == ref.param), None)
 
 
-def weights_found(step: Step) -> list[TensorRef]:
-    """At a level without operator edges, the step's weights other than biases as the step found them (each
-    gradient node reads its weight so); at level "ops" none: the edges say where zeros come from."""
-    if step.graph is None or step.graph.level == LEVEL_OPS:
-        return []
-    found = (step.tmap.get((g.node, "input", 1)) for g in step.outputs.get(Kind.GRADIENT, ())
-             if g.param and not g.param.endswith("bias"))
-    return [r for r in found if r is not None]
-
-
 def plan_upstream(step: Step, batch: Batch) -> None:
     """Ask for the statistics the zero rules read, when a watchpoint of the step uses them."""
     gradients_checked = False
@@ -91,7 +86,7 @@ def plan_upstream(step: Step, batch: Batch) -> None:
                 batch.want_stats(r)
             gradients_checked = gradients_checked or item.ref.kind == Kind.GRADIENT
     if gradients_checked:
-        for r in weights_found(step):
+        for _, r in weights_found(step):
             batch.want_stats(r)
 
 
@@ -122,6 +117,18 @@ def _explained(step: Step, batch: Batch, watchpoint: str, ref: TensorRef) -> str
         return FROM_GRADIENT if _all_zero(batch, gradient_of(step, ref)) else None
     if _all_zero(batch, ref) and any(_all_zero(batch, r) for r in upstream(step, ref)):
         return FROM_UPSTREAM
-    if ref.kind == Kind.GRADIENT and _all_zero(batch, ref) and any(_all_zero(batch, w) for w in weights_found(step)):
+    if ref.kind == Kind.GRADIENT and _all_zero(batch, ref):
+        return _from_zero_weight(step, batch, ref)
+    return None
+
+
+def _from_zero_weight(step: Step, batch: Batch, ref: TensorRef) -> str | None:
+    """Level "modules": a module call found its weight all zero and ``ref``'s weight is behind it; level
+    "parameters": some weight was found all zero."""
+    calls = {call for call, w in weights_found(step) if _all_zero(batch, w)}
+    if None in calls:
         return FROM_ZERO_WEIGHT
+    graph = step.graph
+    if graph is not None and any(ref.param in behind(graph, call) for call in calls if call is not None):
+        return BEHIND_ZERO_WEIGHT
     return None

@@ -93,6 +93,16 @@ def llama() -> Model:
     return Model(m, _tokens, _lm, [m.model.embed_tokens.weight])
 
 
+def llama_lora() -> Model:
+    """The Llama above with PEFT LoRA adapters on its attention projections (lora_B starts all zero)."""
+    from peft import LoraConfig, get_peft_model
+
+    base = llama()
+    m = get_peft_model(base.module, LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                lora_dropout=0.0))
+    return Model(m, _tokens, _lm)
+
+
 def resnet18() -> Model:
     """torchvision's ResNet-18 (BatchNorm, ReLU(inplace=True): ATen relu_)."""
     import torchvision
@@ -131,6 +141,13 @@ def efficientnet() -> Model:
     import timm
 
     return Model(timm.create_model("efficientnet_b0", num_classes=10, pretrained=False), _images, _classify)
+
+
+def convnext() -> Model:
+    """timm's ConvNeXt-atto (depthwise 7x7 convolutions, LayerNorm, layer scale gamma initialised to 1e-6)."""
+    import timm
+
+    return Model(timm.create_model("convnext_atto", num_classes=10, pretrained=False), _images, _classify)
 
 
 class MLP(nn.Module):
@@ -190,8 +207,9 @@ def build(name: str) -> Model:
 
 
 MODELS: dict[str, Callable[[], Model]] = {
-    "gpt2": gpt2, "gpt2-sdpa": lambda: gpt2("sdpa"), "bert": bert, "llama": llama, "resnet18": resnet18,
-    "mobilenet_v3": mobilenet_v3, "vit": vit, "vit-ls": vit_layer_scale, "efficientnet": efficientnet, "mlp": mlp, "char_lstm": char_lstm,
+    "gpt2": gpt2, "gpt2-sdpa": lambda: gpt2("sdpa"), "bert": bert, "llama": llama, "llama_lora": llama_lora,
+    "resnet18": resnet18, "mobilenet_v3": mobilenet_v3, "vit": vit, "vit-ls": vit_layer_scale,
+    "efficientnet": efficientnet, "convnext": convnext, "mlp": mlp, "char_lstm": char_lstm,
 }
 
 
@@ -209,7 +227,7 @@ class Loop:
 
 
 _LR = {"adamw": 1e-3, "adamw-fused": 1e-3, "adam": 1e-3, "sgd-momentum": 0.01, "sgd-nesterov": 0.01,
-       "rmsprop": 1e-4, "adagrad": 1e-3}
+       "rmsprop": 1e-4, "adagrad": 1e-3, "lamb": 1e-3}
 
 
 def make_optimizer(loop: Loop, params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -230,6 +248,10 @@ def make_optimizer(loop: Loop, params: list[nn.Parameter]) -> torch.optim.Optimi
         return torch.optim.RMSprop(params, lr=lr)
     if name == "adagrad":
         return torch.optim.Adagrad(params, lr=lr)
+    if name == "lamb":        # timm's (its step counter is a tensor in the parameter group)
+        from timm.optim import Lamb
+
+        return Lamb(params, lr=lr, weight_decay=0.05)
     raise ValueError(name)
 
 

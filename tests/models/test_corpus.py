@@ -146,6 +146,67 @@ def test_tiny_initialised_weights_move_by_the_learning_rate_and_a_jump_still_fir
     assert _first(res) == ("weight_change_too_large", 2) and res.first.node == gamma, res.hits
 
 
+@pytest.mark.parametrize("name, loop", [("vit", Loop("sgd-nesterov", clip=0.5)), ("llama_lora", Loop("adamw"))])
+def test_a_zero_initialised_weight_is_no_vanishing_gradient_at_level_modules(tmp_path, name: str, loop: Loop) -> None:
+    """torchvision's ViT head and PEFT LoRA's B start all zero: torch makes the gradients of what feeds them
+    exactly zero at step 0, and the head's output (and the containers returning it) all zero. Level
+    "modules" links the call that read the zero weight to the calls it reads from: those gradients are
+    skipped as the zero weight's, the containers' outputs as their child's, not reported."""
+    if name == "llama_lora":
+        pytest.importorskip("peft")
+    zero_grads: set[str] = set()
+
+    def note(i: int, m: nn.Module) -> Any:
+        if i == 1:
+            zero_grads.update(n for n, p in m.named_parameters() if p.grad is not None and not p.grad.any())
+        return None
+
+    path = str(tmp_path / "dump")
+    train(path, build(name), loop, steps=2, before_step=note, level="modules")
+    assert zero_grads, "torch made no all-zero gradient"
+    res = scan_recommended(path)
+    assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
+    behind = [s for s in res.skipped if "read its weight all zero" in s.reason]
+    assert {s.watchpoint for s in behind} == {"gradient_vanishing", "tensor_all_zero"}, res.skipped
+    assert {node[:-len(".grad")] for s in behind for _, _, node in s.where} == zero_grads
+
+
+@pytest.mark.parametrize("level", LEVELS_OF_WEIGHTS)
+def test_a_layer_scale_is_no_vanishing_gradient(tmp_path, level: str) -> None:
+    """timm's ConvNeXt scales each block's branch by gamma, 1e-6 at the start: torch's step-0 gradients of
+    the first blocks' norms are below 1e-9, and above it divided by gamma. gradient_vanishing says so in
+    ``skipped`` instead of reporting timm's default model."""
+    grads: dict[str, float] = {}
+
+    def note(i: int, m: nn.Module) -> Any:
+        if i == 1:
+            grads.update({n: float(p.grad.abs().mean()) for n, p in m.named_parameters() if p.grad is not None})
+        return None
+
+    path = str(tmp_path / "dump")
+    train(path, build("convnext"), Loop("adamw"), steps=2, before_step=note, level=level)
+    small = {n for n, g in grads.items() if g < 1e-9}
+    assert "stages.0.blocks.0.norm.weight" in small and all(g / 1e-6 > 1e-9 for g in grads.values()), small
+    res = scan_recommended(path)
+    assert [h.param for h in res.hits if h.watchpoint == "gradient_vanishing"] == []
+    scaled = [s for s in res.skipped if "tiny multiplier" in s.reason]
+    assert {node[:-len(".grad")] for s in scaled for _, _, node in s.where} == small, res.skipped
+
+
+def test_lambs_step_counter_is_no_zero_tensor(tmp_path) -> None:
+    """timm's LAMB keeps its step counter in its parameter group, ``torch.tensor(0.0)`` when the first step
+    makes it, and only counts with it: at level "ops" it is the loop's bookkeeping, not an all-zero tensor."""
+    path = str(tmp_path / "dump")
+    truth = train(path, build("convnext"), Loop("lamb"), steps=2)
+    assert truth.losses[-1] < truth.losses[0], truth.losses
+    res = scan_recommended(path)
+    assert [h.node for h in res.hits if h.watchpoint == "tensor_all_zero"] == []
+    counters = {node for s in res.skipped if s.watchpoint == "tensor_all_zero" and s.reason.startswith("bookkeeping")
+                for _, _, node in s.where}
+    graph = _graph(path)
+    assert any(graph.record_of(n).op_type == "Input" for n in counters), res.skipped
+
+
 def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:
     """The NaN of the test above, recorded at level "parameters": no operator is recorded, so the
     headline is the first non-finite tensor the level holds, iteration 2's loss (torch says it is NaN),

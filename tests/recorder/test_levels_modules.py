@@ -426,3 +426,33 @@ def test_activation_checkpointing_records_the_same_module_graph(tmp_path: Any) -
     checkpointed, truth = graph(str(tmp_path / "ckpt"), True)
     assert truth.calls[0] > plain_truth.calls[0]
     assert checkpointed == plain
+
+
+class _Scaled(nn.Module):
+    """A residual block with a layer scale of its own (ConvNeXt's): a container that reads a weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.gamma = nn.Parameter(torch.full((8,), 1e-6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.gamma * self.fc(x)
+
+
+def test_a_container_weight_is_captured_at_the_containers_node(tmp_path: Any) -> None:
+    """The value of a weight a container reads is captured under the container's own node (named
+    ``<scope>/<class>`` once its children are known), as each call's weights are: a capture under a name no
+    node has is a value no rule can find."""
+    torch.manual_seed(0)
+    model = nn.Sequential(_Scaled(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = str(tmp_path / "dump")
+    _train(model, opt, lambda i: torch.randn(4, 8), lambda m, x: m(x).square().mean(), 1, path)
+    rank, g = _graph(path)
+    captured = rank.tensor_map(0, 0)
+    assert {node for node, _, _ in captured} <= set(g.names())
+    block = next(n for n in g.nodes() if n.op_type == "_Scaled")
+    slot = next(i for i, (src, _) in enumerate(block.record.inputs) if src == "0.gamma")
+    gamma = captured[(block.name, "input", slot)].source.stored_stats()
+    assert gamma["abs_mean"] == pytest.approx(1e-6)

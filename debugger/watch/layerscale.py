@@ -7,14 +7,15 @@ branch is scaled by gamma, so at the first steps the gradients of the branch's f
 gradient: divided by the multiplier it would be far above the threshold.
 
 The rule, at every level (a parameter's module is in its name): a ``gradient_vanishing`` hit on the
-gradient of a weight in module ``m.sub`` is skipped, saying why, when the step found a weight of the
-enclosing module ``m`` itself (``m.gamma``: not a bias, not all zero) with mean |w| at most
-:data:`TINY`, and the gradient's mean |g| divided by that mean |w| reaches the threshold. A gradient that
-vanishes by more than the multiplier explains is still found.
+gradient of a weight in module ``m.sub`` is skipped, saying why, when the step found a per-channel weight
+of the enclosing module ``m`` itself (``m.gamma``: one dimension, not a bias, not all zero) with mean
+|w| at most :data:`TINY`, and the gradient's mean |g| divided by that mean |w| reaches the threshold. A
+gradient that vanishes by more than the multiplier explains is still found, and a tiny weight that
+multiplies no branch (a ViT's class token, drawn at std 1e-6, shape (1, 1, C)) explains nothing.
 """
 from __future__ import annotations
 
-from ..formats.records import Kind
+from ..formats.records import Kind, OutputType
 from ..model import TensorRef
 from .batch import Batch
 from .layers import layer_of
@@ -28,8 +29,8 @@ SCALED = ("small because a tiny multiplier of its enclosing module (a layer scal
 
 
 def multipliers(step: Step) -> dict[str, TensorRef]:
-    """The non-bias weights of the step as it found them (a captured input whose edge is the weight's node:
-    the value before the step's update), by parameter name."""
+    """The per-channel (one-dimensional) non-bias weights of the step as it found them (a captured input whose
+    edge is the weight's node: the value before the step's update), by parameter name."""
     graph = step.graph
     out: dict[str, TensorRef] = {}
     if graph is None:
@@ -41,9 +42,15 @@ def multipliers(step: Step) -> dict[str, TensorRef]:
         src = inputs[slot][0] if slot < len(inputs) else None
         if src is not None and src in graph:
             rec = graph.record_of(src)
-            if rec.is_parameter and rec.kind == Kind.WEIGHT and rec.param and not rec.param.endswith("bias"):
+            if rec.is_parameter and rec.kind == Kind.WEIGHT and rec.param and not rec.param.endswith("bias") \
+                    and _per_channel(rec.outputs):
                 out.setdefault(rec.param, r)
     return out
+
+
+def _per_channel(outputs: list[OutputType]) -> bool:
+    shape = outputs[0].shape if outputs else None
+    return shape is not None and len(shape) == 1
 
 
 def _enclosing(found: dict[str, TensorRef], param: str) -> list[TensorRef]:
@@ -53,10 +60,14 @@ def _enclosing(found: dict[str, TensorRef], param: str) -> list[TensorRef]:
 
 
 def plan_layer_scale(step: Step, batch: Batch) -> None:
-    """Ask for the statistics of the weights that may scale a checked gradient."""
-    if not any(isinstance(item, Check) and item.wp.name == RULE for item in step.planned):
+    """Ask for the statistics of the weights that may scale a checked gradient (those of a module enclosing it)."""
+    checked = {item.ref.param for item in step.planned if isinstance(item, Check) and item.wp.name == RULE
+               and item.ref.kind == Kind.GRADIENT and item.ref.param}
+    if not checked:
         return
-    for r in multipliers(step).values():
+    found = multipliers(step)
+    wanted = {id(r): r for param in checked for r in _enclosing(found, param)}
+    for r in wanted.values():
         batch.want_stats(r)
 
 

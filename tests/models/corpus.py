@@ -368,6 +368,8 @@ HEALTHY: list[tuple[str, Loop, tuple[str, ...]]] = [
     ("mobilenet_v3", Loop("rmsprop"), ("statistics",)),
     ("vit", Loop("sgd-nesterov", clip=0.5), ("statistics",)),
     ("vit-ls", Loop("adamw"), ("statistics",)),
+    ("convnext", Loop("lamb"), ("statistics",)),
+    ("llama_lora", Loop("adamw"), ("statistics",)),
     ("efficientnet", Loop("adagrad"), ("statistics",)),
     ("mlp", Loop("adam"), ("statistics", "tensors")),
     ("char_lstm", Loop("sgd-momentum", clip=1.0), ("statistics",)),

@@ -363,8 +363,9 @@ def _first_with_parameters(m: nn.Module) -> nn.Module:
 
 
 def _last_layer(m: nn.Module) -> str:
-    """The module path of the last parameter the model lists (its head, or its final norm)."""
-    return [n for n, _ in m.named_parameters()][-1].rsplit(".", 1)[0]
+    """The module path of the last trained parameter the model lists (its head, its final norm, or LoRA's
+    last adapter: the base model's are frozen)."""
+    return [n for n, p in m.named_parameters() if p.requires_grad][-1].rsplit(".", 1)[0]
 
 
 @pytest.mark.parametrize("name, loop", [pytest.param(n, loop, id=n) for n, loop, _ in HEALTHY])

@@ -99,9 +99,20 @@ def inside(graph: Graph, node: str) -> list[str]:
     rec = graph.record_of(node)
     if graph.level != LEVEL_MODULES or not rec.scope or node != f"{rec.scope}/{rec.op_type}":
         return []
-    within = rec.scope + "/"
-    return [n for n in _forward_nodes(graph) if n != node and n.startswith(within)]
+    return [n for n in _under_scope(graph).get(rec.scope, ()) if n != node]
 
 
-def _forward_nodes(graph: Graph) -> list[str]:
-    return graph.derived(_forward_nodes, lambda g: [n for n in g if not g.record_of(n).is_backward])
+def _under_scope(graph: Graph) -> dict[str, list[str]]:
+    """Each scope's forward nodes at any depth, once per graph (asked for every container a scan checks)."""
+    return graph.derived(_under_scope, _index_scopes)
+
+
+def _index_scopes(graph: Graph) -> dict[str, list[str]]:
+    under: dict[str, list[str]] = {}
+    for n in graph:
+        if graph.record_of(n).is_backward:
+            continue
+        for i, ch in enumerate(n):
+            if ch == "/":
+                under.setdefault(n[:i], []).append(n)
+    return under

@@ -17,6 +17,7 @@ from .results import ErrorRecord, ScanResult
 _NONFINITE_RULES = ("nonfinite", "overflow_origin")
 LOSS_SCALE_OVERFLOW = "loss_scale_overflow"
 NOT_STEPPED = "optimizer_step_not_run"
+ALL_ZERO = "tensor_all_zero"
 
 
 def apply_step_facts(result: ScanResult, ranks: Iterable[Rank]) -> None:
@@ -29,7 +30,8 @@ def apply_step_facts(result: ScanResult, ranks: Iterable[Rank]) -> None:
         mine = [h for h in result.hits if (h.rank, h.iteration) == (rank_id, it)]
         nonfinite = [h for h in mine if _rule(h.watchpoint) in _NONFINITE_RULES]
         overflow = f.loss_scaler and all(_in_backward(rank, h.graph, h.node, h.kind) for h in nonfinite)
-        drop = {id(h) for h in mine if _about_change(h.watchpoint) and h.kind == Kind.WEIGHT and h.param in f.not_stepped}
+        drop = {id(h) for h in mine if _left_as_it_was(h.watchpoint) and h.kind == Kind.WEIGHT
+                and h.param in f.not_stepped}
         if overflow:
             drop |= {id(h) for h in nonfinite}
         result.hits = [h for h in result.hits if id(h) not in drop]
@@ -48,6 +50,12 @@ def _about_change(watchpoint: str) -> bool:
     """A condition comparing a weight with its previous value (unchanged, update ratio)."""
     c = CONDITIONS.get(watchpoint)
     return c is not None and c.needs == PREVIOUS
+
+
+def _left_as_it_was(watchpoint: str) -> bool:
+    """A condition a weight whose step did not run cannot fail by the training's fault: a change condition,
+    or all zero (the weight is still as it started, a LayerNorm's zero bias before its first step)."""
+    return _about_change(watchpoint) or watchpoint == ALL_ZERO
 
 
 def _in_backward(rank: Rank, graph_id: int, name: str, kind: str) -> bool:

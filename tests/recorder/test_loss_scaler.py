@@ -19,19 +19,22 @@ from debugger.views.triage import triage  # noqa: E402
 STEPS = 5
 
 
-def _train(dump: str, init_scale: float, save: str, nan_at: int = -1) -> tuple[list[float], list[bool], list[str]]:
-    """A small MLP under fp16 autocast and GradScaler, recorded; (scales, weights changed, weight names)."""
+def _train(dump: str, init_scale: float, save: str, nan_at: int = -1, level: str = "ops",
+           norm: bool = False) -> tuple[list[float], list[bool], list[str]]:
+    """A small MLP under fp16 autocast and GradScaler, recorded; (scales, weights changed, weight names).
+    ``norm``: a LayerNorm after the first layer (its bias starts all zero, as every LayerNorm's)."""
     from debugger.torch import Recorder
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), *([torch.nn.LayerNorm(32)] if norm else []),
+                                torch.nn.ReLU(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale)
     x = torch.randn(16, 8)
     y = x.sum(1, keepdim=True)
     scales: list[float] = []
     changed: list[bool] = []
-    with Recorder(dump, model, opt, save=save) as rec:
+    with Recorder(dump, model, opt, save=save, level=level) as rec:
         for it in range(STEPS):
             before = [p.detach().clone() for p in model.parameters()]
             with torch.autocast("cpu", dtype=torch.float16):
@@ -74,6 +77,19 @@ def test_skipped_steps_are_a_loss_scale_overflow(tmp_path: Any, save: str) -> No
     tri = triage(open_dump(dump))
     assert tri["findings"] == [] and [(s["iteration"], s["cause"]) for s in tri["skipped_steps"]] == [
         (i, "loss_scale_overflow") for i in skipped]
+
+
+@pytest.mark.parametrize("level", ["parameters", "ops"])
+def test_a_zero_initialised_bias_in_a_skipped_step_is_no_all_zero_tensor(tmp_path: Any, level: str) -> None:
+    """A LayerNorm's bias starts all zero; the steps the scaler skips leave it so (the step did not run, as
+    torch's weights say): the scan has no hit (no tensor_all_zero on it), and lists the skipped steps."""
+    dump = str(tmp_path / "d")
+    _, changed, names = _train(dump, 2.0 ** 16, "statistics", level=level, norm=True)
+    skipped = [i for i, c in enumerate(changed) if not c]
+    assert 0 in skipped and len(skipped) < STEPS and "1.bias" in names      # the truth: the first steps skipped
+    out = run_cli("scan", dump, "--no-cache", "--json").json
+    assert out["hits"] == [], out["hits"][:3]
+    assert [s["iteration"] for s in out["skipped_steps"]] == skipped
 
 
 def test_a_nan_in_the_forward_pass_stays_the_headline(tmp_path: Any) -> None:

@@ -166,15 +166,21 @@ class IterationFacts:
     not_stepped: frozenset[str] = frozenset()
     # a loss scaler checked the gradients for NaN/Inf in the iteration (torch.amp.GradScaler's unscale)
     loss_scaler: bool = False
+    # weights whose optimizer stepped with learning rate 0 in every parameter group (a warm-up's first step)
+    lr_zero: frozenset[str] = frozenset()
 
     def to_dict(self) -> dict[str, object]:
         """JSON-ready form (stored in tdbg-h5's iteration files)."""
-        return {"not_stepped": sorted(self.not_stepped), "loss_scaler": self.loss_scaler}
+        d: dict[str, object] = {"not_stepped": sorted(self.not_stepped), "loss_scaler": self.loss_scaler}
+        if self.lr_zero:
+            d["lr_zero"] = sorted(self.lr_zero)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> "IterationFacts":
         """Inverse of :meth:`to_dict` (ValueError when malformed)."""
-        names = d.get("not_stepped", [])
-        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ValueError("not_stepped must be a list of parameter names")
-        return cls(frozenset(names), bool(d.get("loss_scaler", False)))
+        names, lr_zero = d.get("not_stepped", []), d.get("lr_zero", [])
+        for key, v in (("not_stepped", names), ("lr_zero", lr_zero)):
+            if not isinstance(v, list) or not all(isinstance(n, str) for n in v):
+                raise ValueError(f"{key} must be a list of parameter names")
+        return cls(frozenset(names), bool(d.get("loss_scaler", False)), frozenset(lr_zero))

@@ -52,7 +52,7 @@ from .output import Output, rows_of
 from .writefail import say_writing_stopped
 from .sink import DigestBox, Job
 from .stacks import user_stack
-from .stepfacts import iteration_facts, mark_loss_scaler
+from .stepfacts import iteration_facts, mark_loss_scaler, steps_at_lr_zero
 
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
@@ -132,6 +132,7 @@ class Recorder:
         self._scopes: list[tuple[Any, str, str]] = []     # (module, scope, model path)
         self._in_step: torch.optim.Optimizer | None = None
         self._stepped: set[int] = set()     # ids of the optimizers whose step() ran in this iteration
+        self._lr_zero: set[int] = set()     # ... and of those that stepped with learning rate 0 everywhere
         self._in_backward = 0
         self._backward_source: tuple[StackFrame, ...] = ()
         self._orig_backward: Any = None
@@ -297,6 +298,7 @@ class Recorder:
             self._stop_mode()
             return
         self._stepped = set()
+        self._lr_zero = set()
         self._composites.clear()
         self._graph = C.IterationGraph()
         self._tracker = C.Tracker(self._graph, self._leaves.leaf_of, self._on_input, self._replay.note_made)
@@ -447,7 +449,7 @@ class Recorder:
             self._replay.repeat = None if new else (gid, trace)
             self._replay.trace = None
         rows = rows_of(g, gid)
-        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes)
+        facts = iteration_facts(self.optimizers, self._stepped, self._param_name, g.nodes, self._lr_zero)
         return Job(self.iteration, new, [gid], rows, facts)
 
 
@@ -654,6 +656,8 @@ class Recorder:
         if g is None:
             return None
         self._stepped.add(id(opt))
+        if steps_at_lr_zero(opt):
+            self._lr_zero.add(id(opt))
         closure = closure_of(args, kwargs)
         if closure is not None:
             # step(closure) (Lightning's automatic optimization, LBFGS) runs the forward and backward

@@ -389,7 +389,8 @@ class Replay:
         self.rec._out.ran(gid, self.rec.iteration)
         g.loss_slots = replaying.trace.loss_slots
         rows = rows_of(g, gid)
-        facts = iteration_facts(self.rec.optimizers, self.rec._stepped, self.rec._param_name, self.rec._out.graph_records[gid].nodes)
+        facts = iteration_facts(self.rec.optimizers, self.rec._stepped, self.rec._param_name,
+                                self.rec._out.graph_records[gid].nodes, self.rec._lr_zero)
         return Job(self.rec.iteration, [], [gid], rows, facts)
 
     def replay_gradients(self, g: C.IterationGraph, opt: torch.optim.Optimizer, trace: Trace) -> bool:

@@ -2,7 +2,7 @@
 loss scaler (``torch.amp.GradScaler``) checked the gradients, which is why a step is skipped."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 import torch
 
@@ -13,15 +13,33 @@ LOSS_SCALER_CHECK = "_amp_foreach_non_finite_check_and_unscale_"
 
 
 def iteration_facts(optimizers: Sequence[torch.optim.Optimizer], stepped: set[int], names: dict[int, str],
-                    nodes: Iterable[NodeRecord]) -> IterationFacts | None:
-    """The facts of an iteration in which the optimizers whose ids are in ``stepped`` ran ``step()``;
-    None when every optimizer stepped and no loss scaler ran (nothing to say)."""
-    not_stepped = frozenset(names.get(id(p), f"param@{id(p):x}") for opt in optimizers if id(opt) not in stepped
-                            for grp in opt.param_groups for p in grp["params"])
+                    nodes: Iterable[NodeRecord], lr_zero: Collection[int] = ()) -> IterationFacts | None:
+    """The facts of an iteration in which the optimizers whose ids are in ``stepped`` ran ``step()``, those in
+    ``lr_zero`` with learning rate 0 in every group; None when every optimizer stepped with a learning rate
+    and no loss scaler ran (nothing to say)."""
+    def weights(opts: Iterable[torch.optim.Optimizer]) -> frozenset[str]:
+        return frozenset(names.get(id(p), f"param@{id(p):x}") for opt in opts for grp in opt.param_groups
+                         for p in grp["params"])
+
+    not_stepped = weights(opt for opt in optimizers if id(opt) not in stepped)
+    at_zero = weights(opt for opt in optimizers if id(opt) in stepped and id(opt) in lr_zero)
     scaler = any(n.op_type == LOSS_SCALER_CHECK for n in nodes)
-    if not not_stepped and not scaler:
+    if not not_stepped and not scaler and not at_zero:
         return None
-    return IterationFacts(not_stepped, scaler)
+    return IterationFacts(not_stepped, scaler, at_zero)
+
+
+def steps_at_lr_zero(opt: torch.optim.Optimizer) -> bool:
+    """Whether ``opt`` is about to step with learning rate 0 in every parameter group (a warm-up from 0:
+    its weights are not meant to move; a group at 0 beside groups that train is a finding, not this)."""
+    groups = opt.param_groups
+    return bool(groups) and all(_is_zero(g.get("lr")) for g in groups)
+
+
+def _is_zero(lr: object) -> bool:
+    if isinstance(lr, torch.Tensor):     # a tensor learning rate (capturable, compiled schedules)
+        return lr.numel() == 1 and bool(lr.detach().eq(0).all())
+    return isinstance(lr, (int, float)) and lr == 0
 
 
 def mark_loss_scaler(nodes: list[NodeRecord]) -> None:

@@ -17,28 +17,37 @@ from .results import ErrorRecord, ScanResult
 _NONFINITE_RULES = ("nonfinite", "overflow_origin")
 LOSS_SCALE_OVERFLOW = "loss_scale_overflow"
 NOT_STEPPED = "optimizer_step_not_run"
+LR_ZERO = "learning_rate_zero"
 ALL_ZERO = "tensor_all_zero"
 
 
 def apply_step_facts(result: ScanResult, ranks: Iterable[Rank]) -> None:
     """Drop what a skipped optimizer step explains from ``result`` and list the skipped steps."""
     facts = {(r.rank, it): (r, f) for r in ranks for it in result.iterations
-             if (f := r.iteration_facts(it)) is not None and f.not_stepped}
+             if (f := r.iteration_facts(it)) is not None and (f.not_stepped or f.lr_zero)}
     if not facts:
         return
     for (rank_id, it), (rank, f) in sorted(facts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         mine = [h for h in result.hits if (h.rank, h.iteration) == (rank_id, it)]
         nonfinite = [h for h in mine if _rule(h.watchpoint) in _NONFINITE_RULES]
         overflow = f.loss_scaler and all(_in_backward(rank, h.graph, h.node, h.kind) for h in nonfinite)
-        drop = {id(h) for h in mine if _left_as_it_was(h.watchpoint) and h.kind == Kind.WEIGHT
-                and h.param in f.not_stepped}
+        still = f.not_stepped | f.lr_zero       # weights the step did not move, by design
+        drop = {id(h) for h in mine if _left_as_it_was(h.watchpoint) and h.kind == Kind.WEIGHT and h.param in still}
         if overflow:
             drop |= {id(h) for h in nonfinite}
         result.hits = [h for h in result.hits if id(h) not in drop]
         result.errors = [e for e in result.errors if not _explained_error(rank, e, rank_id, it, f, overflow)]
         result.skipped_steps.append({"rank": rank_id, "iteration": it,
-                                     "cause": LOSS_SCALE_OVERFLOW if overflow and f.loss_scaler else NOT_STEPPED,
-                                     "weights": len(f.not_stepped), "nonfinite_hits": len(nonfinite) if overflow else 0})
+                                     "cause": _cause(f, overflow), "weights": len(still),
+                                     "nonfinite_hits": len(nonfinite) if overflow else 0})
+
+
+def _cause(f: IterationFacts, overflow: bool) -> str:
+    """Why the step left its weights as they were: a loss-scale overflow, a step that did not run, or one
+    with learning rate 0 in every group (a warm-up's first step)."""
+    if overflow and f.loss_scaler:
+        return LOSS_SCALE_OVERFLOW
+    return NOT_STEPPED if f.not_stepped else LR_ZERO
 
 
 def _rule(watchpoint: str) -> str:
@@ -81,7 +90,7 @@ def _explained_error(rank: Rank, e: ErrorRecord, rank_id: int, it: int, f: Itera
         return False
     graph = rank.graphs.get(e.graph)
     node: Any = graph.get(e.node) if graph is not None else None
-    return node is not None and node.param in f.not_stepped
+    return node is not None and (node.param in f.not_stepped or node.param in f.lr_zero)
 
 
 def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
@@ -89,13 +98,16 @@ def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
     lines = []
     for cause, text in ((LOSS_SCALE_OVERFLOW, "the loss scaler skipped the step (a loss-scale overflow: non-finite "
                                               "gradients, the scale is lowered; not a training failure)"),
-                        (NOT_STEPPED, "the optimizer's step() did not run")):
+                        (NOT_STEPPED, "the optimizer's step() did not run"),
+                        (LR_ZERO, "the optimizer stepped with learning rate 0 in every parameter group (a "
+                                  "warm-up from 0): its weights were not meant to move")):
+        done = "at learning rate 0" if cause == LR_ZERO else "skipped"
         its: dict[int, list[int]] = {}
         for s in skipped:
             if s["cause"] == cause:
                 its.setdefault(s["rank"], []).append(s["iteration"])
         if its:
             where = "; ".join(f"rank {r}: iterations {ranges_text(v)}" for r, v in sorted(its.items()))
-            lines.append(f"{sum(map(len, its.values()))} optimizer step(s) skipped, {cause}: {text} ({where}); "
+            lines.append(f"{sum(map(len, its.values()))} optimizer step(s) {done}, {cause}: {text} ({where}); "
                          "their weights are not reported as unchanged")
     return lines

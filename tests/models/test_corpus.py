@@ -19,6 +19,7 @@ pytest.importorskip("timm")
 import torch.nn as nn  # noqa: E402
 
 import corpus  # noqa: E402
+from debugger.watch.registry import preset  # noqa: E402
 from corpus import HEALTHY, Loop, build, scan_recommended, train  # noqa: E402
 
 
@@ -205,6 +206,22 @@ def test_lambs_step_counter_is_no_zero_tensor(tmp_path) -> None:
                 for _, _, node in s.where}
     graph = _graph(path)
     assert any(graph.record_of(n).op_type == "Input" for n in counters), res.skipped
+
+
+@pytest.mark.parametrize("level", ["parameters", "ops"])
+def test_a_warm_up_from_learning_rate_0_is_no_frozen_model(tmp_path, level: str) -> None:
+    """transformers' linear warm-up (what the Trainer runs with warmup_steps) starts at learning rate 0: torch
+    leaves every weight bit-identical at the first step, by design. That step is said, not reported as a
+    frozen model; the steps after it are checked as usual."""
+    path = str(tmp_path / "dump")
+    truth = train(path, build("gpt2"), Loop("adamw", schedule="warmup-from-0"), level=level)
+    assert truth.unchanged[0] == truth.trained and not truth.unchanged[1] & truth.trained     # torch's word
+    res = scan_recommended(path)
+    assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
+    assert [(s["iteration"], s["cause"]) for s in res.skipped_steps] == [(0, "learning_rate_zero")]
+    order = next(i for i, wp in enumerate(preset("recommended")) if wp.name == "weight_not_changed")
+    checked = res.coverage[order].iterations
+    assert set(range(1, corpus.STEPS)) <= checked, checked
 
 
 def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:

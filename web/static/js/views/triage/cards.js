@@ -111,7 +111,8 @@ function skippedNote(t) {
   if (!skipped.length && !steps.length && !levels.length && !left.length) return null;
   const causes = stepCauses(steps);
   const WHY = { loss_scale_overflow: 'the loss scaler found NaN/Inf in the scaled gradients and skipped the step (its NaN/Inf are not findings)',
-    optimizer_step_not_run: 'the optimizer did not step' };
+    optimizer_step_not_run: 'the optimizer did not step',
+    learning_rate_zero: 'the optimizer stepped with learning rate 0 in every parameter group (a warm-up from 0)' };
   return h('div', { class: 'skipped muted small' },
     left.length ? h('div', { class: 'left-out' }, `Iteration${left.length === 1 ? '' : 's'} ${left.join(', ')} left out: the job is still writing ${left.length === 1 ? 'it' : 'them'} (checked once it moves on or goes quiet).`) : null,
     levels.map((note) => h('div', { class: 'level-note' }, note)),

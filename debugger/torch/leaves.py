@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..formats.records import LEVEL_OPS, LEVEL_PARAMETERS, Kind, NodeRecord, OutputType
+from ..formats.records import LEVEL_MODULES, LEVEL_OPS, LEVEL_PARAMETERS, Kind, NodeRecord, OutputType
 from . import capture as C
 from . import optstate
 from .compiled import compiled_anything
@@ -190,6 +190,10 @@ class Leaves:
         if replaying is not None and self.rec._replay.replay_gradients(g, opt, replaying.trace):
             return
         grads: set[int] = set()
+        # a compiled model at "modules": its calls are traced away, the weights they read are kept here (at
+        # an "ops" iteration recorded at its boundary, the compiled graphs' operators read them)
+        compiled_modules = self.rec._level == LEVEL_MODULES and read and not self.rec._graph_nodes.taking \
+            and self.rec._runs_compiled()
         for grp in opt.param_groups:
             for p in grp["params"]:
                 if p.grad is None:
@@ -215,11 +219,18 @@ class Leaves:
                 if self.rec._want(self.leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                     self.rec._capture(name, "Gradient", "output", 0, grad, exact=True,
                                   same=None if same is None else same[2])
-                    if self.rec._level == LEVEL_PARAMETERS and read:     # the weight as read (the step has not run: the
-                        # capture at the previous step()'s end holds these bits, and is reused); at
-                        # "modules" the modules' own reads of their weights are captured
+                    if read and self._read_here(pname, compiled_modules):     # the weight as read (the step has not run: the
+                        # capture at the previous step()'s end holds these bits, and is reused)
                         self.rec._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
         self.grad_ptrs = grads
+
+    def _read_here(self, pname: str, compiled_modules: bool) -> bool:
+        """Whether the Gradient node keeps the weight's value as read: at "parameters" always; at "modules" of a
+        compiled model when no module call captured it (the hooks see the model's call, not those inside the
+        compiled program); otherwise the operators or module calls that read it do."""
+        if self.rec._level == LEVEL_PARAMETERS:
+            return True
+        return compiled_modules and not self.rec._module_level.read_weight(pname)
 
     def _coarse_gradient(self, g: C.IterationGraph, name: str, pname: str, grad: torch.Tensor) -> NodeRecord:
         """A Gradient node where no operator is seen: made from every loss backward() started from and
@@ -257,12 +268,25 @@ class Leaves:
 
     def _step_moved(self, opt: torch.optim.Optimizer) -> bool:
         """Whether ``opt`` may have stepped since the last look: its state's step count moved, or it keeps
-        none (SGD: taken as stepped, its gradients then read rather than lost)."""
+        none (SGD) and one of its weights moved since the last step() (without a copy to compare: taken as
+        stepped, its gradients then read rather than lost; a step a loss scaler skipped moves none)."""
         count = next((st["step"] for st in opt.state.values() if "step" in st), None)
         count = None if count is None else float(count)
         before = self._step_counts.get(id(opt))
         self._step_counts[id(opt)] = count
-        return count is None or count != before
+        if count is None:
+            return self._weights_moved(opt)
+        return count != before
+
+    def _weights_moved(self, opt: torch.optim.Optimizer) -> bool:
+        """Whether a weight of ``opt`` differs from its copy at the last step() (True when one has none)."""
+        for grp in opt.param_groups:
+            for p in grp["params"]:
+                local = C.local(p)
+                was = self.before_step.get(self.key_of(local))
+                if was is None or not torch.equal(was, local.detach()):
+                    return True
+        return False
 
     def tag_state(self, g: C.IterationGraph, opt: torch.optim.Optimizer) -> None:
         """The step's operators and inputs that made or updated ``opt``'s state: kind optimizer_state."""

@@ -92,6 +92,20 @@ def test_a_zero_initialised_bias_in_a_skipped_step_is_no_all_zero_tensor(tmp_pat
     assert [s["iteration"] for s in out["skipped_steps"]] == skipped
 
 
+def test_skipped_steps_of_sgd_in_a_process_that_compiled_something(tmp_path: Any) -> None:
+    """Once Dynamo has compiled anything in the process, the recorder also looks for optimizer steps whose
+    hooks did not run (a compiled step runs none). SGD keeps no step count; a step the scaler skipped must
+    still read as not run (its weights bit-identical, per torch), not as a step that froze the model."""
+    torch.compile(lambda t: t * 2 + 1)(torch.ones(3))       # what a model compiled earlier leaves behind
+    dump = str(tmp_path / "d")
+    _, changed, _ = _train(dump, 2.0 ** 16, "statistics", level="parameters", norm=True)
+    skipped = [i for i, c in enumerate(changed) if not c]
+    assert 0 in skipped and len(skipped) < STEPS
+    out = run_cli("scan", dump, "--no-cache", "--json").json
+    assert out["hits"] == [], out["hits"][:3]
+    assert [s["iteration"] for s in out["skipped_steps"]] == skipped
+
+
 def test_a_nan_in_the_forward_pass_stays_the_headline(tmp_path: Any) -> None:
     """A NaN made in the forward pass (sqrt of negatives) also makes the scaler skip the step, but it is
     no loss-scale overflow: the scan exits 1 with the forward sqrt as the first problem, and the step

@@ -121,6 +121,7 @@ class ModuleLevel:
         self._calls: list[_Call] = []
         self._handles: list[Any] = []
         self._names: set[str] = set()   # this iteration's module nodes
+        self._weights_read: set[str] = set()    # leaves a call of this iteration read (and captured as its input)
         self._consumers: dict[str, list[str]] = {}    # module node -> the calls that read its outputs
         self._grads: dict[str, list[str]] = {}        # module node -> its backward nodes so far
         self._returned: dict[int, _Returned] = {}       # id(tensor) -> what the calls that returned it share
@@ -145,10 +146,16 @@ class ModuleLevel:
         self._handles.clear()
         self._calls.clear()
         self._names.clear()
+        self._weights_read.clear()
         self._consumers.clear()
         self._grads.clear()
         self._returned.clear()
         self._graph = None
+
+    def read_weight(self, name: str) -> bool:
+        """Whether a module call of the iteration being recorded read leaf ``name`` (its value as read is
+        captured there); False when no call was seen (a compiled model's calls are traced away)."""
+        return self._graph is self.rec._graph and name in self._weights_read
 
     # ---- forward ----------------------------------------------------------------------------
     def _safely(self, work: Any, *args: Any) -> None:
@@ -208,6 +215,7 @@ class ModuleLevel:
                     c = rec._capture(name, cls, "input", len(inputs) - 1, p, exact=True, reuse=True)
                     if c is not None:
                         weights.append(c)
+                        self._weights_read.add(leaf.name)
         for src in inputs:
             if src in self._names:
                 self._consumers.setdefault(src, []).append(name)

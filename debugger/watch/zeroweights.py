@@ -9,7 +9,8 @@ edges to where the zeros start (watch/zeros.py); the coarser levels cannot, so t
   submodules that are not called as modules themselves): an all-zero gradient of
   one of them, in an iteration where that call found its weight all zero, is explained by it;
 - level "parameters" records no module either: any non-bias weight found all zero is taken to explain an
-  all-zero gradient (the scan's ``skipped`` summary says so).
+  all-zero gradient (the scan's ``skipped`` summary says so); so is, at "modules", a weight no module call
+  read (a compiled model's calls are traced away: its Gradient node keeps the weight as read).
 """
 from __future__ import annotations
 
@@ -35,7 +36,9 @@ def weights_found(step: Step) -> list[tuple[str | None, TensorRef]]:
     out: list[tuple[str | None, TensorRef]] = []
     for (node, io, slot), r in step.tmap.items():
         if io == "input" and node in graph and _weight_read(graph, node, slot):
-            out.append((node, r))
+            # a weight no module call read (a compiled model's calls are traced away) is kept on its Gradient
+            # node: no call to place it, so it is judged as at "parameters"
+            out.append((None if graph.record_of(node).op_type == "Gradient" else node, r))
     return out
 
 

@@ -224,6 +224,29 @@ def test_a_warm_up_from_learning_rate_0_is_no_frozen_model(tmp_path, level: str)
     assert set(range(1, corpus.STEPS)) <= checked, checked
 
 
+def test_a_zero_initialised_head_of_a_compiled_model_is_no_vanishing_gradient_at_level_modules(tmp_path) -> None:
+    """torchvision's ViT compiled in place (``m.compile()``): at "modules" the hooks see one call, the model's,
+    so no module call reads the head; its Gradient node keeps the weight as read, the all-zero head is
+    found, and the gradients below it (all zero at step 0, per torch) are said, not reported."""
+    grads: dict[str, torch.Tensor] = {}
+
+    def keep(i: int, m: nn.Module) -> None:
+        if i == 1:      # step 0's gradients are still there when step 1 begins
+            grads.update({n: p.grad.detach().clone() for n, p in m.named_parameters() if p.grad is not None})
+
+    model = build("vit")
+    model.module.compile()
+    path = str(tmp_path / "dump")
+    with pytest.warns(RuntimeWarning, match="model runs compiled"):     # said once, as it should be
+        train(path, model, Loop("sgd-nesterov", clip=0.5), level="modules", before_step=keep, steps=3)
+    zero = {n for n, g in grads.items() if not g.any()}
+    assert "heads.head.bias" not in zero and len(zero) > 10, zero     # torch: the head's zeros reach far below
+    res = scan_recommended(path)
+    assert [(h.watchpoint, h.iteration, h.node) for h in res.hits] == []
+    said = {s.watchpoint for s in res.skipped if "found a weight all zero" in s.reason}
+    assert said == {"gradient_vanishing", "tensor_all_zero"}, res.skipped
+
+
 def test_a_nan_at_level_parameters_heads_the_scan_as_its_loss(tmp_path) -> None:
     """The NaN of the test above, recorded at level "parameters": no operator is recorded, so the
     headline is the first non-finite tensor the level holds, iteration 2's loss (torch says it is NaN),

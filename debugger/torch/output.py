@@ -56,6 +56,10 @@ class Output:
         """Hand an iteration to the writer thread (waits while the one before is being written)."""
         self.sink.submit(job)
 
+    def flush(self) -> None:
+        """Wait until every submitted iteration is on disk (or its write failed)."""
+        self.sink.flush()
+
     def failure(self) -> tuple[BaseException, int | None] | None:
         """A failed write, told once: the writer thread's error and the last iteration written whole."""
         if self.stopped or self.sink.failed is None:

@@ -240,7 +240,7 @@ class Recorder:
         """Wait until every ended iteration is written (``step`` does not wait for its own), and every
         ended step of the series is readable."""
         if self._out is not None:
-            self._out.sink.flush()
+            self._out.flush()
             self._check_writing()
         self._series.flush()
 
@@ -275,7 +275,7 @@ class Recorder:
     def _flush_on_signal(self) -> None:
         """SIGTERM or SIGINT (debugger.torch.signals): every ended iteration and series step onto the disk."""
         if self._out is not None:
-            self._out.sink.flush()
+            self._out.flush()
         self._series.flush(guarded=False)
 
     # ---- iteration lifecycle ----------------------------------------------------------------

@@ -6,6 +6,7 @@ ran and whether a loss scaler checked the gradients); formats that record none a
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Iterable
 
 from ..formats.records import IterationFacts, Kind
@@ -23,8 +24,14 @@ ALL_ZERO = "tensor_all_zero"
 
 def apply_step_facts(result: ScanResult, ranks: Iterable[Rank]) -> None:
     """Drop what a skipped optimizer step explains from ``result`` and list the skipped steps."""
-    facts = {(r.rank, it): (r, f) for r in ranks for it in result.iterations
-             if (f := r.iteration_facts(it)) is not None and (f.not_stepped or f.lr_zero)}
+    known = {(r.rank, it): (r, r.iteration_facts(it)) for r in ranks for it in result.iterations}
+    # a weight at learning rate 0 in every scanned step never trains: that is a finding, not a warm-up
+    never: dict[int, frozenset[str]] = {}
+    for (rank_id, _), (_, f) in known.items():
+        lr_zero = f.lr_zero if f is not None else frozenset()
+        never[rank_id] = never.get(rank_id, lr_zero) & lr_zero
+    facts = {key: (r, replace(f, lr_zero=f.lr_zero - never[key[0]])) for key, (r, f) in known.items()
+             if f is not None and (f.not_stepped or f.lr_zero - never[key[0]])}
     if not facts:
         return
     for (rank_id, it), (rank, f) in sorted(facts.items(), key=lambda kv: (kv[0][1], kv[0][0])):

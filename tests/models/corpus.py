@@ -263,6 +263,8 @@ def make_schedule(loop: Loop, opt: torch.optim.Optimizer) -> Any:
         return torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=STEPS)
     if loop.schedule == "warmup":
         return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 2))
+    if loop.schedule == "zero":     # a schedule stuck at 0: nothing ever trains
+        return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.0)
     if loop.schedule == "warmup-from-0":     # transformers' own: its learning rate is 0 at the first step
         import transformers
 

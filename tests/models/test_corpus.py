@@ -224,6 +224,16 @@ def test_a_warm_up_from_learning_rate_0_is_no_frozen_model(tmp_path, level: str)
     assert set(range(1, corpus.STEPS)) <= checked, checked
 
 
+def test_a_learning_rate_0_at_every_step_is_a_frozen_model(tmp_path) -> None:
+    """The warm-up rule above never hides a model that does not train: a schedule stuck at 0 leaves every
+    weight bit-identical at every step (torch), and weight_not_changed is the headline."""
+    path = str(tmp_path / "dump")
+    truth = train(path, build("gpt2"), Loop("adamw", schedule="zero"), level="parameters")
+    assert all(u == truth.trained for u in truth.unchanged)
+    res = scan_recommended(path)
+    assert _first(res)[0] == "weight_not_changed" and res.skipped_steps == []
+
+
 def test_a_zero_initialised_head_of_a_compiled_model_is_no_vanishing_gradient_at_level_modules(tmp_path) -> None:
     """torchvision's ViT compiled in place (``m.compile()``): at "modules" the hooks see one call, the model's,
     so no module call reads the head; its Gradient node keeps the weight as read, the all-zero head is

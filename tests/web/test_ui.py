@@ -582,7 +582,8 @@ def test_the_triage_finishing_and_watch_these_again_update_every_pane_without_a_
         page.wait_for_selector("body[data-ready='1']")
         navigations = page.evaluate("performance.getEntriesByType('navigation').length")
         page.wait_for_function("!document.getElementById('run-next-hit').disabled", timeout=20_000)
-        page.wait_for_function("!document.getElementById('hit-badge').hidden", timeout=20_000)
+        # the badge reads '…' while the triage still runs: wait for its count
+        page.wait_for_function("/^\\d+$/.test(document.getElementById('hit-badge').textContent)", timeout=20_000)
         assert int(page.locator("#hit-badge").inner_text()) >= 1
         page.locator("#tabs a[data-view=watch]").click()
         page.locator("button", has_text="Remove all").click()            # the user's list: empty

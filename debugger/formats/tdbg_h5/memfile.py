@@ -31,12 +31,18 @@ def in_memory(name: str) -> Any:
     return h5py.File(name, "w", driver="core", backing_store=False, libver=L.LIBVER)
 
 
-def write_image(f: Any, path: str, durable: bool) -> None:
+def write_image(f: Any, path: str, durable: bool) -> bytes:
     """Close the in-memory file ``f`` and write its bytes to ``path`` (a temporary name the caller renames);
-    an OSError names ``path`` and leaves no file there."""
+    an OSError names ``path`` and leaves no file there. Returns the image."""
     f.flush()
     image = f.id.get_file_image()
     f.close()
+    write_bytes(image, path, durable)
+    return image
+
+
+def write_bytes(image: bytes, path: str, durable: bool) -> None:
+    """Write a finished file image to ``path`` with plain file I/O (an OSError names ``path``, no file left)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:

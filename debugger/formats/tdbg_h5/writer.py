@@ -25,7 +25,7 @@ from ..parallel import RankLayout, layout_to_dict
 from ..records import GraphRecord, IterationFacts
 from . import arrays
 from . import layout as L
-from . import memfile
+from . import memfile, repeatfile
 from .graphfile import write_graph
 
 _SAVED = (VALUES, STATISTICS, BOTH)
@@ -135,6 +135,7 @@ class DumpWriter:
             "device_target": device_target, "net": net, "metadata": dict(metadata or {})}
         self.set_layout(layout)
         self._open_iteration: IterationWriter | None = None
+        self._template: repeatfile.Template | None = None     # the last statistics-only iteration file
 
     def set_layout(self, layout: RankLayout | None) -> None:
         """Write ``rank.json`` anew with the rank's parallel layout (None: none known)."""
@@ -233,7 +234,10 @@ class IterationWriter:
         self.iteration = iteration
         self.path = path
         self._tmp = L.temp_name(path)
-        self._file: Any = None
+        self._file: Any = None      # in memory: made at its first use (an iteration like the one before needs none)
+        self._active = False
+        self._shapes: dict[int, list[tuple[Any, ...]]] = {}    # per graph, each row as repeatfile's shape key sees it
+        self._irregular = False     # a row came through add(): this file is never a template
         self._rows: dict[int, list[tuple[Any, ...]]] = {}
         self._stats: dict[int, list[list[float]]] = {}
         self._known: dict[int, list[list[bool]]] = {}
@@ -246,27 +250,64 @@ class IterationWriter:
         self._facts: IterationFacts | None = None
 
     def __enter__(self) -> "IterationWriter":
-        self._file = memfile.in_memory(self._tmp) if self._in_memory else h5py.File(self._tmp, "w", libver=L.LIBVER)
+        if not self._in_memory:
+            self._file = h5py.File(self._tmp, "w", libver=L.LIBVER)
+        self._active = True
         self.writer._open_iteration = self
         return self
+
+    def _h5(self) -> Any:
+        """The file being written (an in-memory one is made here, at its first use)."""
+        if self._file is None:
+            self._file = memfile.in_memory(self._tmp)
+        return self._file
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.writer._open_iteration = None
+        self._active = False
         try:
             if exc_type is None:
-                self._finish()
-            if self._in_memory and exc_type is None:
-                memfile.write_image(self._file, self._tmp, self.writer.durable)
+                self._write_out()
+                self.writer._publish(self._tmp, self.path)
             elif self._in_memory:
-                self._file.close()
+                if self._file is not None:
+                    self._file.close()
             else:
                 memfile.close_or_keep(self._file, self._datasets, self._groups)
-            if exc_type is None:
-                self.writer._publish(self._tmp, self.path)
         finally:
             if os.path.exists(self._tmp):
                 os.unlink(self._tmp)
+
+    def _write_out(self) -> None:
+        """The finished file under its temporary name: in memory, from the last iteration's image when this one
+        has its shape (repeatfile.py), else built and kept as the image the next one may take."""
+        durable = self.writer.durable
+        if not self._in_memory:
+            self._finish()
+            memfile.close_or_keep(self._file, self._datasets, self._groups)
+            return
+        shape = self._shape()
+        t = self.writer._template
+        if t is not None and shape is not None and shape == t.shape:
+            stats = {gid: np.asarray(self._stats[gid], np.float64) for gid in self._rows}
+            extra = {gid: self._extra_table(gid) for gid in t.extra}
+            digests = {gid: [r[9] for r in rows] for gid, rows in self._rows.items()}
+            memfile.write_bytes(repeatfile.refill(t, self.iteration, stats, extra, digests, self._facts), self._tmp, durable)
+            return
+        self._finish()
+        image = memfile.write_image(self._h5(), self._tmp, durable)
+        self.writer._template = None if shape is None else repeatfile.Template(
+            shape, bytes(image), frozenset(gid for gid in self._rows if self._extra.get(gid)))
+
+    def _shape(self) -> tuple[Any, ...] | None:
+        """What an iteration file holds besides the numbers, digests, iteration and facts that repeatfile.refill
+        writes: equal for two files that differ only in those (None: a file that is no template: values,
+        rows added one by one, no row)."""
+        if self._irregular or self._datasets or not self._rows:
+            return None
+        return (tuple(sorted(self._ran | set(self._rows))),
+                tuple((gid, tuple(self._shapes[gid])) for gid in sorted(self._rows)))
 
     def ran(self, graph_id: int) -> None:
         """Record that a graph ran in this iteration although none of its tensors was dumped."""
@@ -283,8 +324,9 @@ class IterationWriter:
         """Add one tensor: its ``values`` (the writer derives what ``saved`` asks), or, in a
         statistics-only dump, its ``stats``, ``dtype``, ``shape`` and ``digest`` (None: unknown) computed elsewhere.
         ``extra``: statistics of :data:`debugger.stats.EXTRA_STAT_NAMES` that apply to this tensor."""
-        if self._file is None:
+        if not self._active:
             raise ValueError("add() outside 'with writer.iteration(...)'")
+        self._irregular = True
         # the common case (plain ints and strs: a recorder adds hundreds of rows a step) checked first
         if type(graph_id) is not int or graph_id < 0:
             graph_id = _check_id(graph_id, "graph_id")
@@ -355,7 +397,7 @@ class IterationWriter:
         """:meth:`add` of many statistics-only tensors, each ``(graph_id, node, op_type, io, slot, stats,
         digest, dtype, shape, extra)``: a recorder adds a hundred and more a step, and the common row
         (every statistic given, a str dtype, a tuple shape) is checked here in a fraction of add's time."""
-        if self._file is None:
+        if not self._active:
             raise ValueError("add_statistics() outside 'with writer.iteration(...)'")
         quick = self.writer.saved == STATISTICS
         for r in rows:
@@ -386,8 +428,10 @@ class IterationWriter:
         rows = self._rows.setdefault(graph_id, [])
         if extra_row is not None:
             self._extra.setdefault(graph_id, {})[len(rows)] = extra_row
+        nbytes = math.prod(shape) * a_dtype.itemsize
         rows.append((node, op_type, io_code, slot, _dtype_name(a_dtype), _shape_array(shape), "", -1,
-                     math.prod(shape) * a_dtype.itemsize, (digest or "").encode("ascii")))
+                     nbytes, (digest or "").encode("ascii")))
+        self._shapes.setdefault(graph_id, []).append((node, op_type, io_code, slot, a_dtype, shape, extra_row is not None))
         self._stats.setdefault(graph_id, []).append(row_values)
         self._known.setdefault(graph_id, []).append(_ALL_KNOWN)
         return True
@@ -403,7 +447,7 @@ class IterationWriter:
                 memfile.check_room(w.rank_dir, a.nbytes)
             group = self._groups.get(graph_id)
             if group is None:   # created once: a full path per dataset costs a lookup per level
-                group = self._groups[graph_id] = self._file.require_group(f"{L.GRAPH_GROUP.format(graph_id)}/values")
+                group = self._groups[graph_id] = self._h5().require_group(f"{L.GRAPH_GROUP.format(graph_id)}/values")
             if a.nbytes < L.CHUNKED_MIN_BYTES:
                 # not ascontiguousarray: it turns a 0-d array into shape (1,)
                 ds = group.create_dataset(str(row), data=a if a.flags.c_contiguous else a.copy(order="C"))
@@ -436,9 +480,16 @@ class IterationWriter:
                 table["offset"][i] = -1 if off is None else off   # contiguous: one plain read
         return table
 
+    def _extra_table(self, gid: int) -> np.ndarray:
+        """Graph ``gid``'s stats_extra table (NaN where a row has no such statistic)."""
+        table_x = np.full((len(self._rows[gid]), len(EXTRA_STAT_NAMES)), np.nan, np.float64)
+        for i, vals in self._extra.get(gid, {}).items():
+            table_x[i] = vals
+        return table_x
+
     def _finish(self) -> None:
         """Write the per-graph index and statistics tables and the file's attributes."""
-        f = self._file
+        f = self._h5()
         dt = arrays.index_dtype()
         for gid, rows in self._rows.items():
             g = f.require_group(L.GRAPH_GROUP.format(gid))
@@ -449,10 +500,7 @@ class IterationWriter:
                 if not known.all():   # only where some statistic is unknown: a complete table needs no mask
                     g.create_dataset("stats_known", data=known)
             if self._extra.get(gid):
-                table_x = np.full((len(rows), len(EXTRA_STAT_NAMES)), np.nan, np.float64)
-                for i, vals in self._extra[gid].items():
-                    table_x[i] = vals
-                g.create_dataset("stats_extra", data=table_x)
+                g.create_dataset("stats_extra", data=self._extra_table(gid))
         f.attrs.update({
             "format": L.FORMAT_NAME, "version": L.VERSION, "kind": "iteration", "rank": self.writer.rank,
             "iteration": self.iteration, "saved": self.writer.saved,

@@ -132,15 +132,11 @@ def _masked(x: torch.Tensor, n: int) -> torch.Tensor:
 
 def rows_to_dicts(rows: "list[torch.Tensor | dict[str, float | None]]") -> list[dict[str, float | None]]:
     """Stack the rows, copy them to the host once, and return one stats mapping per row."""
-    if not rows:
-        return []
     by_dev: dict[torch.device, list[int]] = {}
-    out: list[dict[str, float | None]] = [{} for _ in rows]
     for i, r in enumerate(rows):
-        if isinstance(r, dict):
-            out[i] = r
-        else:
+        if not isinstance(r, dict):
             by_dev.setdefault(r.device, []).append(i)
+    out: list[Any] = list(rows)      # a CPU row is a mapping already (no new object: fewer for the collector)
     for idx in by_dev.values():
         host = torch.stack([rows[i] for i in idx]).cpu().numpy()
         for i, vals in zip(idx, host):

@@ -1,7 +1,8 @@
-"""A non-finite value computed from constants alone (kind constant) is an overflow origin only when it reaches
-the training: T5's relative position buckets take the log of a zero position (-inf), cast it to an index and
+"""Values computed from constants alone (kind constant) in a real model. A non-finite one is an overflow origin
+only when it reaches the training: T5's relative position buckets take the log of a zero position (-inf), cast it to an index and
 discard it with torch.where, a healthy run; a positional table whose log(0) is added to the embeddings makes
-the loss non-finite, and that log is the headline. Truth from plain torch."""
+the loss non-finite, and that log is the headline. At level "modules", a call's float output that needs no
+grad beside one that does is such a constant. Truth from plain torch."""
 from __future__ import annotations
 
 from typing import Any
@@ -19,9 +20,12 @@ STEPS = 3
 
 
 @pytest.mark.slow
-def test_t5_relative_position_log_is_no_overflow_origin(tmp_path: Any) -> None:
-    """T5 under its own loss, recorded at every operator: its log(0) = -inf is plain torch's (asserted), and the
-    scan is quiet (it was: 16 overflow hits at the bucket's log-0 in a healthy run)."""
+@pytest.mark.parametrize("level", ["ops", "modules"])
+def test_t5_relative_position_log_is_no_overflow_origin(tmp_path: Any, level: str) -> None:
+    """T5 under its own loss: its log(0) = -inf is plain torch's (asserted), and the scan is quiet. At "ops" it
+    was 16 overflow hits at the bucket's log-0 in a healthy run; at "modules" tensor_all_zero hit the
+    cross-attention's output 1, the position bias it passes along (zeros plus the all-zero mask, no grad:
+    asserted), now an output of kind constant."""
     transformers = pytest.importorskip("transformers")
     from transformers.models.t5.modeling_t5 import T5Attention
 
@@ -34,7 +38,10 @@ def test_t5_relative_position_log_is_no_overflow_origin(tmp_path: Any) -> None:
         decoder_start_token_id=0, pad_token_id=0))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1)
-    with quiet_threads(), Recorder(tmp_path / "d", model, opt, level="ops", save="statistics") as rec:
+    cross = model.decoder.block[0].layer[1].EncDecAttention
+    bias = []
+    cross.register_forward_hook(lambda m, a, out: bias.append(out[1]))
+    with quiet_threads(), Recorder(tmp_path / "d", model, opt, level=level, save="statistics") as rec:
         for _ in range(STEPS):
             loss = model(input_ids=torch.randint(2, 32, (2, 8), generator=g),
                          labels=torch.randint(2, 32, (2, 6), generator=g)).loss
@@ -43,6 +50,7 @@ def test_t5_relative_position_log_is_no_overflow_origin(tmp_path: Any) -> None:
             loss.backward()
             opt.step()
             rec.step()
+    assert all(not b.requires_grad and not b.any() for b in bias), "the position bias is a zero constant"
     scan_quiet(str(tmp_path / "d"))
 
 

@@ -70,6 +70,16 @@ def module_activation(module: torch.nn.Module) -> str:
     return got
 
 
+def _output_types(outs: list[torch.Tensor]) -> list[OutputType]:
+    """Each output's type; a floating output that does not require grad beside one that does (autograd on) is
+    kind constant: made from no trained input, a value the call passes along (T5's cross-attention returns its
+    position bias, zeros plus the mask), judged apart from the call's computed outputs as at level "ops"."""
+    trained = torch.is_grad_enabled() and any(t.requires_grad for t in outs)
+    return [OutputType(C.dtype_name(t.dtype), tuple(t.shape),
+                       Kind.CONSTANT if trained and t.is_floating_point() and not t.requires_grad else None)
+            for t in outs]
+
+
 def output_tensors(x: Any) -> Iterator[torch.Tensor]:
     """Tensors in a module's return value, in order: tensors, tuples, lists and mappings (transformers'
     ModelOutput is one), nested."""
@@ -320,7 +330,7 @@ class ModuleLevel:
                 outs.append(t)
         activation = module_activation(module)
         g.nodes.append(NodeRecord(call.name, cls, call.scope, inputs=[(s, "data") for s in call.inputs],
-                                  outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
+                                  outputs=_output_types(outs),
                                   stack=call.stack, module=call.path,
                                   kind=Kind.ACTIVATION if activation else Kind.OTHER, activation=activation))
         g.order.append(call.name)

@@ -15,6 +15,7 @@ from ..model.graph import Graph
 from ..model.locate import position
 from ..stats.core import Stats
 from .batch import Batch
+from .discarded import discarded_constants
 from .rules import NONFINITE, Step, make_hit, nonfinite_counts, unsupplied
 from .registry import Watchpoint
 from .results import Hit, ScanResult, SeriesHit
@@ -102,14 +103,16 @@ def series_nonfinite(dump: Dump, ranks: list[int] | None, hits: list[Hit]) -> li
 
 def _not_masking(step: Step, bad: list[tuple[TensorRef, Stats]]) -> list[tuple[TensorRef, Stats]]:
     """The non-finite tensors less an attention mask's: a constant made from no input that holds -inf (or
-    +inf) on purpose, and the forward activations holding infinities but no NaN in a step that makes one
-    (masked scores, which softmax turns finite). A NaN, and an infinity in a weight, gradient, optimizer
-    state, loss, input or backward tensor, always stay."""
+    +inf) on purpose, a constant's that reaches no value of the training (watch/discarded.py), and the
+    forward activations holding infinities but no NaN in a step that makes one (masked scores, which softmax
+    turns finite). A NaN, and an infinity in a weight, gradient, optimizer state, loss, input or backward
+    tensor, always stay."""
     g = step.graph
     if g is None:
         return bad
     masks = {ref.node for ref, _ in bad if ref.io == "output" and ref.node in g and not g.node(ref.node).inputs
              and ref.kind not in (Kind.INPUT, Kind.LOSS)}
+    masks |= discarded_constants(g, {ref.node for ref, _ in bad if ref.io == "output"}, {r.node for r in step.swept})
     if not masks:
         return bad
     def masked(ref: TensorRef, st: Stats) -> bool:

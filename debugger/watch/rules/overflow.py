@@ -10,6 +10,7 @@ from ...stats.core import Stats
 from ..batch import Batch
 from ..bookkeeping import BOOKKEEPING, bookkeeping
 from ..coverage import Coverage
+from ..discarded import discarded_constants
 from ..registry import Watchpoint
 from ..results import ScanResult
 from ..select import matches
@@ -76,6 +77,8 @@ class OverflowOrigin(Rule):
                         key=lambda ref: order_idx.get(ref.node, 1 << 30), default=None)
         inherited_at = _position_of_read(graph, inherited, order_idx)
         hits_before = len(out.hits)
+        discarded = discarded_constants(graph, {n for n, ios in by_node.items() if any(io == "output" for io, _ in ios)},
+                                        {ref.node for ref in item.refs})
         for node, ios in sorted(by_node.items(), key=lambda kv: order_idx.get(kv[0], 1 << 30)):
             if inherited is not None and inherited_at <= order_idx.get(node, 1 << 30):
                 if len(out.hits) == hits_before:    # else a NaN made earlier in this iteration reached the read
@@ -97,10 +100,16 @@ class OverflowOrigin(Rule):
                 add_error(out, wp, step, node, ByDesign(
                     "a non-finite constant made from no input (an attention mask's -inf) is no overflow origin"))
                 continue
+            if node in discarded:
+                add_error(out, wp, step, node, ByDesign(CONSTANT_DISCARDED))
+                continue
             add_hit(out, wp, item.order, step, ref, nonfinite_counts(bad[(node, "output", outs[0])]), {})
         return False
 
 
+CONSTANT_DISCARDED = ("a non-finite value computed from constants alone that reaches no value of the training "
+                      "(T5's log of a zero relative position, cast to an index and discarded by torch.where) "
+                      "is no overflow origin")
 EARLIER_ORIGIN = ("weights or optimizer state were already non-finite when the iteration began: the origin "
                   "is in an earlier iteration")
 

@@ -11,17 +11,29 @@ where the recorder cannot see it) says that it ran eagerly.
 from __future__ import annotations
 
 import warnings
+from typing import Container
 
 import torch
+import torch.fx
 from torch._C._dynamo import eval_frame
 
-__all__ = ["CompileNotes", "compiled_anything", "compiling", "in_compiled_region", "quiet_wrapper_warning"]
+__all__ = ["CompileNotes", "compiled_anything", "compiling", "generated_module", "in_compiled_region",
+           "quiet_wrapper_warning"]
 
 
 def in_compiled_region() -> bool:
     """Whether a ``torch.compile``'d function or module is running now (compiled, or skipped by Dynamo
     and so run eagerly): its eval-frame callback is set."""
     return eval_frame.get_eval_frame_callback() is not None
+
+
+def generated_module(module: torch.nn.Module, users: Container[int]) -> bool:
+    """Whether a module call is the compiled program's own code, not a module of the user's (``users``: the
+    ids of the model's modules): AOTAutograd runs the graph it compiled as a ``torch.fx.GraphModule``
+    (backend "aot_eager", or any backend that hands the graph back to be called), outside Dynamo's frame,
+    so the global module hooks see its call; its outputs are the program's values and what backward keeps
+    (weights among them), not a module's outputs. A GraphModule that is part of the model stays its own."""
+    return isinstance(module, torch.fx.GraphModule) and id(module) not in users
 
 
 class CompileNotes:

@@ -33,7 +33,8 @@ from . import capture as C
 from . import activations as A
 from . import replay as R
 from . import wrappers as W
-from .compiled import CompileNotes, compiled_anything, compiling, in_compiled_region, quiet_wrapper_warning
+from .compiled import (CompileNotes, compiled_anything, compiling, generated_module, in_compiled_region,
+                       quiet_wrapper_warning)
 from .layouts import rank_layout
 from .graphnodes import GraphNodes
 from .leaves import Leaves
@@ -531,8 +532,8 @@ class Recorder:
     def _pre_hook(self, module: torch.nn.Module, inputs: Any) -> None:
         if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
             return
-        if self._graph is None or id(module) in self._wrappers:
-            return
+        if self._graph is None or id(module) in self._wrappers or generated_module(module, self._module_path):
+            return      # a wrapper is named after what it wraps; a compiled program's graph is no module call
         module = self._seen_as(module)
         if self._scopes and self._scopes[-1][0] is module:
             return      # the call its compiled wrapper stood for, run eagerly: one call, one scope
@@ -556,7 +557,7 @@ class Recorder:
     def _post_hook(self, module: torch.nn.Module, inputs: Any, output: Any) -> None:
         if compiling():     # traced by Dynamo: step aside (debugger.torch.compiled)
             return
-        if self._graph is None:
+        if self._graph is None or generated_module(module, self._module_path):
             return
         module = self._seen_as(module)
         if self._composites.pending:

@@ -222,6 +222,31 @@ def test_inf_written_into_a_weight_is_the_headline(tmp_path: Any, mode: str) -> 
     assert "iteration 3" in head and "h.0.c_fc.weight" in head, r.out
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("level", ["modules", "ops"])
+def test_aot_eager_graph_is_no_module_call(tmp_path: Any, level: str) -> None:
+    """Backend "aot_eager" runs the graph AOTAutograd compiled as a torch.fx.GraphModule, whose call the global
+    module hooks see: it is the compiled program, not a module of the user's, so no node is recorded for it
+    (its outputs hold the weights backward keeps: nanoGPT's zero-initialised LayerNorm biases were judged
+    as all-zero activations), and the healthy run scans clean with the same losses and weights."""
+    dump = str(tmp_path / "d")
+    rec = train("compile", STEPS, record={"level": level, "save": "statistics"}, path=dump, backend="aot_eager")
+    _assert_same_training(train("compile", STEPS, backend="aot_eager"), rec)
+    for graph in open_dump(dump).rank(0).graphs.values():
+        assert not [n for n in graph if "GraphModule" in n], "a compiled graph recorded as a module call"
+        assert "model" in graph, "the compiled model's call is one node"
+    scan_quiet(dump)
+    if level == "ops":      # recorded at the boundary too: the fault is checked once
+        return
+    faulty = str(tmp_path / "f")
+    train("compile", STEPS, record={"level": level, "save": "statistics"}, path=faulty, backend="aot_eager",
+          fault=inf_into_weight_at(3))
+    r = run_cli("scan", faulty)
+    assert r.code == 1, r.out
+    head = next(line for line in r.out.splitlines() if line.startswith("First problem"))
+    assert "iteration 3" in head and "h.0.c_fc.weight" in head, r.out
+
+
 @pytest.mark.parametrize("level", ["parameters", "ops"])
 def test_hf_trainer_compiled_with_its_default_optimizer(tmp_path: Any, level: str) -> None:
     """transformers.Trainer with torch_compile=True and its default optimizer (fused AdamW on torch >= 2.8),

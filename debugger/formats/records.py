@@ -117,6 +117,8 @@ class NodeRecord:
     param: str | None = None       # the weight a weight, gradient or optimizer state belongs to
     is_backward: bool = False
     is_routing: bool = False       # only routes values (no computation): hidden in graph views
+    stops_gradient: bool = False   # passes its input's value cut off from autograd (torch's detach): what
+                                   # reads it is not trained through it
     is_collective: bool = False    # exchanges values between ranks (all-reduce, all-gather ...)
     group: tuple[int, ...] = ()    # a collective's process group: the global ranks it exchanges with
                                    # (() : every rank, or unknown)

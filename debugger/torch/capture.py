@@ -22,6 +22,8 @@ from ..formats.records import Kind, NodeRecord, OutputType, StackFrame
 PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_copy", "_to_copy"})
 # Ops whose output is the very view of their input's memory (same bits, same version counter).
 ALIASES = frozenset({"detach", "alias"})
+# Ops whose output is their input's value cut off from autograd (Tensor.detach(), what torch issues for it).
+DETACHES = frozenset({"detach", "detach_"})
 # Ops whose outputs are uninitialised memory: never dumped (their bits mean nothing, NaN included).
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 # In-place ops that overwrite their destination whatever it held: its old value is no data input

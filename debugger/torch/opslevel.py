@@ -207,7 +207,8 @@ class OpsLevel:
                                                       for s, t in zip(srcs, ins)],
                              outputs=[OutputType(C.dtype_name(t.dtype), tuple(t.shape)) for t in outs],
                              stack=source, module=path or "", kind=kind, is_backward=backward,
-                             is_routing=is_routing, is_collective=collective, group=group,
+                             is_routing=is_routing, stops_gradient=op in C.DETACHES,
+                             is_collective=collective, group=group,
                              per_rank=per_rank, input_roles=roles, value_inputs=value_inputs,
                              activation=activation)
             g.nodes.append(node)

@@ -12,7 +12,9 @@ A node is bookkeeping, on a graph with data edges (a loss that reads something),
   outside the recorded iteration counts as an input, not as a buffer: timm's LAMB keeps its step counter,
   ``torch.tensor(0.0)`` at the first step, in its parameter groups and reads it only to count); a value taken off
   the loss's own computation (``loss.detach()``, the Trainer's detached step loss) counts as made from
-  no trained input: the loss and what computes it are judged themselves;
+  no trained input: the loss and what computes it are judged themselves; so does a value detached from a
+  computation that reaches no loss (Lightning's ``self.log("val_loss", ...)`` of a validation loss, summed
+  into a metric that starts at zero): the evaluation forward and its loss are judged themselves;
 - and its value never reaches a loss.
 The evaluation forward pass reads the weights, so its activations stay checked (a dead layer there is
 a dead layer). Decided once per graph (``Graph.derived``).
@@ -57,6 +59,10 @@ def _build(graph: Graph) -> frozenset[str]:
     # a value taken off the loss's computation (a detached loss, a logged output) is not made from a
     # trained input: the training values it copies are judged where they are made
     stop = to_loss - set(sources)
+    # so is a value detached from a computation no backward runs through (a logged validation loss): the
+    # evaluation values it copies are judged where they are made; what reads it was never trained
+    stop |= {n for n in graph if graph.record_of(n).stops_gradient and not graph.record_of(n).is_backward
+             and n not in to_loss}
     model = _closure(sources, readers, stop)
     data = [n for n in graph if _input(graph, n)
             and (n in to_loss or any(r in model for r in readers.get(n, ())))]

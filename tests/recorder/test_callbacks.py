@@ -242,6 +242,79 @@ def test_lightning_trainer_records_every_optimizer_step(tmp_path: Any) -> None:
         assert ("model", "addmm") in ops and not any(s.startswith("optimizer-") and op == "addmm" for s, op in ops)
 
 
+def _lightning_validated(out: str, callback: Any, corrupt_at: int | None = None) -> list[float]:
+    """Lightning with bf16 autocast, a validation loop after each epoch that logs its loss (Lightning sums
+    the detached loss into a metric that starts at zero) and ModelCheckpoint watching it: the losses.
+    ``corrupt_at``: the validation after that epoch writes an inf into a weight row."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    losses: list[float] = []
+
+    class Net(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                           torch.nn.Linear(32, 1))
+
+        def forward(self, x: Any) -> Any:
+            return self.net(x)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = torch.nn.functional.mse_loss(self(batch[0]).float(), batch[1])
+            losses.append(float(loss.detach()))
+            return loss
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", torch.nn.functional.mse_loss(self(batch[0]).float(), batch[1]))
+            if self.current_epoch == corrupt_at and batch_idx == 0 and not self.trainer.sanity_checking:
+                self.net[3].weight[0].fill_(float("inf"))      # a fault in validation that the training reads
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.AdamW(self.parameters(), lr=1e-2)
+
+    torch.manual_seed(0)
+    model = Net()
+    g = torch.Generator().manual_seed(1)
+    x, xv = torch.randn(24, 8, generator=g), torch.randn(8, 8, generator=g)
+    train = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4)
+    val = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xv, xv.sum(1, keepdim=True)), batch_size=4)
+    trainer = L.Trainer(accelerator="cpu", max_epochs=2, logger=False, precision="bf16-mixed", default_root_dir=out,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[ModelCheckpoint(dirpath=os.path.join(out, "ckpt"), monitor="val_loss")]
+                        + ([callback] if callback else []))
+    trainer.fit(model, train, val)
+    return losses
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_lightning_validation_metric_is_bookkeeping(tmp_path: Any) -> None:
+    """Lightning's validation runs between two optimizer steps, so level "ops" records it inside the next
+    iteration: its loss, detached by self.log and summed into an accumulator that starts at zero, never
+    reaches a backward. The accumulator is bookkeeping (it fired tensor_all_zero on a healthy run); the
+    validation forward stays checked: an inf it writes into a weight is the headline, at that iteration."""
+    pytest.importorskip("lightning")
+    from debugger.torch.callbacks import TdbgLightningCallback
+
+    dump = str(tmp_path / "dump")
+    recorded = _lightning_validated(str(tmp_path / "a"), TdbgLightningCallback(dump, level="ops", save="statistics"))
+    assert recorded == _lightning_validated(str(tmp_path / "b"), None)
+    r = open_dump(dump).rank(0)
+    assert any(n.op_type == "mse_loss" and n.kind != "loss" for g in r.graphs.values() for n in g.nodes()), \
+        "the validation loop is recorded inside a training iteration"
+    res = run_cli("scan", dump, "--no-cache", "--json")
+    assert res.code == 0, [(h["watchpoint"], h["node"], h["iteration"]) for h in res.json["hits"]]
+    faulty = str(tmp_path / "fault")
+    _lightning_validated(str(tmp_path / "c"), TdbgLightningCallback(faulty, level="ops", save="statistics"),
+                         corrupt_at=0)
+    res = run_cli("scan", faulty)
+    assert res.code == 1, res.out
+    head = next(line for line in res.out.splitlines() if line.startswith("First problem"))
+    assert "at iteration 6" in head and "fill_" in head, res.out
+
+
 @pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated")
 def test_a_recorder_that_cannot_start_warns_and_training_goes_on(tmp_path: Any) -> None:
     """A dump path that is a file: a RuntimeWarning naming it, and the same training as without the callback."""

@@ -18,9 +18,10 @@ from .legacy import module_of_scope, parse_source_text
 _STR_FIELDS = ("name", "op_type", "scope", "module", "instance_name", "kind", "param", "base_name", "activation")
 # Columns a file written before they existed lacks: read as a default (see _legacy_activation; no module).
 _OPTIONAL = frozenset({"activation", "module"})
-_BOOL_FIELDS = ("is_parameter", "is_constant", "has_default", "is_backward", "is_routing", "is_collective", "per_rank")
+_BOOL_FIELDS = ("is_parameter", "is_constant", "has_default", "is_backward", "is_routing", "is_collective", "per_rank",
+                "stops_gradient")
 # Boolean columns a file written before they existed lacks: read as False.
-_OPTIONAL_BOOL = frozenset({"per_rank"})
+_OPTIONAL_BOOL = frozenset({"per_rank", "stops_gradient"})
 # /stack: every node's frames, innermost first (version 3; older files hold nodes/source text)
 _STACK_STR = ("file", "code")
 _STACK_INT = ("line", "end_line", "column", "is_framework", "forward_candidate")

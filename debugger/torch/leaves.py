@@ -191,8 +191,9 @@ class Leaves:
             return
         grads: set[int] = set()
         # a compiled model at "modules": its calls are traced away, the weights they read are kept here (at
-        # an "ops" iteration recorded at its boundary, the compiled graphs' operators read them)
-        compiled_modules = self.rec._level == LEVEL_MODULES and read and not self.rec._graph_nodes.taking \
+        # an "ops" iteration recorded at its boundary, the operators of graphs the "tdbg" backend tapped read
+        # them; with any other backend no graph was tapped, and the boundary is all there is, as at "modules")
+        compiled_modules = self.rec._level == LEVEL_MODULES and read and not self.rec._graph_nodes.tapped \
             and self.rec._runs_compiled()
         for grp in opt.param_groups:
             for p in grp["params"]:

@@ -11,7 +11,9 @@ msprobe, keeps every finding):
 - an all-zero tensor whose node reads an all-zero value (an input captured at the node, or the output of
   the kernel that made the input; not a parameter's output, which is the value after its update) is not
   where the zeros start: ``tensor_all_zero``, ``gradient_vanishing`` and ``activation_dead_layer`` skip it
-  (a ReLU after a dead block reads only zeros: the block that died is the finding);
+  (a ReLU after a dead block reads only zeros: the block that died is the finding); the value read must be
+  judged itself, or lead back through all-zero backward intermediates (which no rule judges) to one that
+  is, else the zeros start where no rule reports them and the tensor is the finding;
 - a weight whose gradient in the same iteration is all zero did not change because of that gradient
   (judged itself): ``weight_not_changed`` skips it, and ``tensor_all_zero`` a zero-initialised weight
   that such a gradient left at zero;

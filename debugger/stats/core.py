@@ -115,6 +115,9 @@ class _Part:
         if kind == "b":
             chunk = chunk.view(np.uint8)
             kind = "u"
+        elif kind == "c":       # complex: the statistics of the magnitudes, NaN and Inf counted as a float's
+            chunk = np.abs(chunk)
+            kind = "f"
         if kind == "f" and chunk.dtype.itemsize < 4:
             chunk = chunk.astype(np.float32)
         elif kind in "iu":

@@ -24,6 +24,11 @@ PASS_THROUGH = frozenset({"detach", "alias", "clone", "lift_fresh", "lift_fresh_
 ALIASES = frozenset({"detach", "alias"})
 # Ops whose output is their input's value cut off from autograd (Tensor.detach(), what torch issues for it).
 DETACHES = frozenset({"detach", "detach_"})
+# Ops whose value their arguments fix (a shape, a fill value), never the values of the tensors they take (a
+# ``*_like``'s template, ``new_*``'s self): the code's own constants, such as a GAN's ``torch.zeros_like(d_out)``
+# labels, which are all zero on purpose.
+FIXED_VALUE = frozenset({"zeros", "ones", "full", "scalar_tensor", "arange", "linspace", "logspace", "eye",
+                         "zeros_like", "ones_like", "full_like", "new_zeros", "new_ones", "new_full"})
 # Ops whose outputs are uninitialised memory: never dumped (their bits mean nothing, NaN included).
 UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
 # In-place ops that overwrite their destination whatever it held: its old value is no data input

@@ -190,10 +190,11 @@ class Leaves:
         if replaying is not None and self.rec._replay.replay_gradients(g, opt, replaying.trace):
             return
         grads: set[int] = set()
-        # a compiled model at "modules": its calls are traced away, the weights they read are kept here (at
-        # an "ops" iteration recorded at its boundary, the compiled graphs' operators read them)
-        compiled_modules = self.rec._level == LEVEL_MODULES and read and not self.rec._graph_nodes.taking \
-            and self.rec._runs_compiled()
+        # at "modules" a weight that no module call read is kept here as read: a compiled model's calls are
+        # traced away, a ParameterList or ParameterDict is never called, a parent's own code reads a child's
+        # weight (at an "ops" iteration recorded at a compiled model's boundary, the operators of graphs the
+        # "tdbg" backend tapped read them; with any other backend no graph was tapped: as at "modules")
+        coarse_modules = self.rec._level == LEVEL_MODULES and read and not self.rec._graph_nodes.tapped
         for grp in opt.param_groups:
             for p in grp["params"]:
                 if p.grad is None:
@@ -219,18 +220,18 @@ class Leaves:
                 if self.rec._want(self.leaf_module(C.Leaf(pname, Kind.GRADIENT, pname)), "Gradient"):
                     self.rec._capture(name, "Gradient", "output", 0, grad, exact=True,
                                   same=None if same is None else same[2])
-                    if read and self._read_here(pname, compiled_modules):     # the weight as read (the step has not run: the
+                    if read and self._read_here(pname, coarse_modules):     # the weight as read (the step has not run: the
                         # capture at the previous step()'s end holds these bits, and is reused)
                         self.rec._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
         self.grad_ptrs = grads
 
-    def _read_here(self, pname: str, compiled_modules: bool) -> bool:
-        """Whether the Gradient node keeps the weight's value as read: at "parameters" always; at "modules" of a
-        compiled model when no module call captured it (the hooks see the model's call, not those inside the
-        compiled program); otherwise the operators or module calls that read it do."""
+    def _read_here(self, pname: str, coarse_modules: bool) -> bool:
+        """Whether the Gradient node keeps the weight's value as read: at "parameters" always; at "modules"
+        when no module call captured it (a compiled model's calls, a ParameterList's weights, a weight
+        read by its parent's code); otherwise the operators or module calls that read it do."""
         if self.rec._level == LEVEL_PARAMETERS:
             return True
-        return compiled_modules and not self.rec._module_level.read_weight(pname)
+        return coarse_modules and not self.rec._module_level.read_weight(pname)
 
     def _coarse_gradient(self, g: C.IterationGraph, name: str, pname: str, grad: torch.Tensor) -> NodeRecord:
         """A Gradient node where no operator is seen: made from every loss backward() started from and

@@ -288,10 +288,12 @@ class OpsLevel:
     def _forward_kind(g: C.IterationGraph, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], scope: str,
                       per_rank: bool, data_in: list[str], is_list: bool) -> tuple[Kind, str]:
         """(kind, activation) of a forward operator, from what it reads and computes."""
-        if not data_in:
-            if scope == C.GLOBAL_SCOPE:
+        fixed = op in C.FIXED_VALUE
+        if not data_in or fixed:
+            if scope == C.GLOBAL_SCOPE and not fixed:
                 return Kind.INPUT, ""      # made outside any module from nothing: the step's data (torch.randn ...)
-            # made inside the model from no tensor at all (zeros, arange, full ...): the same every
+            # made inside the model from no tensor at all (zeros, arange, full ...), or anywhere by an op whose
+            # arguments fix its value (torch.zeros(n), zeros_like(out): a GAN's labels): the same every
             # iteration, not a computed value; random numbers are not
             return (Kind.OTHER if per_rank else Kind.CONSTANT), ""
         if not per_rank and all(v in g.constants for v in data_in):

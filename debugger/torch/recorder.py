@@ -159,6 +159,7 @@ class Recorder:
         self._compiled_ops = compiled_ops
         self._compiled_seen = False     # an "ops" iteration found the model compiled (its wrapper, its frames)
         self._compile_notes = CompileNotes()
+        self._not_stored: set[str] = set()     # kinds of tensor that cannot be stored (sparse ...): said once each
         self._graph_nodes = GraphNodes(self)     # level "ops" of code compiled with the "tdbg" backend
         self._module_hooks = False     # the global module hooks are in (from the first "ops"/"modules" iteration)
         self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
@@ -465,12 +466,26 @@ class Recorder:
             return False
         return True
 
+    def _say_not_stored(self, node: str, t: Any) -> None:
+        """Say once per kind of tensor (a layout, a dtype) that such tensors are left out: their nodes stay in
+        the graph without a value, which the scan counts as not in the dump, never as checked."""
+        dense = isinstance(t, torch.Tensor) and t.layout == torch.strided
+        what = f"dtype {getattr(t, 'dtype', type(t).__name__)}" if dense else \
+            f"layout {str(getattr(t, 'layout', type(t).__name__)).replace('torch.', '')}"
+        if what in self._not_stored:
+            return
+        self._not_stored.add(what)
+        warnings.warn(f"tdbg recorder: tensors of {what} are not recorded (only dense tensors of numpy's dtypes "
+                      f"are), the first {node} (an nn.Embedding(sparse=True)'s gradient is sparse): their nodes have "
+                      "no value in the dump, and the scan says so", RuntimeWarning, stacklevel=2)
+
     def _capture(self, node: str, op_type: str, io: str, slot: int, t: torch.Tensor, exact: bool,
                  reuse: bool = False, same: C.Captured | None = None) -> C.Captured | None:
         """Keep a tensor of this iteration: host values, or a device statistics row (+ host copy to hash).
         ``same``: a capture of this iteration known to hold the same bits (its values or row are shared)."""
         outer, t = t, C.local(t)
         if not C.is_plain(t) or t.dtype not in C.NUMPY_DTYPES and t.dtype != torch.bfloat16:
+            self._say_not_stored(node, t)
             return None
         assert self._graph is not None
         given = t

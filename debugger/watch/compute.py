@@ -128,11 +128,15 @@ def run_pair_task(task: PairTask) -> PairResult:
     try:
         with np.errstate(invalid="ignore", over="ignore"):
             for c, p in zip(task.cur.chunks(_PIECE), task.prev.chunks(_PIECE)):
-                cc = c.astype(np.float64)
-                pc = p.astype(np.float64)
-                d = np.abs(np.subtract(cc, pc, out=cc), out=cc)
+                if c.dtype.kind == "c" or p.dtype.kind == "c":     # complex: the magnitudes of both
+                    pc = p.astype(np.complex128)
+                    d, ap = np.abs(c.astype(np.complex128) - pc), np.abs(pc)
+                else:
+                    cc = c.astype(np.float64)
+                    pc = p.astype(np.float64)
+                    d = np.abs(np.subtract(cc, pc, out=cc), out=cc)
+                    ap = np.abs(pc, out=pc)
                 total += float(d.sum())
-                ap = np.abs(pc, out=pc)
                 for r in task.rtols:
                     tmp = np.multiply(ap, r)
                     excess[r] = max(excess[r], float(np.subtract(d, tmp, out=tmp).max()))

@@ -11,7 +11,8 @@ from ..model import Dump, TensorRef
 from ..model.source import parse_location
 from .registry import Watchpoint
 
-FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16"}
+# the dtypes checked: floating point, and complex (judged by its magnitudes: debugger.stats)
+FLOAT_NAMES = {"float16", "float32", "float64", "bfloat16", "complex64", "complex128"}
 
 
 def where_nodes(dump: Dump, where: str | None) -> dict[int, set[str]] | None:
@@ -49,7 +50,7 @@ def is_float(ref: TensorRef, graph: Graph | None) -> bool:
         if ref.slot < len(outs) and outs[ref.slot].dtype:
             return outs[ref.slot].dtype in FLOAT_NAMES
     try:
-        return ref.dtype.kind == "f"
+        return ref.dtype.kind in "fc"
     except Exception:  # an unreadable header is reported when the file is read
         return True
 

@@ -11,7 +11,9 @@ msprobe, keeps every finding):
 - an all-zero tensor whose node reads an all-zero value (an input captured at the node, or the output of
   the kernel that made the input; not a parameter's output, which is the value after its update) is not
   where the zeros start: ``tensor_all_zero``, ``gradient_vanishing`` and ``activation_dead_layer`` skip it
-  (a ReLU after a dead block reads only zeros: the block that died is the finding);
+  (a ReLU after a dead block reads only zeros: the block that died is the finding); the value read must be
+  judged itself, or lead back through all-zero backward intermediates (which no rule judges) to one that
+  is, else the zeros start where no rule reports them and the tensor is the finding;
 - a weight whose gradient in the same iteration is all zero did not change because of that gradient
   (judged itself): ``weight_not_changed`` skips it, and ``tensor_all_zero`` a zero-initialised weight
   that such a gradient left at zero;
@@ -54,8 +56,11 @@ def upstream(step: Step, ref: TensorRef) -> list[TensorRef]:
         for (n, io, _), r in step.tmap.items():
             if io == "input":
                 step.inputs_of.setdefault(n, []).append(r)
-    out = list(step.inputs_of.get(node, ()))
-    for src, _ in graph.record_of(node).inputs:
+    ins = graph.record_of(node).inputs
+    # a weight's gradient node keeps the weight as read (its previous value): no value the gradient is made from
+    out = [r for r in step.inputs_of.get(node, ())
+           if not (ref.kind == Kind.GRADIENT and r.slot < len(ins) and ins[r.slot][0] == ref.param)]
+    for src, _ in ins:
         if src in graph and graph.record_of(src).is_routing:   # a view of a weight (t, view): what it read
             out.extend(step.inputs_of.get(src, ()))
     for src in list(graph.value_inputs(node)) + inside(graph, node):
@@ -90,10 +95,11 @@ def plan_upstream(step: Step, batch: Batch) -> None:
             batch.want_stats(r)
 
 
-def _all_zero(batch: Batch, ref: TensorRef | None) -> bool:
+def _all_zero(batch: Batch, ref: TensorRef | None, now: bool = False) -> bool:
+    """Whether ``ref`` is all zero (``now``: its statistics read here if no step asked for them)."""
     if ref is None:
         return False
-    stats, err = batch.stats(ref)
+    stats, err = batch.stats_now(ref) if now else batch.stats(ref)
     return not err and stats is not None and stats.count > 0 and stats.zeros == stats.count
 
 
@@ -115,11 +121,38 @@ def apply_zero_origins(step: Step, batch: Batch, result: ScanResult, first_hit: 
 def _explained(step: Step, batch: Batch, watchpoint: str, ref: TensorRef) -> str | None:
     if watchpoint == "weight_not_changed" or ref.kind == Kind.WEIGHT:
         return FROM_GRADIENT if _all_zero(batch, gradient_of(step, ref)) else None
-    if _all_zero(batch, ref) and any(_all_zero(batch, r) for r in upstream(step, ref)):
+    if _all_zero(batch, ref) and _zeros_from_upstream(step, batch, ref):
         return FROM_UPSTREAM
     if ref.kind == Kind.GRADIENT and _all_zero(batch, ref):
         return _from_zero_weight(step, batch, ref)
     return None
+
+
+def _zeros_from_upstream(step: Step, batch: Batch, ref: TensorRef) -> bool:
+    """Whether the zeros of all-zero ``ref`` come from an all-zero value its node reads that is judged itself,
+    found back through the all-zero backward intermediates between them: no rule judges those (they follow
+    from a zero above them), so zeros that start at one (a router's renormalised top-1 weight, x / x.sum(),
+    has the gradient x' - x' = 0 exactly) are reported at the first tensor below that is judged, not skipped
+    on the way to an origin no rule reports."""
+    seen = {ref.identity}
+    todo = [ref]
+    while todo:
+        at = todo.pop()
+        for up in upstream(step, at):
+            # what ``ref`` reads was planned (plan_upstream); beyond it, read only where the zeros lead
+            if up.identity in seen or not _all_zero(batch, up, now=at is not ref):
+                continue
+            seen.add(up.identity)
+            if not _backward_intermediate(step, up):
+                return True
+            todo.append(up)
+    return False
+
+
+def _backward_intermediate(step: Step, ref: TensorRef) -> bool:
+    """A tensor of the backward pass that is no weight's gradient (the gradient of an activation)."""
+    graph = step.graph
+    return ref.kind == Kind.OTHER and graph is not None and ref.node in graph and graph.record_of(ref.node).is_backward
 
 
 def _from_zero_weight(step: Step, batch: Batch, ref: TensorRef) -> str | None:

@@ -460,3 +460,41 @@ def test_every_model_and_loop_heads_a_layer_at_learning_rate_0(tmp_path, name: s
     assert _first(res) == ("weight_not_changed", 0)
     found = {h.param for h in res.hits if h.watchpoint == "weight_not_changed"}
     assert found == frozen
+
+
+@pytest.mark.parametrize("level", LEVELS_OF_WEIGHTS)
+def test_a_top1_router_that_gets_no_gradient_is_found_at_its_first_step(tmp_path, level: str) -> None:
+    """transformers' Mixtral with one expert per token and no auxiliary loss: the routing weight, renormalised
+    over the top-1 (x / x.sum()), is 1 whatever the router says, so torch gives the router's weight an
+    all-zero gradient from step 0: it never trains. The zeros start at a backward intermediate (the
+    renormalisation's gradient, x' - x'), which no rule judges: at "ops" they are reported at the router's
+    gradient from iteration 0, as at the coarser levels (was: skipped as "reported where the zeros start",
+    the first finding put off to a step where rounding left 1e-11)."""
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    from debugger.torch import Recorder
+
+    cfg = MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=1,
+                        num_attention_heads=2, num_key_value_heads=1, num_local_experts=4, num_experts_per_tok=1,
+                        max_position_embeddings=32, router_aux_loss_coef=0.0, attn_implementation="eager")
+    torch.manual_seed(0)
+    m = MixtralForCausalLM(cfg)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    gate = m.model.layers[0].mlp.gate.weight
+    grad_max: list[float] = []
+    path = str(tmp_path / "dump")
+    with Recorder(path, m, opt, level=level, save="statistics") as rec:
+        for i in range(2):
+            ids = torch.randint(0, 64, (1, 3), generator=torch.Generator().manual_seed(i))
+            loss = m(input_ids=ids, labels=ids).loss
+            opt.zero_grad()
+            loss.backward()
+            grad_max.append(gate.grad.abs().max().item())
+            opt.step()
+            rec.step()
+    assert grad_max[0] == 0 and max(grad_max) < 1e-9, grad_max     # torch: the router gets no gradient
+    res = scan_recommended(path)
+    found = {(h.watchpoint, h.iteration) for h in res.hits if h.node == "model.layers.0.mlp.gate.weight.grad"}
+    assert {("gradient_vanishing", 0), ("tensor_all_zero", 0), ("gradient_vanishing", 1)} <= found, res.hits
+    assert (res.first.watchpoint, res.first.iteration, res.first.node) == (
+        "gradient_vanishing", 0, "model.layers.0.mlp.gate.weight.grad")

@@ -456,3 +456,39 @@ def test_a_container_weight_is_captured_at_the_containers_node(tmp_path: Any) ->
     slot = next(i for i, (src, _) in enumerate(block.record.inputs) if src == "0.gamma")
     gamma = captured[(block.name, "input", slot)].source.stored_stats()
     assert gamma["abs_mean"] == pytest.approx(1e-6)
+
+
+class _Lists(nn.Module):
+    """Weights no module call reads: a ParameterList's and a ParameterDict's (containers never called) and
+    a child's weight read by the parent's own code (the child never called)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ws = nn.ParameterList([nn.Parameter(torch.randn(8, 8) * 0.3) for _ in range(2)])
+        self.bs = nn.ParameterDict({"a": nn.Parameter(torch.randn(8) * 0.1)})
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(x @ self.ws[0] + self.bs["a"]) @ self.ws[1]
+        return F.linear(h, self.head.weight, self.head.bias)
+
+
+def test_weights_no_module_call_reads_keep_their_value_as_read(tmp_path: Any) -> None:
+    """At "modules" a weight that no module call read (a ParameterList's, a ParameterDict's, a child's weight
+    read by its parent's code) is kept as read by its Gradient node, as each call's weights are: its first
+    iteration's update is judged (was: "no previous iteration", a check the scan could not run), the value
+    equal to the weight torch held before the first step."""
+    torch.manual_seed(0)
+    model = _Lists()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    path = str(tmp_path / "dump")
+    _train(model, opt, lambda i: torch.randn(4, 8), lambda m, x: m(x).square().mean(), 3, path, save="tensors")
+    captured = open_dump(path).rank(0).tensor_map(0, 0)
+    for name, value in before.items():
+        ref = captured[(f"{name}.grad", "input", 1)]
+        assert np.array_equal(ref.value(), value.numpy()), name
+    from debugger.watch.engine import scan
+    from debugger.watch.registry import preset
+    res = scan(open_dump(path), preset("recommended"))
+    assert res.hits == [] and res.errors == [], res.errors[:3]

@@ -9,7 +9,7 @@ from ...stats.core import Stats
 from ..batch import Batch
 from ..compute import pair_mismatch
 from ..registry import HISTORY, Watchpoint
-from ..results import ScanResult
+from ..results import Hit, ScanResult
 from .base import COUNTED, ByDesign, Check, Needs, NotApplicable, PerTensor, RunStart, add_error, add_hit, compare, has_param, unsupplied
 from .stored import excess_from_update, stored_update, unchanged_from_statistics
 
@@ -191,4 +191,32 @@ class UpdateRatio(Chain):
             elif ratio < small:
                 add_hit(out, wp, chk.order, chk.step, chk.ref, {"small_threshold": ratio}, {"small_threshold": small})
             return
+        hits = len(out.hits)
         compare(out, chk, {"abs_mean_update_ratio": ratio})
+        if len(out.hits) > hits:
+            _edited_between_steps(chk, batch, out.hits[-1])
+
+
+def _edited_between_steps(chk: Check, batch: Batch, hit: Hit) -> None:
+    """A weight that its iteration's forward pass already read that far from the previous iteration's end
+    was changed between the steps, outside the optimizer (a weight scaled by hand, a checkpoint loaded
+    wrong): the cause of what its step then does to the other weights (an unadapted optimizer such as RAdam's
+    first steps or SGD moves them by as much), so its hit is placed before the iteration's operators and
+    says so. The change between the steps is bounded below by |mean|read| - mean|prev||, from statistics."""
+    limit = hit.threshold.get("abs_mean_update_ratio_gt")
+    prev = chk.extra[0] if chk.extra else None
+    if limit is None or prev is None or prev.iteration >= chk.ref.iteration:
+        return
+    read = history.value_before_update(chk.step.rank, chk.ref)
+    if read is None:
+        return
+    now, _ = batch.stats_now(read)
+    then, _ = batch.stats(prev)
+    if now is None or then is None or now.abs_mean is None or then.abs_mean is None:
+        return
+    between = abs(now.abs_mean - then.abs_mean) / (then.abs_mean + chk.wp.setting("epsilon"))
+    if between > limit:
+        hit.position = -1
+        hit.note = (f"changed between iterations {prev.iteration} and {chk.ref.iteration}, outside the optimizer: "
+                    f"the forward pass read it at an update ratio of at least {between:.4g} from its value at the "
+                    f"end of iteration {prev.iteration}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..formats.records import LEVEL_MODULES, LEVEL_OPS, LEVEL_PARAMETERS, Kind, NodeRecord, OutputType
@@ -38,6 +39,7 @@ class Leaves:
         # iteration's first optimizer step found it), for the update statistics stored at step(): a
         # change made between two steps, outside the optimizer, is part of the update
         self.before_step: dict[int, torch.Tensor] = {}
+        self.checked: set[Any] = set()      # trained weights whose kept capture still_kept found right in this iteration
         self.snapshots: dict[int, torch.Tensor] = {}      # CPU buffers of before_step, by weight storage
         self._step_counts: dict[int, float | None] = {}     # each optimizer's step count at the last step()
 
@@ -45,6 +47,7 @@ class Leaves:
         """A recorded iteration begins: the table made anew from the model, reused captures and weight
         buffers kept only for the leaves as they are now."""
         self.prune_reuse()
+        self.checked.clear()
         self.refresh(walk=True)
         if self.snapshots:     # only the weights trained now keep a buffer
             self.snapshots = {k: b for k, b in self.snapshots.items()
@@ -221,9 +224,32 @@ class Leaves:
                     self.rec._capture(name, "Gradient", "output", 0, grad, exact=True,
                                   same=None if same is None else same[2])
                     if read and self._read_here(pname, coarse_modules):     # the weight as read (the step has not run: the
-                        # capture at the previous step()'s end holds these bits, and is reused)
+                        # capture at the previous step()'s end holds these bits, and is reused: see still_kept)
                         self.rec._capture(name, "Gradient", "input", len(rec.inputs) - 1, p, exact=True, reuse=True)
         self.grad_ptrs = grads
+
+    def still_kept(self, t: torch.Tensor, hit: tuple[Any, ...]) -> bool:
+        """Whether ``hit``, a capture kept for ``t``'s memory and version, still holds ``t``'s bits. A trained
+        weight's is checked at its first reuse in an iteration against the copy taken at the last step()'s
+        end (or the capture's own values): a write between the steps through ``.data`` (WGAN's
+        ``p.data.clamp_(-c, c)``) bumps no version counter of the weight. Other leaves are trusted (Limits)."""
+        ptr = C.storage_ptr(t)
+        if ptr not in self.param_ptrs:
+            return True
+        key = self.key_of(t)
+        if key in self.checked:
+            return True
+        was = self.before_step.get(key)
+        now = t.detach()
+        if was is not None and was.shape == now.shape and was.dtype == now.dtype:
+            same = torch.equal(was, now)
+        elif hit[0] is not None and now.device.type == "cpu" and now.dtype != torch.bfloat16:
+            same = bool(np.array_equal(hit[0], C.host_view(now), equal_nan=now.is_floating_point()))
+        else:
+            same = False     # nothing to compare with at no cost: read anew
+        if same:
+            self.checked.add(key)
+        return same
 
     def _read_here(self, pname: str, coarse_modules: bool) -> bool:
         """Whether the Gradient node keeps the weight's value as read: at "parameters" always; at "modules"

@@ -496,6 +496,8 @@ class Recorder:
         # the same memory at the same version counter holds the same bits, so its capture is reused.
         key = C.reuse_key(outer, self._leaves.writes) if reuse else None
         hit = self._leaves.reuse.get(key) if key is not None else None
+        if hit is not None and not self._leaves.still_kept(t, hit):
+            hit = None
         if hit is not None:
             c.values, c.stats, c.host, c.dtype = hit
         elif same is not None:

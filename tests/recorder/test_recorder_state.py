@@ -290,3 +290,42 @@ def test_saturated_count_equals_plain_torch(tmp_path: Any) -> None:
         assert {op: int(e["saturated"]) for op, e in stored.items()} == truth
         assert all(math.isclose(e["saturated_tolerance"], 1e-3) for e in stored.values())
 
+
+
+@pytest.mark.parametrize("level", ["parameters", "modules", "ops"])
+@pytest.mark.parametrize("save", ["statistics", "tensors"])
+def test_a_weight_written_through_data_between_steps_is_stored_as_read(tmp_path: Any, level: str, save: str) -> None:
+    """WGAN's clipping, ``p.data.clamp_(-c, c)`` between steps, bumps no version counter of the weight: every
+    value the next forward is recorded to read (the reading node's input) is the clamped one, as plain torch
+    saw it, not the capture of the previous step's end."""
+    dump = str(tmp_path / "d")
+    torch.manual_seed(0)
+    model, loss = _mlp()
+    opt = torch.optim.RMSprop(model.parameters(), lr=5e-2)
+    read: list[np.ndarray] = []
+    with Recorder(dump, model, opt, save=save, level=level) as rec:
+        for _ in range(STEPS):
+            for p in model.parameters():
+                p.data.clamp_(-0.05, 0.05)
+            read.append(model[0].weight.detach().double().numpy().copy())
+            opt.zero_grad()
+            loss(model).backward()
+            opt.step()
+            rec.step()
+    r = open_dump(dump).rank(0)
+    for it, want in enumerate(read):
+        found = 0
+        for gid in r.graphs:
+            graph = r.graph(gid)
+            for (node, io, slot), ref in r.tensor_map(gid, it).items():
+                if io != "input" or graph.record_of(node).inputs[slot][0] != "0.weight" or node.startswith("global/"):
+                    continue    # (at "ops" the loop's own .data and clamp_ are recorded: they read it before the write)
+                found += 1
+                if save == "tensors":
+                    assert np.array_equal(ref.source.array().astype(np.float64), want), (it, node)
+                    continue
+                got = ref.source.stored_stats()
+                assert got["max"] == pytest.approx(want.max(), rel=1e-6), (it, node)
+                assert got["min"] == pytest.approx(want.min(), rel=1e-6), (it, node)
+                assert got["mean"] == pytest.approx(want.mean(), rel=1e-6, abs=1e-9), (it, node)
+        assert found, it

@@ -379,7 +379,7 @@ class Recorder:
         if taps.taking and g is not None:
             self._compile_notes.ops_at_boundary(self.iteration, taps.tapped, taps.tapped_every)
         if g is not None and self._level in (LEVEL_MODULES, LEVEL_OPS) and not self._module_calls \
-                and next(self._root.children(), None) is not None:
+                and W.has_callable_submodule(self._root):
             self._note_compiled_model()     # a model with submodules whose calls were not seen
         self._module_calls = 0
         if g is None:
@@ -467,17 +467,21 @@ class Recorder:
         return True
 
     def _say_not_stored(self, node: str, t: Any) -> None:
-        """Say once per kind of tensor (a layout, a dtype) that such tensors are left out: their nodes stay in
-        the graph without a value, which the scan counts as not in the dump, never as checked."""
-        dense = isinstance(t, torch.Tensor) and t.layout == torch.strided
-        what = f"dtype {getattr(t, 'dtype', type(t).__name__)}" if dense else \
-            f"layout {str(getattr(t, 'layout', type(t).__name__)).replace('torch.', '')}"
+        """Say once per kind of tensor that cannot be stored (a sparse or other non-strided layout, a dtype numpy
+        lacks) that such tensors are left out: their nodes stay in the graph without a value, which the scan
+        counts as not in the dump, never as checked. Tensor subclasses (a DTensor's intermediates under tensor
+        parallelism, FSDP2's) are a documented limit, said in docs/pytorch.md, not at every run."""
+        if not isinstance(t, torch.Tensor) or type(t) not in (torch.Tensor, torch.nn.Parameter) or t.is_meta:
+            return
+        sparse = t.layout != torch.strided
+        what = f"layout {str(t.layout).replace('torch.', '')}" if sparse else f"dtype {str(t.dtype).replace('torch.', '')}"
         if what in self._not_stored:
             return
         self._not_stored.add(what)
+        hint = ": an nn.Embedding(sparse=True)'s gradient is sparse" if sparse else ""
         warnings.warn(f"tdbg recorder: tensors of {what} are not recorded (only dense tensors of numpy's dtypes "
-                      f"are), the first {node} (an nn.Embedding(sparse=True)'s gradient is sparse): their nodes have "
-                      "no value in the dump, and the scan says so", RuntimeWarning, stacklevel=2)
+                      f"are{hint}), the first {node}: their nodes have no value in the dump, and the scan says so",
+                      RuntimeWarning, stacklevel=2)
 
     def _capture(self, node: str, op_type: str, io: str, slot: int, t: torch.Tensor, exact: bool,
                  reuse: bool = False, same: C.Captured | None = None) -> C.Captured | None:

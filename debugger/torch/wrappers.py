@@ -64,3 +64,9 @@ def _compiled_forward(m: torch.nn.Module) -> bool:
     forward = m.__dict__.get("forward")
     return getattr(m, "_compiler_ctx", None) is not None or \
         getattr(forward, "_torchdynamo_orig_callable", None) is not None
+
+
+def has_callable_submodule(root: torch.nn.Module) -> bool:
+    """Whether a module below ``root`` has a forward of its own: a call the module hooks would see (a
+    ParameterList or ParameterDict, never called, has none)."""
+    return any(type(m).forward is not torch.nn.Module.forward for m in root.modules() if m is not root)

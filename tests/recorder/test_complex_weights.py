@@ -7,6 +7,7 @@ magnitudes: their NaN and Inf are counted).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -85,3 +86,17 @@ def test_an_inf_in_a_complex_weight_is_the_headline(tmp_path: Any, save: str) ->
     first = scan(open_dump(path), preset("parameters"), jobs=1).first
     assert first is not None and (first.watchpoint, first.iteration, first.param) == ("overflow", 2, "c"), first
     assert "changed outside the recorded operators" in first.note
+
+
+@pytest.mark.parametrize("level", ["modules", "ops"])
+def test_a_model_whose_children_are_never_called_is_not_taken_for_compiled(tmp_path: Any, level: str) -> None:
+    """The model's only children are a ParameterList and a ParameterDict, which are never called: no module call
+    is seen, and that is no sign of a compiled model even once this process compiled something (was: said to
+    run compiled, and its later "ops" iterations recorded at "modules")."""
+    torch.compile(lambda x: x * 2)(torch.ones(3))      # something compiled in this process
+    path = str(tmp_path / "d")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _train(path, level)
+    r = open_dump(path).rank(0)
+    assert {r.graph(g).level for g in r.graphs} == {level}

@@ -143,10 +143,28 @@ def _zeros_from_upstream(step: Step, batch: Batch, ref: TensorRef) -> bool:
             if up.identity in seen or not _all_zero(batch, up, now=at is not ref):
                 continue
             seen.add(up.identity)
-            if not _backward_intermediate(step, up):
+            if not _backward_intermediate(step, up) or _reads_zero_weight(step, batch, up.node):
                 return True
             todo.append(up)
     return False
+
+
+def _reads_zero_weight(step: Step, batch: Batch, node: str) -> bool:
+    """Whether backward ``node`` reads a weight that the step read all zero (a zero-initialised head or LoRA B
+    passes no gradient back): its zeros start at that weight, whose value as read upstream() leaves out (a
+    parameter's output is its value after the update) and which is found at a reader's captured input."""
+    graph = step.graph
+    assert graph is not None
+    weights = set()
+    for src in list(graph.value_inputs(node)) + [s for s, _ in graph.record_of(node).inputs]:
+        src = graph.value_source(src) if src in graph else src
+        if src and src in graph and graph.record_of(src).is_parameter:
+            weights.add(src)
+    if not weights:
+        return False
+    return any(io == "input" and n in graph and slot < len(graph.record_of(n).inputs)
+               and graph.record_of(n).inputs[slot][0] in weights and _all_zero(batch, r, now=True)
+               for (n, io, slot), r in step.tmap.items())
 
 
 def _backward_intermediate(step: Step, ref: TensorRef) -> bool:

@@ -135,7 +135,7 @@ class SeriesCapture:
                     if id(p) not in self.param_name and id(p) not in self._unnamed:
                         self._unnamed.add(id(p))     # looked up once: an optimizer may hold non-module tensors
                         self._learn_names()
-                    if id(p) in self.param_name and C.is_plain(C.local(p)) and p.dtype.is_floating_point:
+                    if id(p) in self.param_name and C.is_plain(C.local(p)) and _judged(p.dtype):
                         seen.setdefault(id(p), p)
         return list(seen.values())
 
@@ -157,14 +157,14 @@ class SeriesCapture:
         for p in trained:
             pname = self.param_name[id(p)]
             w = C.local(p).detach()
-            tensors.append(w)
+            tensors.append(_magnitudes(w))
             names.append(pname)
             roles.append("weight")
             params.append(pname)
             prev = self._prev.get(id(p))
             if prev is not None and prev.shape == w.shape:
                 _sub_into(w, prev)        # prev now holds the update (copied back below)
-                tensors.append(prev)
+                tensors.append(_magnitudes(prev))
                 names.append(f"{pname}.update")
                 roles.append("update")
                 params.append(pname)
@@ -176,8 +176,8 @@ class SeriesCapture:
                     continue
                 for key, v in st.items():
                     v = C.local(v)
-                    if isinstance(v, torch.Tensor) and v.dim() > 0 and v.dtype.is_floating_point and C.is_plain(v):
-                        tensors.append(v.detach())
+                    if isinstance(v, torch.Tensor) and v.dim() > 0 and _judged(v.dtype) and C.is_plain(v):
+                        tensors.append(_magnitudes(v.detach()))
                         names.append(f"{prefix}{key}.{pname}")
                         roles.append("optimizer_state")
                         params.append(pname)
@@ -194,10 +194,10 @@ class SeriesCapture:
         by_dev: dict[Any, list[torch.Tensor]] = {}
         for p in params:
             g = C.local(p.grad)
-            if C.is_plain(g) and g.dtype.is_floating_point:
+            if C.is_plain(g) and _judged(g.dtype):
                 by_dev.setdefault(g.device, []).append(p)
         for group in by_dev.values():
-            rows = rows_of([C.local(p.grad) for p in group])
+            rows = rows_of([_magnitudes(C.local(p.grad)) for p in group])
             for i, p in enumerate(group):
                 self._grad_rows[id(p)] = rows[i]
 
@@ -298,6 +298,16 @@ class SeriesCapture:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+
+
+def _judged(dtype: torch.dtype) -> bool:
+    """A dtype the series keeps: floating point, and complex (by its magnitudes, as the scan judges it)."""
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def _magnitudes(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as its statistics are taken: a complex tensor's magnitudes (its NaN and Inf kept), else itself."""
+    return t.abs() if t.is_complex() else t
 
 
 def _global_norm(rows: list[np.ndarray]) -> float:

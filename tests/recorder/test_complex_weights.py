@@ -100,3 +100,27 @@ def test_a_model_whose_children_are_never_called_is_not_taken_for_compiled(tmp_p
         _train(path, level)
     r = open_dump(path).rank(0)
     assert {r.graph(g).level for g in r.graphs} == {level}
+
+
+def test_the_series_keeps_a_complex_weight_by_its_magnitudes(tmp_path: Any) -> None:
+    """Recorder(series=True): the complex weight, its update, gradient and Adam state have rows, their statistics
+    those of torch's magnitudes (was: left out of the series, and nothing said so)."""
+    torch.manual_seed(0)
+    m = _Spectral()
+    opt = torch.optim.Adam(m.parameters(), lr=1e-2)
+    want: list[tuple[float, float]] = []
+    with Recorder(str(tmp_path / "d"), m, opt, series=True, level="parameters", iterations=()) as rec:
+        for i in range(STEPS):
+            x = torch.randn(16, 8, generator=torch.Generator().manual_seed(i))
+            loss = F.mse_loss(m(x), x.abs())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            want.append((float(m.c.detach().abs().max()), float(m.c.grad.abs().max())))
+            rec.step()
+    s = open_dump(str(tmp_path / "d")).rank(0).series
+    names = {t.name for t in s.catalog()}
+    assert {"c", "c.update", "c.grad", "exp_avg.c", "exp_avg_sq.c"} <= names, names
+    _, w_max = s.curve("c", "max")
+    _, g_max = s.curve("c.grad", "max")
+    assert np.allclose(w_max, [w for w, _ in want], rtol=1e-6) and np.allclose(g_max, [g for _, g in want], rtol=1e-6)

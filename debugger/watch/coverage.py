@@ -132,7 +132,8 @@ def scan_status(coverage: Iterable[Coverage], strict: bool = False) -> str:
 def why_unanswered(name: str, kinds: Iterable[str], c: Coverage) -> str:
     """One line: why a watchpoint answered nothing."""
     if c.of_kind == 0:
-        return f"{name}: no {' or '.join(str(k) for k in kinds)} tensor in the scanned iterations (not dumped)"
+        return (f"{name}: no {' or '.join(str(k) for k in kinds)} tensor in the scanned iterations (none in the dump: "
+                "its level or its configuration keeps none, or the model has none)")
     return f"{name}: none of its {c.candidates} check(s) could run: {most_common(c)}"
 
 

@@ -117,4 +117,22 @@ def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
             where = "; ".join(f"rank {r}: iterations {ranges_text(v)}" for r, v in sorted(its.items()))
             lines.append(f"{sum(map(len, its.values()))} optimizer step(s) {done}, {cause}: {text} ({where}); "
                          "their weights are not reported as unchanged")
+            every = {_every_kth(v) for v in its.values()} if cause == NOT_STEPPED else set()
+            if len(every) == 1 and None not in every:
+                lines.append(f"only every {every.pop()}th iteration ran an optimizer step, as if rec.step() ran once per "
+                             "micro-batch of gradient accumulation: call it once per optimizer step, after "
+                             "optimizer.step()")
     return lines
+
+
+def _every_kth(skipped: list[int]) -> int | None:
+    """k when the iterations between the first and last skipped one that did step come every k-th (k >= 2,
+    at least three of them, every iteration between them skipped): the pattern of a recorder stepped per
+    micro-batch; else None."""
+    its = sorted(set(skipped))
+    stepped = sorted(set(range(its[0], its[-1] + 1)) - set(its)) if its else []
+    gaps = {b - a for a, b in zip(stepped, stepped[1:])}
+    if len(stepped) < 3 or len(gaps) != 1:
+        return None
+    k = gaps.pop()
+    return k if k >= 2 else None

@@ -329,3 +329,29 @@ def test_a_weight_written_through_data_between_steps_is_stored_as_read(tmp_path:
                 assert got["min"] == pytest.approx(want.min(), rel=1e-6), (it, node)
                 assert got["mean"] == pytest.approx(want.mean(), rel=1e-6, abs=1e-9), (it, node)
         assert found, it
+
+
+def test_a_recorder_stepped_per_micro_batch_is_told_where_rec_step_goes(tmp_path: Any) -> None:
+    """Gradient accumulation over 4 micro-batches with rec.step() after each (a likely mistake): the iterations
+    without an optimizer step are listed as such, and the scan says that rec.step() belongs after
+    optimizer.step(); with rec.step() there, nothing is skipped and nothing is said."""
+    for per_micro_batch in (True, False):
+        dump = str(tmp_path / f"d{per_micro_batch}")
+        torch.manual_seed(0)
+        model, loss = _mlp()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        with Recorder(dump, model, opt, save="statistics", level="parameters") as rec:
+            for i in range(16):
+                (loss(model) / 4).backward()
+                if i % 4 == 3:
+                    opt.step()
+                    opt.zero_grad()
+                    if not per_micro_batch:
+                        rec.step()
+                if per_micro_batch:
+                    rec.step()
+        res = run_cli("scan", dump, "--preset", "parameters", "--no-cache")
+        assert res.code in (0, 4), res.out + res.err
+        said = "as if rec.step() ran once per micro-batch" in res.out
+        assert said == per_micro_batch, res.out
+        assert ("optimizer_step_not_run" in res.out) == per_micro_batch, res.out

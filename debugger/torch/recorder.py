@@ -163,6 +163,7 @@ class Recorder:
         self._graph_nodes = GraphNodes(self)     # level "ops" of code compiled with the "tdbg" backend
         self._module_hooks = False     # the global module hooks are in (from the first "ops"/"modules" iteration)
         self._module_calls = 0      # calls of the model's submodules the hooks saw in this iteration
+        self._root_called = False   # ... and whether they saw the model's own call (run eagerly: not compiled)
 
     # ---- public API -------------------------------------------------------------------------
     def __enter__(self) -> "Recorder":
@@ -382,6 +383,7 @@ class Recorder:
                 and W.has_callable_submodule(self._root):
             self._note_compiled_model()     # a model with submodules whose calls were not seen
         self._module_calls = 0
+        self._root_called = False
         if g is None:
             self._leaves.before_step.clear()
             return
@@ -559,6 +561,7 @@ class Recorder:
         if self._scopes and self._scopes[-1][0] is module:
             return      # the call its compiled wrapper stood for, run eagerly: one call, one scope
         self._module_calls += module is not self._root
+        self._root_called = self._root_called or module is self._root
         path = self._module_path.get(id(module))
         parent_scope, parent_path = (self._scopes[-1][1], self._scopes[-1][2]) if self._scopes \
             else (self._micro.scope(), None)
@@ -616,8 +619,10 @@ class Recorder:
     def _note_compiled_model(self) -> None:
         """No module call inside the model was seen at level "modules" or "ops": say so when it is because
         the model runs compiled (its module hooks were traced away with the rest of the program)."""
-        compiled = W.runs_compiled(self._root, self.model) or (["the model (inside a compiled function)"]
-                                                                if compiled_anything() else [])
+        # a compiled function that runs the model hides its call too: a model whose own call ran eagerly and
+        # called no submodule (a parent that reads its children's weights itself) is not compiled
+        inside = compiled_anything() and not self._root_called
+        compiled = W.runs_compiled(self._root, self.model) or (["the model (inside a compiled function)"] if inside else [])
         if not compiled:
             return
         if self._level == LEVEL_OPS:

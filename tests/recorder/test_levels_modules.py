@@ -477,7 +477,9 @@ def test_weights_no_module_call_reads_keep_their_value_as_read(tmp_path: Any) ->
     """At "modules" a weight that no module call read (a ParameterList's, a ParameterDict's, a child's weight
     read by its parent's code) is kept as read by its Gradient node, as each call's weights are: its first
     iteration's update is judged (was: "no previous iteration", a check the scan could not run), the value
-    equal to the weight torch held before the first step."""
+    equal to the weight torch held before the first step. No module call is seen, and that is no sign of a
+    compiled model even once this process compiled something (the model's own call ran eagerly)."""
+    torch.compile(lambda x: x * 2)(torch.ones(3))      # something compiled in this process
     torch.manual_seed(0)
     model = _Lists()
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -475,6 +475,8 @@ class Recorder:
             return
         sparse = t.layout != torch.strided
         what = f"layout {str(t.layout).replace('torch.', '')}" if sparse else f"dtype {str(t.dtype).replace('torch.', '')}"
+        if torch._C._functorch.is_functorch_wrapped_tensor(t):
+            what = "a torch.func.vmap batch"      # C.unwrapped gives every other transform's value
         if what in self._not_stored:
             return
         self._not_stored.add(what)

@@ -28,7 +28,7 @@ def _train(out: str | None) -> tuple[list[float], list[dict[str, torch.Tensor]],
     parameters each step read, the model."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
-    params = {k: v.detach().clone() for k, v in model.named_parameters()}
+    params = {k: v.detach() for k, v in model.named_parameters()}     # the model's memory, as torch.func's docs write it
     g = torch.Generator().manual_seed(1)
     data = [(torch.randn(6, 8, generator=g), torch.randint(0, 4, (6,), generator=g)) for _ in range(STEPS)]
 
@@ -59,9 +59,11 @@ def test_module_calls_inside_torch_func_grad_are_recorded_with_their_values(tmp_
     the step's parameters, and the training is bit-identical to the unrecorded run."""
     plain, read, model = _train(None)
     out = str(tmp_path / "d")
-    with _NoDrop():
+    with _NoDrop() as said:
         losses, _, _ = _train(out)
     assert losses == plain
+    # no optimizer: the parameters are no trained weights, and the recorder says so once
+    assert sum("no optimizer was given" in m for m in said) == 1, said
     rank = open_dump(out).rank(0)
     assert rank.iterations(0) == list(range(STEPS))
     x_of = torch.Generator().manual_seed(1)
@@ -78,14 +80,17 @@ def test_module_calls_inside_torch_func_grad_are_recorded_with_their_values(tmp_
 
 
 class _NoDrop:
-    """Fails the test when the recorder drops an iteration (its RuntimeWarning)."""
+    """Fails the test when the recorder drops an iteration (its RuntimeWarning); the warnings said, as a list."""
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> list[str]:
         self._w = warnings.catch_warnings(record=True)
         self.caught = self._w.__enter__()
         warnings.simplefilter("always")
+        self.said: list[str] = []
+        return self.said
 
     def __exit__(self, *exc: Any) -> None:
         self._w.__exit__(*exc)
-        dropped = [str(w.message) for w in self.caught if "is not recorded" in str(w.message)]
+        self.said += [str(w.message) for w in self.caught]
+        dropped = [m for m in self.said if "is not recorded" in m]
         assert not dropped, dropped

@@ -9,9 +9,10 @@ Operators over lists of tensors (``_foreach_*``, fused optimizers) become one no
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ContextManager, Iterator
 
 import numpy as np
 import torch
@@ -174,12 +175,35 @@ def view_key(t: torch.Tensor, ptr: int | None = None) -> tuple[Any, ...]:
     return (storage_ptr(t) if ptr is None else ptr, t.storage_offset(), t.shape, t.stride(), t.dtype)
 
 
+_FUNCTORCH = torch._C._functorch
+
+
+def unwrapped(t: torch.Tensor) -> torch.Tensor:
+    """The value a torch.func transform's wrapper holds (``torch.func.grad``'s, nested ones too), the tensor
+    itself when it is none: a module called inside ``grad(functional_call(...))`` is handed wrappers, which
+    have no storage. A ``vmap`` batch (another shape) stays wrapped, and is no plain tensor."""
+    while _FUNCTORCH.is_functorch_wrapped_tensor(t) and not _FUNCTORCH.is_batchedtensor(t):
+        t = _FUNCTORCH.get_unwrapped(t)
+    return t
+
+
+def outside_transforms() -> ContextManager[Any]:
+    """Where the recorder's own tensor work runs inside a torch.func transform (module hooks of a model called
+    by ``grad(functional_call(...))``): outside it, so its operators on the unwrapped values make plain
+    tensors again, not the transform's wrappers (which have no storage to read)."""
+    if _FUNCTORCH.peek_interpreter_stack() is None:
+        return contextlib.nullcontext()
+    from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
+    return temporarily_clear_interpreter_stack()
+
+
 def local(t: Any) -> Any:
     """A DTensor's shard on this rank (FSDP2's and tensor parallelism's parameters, their gradients,
     state and activations); any other value as it is. The recorder works on ranks' own tensors: a
-    shard's place in the logical tensor is in the rank's layout (debugger/torch/layouts.py)."""
+    shard's place in the logical tensor is in the rank's layout (debugger/torch/layouts.py). A torch.func
+    transform's wrapper: the value it holds (unwrapped)."""
     if type(t) is torch.Tensor or type(t) is torch.nn.Parameter:
-        return t
+        return unwrapped(t)
     inner = getattr(t, "_local_tensor", None)
     return inner if isinstance(inner, torch.Tensor) else t
 
@@ -222,7 +246,7 @@ def reuse_key(t: torch.Tensor, writes: dict[int, int]) -> tuple[Any, ...]:
 def is_plain(t: Any) -> bool:
     """A dense tensor with real memory (not sparse, meta or a tensor subclass)."""
     return (type(t) is torch.Tensor or type(t) is torch.nn.Parameter) and t.layout == torch.strided \
-        and not t.is_meta and t.device.type != "meta"
+        and not t.is_meta and t.device.type != "meta" and not _FUNCTORCH.is_functorch_wrapped_tensor(t)
 
 
 def version(t: torch.Tensor) -> int | None:

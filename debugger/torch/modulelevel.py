@@ -82,9 +82,9 @@ def _output_types(outs: list[torch.Tensor]) -> list[OutputType]:
 
 def output_tensors(x: Any) -> Iterator[torch.Tensor]:
     """Tensors in a module's return value, in order: tensors, tuples, lists and mappings (transformers'
-    ModelOutput is one), nested."""
+    ModelOutput is one), nested; a torch.func transform's wrapper as the value it holds (C.unwrapped)."""
     if isinstance(x, torch.Tensor):
-        yield x
+        yield C.unwrapped(x)
     elif isinstance(x, (list, tuple)):
         for v in x:
             yield from output_tensors(v)
@@ -175,7 +175,7 @@ class ModuleLevel:
         rec = self.rec
         rec._busy = True
         try:
-            with C.OWN_OPS():
+            with C.OWN_OPS(), C.outside_transforms():
                 work(*args)
         except Exception as exc:     # never break the training
             rec._drop(exc)

@@ -58,6 +58,23 @@ from .stepfacts import iteration_facts, mark_loss_scaler, steps_at_lr_zero
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
 
+
+
+def _say_no_optimizer(untracked: "list[tuple[torch.nn.Parameter, int | None]]") -> bool:
+    """Warn, once a step() finds a parameter written since start() (a torch.func or hand-written update), that
+    a recorder given no optimizer knows no trained weight: the scan then says only "no weight tensor", which
+    does not tell why. Whether it warned (else the parameters have not changed yet)."""
+    moved = next((p for p, v in untracked if v is not None and C.version(p) != v), None)
+    if moved is None:
+        return False
+    warnings.warn("tdbg recorder: parameters are trained, but no optimizer was given: no parameter is known as "
+                  "a trained weight, so they are recorded as kind 'other' with no gradient, and the weight "
+                  "and gradient watchpoints (gradient_vanishing, weight_not_changed, weight_change_too_large) "
+                  "have nothing to check; pass the torch.optim optimizer that trains them",
+                  RuntimeWarning, stacklevel=3)
+    return True
+
+
 class Recorder:
     """Record a PyTorch training run as a tdbg-h5 dump (``with Recorder(path, model, optimizer) as rec``).
 
@@ -130,6 +147,7 @@ class Recorder:
         self._mode: OpsMode | None = None
         self._out: Output | None = None     # from start() to close()
         self._handles: list[Any] = []
+        self._untracked: list[tuple[torch.nn.Parameter, int | None]] = []   # start() fills it
         self._scopes: list[tuple[Any, str, str]] = []     # (module, scope, model path)
         self._in_step: torch.optim.Optimizer | None = None
         self._stepped: set[int] = set()     # ids of the optimizers whose step() ran in this iteration
@@ -195,6 +213,9 @@ class Recorder:
             # numba's start-up here, once, not in the first iteration: CPU tensors (a CPU model's, or
             # the `step` counters Adam keeps on the CPU beside a GPU model) take the compiled kernel
             compiled_kernel()
+        # with no optimizer, the parameters' version counters: one that moves by a step() is trained by
+        # code the recorder cannot name weights from (torch.func, a hand-written update), said once
+        self._untracked = [] if self.optimizers else [(p, C.version(p)) for p in self._root.parameters()]
         for opt in self.optimizers:
             self._handles.append(opt.register_step_pre_hook(self._step_pre))
             self._handles.append(opt.register_step_post_hook(self._step_post))
@@ -229,6 +250,8 @@ class Recorder:
         if self._out is None:
             raise RuntimeError("Recorder.step() outside 'with Recorder(...)' (or before start())")
         self._end()
+        if self._untracked and _say_no_optimizer(self._untracked):
+            self._untracked = []
         self._series.end_step(self.iteration)
         self.iteration += 1
         self._begin()
@@ -477,6 +500,8 @@ class Recorder:
             return
         sparse = t.layout != torch.strided
         what = f"layout {str(t.layout).replace('torch.', '')}" if sparse else f"dtype {str(t.dtype).replace('torch.', '')}"
+        if torch._C._functorch.is_functorch_wrapped_tensor(t):
+            what = "a torch.func.vmap batch"      # C.unwrapped gives every other transform's value
         if what in self._not_stored:
             return
         self._not_stored.add(what)

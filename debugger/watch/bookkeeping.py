@@ -8,7 +8,9 @@ found at the loss. Judged as training values they make a healthy run fail.
 
 A node is bookkeeping, on a graph with data edges (a loss that reads something), when
 - no value it reads comes from a trained input: a weight, optimizer state or buffer, a backward node, or
-  a data input (an input that reaches the loss or is read with the model's weights; a tensor the loop made
+  a data input (an input that reaches the loss or is read with the model's weights as a forward pass reads
+  them, not as an optimizer update of the iteration left them: an EMA's shadow copies, read with the updated
+  weights after the step, are the loop's own; a tensor the loop made
   outside the recorded iteration counts as an input, not as a buffer: timm's LAMB keeps its step counter,
   ``torch.tensor(0.0)`` at the first step, in its parameter groups and reads it only to count); a value taken off
   the loss's own computation (``loss.detach()``, the Trainer's detached step loss) counts as made from
@@ -64,8 +66,13 @@ def _build(graph: Graph) -> frozenset[str]:
     stop |= {n for n in graph if graph.record_of(n).stops_gradient and not graph.record_of(n).is_backward
              and n not in to_loss}
     model = _closure(sources, readers, stop)
+    # "read with the model's weights" means as a forward pass reads them, not through an optimizer's update
+    # of this iteration: an EMA of the weights (diffusers' EMAModel, ``shadow.lerp_(p, 1 - decay)`` after
+    # ``optimizer.step()``) reads its shadow copies, tensors the loop made earlier, with the updated weights
+    updates = {n for n in graph if graph.record_of(n).input_roles}
+    forward = _closure(sources, readers, stop | updates) - updates
     data = [n for n in graph if _input(graph, n)
-            and (n in to_loss or any(r in model for r in readers.get(n, ())))]
+            and (n in to_loss or any(r in forward for r in readers.get(n, ())))]
     trained = model | _closure(data, readers, stop)
     # no constant (a graph's constants are judged apart), no weight or state: values a loop made
     return frozenset(n for n in graph if n not in to_loss and n not in trained and _made(graph, n))

@@ -58,8 +58,6 @@ from .stepfacts import iteration_facts, mark_loss_scaler, steps_at_lr_zero
 _SAVE = {"tensors": "values", "values": "values", "statistics": "statistics", "both": "values+statistics"}
 
 
-
-
 def _say_no_optimizer(untracked: "list[tuple[torch.nn.Parameter, int | None]]") -> bool:
     """Warn, once a step() finds a parameter written since start() (a torch.func or hand-written update), that
     a recorder given no optimizer knows no trained weight: the scan then says only "no weight tensor", which

@@ -160,11 +160,10 @@ def _reads_zero_weight(step: Step, batch: Batch, node: str) -> bool:
         src = graph.value_source(src) if src in graph else src
         if src and src in graph and graph.record_of(src).is_parameter:
             weights.add(src)
-    if not weights:
-        return False
-    return any(io == "input" and n in graph and slot < len(graph.record_of(n).inputs)
-               and graph.record_of(n).inputs[slot][0] in weights and _all_zero(batch, r, now=True)
-               for (n, io, slot), r in step.tmap.items())
+    inputs_of = step.inputs_of or {}      # made by upstream(), which the walk called first
+    return any(r.slot < len(graph.record_of(reader).inputs) and graph.record_of(reader).inputs[r.slot][0] == w
+               and _all_zero(batch, r, now=True)
+               for w in weights for reader in graph.successors(w) for r in inputs_of.get(reader, ()))
 
 
 def _backward_intermediate(step: Step, ref: TensorRef) -> bool:

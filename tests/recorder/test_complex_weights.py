@@ -19,6 +19,7 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from debugger import open_dump  # noqa: E402
+from recorder_kit import train_steps  # noqa: E402
 from debugger.torch import Recorder  # noqa: E402
 from debugger.watch.engine import scan  # noqa: E402
 from debugger.watch.registry import preset  # noqa: E402
@@ -44,19 +45,14 @@ def _train(path: str | None, level: str = "parameters", save: str = "tensors",
     m = _Spectral()
     opt = torch.optim.Adam(m.parameters(), lr=1e-2)
     rec = Recorder(path, m, opt, level=level, save=save).start() if path else None
-    losses = []
-    for i in range(STEPS):
+
+    def loss_of(i: int) -> torch.Tensor:
         if i == inf_at:
             with torch.no_grad():
                 m.c[0] = complex(float("inf"), 0.0)
         x = torch.randn(16, 8, generator=torch.Generator().manual_seed(i))
-        loss = F.mse_loss(m(x), x.abs())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if rec is not None:
-            rec.step()
+        return F.mse_loss(m(x), x.abs())
+    losses = train_steps(opt, loss_of, STEPS, rec)
     if rec is not None:
         rec.close()
     return losses, m
